@@ -1,0 +1,95 @@
+//! The front doors: the HTTP API (and, on the same listener, WebSocket and gRPC).
+//!
+//! Handlers translate HTTP to engine calls and back; rules live in the engine. Every response
+//! carries the CORS headers of the seed (4.2) and any OPTIONS request is answered 200 at once.
+
+mod auth;
+mod characters;
+mod error;
+mod extract;
+mod files;
+mod sessions;
+mod system;
+mod tasks;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::Request;
+use axum::http::{HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+
+pub use auth::AdminGate;
+use error::ApiError;
+
+use crate::engine::Engine;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub engine: Arc<Engine>,
+    pub admin: Arc<AdminGate>,
+}
+
+/// The whole HTTP application.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .merge(system::routes())
+        .merge(sessions::routes())
+        .merge(tasks::routes())
+        .merge(characters::routes(&state.engine.config.limits))
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route")
+        })
+        .with_state(state)
+        .layer(middleware::from_fn(cors))
+}
+
+/// CORS exactly as the seed says, on every response; OPTIONS is answered before routing.
+async fn cors(req: Request, next: Next) -> Response {
+    let mut res = if req.method() == Method::OPTIONS {
+        StatusCode::OK.into_response()
+    } else {
+        next.run(req).await
+    };
+    let h = res.headers_mut();
+    h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+    h.insert(
+        "access-control-allow-methods",
+        HeaderValue::from_static("GET, POST, PUT, DELETE, OPTIONS"),
+    );
+    h.insert(
+        "access-control-allow-headers",
+        HeaderValue::from_static("Content-Type, Authorization"),
+    );
+    res
+}
+
+/// Serves the application on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        router(state).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+}
+
+/// Runs an engine call that may block (every write waits for fsync) on the blocking pool.
+pub async fn blocking<T: Send + 'static>(
+    state: &AppState,
+    f: impl FnOnce(&Engine) -> crate::engine::Result<T> + Send + 'static,
+) -> Result<T, ApiError> {
+    let engine = state.engine.clone();
+    tokio::task::spawn_blocking(move || f(&engine))
+        .await
+        .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error"))?
+        .map_err(ApiError::from)
+}

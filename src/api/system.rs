@@ -1,0 +1,96 @@
+//! Health, components, settings and configuration routes.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+use super::{AppState, blocking};
+use super::auth::Admin;
+use super::error::ApiResult;
+use super::extract::JsonBody;
+use crate::engine::launch::LaunchUpdate;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/health", get(health))
+        .route("/api/v1/components", get(components))
+        .route("/api/v1/settings", get(get_settings).put(put_settings))
+        .route("/api/v1/settings/test", post(test_settings))
+        .route("/api/v1/config/avatar-model", get(avatar_model))
+        .route("/api/v1/config/launch", get(get_launch).put(put_launch))
+}
+
+async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
+    let e = &s.engine;
+    let sessions = e.sessions().map(|v| v.len()).unwrap_or(0);
+    let settings = e.settings();
+    Ok(Json(json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "uptime_s": e.started.elapsed().as_secs(),
+        "sessions": sessions,
+        "admin_auth": s.admin.mode(),
+        "providers": {
+            "llm": settings.llm.provider,
+            "asr": settings.asr.provider,
+            "tts": settings.tts.provider,
+        },
+        "device": { "audio": "absent", "ptt": "absent", "display": "absent" },
+    })))
+}
+
+async fn components(State(s): State<AppState>) -> Json<crate::engine::providers::Components> {
+    Json(s.engine.components())
+}
+
+async fn get_settings(_: Admin, State(s): State<AppState>) -> Json<Value> {
+    Json(s.engine.settings().masked())
+}
+
+async fn put_settings(_: Admin, State(s): State<AppState>, JsonBody(patch): JsonBody<Value>) -> ApiResult<Json<Value>> {
+    let saved = blocking(&s, move |e| e.update_settings(&patch)).await?;
+    Ok(Json(json!({ "status": "saved", "settings": saved.masked() })))
+}
+
+async fn test_settings(_: Admin, State(s): State<AppState>) -> Response {
+    let checks = s.engine.test_providers().await;
+    match checks.iter().find(|c| !c.ok) {
+        None => Json(json!({ "status": "ok", "checks": checks })).into_response(),
+        Some(failed) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({
+                "status": "error",
+                "error": format!("{}: {}", failed.name, failed.error.as_deref().unwrap_or("failed")),
+                "checks": checks,
+            })),
+        )
+            .into_response(),
+    }
+}
+
+async fn avatar_model() -> Json<Value> {
+    Json(json!({
+        "active_model": "cached_video",
+        "configured_default_model": "cached_video",
+        "avatar_enabled": false,
+        "models": [{
+            "id": "cached_video",
+            "name": "Cached idle clips",
+            "available": true,
+            "description": "The kiosk plays each character's uploaded idle clips; it renders no live avatar.",
+        }],
+        "config_status": "ok",
+    }))
+}
+
+async fn get_launch(_: Admin, State(s): State<AppState>) -> ApiResult<Json<crate::engine::launch::LaunchView>> {
+    Ok(Json(s.engine.launch_config()?))
+}
+
+async fn put_launch(_: Admin, State(s): State<AppState>, JsonBody(update): JsonBody<LaunchUpdate>) -> ApiResult<Json<Value>> {
+    let requires_restart = blocking(&s, move |e| e.update_launch_config(update)).await?;
+    Ok(Json(json!({ "status": "saved", "requires_restart": requires_restart })))
+}

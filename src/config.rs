@@ -1,0 +1,226 @@
+//! Configuration: a TOML file, then environment and command-line overrides.
+//!
+//! Every key has a default, so an empty file (or none) gives the embedded kiosk. Unknown keys are an
+//! error naming the key: a typo in a config must not silently fall back to a default.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The whole configuration. Field names are the TOML keys.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Persistent data directory (redb file and blobs).
+    pub data_dir: PathBuf,
+    /// Address of the one listener (HTTP, WebSocket, gRPC).
+    pub listen: SocketAddr,
+    /// Whether the site image store (`/api/img/{name}`) is available.
+    pub image_store: bool,
+    /// Administrator password in clear text (prefer `admin_password_file` or `ADMIN_PASSWORD`).
+    pub admin_password: Option<String>,
+    /// File whose first line is the administrator password (written at first boot on the image).
+    pub admin_password_file: Option<PathBuf>,
+    /// Bearer token that lets non-loopback callers use the internal routes.
+    pub internal_token: Option<String>,
+    /// Live conversation sessions allowed at once.
+    pub max_sessions: usize,
+    /// A session with no activity for this long is closed and stops counting against the cap.
+    pub session_idle_secs: u64,
+    /// Memory for redb's page cache.
+    pub store_cache_bytes: usize,
+    pub limits: Limits,
+    pub audio: AudioConfig,
+    pub ptt: PttConfig,
+    pub display: DisplayConfig,
+}
+
+/// Upper bounds on request bodies; anything larger is refused with 413 and nothing is stored.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    pub json_bytes: usize,
+    pub image_bytes: usize,
+    pub knowledge_file_bytes: usize,
+    pub knowledge_request_bytes: usize,
+    pub knowledge_files: usize,
+    pub video_bytes: usize,
+}
+
+/// ALSA devices of the kiosk (used by the device layer).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct AudioConfig {
+    pub capture_device: String,
+    pub playback_device: String,
+    pub mixer_control: String,
+}
+
+/// The push-to-talk button and its LED, as GPIO character-device lines.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct PttConfig {
+    pub chip: String,
+    pub line: u32,
+    pub active_low: bool,
+    pub debounce_ms: u32,
+    pub led_line: Option<u32>,
+    /// Optional evdev key (e.g. `KEY_SPACE`) as a second trigger.
+    pub key: Option<String>,
+}
+
+/// Where idle clips are drawn.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct DisplayConfig {
+    /// `auto`, `drm`, `fbdev`, `sim` or `none`.
+    pub backend: String,
+    pub device: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: PathBuf::from("./data"),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            image_store: true,
+            admin_password: None,
+            admin_password_file: None,
+            internal_token: None,
+            max_sessions: 8,
+            session_idle_secs: 30 * 60,
+            store_cache_bytes: 16 << 20,
+            limits: Limits::default(),
+            audio: AudioConfig::default(),
+            ptt: PttConfig::default(),
+            display: DisplayConfig::default(),
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            json_bytes: 1 << 20,
+            image_bytes: 10 << 20,
+            knowledge_file_bytes: 64 << 20,
+            knowledge_request_bytes: 256 << 20,
+            knowledge_files: 1000,
+            video_bytes: 64 << 20,
+        }
+    }
+}
+
+impl Default for AudioConfig {
+    fn default() -> Self {
+        AudioConfig {
+            capture_device: "default".into(),
+            playback_device: "default".into(),
+            mixer_control: "Master".into(),
+        }
+    }
+}
+
+impl Default for PttConfig {
+    fn default() -> Self {
+        PttConfig {
+            chip: "/dev/gpiochip0".into(),
+            line: 17,
+            active_low: true,
+            debounce_ms: 20,
+            led_line: None,
+            key: None,
+        }
+    }
+}
+
+impl Default for DisplayConfig {
+    fn default() -> Self {
+        DisplayConfig {
+            backend: "auto".into(),
+            device: String::new(),
+        }
+    }
+}
+
+/// Why a configuration could not be loaded.
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Parses a TOML document; unknown keys and wrong types are errors that name the key.
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError(e.to_string()))
+    }
+
+    /// Reads and parses a TOML file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("cannot read config {}: {e}", path.display())))?;
+        Config::from_toml(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))
+    }
+
+    /// The administrator password, from `admin_password` or else the first line of
+    /// `admin_password_file`. An empty password counts as none.
+    pub fn resolve_admin_password(&self) -> Result<Option<String>, ConfigError> {
+        let from_file = match &self.admin_password_file {
+            Some(path) if self.admin_password.is_none() => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    ConfigError(format!("cannot read admin password file {}: {e}", path.display()))
+                })?;
+                text.lines().next().map(|l| l.trim().to_string())
+            }
+            _ => None,
+        };
+        Ok(self
+            .admin_password
+            .clone()
+            .or(from_file)
+            .filter(|p| !p.is_empty()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_document_gives_defaults() {
+        assert_eq!(Config::from_toml("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = Config::from_toml("image_stor = false").unwrap_err();
+        assert!(err.0.contains("image_stor"), "{err}");
+        let err = Config::from_toml("[limits]\njson_byte = 3").unwrap_err();
+        assert!(err.0.contains("json_byte"), "{err}");
+    }
+
+    #[test]
+    fn keys_override_defaults() {
+        let c = Config::from_toml(
+            "image_store = false\nmax_sessions = 2\n[limits]\njson_bytes = 10\n[ptt]\nled_line = 27",
+        )
+        .unwrap();
+        assert!(!c.image_store);
+        assert_eq!(c.max_sessions, 2);
+        assert_eq!(c.limits.json_bytes, 10);
+        assert_eq!(c.limits.image_bytes, 10 << 20);
+        assert_eq!(c.ptt.led_line, Some(27));
+    }
+
+    #[test]
+    fn wrong_type_is_an_error() {
+        assert!(Config::from_toml("max_sessions = \"many\"").is_err());
+    }
+}

@@ -1,0 +1,76 @@
+//! What can go wrong in an engine operation, in terms a front door can translate.
+
+use crate::store::StoreError;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Error {
+    /// The input is malformed or breaks a rule.
+    BadRequest(String),
+    NotFound(String),
+    /// The operation conflicts with the resource's state (e.g. a finished task).
+    Conflict(String),
+    TooLarge(String),
+    UnsupportedMedia(String),
+    /// A limit or a provider is unavailable right now.
+    Unavailable(String),
+    /// A provider answered with an error.
+    ProviderFailed(String),
+    /// A provider did not answer in time.
+    Timeout(String),
+    /// Our fault: storage or an invariant broke.
+    Internal(String),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (Error::BadRequest(m)
+        | Error::NotFound(m)
+        | Error::Conflict(m)
+        | Error::TooLarge(m)
+        | Error::UnsupportedMedia(m)
+        | Error::Unavailable(m)
+        | Error::ProviderFailed(m)
+        | Error::Timeout(m)
+        | Error::Internal(m)) = self;
+        f.write_str(m)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Self {
+        tracing::error!("storage failure: {e}");
+        Error::Internal("storage failure".into())
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::from(StoreError::Io(e))
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+pub fn bad(msg: impl Into<String>) -> Error {
+    Error::BadRequest(msg.into())
+}
+
+pub fn not_found(msg: impl Into<String>) -> Error {
+    Error::NotFound(msg.into())
+}
+
+macro_rules! from_redb {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Error {
+            fn from(e: $t) -> Self { Error::from(StoreError::from(e)) }
+        }
+    )*};
+}
+from_redb!(
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);

@@ -1,0 +1,95 @@
+//! The conversation engine: characters, sessions, history, tasks, knowledge and settings, with
+//! their rules. Front doors (HTTP, WebSocket, gRPC, the kiosk's own button) call these methods;
+//! nothing here knows which door a call came through.
+//!
+//! Engine methods that write block on fsync; async callers run them on the blocking pool.
+
+pub mod characters;
+pub mod error;
+pub mod knowledge;
+pub mod launch;
+pub mod media;
+pub mod providers;
+pub mod sessions;
+pub mod settings;
+pub mod tasks;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::config::Config;
+use crate::store::Store;
+pub use error::{Error, Result};
+
+/// Provider ids a character or the settings may name.
+pub const PROVIDERS: &[&str] = &["local", "openai", "openai_realtime", "remote"];
+
+/// The one engine of the process, shared by every front door.
+pub struct Engine {
+    pub store: Store,
+    pub config: Config,
+    pub started: Instant,
+    characters: characters::ListCache,
+    pub knowledge: knowledge::Indexer,
+    settings: settings::Live,
+}
+
+impl Engine {
+    /// Opens the store and prepares the engine: a default character on first start, knowledge
+    /// sources interrupted by a crash queued for indexing again.
+    pub fn open(config: Config) -> Result<Arc<Engine>> {
+        let store = Store::open(&config.data_dir, config.store_cache_bytes)?;
+        let settings = settings::Live::load(&store)?;
+        let engine = Arc::new(Engine {
+            store,
+            config,
+            started: Instant::now(),
+            characters: characters::ListCache::default(),
+            knowledge: knowledge::Indexer::default(),
+            settings,
+        });
+        engine.ensure_default_character()?;
+        knowledge::Indexer::start(&engine)?;
+        Ok(engine)
+    }
+}
+
+/// Checks one path segment naming a stored file (`{filename}`, `{imgbase}`, `{variant}`): the
+/// name is only ever a key, but a name that could mean a path is refused outright.
+pub fn check_segment(what: &str, s: &str) -> Result<()> {
+    if s.is_empty() || s.len() > 255 {
+        return Err(error::bad(format!("{what} must be 1 to 255 bytes")));
+    }
+    if s.contains(['/', '\\', '\0']) || s.contains("..") {
+        return Err(error::bad(format!("{what} must not contain '/', '\\', NUL or '..'")));
+    }
+    if s.chars().any(char::is_control) {
+        return Err(error::bad(format!("{what} must not contain control characters")));
+    }
+    Ok(())
+}
+
+/// Checks that an id looks like one we issue, so malformed ids are 404 without a lookup that
+/// could treat them as a key prefix.
+pub fn is_id(s: &str) -> bool {
+    uuid::Uuid::try_parse(s).is_ok() && !s.contains('/')
+}
+
+pub fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_that_could_be_paths_are_refused() {
+        for bad in ["", "..", "a/b", "a\\b", "a\0b", "...", "x..y", "a\nb"] {
+            assert!(check_segment("name", bad).is_err(), "{bad:?}");
+        }
+        for good in ["img_001.png", "idle", "800x480", "clip.mp4", "été.mp4"] {
+            assert!(check_segment("name", good).is_ok(), "{good:?}");
+        }
+    }
+}

@@ -1,0 +1,320 @@
+//! Conversation sessions and the history they write.
+
+use std::time::{Duration, SystemTime};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
+use serde::{Deserialize, Serialize};
+
+use super::error::{Error, Result, bad, not_found};
+use super::{Engine, is_id, new_id};
+use crate::store::records::{Character, Message, Session};
+use crate::store::tables::{CHARACTERS, MESSAGES, SESSIONS};
+use crate::store::{self};
+
+/// Longest user message accepted, in characters.
+pub const MESSAGE_MAX_CHARS: usize = 8_000;
+const HISTORY_MAX_PAGE: usize = 200;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct NewSession {
+    pub mode: Option<String>,
+    pub character_id: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SessionCreated {
+    pub session_id: String,
+    pub mode: String,
+    pub character_id: String,
+    pub streaming_mode: &'static str,
+    pub avatar_enabled: bool,
+    pub idle_strategy: &'static str,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub idle_video_url: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub idle_video_urls: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SessionSummary {
+    pub id: String,
+    pub state: String,
+    pub character_id: String,
+    pub mode: String,
+    pub created_at: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HistoryPage {
+    pub messages: Vec<Message>,
+    pub next_cursor: Option<String>,
+    pub has_more: bool,
+}
+
+impl Engine {
+    /// The character the kiosk speaks as: the one named in the settings if it exists, else the
+    /// oldest.
+    pub fn kiosk_character(&self) -> Result<Character> {
+        let wanted = self.settings().kiosk.character_id.clone();
+        let tx = self.store.read()?;
+        let table = tx.open_table(CHARACTERS)?;
+        if is_id(&wanted)
+            && let Some(c) = store::get::<Character>(&table, &wanted)?
+        {
+            return Ok(c);
+        }
+        let mut oldest: Option<Character> = None;
+        for item in table.iter()? {
+            let c: Character = store::from_json(item?.1.value())?;
+            if oldest.as_ref().is_none_or(|o| (&c.created_at, &c.id) < (&o.created_at, &o.id)) {
+                oldest = Some(c);
+            }
+        }
+        oldest.ok_or_else(|| not_found("there is no character"))
+    }
+
+    /// Opens a session; idle sessions past their timeout are closed first so they do not hold
+    /// places under the cap.
+    pub fn create_session(&self, req: NewSession) -> Result<SessionCreated> {
+        let character = match req.character_id.as_deref().filter(|s| !s.is_empty()) {
+            Some(id) => self.character_record(id)?,
+            None => self.kiosk_character()?,
+        };
+        let mode = match req.mode.as_deref().unwrap_or("") {
+            "" => character.mode.clone(),
+            "omni" | "voice_llm" => "omni".into(),
+            "standard" => "standard".into(),
+            other => return Err(bad(format!("mode must be omni or standard, not {other:?}"))),
+        };
+        let tx = self.store.write()?;
+        let expired = self.sweep_sessions(&tx)?;
+        let session = {
+            let mut table = tx.open_table(SESSIONS)?;
+            if table.len()? as usize >= self.config.max_sessions {
+                return Err(Error::Unavailable(format!(
+                    "all {} conversation places are taken; try again later",
+                    self.config.max_sessions
+                )));
+            }
+            let now = store::now();
+            let s = Session {
+                id: new_id(),
+                character_id: character.id.clone(),
+                mode,
+                state: "idle".into(),
+                turn_seq: 0,
+                created_at: now.clone(),
+                last_active_at: now,
+            };
+            table.insert(s.id.as_str(), store::to_json(&s).as_slice())?;
+            s
+        };
+        tx.commit()?;
+        for id in expired {
+            self.session_ended(&id);
+        }
+        let view = self.character(&character.id)?;
+        Ok(SessionCreated {
+            session_id: session.id,
+            mode: session.mode,
+            character_id: character.id,
+            streaming_mode: "websocket",
+            avatar_enabled: false,
+            idle_strategy: "cached_video",
+            idle_video_url: view.idle_video_url,
+            idle_video_urls: view.idle_video_urls,
+        })
+    }
+
+    /// Removes sessions idle for longer than `session_idle_secs`; returns their ids.
+    fn sweep_sessions(&self, tx: &WriteTransaction) -> Result<Vec<String>> {
+        let cutoff = SystemTime::now() - Duration::from_secs(self.config.session_idle_secs);
+        let mut expired = Vec::new();
+        tx.open_table(SESSIONS)?.retain(|id, v| {
+            let stale = store::from_json::<Session>(v)
+                .ok()
+                .and_then(|s| humantime::parse_rfc3339(&s.last_active_at).ok())
+                .is_none_or(|t| t < cutoff);
+            if stale {
+                expired.push(id.to_string());
+            }
+            !stale
+        })?;
+        Ok(expired)
+    }
+
+    /// Closes idle sessions; run periodically.
+    pub fn expire_sessions(&self) -> Result<()> {
+        let tx = self.store.write()?;
+        let expired = self.sweep_sessions(&tx)?;
+        if expired.is_empty() {
+            return Ok(());
+        }
+        tx.commit()?;
+        for id in expired {
+            tracing::info!(session = %id, "session closed after being idle");
+            self.session_ended(&id);
+        }
+        Ok(())
+    }
+
+    /// All open sessions, newest first.
+    pub fn sessions(&self) -> Result<Vec<SessionSummary>> {
+        let tx = self.store.read()?;
+        let mut all = Vec::new();
+        for item in tx.open_table(SESSIONS)?.iter()? {
+            all.push(store::from_json::<Session>(item?.1.value())?);
+        }
+        all.sort_by(|a, b| (&b.created_at, &b.id).cmp(&(&a.created_at, &a.id)));
+        Ok(all
+            .into_iter()
+            .map(|s| SessionSummary {
+                id: s.id,
+                state: s.state,
+                character_id: s.character_id,
+                mode: s.mode,
+                created_at: s.created_at,
+            })
+            .collect())
+    }
+
+    pub fn session(&self, id: &str) -> Result<Session> {
+        if !is_id(id) {
+            return Err(not_found("no such session"));
+        }
+        let tx = self.store.read()?;
+        store::get(&tx.open_table(SESSIONS)?, id)?.ok_or_else(|| not_found("no such session"))
+    }
+
+    /// Ends a session: its turn stops and its watchers are closed; its history stays.
+    pub fn delete_session(&self, id: &str) -> Result<()> {
+        self.session(id)?;
+        let tx = self.store.write()?;
+        let removed = tx.open_table(SESSIONS)?.remove(id)?.is_some();
+        tx.commit()?;
+        if !removed {
+            return Err(not_found("no such session"));
+        }
+        self.session_ended(id);
+        Ok(())
+    }
+
+    /// Tells the live parts of the engine that a session is gone.
+    pub(super) fn session_ended(&self, id: &str) {
+        tracing::debug!(session = %id, "session ended");
+    }
+
+    /// Accepts a user message: it is stored in the history under a new turn, whose number is
+    /// returned.
+    pub fn post_message(&self, session_id: &str, text: &str) -> Result<u64> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(bad("text must not be blank"));
+        }
+        if text.chars().count() > MESSAGE_MAX_CHARS {
+            return Err(bad(format!("text is longer than {MESSAGE_MAX_CHARS} characters")));
+        }
+        self.session(session_id)?;
+        let tx = self.store.write()?;
+        let turn_seq = {
+            let mut sessions = tx.open_table(SESSIONS)?;
+            let mut s: Session =
+                store::get(&sessions, session_id)?.ok_or_else(|| not_found("no such session"))?;
+            s.turn_seq += 1;
+            s.last_active_at = store::now();
+            sessions.insert(session_id, store::to_json(&s).as_slice())?;
+            append_message(&tx, &s.character_id, session_id, "user", text, s.turn_seq)?;
+            s.turn_seq
+        };
+        tx.commit()?;
+        Ok(turn_seq)
+    }
+
+    /// One page of a character's history, walking back from `before` (newest page first);
+    /// messages within a page run oldest to newest.
+    pub fn history(&self, character_id: &str, limit: Option<usize>, before: Option<&str>) -> Result<HistoryPage> {
+        let limit = limit.unwrap_or(50).clamp(1, HISTORY_MAX_PAGE);
+        let before = match before.filter(|s| !s.is_empty()) {
+            Some(c) => decode_cursor(c)?,
+            None => u64::MAX,
+        };
+        self.character_record(character_id)?;
+        let tx = self.store.read()?;
+        let table = tx.open_table(MESSAGES)?;
+        let mut page = Vec::with_capacity(limit);
+        let mut oldest = None;
+        let mut has_more = false;
+        for item in table
+            .range((character_id, 0)..(character_id, before))
+            ?
+            .rev()
+        {
+            let (k, v) = item?;
+            if page.len() == limit {
+                has_more = true;
+                break;
+            }
+            oldest = Some(k.value().1);
+            page.push(store::from_json::<Message>(v.value())?);
+        }
+        page.reverse();
+        Ok(HistoryPage {
+            messages: page,
+            next_cursor: oldest.filter(|_| has_more).map(encode_cursor),
+            has_more,
+        })
+    }
+}
+
+/// Appends to a character's history under the next global message number, so the order of
+/// keys is the order in which messages were said.
+pub fn append_message(
+    tx: &WriteTransaction,
+    character_id: &str,
+    session_id: &str,
+    role: &str,
+    content: &str,
+    turn_seq: u64,
+) -> Result<()> {
+    let seq = store::next_counter(tx, "message_seq")?;
+    let m = Message {
+        session_id: session_id.into(),
+        role: role.into(),
+        content: content.into(),
+        timestamp: store::now(),
+        turn_seq,
+    };
+    tx.open_table(MESSAGES)?
+        .insert((character_id, seq), store::to_json(&m).as_slice())?;
+    Ok(())
+}
+
+fn encode_cursor(seq: u64) -> String {
+    URL_SAFE_NO_PAD.encode(seq.to_be_bytes())
+}
+
+fn decode_cursor(c: &str) -> Result<u64> {
+    URL_SAFE_NO_PAD
+        .decode(c)
+        .ok()
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| bad("before is not a cursor this server issued"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_reject_garbage() {
+        for n in [0, 1, 42, u64::MAX - 1] {
+            assert_eq!(decode_cursor(&encode_cursor(n)).unwrap(), n);
+        }
+        assert!(decode_cursor("not-a-cursor!").is_err());
+        assert!(decode_cursor("AAAA").is_err());
+    }
+}

@@ -1,0 +1,403 @@
+//! Provider and kiosk settings: one document, changed by partial updates, applied at once.
+//!
+//! Secrets (API keys, tokens) are stored as given but never leave through the API: reads show a
+//! mask and a `<field>_set` flag, and sending the mask back leaves the secret unchanged.
+
+use std::sync::{Arc, RwLock};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::error::{Result, bad};
+use super::{Engine, PROVIDERS, is_id};
+use crate::store::tables::SETTINGS;
+use crate::store::{self, Store};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    pub llm: Llm,
+    pub asr: Asr,
+    pub tts: Tts,
+    pub realtime: Realtime,
+    pub remote_voice: RemoteVoice,
+    pub model_providers: ModelProviders,
+    pub doubao: Doubao,
+    pub kiosk: Kiosk,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Llm {
+    pub provider: String,
+    pub base_url: String,
+    pub api_key: String,
+    pub model: String,
+    pub temperature: f64,
+    pub max_tokens: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Asr {
+    pub provider: String,
+    pub base_url: String,
+    pub api_key: String,
+    pub model: String,
+    pub language: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Tts {
+    pub provider: String,
+    pub base_url: String,
+    pub api_key: String,
+    pub model: String,
+    pub voice: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Realtime {
+    pub provider: String,
+    pub base_url: String,
+    pub api_key: String,
+    pub model: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RemoteVoice {
+    pub grpc_addr: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelProviders {
+    pub openai_api_key: String,
+    pub dashscope_api_key: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Doubao {
+    pub app_id: String,
+    pub access_token: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Kiosk {
+    pub character_id: String,
+    pub volume: u8,
+    pub language: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            llm: Llm::default(),
+            asr: Asr::default(),
+            tts: Tts::default(),
+            realtime: Realtime::default(),
+            remote_voice: RemoteVoice::default(),
+            model_providers: ModelProviders::default(),
+            doubao: Doubao::default(),
+            kiosk: Kiosk::default(),
+        }
+    }
+}
+
+impl Default for Llm {
+    fn default() -> Self {
+        Llm {
+            provider: "local".into(),
+            base_url: String::new(),
+            api_key: String::new(),
+            model: String::new(),
+            temperature: 0.7,
+            max_tokens: 512,
+        }
+    }
+}
+
+impl Default for Asr {
+    fn default() -> Self {
+        Asr {
+            provider: "local".into(),
+            base_url: String::new(),
+            api_key: String::new(),
+            model: String::new(),
+            language: "en".into(),
+        }
+    }
+}
+
+impl Default for Tts {
+    fn default() -> Self {
+        Tts {
+            provider: "local".into(),
+            base_url: String::new(),
+            api_key: String::new(),
+            model: String::new(),
+            voice: "en-us".into(),
+        }
+    }
+}
+
+impl Default for Kiosk {
+    fn default() -> Self {
+        Kiosk {
+            character_id: String::new(),
+            volume: 80,
+            language: "en".into(),
+        }
+    }
+}
+
+/// The secret fields, as (section, field).
+const SECRETS: &[(&str, &str)] = &[
+    ("llm", "api_key"),
+    ("asr", "api_key"),
+    ("tts", "api_key"),
+    ("realtime", "api_key"),
+    ("model_providers", "openai_api_key"),
+    ("model_providers", "dashscope_api_key"),
+    ("doubao", "access_token"),
+];
+
+/// How a secret is shown: its first three and last four characters when it is long enough for
+/// that to reveal little, else only that it is set.
+pub fn mask(secret: &str) -> String {
+    let chars: Vec<char> = secret.chars().collect();
+    match chars.len() {
+        0 => String::new(),
+        n if n >= 12 => format!(
+            "{}…{}",
+            chars[..3].iter().collect::<String>(),
+            chars[n - 4..].iter().collect::<String>()
+        ),
+        _ => "…".into(),
+    }
+}
+
+/// The settings the engine runs with, swapped whole on every update.
+pub struct Live(RwLock<Arc<Settings>>);
+
+impl Live {
+    pub fn load(store: &Store) -> Result<Live> {
+        let tx = store.read()?;
+        let saved: Option<Settings> = store::get(&tx.open_table(SETTINGS)?, "settings")?;
+        Ok(Live(RwLock::new(Arc::new(saved.unwrap_or_default()))))
+    }
+}
+
+impl Settings {
+    /// The document as the API shows it: secrets masked, with a `<field>_set` flag beside them.
+    pub fn masked(&self) -> Value {
+        let mut v = serde_json::to_value(self).expect("settings serialise");
+        for (section, field) in SECRETS {
+            let obj = v[section].as_object_mut().expect("sections are objects");
+            let secret = obj[*field].as_str().unwrap_or("").to_string();
+            obj.insert(field.to_string(), Value::String(mask(&secret)));
+            obj.insert(format!("{field}_set"), Value::Bool(!secret.is_empty()));
+        }
+        v
+    }
+
+    /// Applies a partial update: absent fields stay, `null` resets a field to its default, and
+    /// a secret sent back as its mask stays unchanged.
+    fn merged(&self, patch: &Value) -> Result<Settings> {
+        let patch = patch.as_object().ok_or_else(|| bad("settings must be a JSON object"))?;
+        let mut doc = serde_json::to_value(self).expect("settings serialise");
+        let defaults = serde_json::to_value(Settings::default()).expect("settings serialise");
+        for (section, fields) in patch {
+            let current = doc
+                .get_mut(section)
+                .and_then(Value::as_object_mut)
+                .ok_or_else(|| bad(format!("unknown settings section {section:?}")))?;
+            let fields = match fields {
+                Value::Object(f) => f,
+                Value::Null => &Map::new(),
+                _ => return Err(bad(format!("{section} must be an object"))),
+            };
+            for (field, value) in fields {
+                let secret = SECRETS.contains(&(section.as_str(), field.as_str()));
+                let Some(slot) = current.get_mut(field) else {
+                    return Err(bad(format!("unknown setting {section}.{field}")));
+                };
+                if has_control(value) {
+                    return Err(bad(format!("{section}.{field} contains control characters")));
+                }
+                match value {
+                    Value::Null => *slot = defaults[section][field].clone(),
+                    Value::String(s) if secret && *s == mask(slot.as_str().unwrap_or("")) => {}
+                    Value::String(s) if secret && s.contains('…') => {
+                        return Err(bad(format!(
+                            "{section}.{field} looks like a masked value; send the whole secret"
+                        )));
+                    }
+                    v => *slot = v.clone(),
+                }
+            }
+        }
+        let s: Settings =
+            serde_json::from_value(doc).map_err(|e| bad(format!("invalid settings: {e}")))?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    fn validate(&self) -> Result<()> {
+        for (name, provider) in [
+            ("llm", &self.llm.provider),
+            ("asr", &self.asr.provider),
+            ("tts", &self.tts.provider),
+            ("realtime", &self.realtime.provider),
+        ] {
+            if !provider.is_empty() && !PROVIDERS.contains(&provider.as_str()) {
+                return Err(bad(format!(
+                    "{name}.provider must be one of {}",
+                    PROVIDERS.join(", ")
+                )));
+            }
+        }
+        for (name, url) in [
+            ("llm.base_url", &self.llm.base_url),
+            ("asr.base_url", &self.asr.base_url),
+            ("tts.base_url", &self.tts.base_url),
+            ("realtime.base_url", &self.realtime.base_url),
+        ] {
+            check_url(name, url, &["http", "https", "ws", "wss"])?;
+        }
+        let grpc = &self.remote_voice.grpc_addr;
+        if !grpc.is_empty() {
+            let with_scheme = if grpc.contains("://") { grpc.clone() } else { format!("http://{grpc}") };
+            check_url("remote_voice.grpc_addr", &with_scheme, &["http", "https"])?;
+        }
+        if !(0.0..=2.0).contains(&self.llm.temperature) {
+            return Err(bad("llm.temperature must be between 0 and 2"));
+        }
+        if !(1..=32_768).contains(&self.llm.max_tokens) {
+            return Err(bad("llm.max_tokens must be between 1 and 32768"));
+        }
+        if self.kiosk.volume > 100 {
+            return Err(bad("kiosk.volume must be between 0 and 100"));
+        }
+        for (name, lang) in [("asr.language", &self.asr.language), ("kiosk.language", &self.kiosk.language)] {
+            if lang.len() > 16 || !lang.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                return Err(bad(format!("{name} must be a language tag such as en or zh-CN")));
+            }
+        }
+        if !self.kiosk.character_id.is_empty() && !is_id(&self.kiosk.character_id) {
+            return Err(bad("kiosk.character_id must be a character id"));
+        }
+        Ok(())
+    }
+}
+
+fn has_control(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.chars().any(char::is_control),
+        Value::Array(a) => a.iter().any(has_control),
+        Value::Object(o) => o.values().any(has_control),
+        _ => false,
+    }
+}
+
+fn check_url(name: &str, url: &str, schemes: &[&str]) -> Result<()> {
+    if url.is_empty() {
+        return Ok(());
+    }
+    let ok = url
+        .parse::<axum::http::Uri>()
+        .ok()
+        .is_some_and(|u| {
+            u.scheme_str().is_some_and(|s| schemes.contains(&s))
+                && u.authority().is_some_and(|a| !a.host().is_empty())
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(bad(format!("{name} must be a URL such as http://192.168.1.10:8000/v1")))
+    }
+}
+
+impl Engine {
+    /// The settings in force now.
+    pub fn settings(&self) -> Arc<Settings> {
+        self.settings.0.read().expect("settings lock").clone()
+    }
+
+    /// Applies a partial update, stores it and puts it in force for the next call of every
+    /// provider, without a restart.
+    pub fn update_settings(&self, patch: &Value) -> Result<Arc<Settings>> {
+        let tx = self.store.write()?;
+        let current = self.settings();
+        let next = current.merged(patch)?;
+        if next.kiosk.character_id != current.kiosk.character_id && !next.kiosk.character_id.is_empty() {
+            self.character_record(&next.kiosk.character_id)
+                .map_err(|_| bad("kiosk.character_id names no character"))?;
+        }
+        tx.open_table(SETTINGS)?
+            .insert("settings", store::to_json(&next).as_slice())?;
+        tx.commit()?;
+        let next = Arc::new(next);
+        *self.settings.0.write().expect("settings lock") = next.clone();
+        Ok(next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn masks_show_little() {
+        assert_eq!(mask("sk-1234567890abcd"), "sk-…abcd");
+        assert_eq!(mask("short"), "…");
+        assert_eq!(mask(""), "");
+        let s = Settings {
+            llm: Llm { api_key: "sk-1234567890abcd".into(), ..Llm::default() },
+            ..Settings::default()
+        };
+        let m = s.masked();
+        assert_eq!(m["llm"]["api_key"], "sk-…abcd");
+        assert_eq!(m["llm"]["api_key_set"], true);
+        assert_eq!(m["asr"]["api_key_set"], false);
+        assert!(!m.to_string().contains("1234567890"));
+    }
+
+    #[test]
+    fn partial_update_rules() {
+        let s = Settings {
+            llm: Llm { api_key: "sk-1234567890abcd".into(), model: "m".into(), ..Llm::default() },
+            ..Settings::default()
+        };
+        let same = s.merged(&json!({"llm": {"api_key": "sk-…abcd"}})).unwrap();
+        assert_eq!(same.llm.api_key, "sk-1234567890abcd");
+        let cleared = s.merged(&json!({"llm": {"api_key": null, "model": null}})).unwrap();
+        assert_eq!(cleared.llm.api_key, "");
+        assert_eq!(cleared.llm.model, "");
+        let changed = s.merged(&json!({"llm": {"temperature": 1.5}})).unwrap();
+        assert_eq!(changed.llm.temperature, 1.5);
+        assert_eq!(changed.llm.api_key, s.llm.api_key);
+        for bad in [
+            json!({"nope": {}}),
+            json!({"llm": {"nope": 1}}),
+            json!({"llm": {"temperature": 3}}),
+            json!({"llm": {"temperature": "hot"}}),
+            json!({"llm": {"base_url": "ftp://x"}}),
+            json!({"llm": {"base_url": "not a url"}}),
+            json!({"llm": {"model": "a\u{7}b"}}),
+            json!({"llm": {"api_key": "sk-…zzzz"}}),
+            json!({"kiosk": {"volume": 101}}),
+            json!({"llm": {"provider": "acme"}}),
+            json!([1]),
+        ] {
+            assert!(s.merged(&bad).is_err(), "{bad}");
+        }
+        assert!(s.merged(&json!({"llm": {"base_url": "http://10.0.0.2:11434/v1"}})).is_ok());
+    }
+}

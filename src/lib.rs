@@ -1,0 +1,55 @@
+//! Docent: the firmware of a talking-character kiosk, as one library behind the `docent` binary.
+//!
+//! Layers, outermost first: `api` (HTTP, WebSocket and gRPC front doors) calls `engine`
+//! (conversation rules, providers, knowledge), which keeps its state in `store` (redb and blob
+//! files). `config` is read once at start. See ARCHITECTURE.md for the map.
+
+pub mod api;
+pub mod config;
+pub mod engine;
+pub mod store;
+
+use std::sync::Arc;
+
+use api::{AdminGate, AppState};
+use config::Config;
+use engine::Engine;
+
+/// Opens the data directory and serves the kiosk on the configured address until `shutdown`
+/// completes. `on_ready` gets the bound address (the port may have been 0).
+pub async fn run(
+    config: Config,
+    on_ready: impl FnOnce(std::net::SocketAddr),
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let password = config.resolve_admin_password()?;
+    let listen = config.listen;
+    let engine = tokio::task::spawn_blocking(move || Engine::open(config)).await??;
+    let admin = Arc::new(AdminGate::new(password.as_deref()));
+    if admin.mode() == "setup" {
+        tracing::warn!("no administrator password is configured: admin routes are open (setup mode)");
+    }
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, "serving");
+    spawn_session_sweeper(engine.clone());
+    on_ready(addr);
+    api::serve(listener, AppState { engine, admin }, shutdown).await?;
+    Ok(())
+}
+
+/// Closes idle sessions once a minute, so abandoned clients do not hold places forever.
+fn spawn_session_sweeper(engine: Arc<Engine>) {
+    let weak = Arc::downgrade(&engine);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let Some(engine) = weak.upgrade() else { return };
+            if let Err(e) = tokio::task::spawn_blocking(move || engine.expire_sessions()).await {
+                tracing::warn!("session sweep failed: {e}");
+            }
+        }
+    });
+}

@@ -1,0 +1,99 @@
+//! The `docent` command: serves the kiosk (the default), and small tools around it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use docent::config::Config;
+
+#[derive(Parser)]
+#[command(name = "docent", version, about = "Firmware of a talking-character kiosk")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the conversation server, the site administration API and the kiosk (default).
+    Serve(ServeArgs),
+}
+
+#[derive(clap::Args, Clone, Default)]
+struct ServeArgs {
+    /// Persistent data directory [default: ./data]
+    #[arg(long, env = "DOCENT_DATA_DIR", value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Address of the HTTP/WebSocket/gRPC listener [default: 127.0.0.1:8080]
+    #[arg(long, env = "DOCENT_LISTEN", value_name = "HOST:PORT")]
+    listen: Option<SocketAddr>,
+    /// TOML configuration file (unknown keys are an error)
+    #[arg(long, env = "DOCENT_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Administrator password (prefer the environment variable over the flag)
+    #[arg(long, env = "ADMIN_PASSWORD", hide_env_values = true, value_name = "PASSWORD")]
+    admin_password: Option<String>,
+}
+
+impl ServeArgs {
+    /// The config file (if any) with the flags and environment on top.
+    fn config(self) -> Result<Config, docent::config::ConfigError> {
+        let mut config = match &self.config {
+            Some(path) => Config::load(path)?,
+            None => Config::default(),
+        };
+        if let Some(d) = self.data_dir {
+            config.data_dir = d;
+        }
+        if let Some(l) = self.listen {
+            config.listen = l;
+        }
+        if let Some(p) = self.admin_password.filter(|p| !p.is_empty()) {
+            config.admin_password = Some(p);
+        }
+        Ok(config)
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("DOCENT_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let args = match cli.command {
+        Some(Command::Serve(args)) => args,
+        None => cli.serve,
+    };
+    let config = match args.config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("docent: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    match runtime.block_on(docent::run(config, |addr| println!("docent listening on http://{addr}"), shutdown_signal())) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("docent: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,0 +1,169 @@
+//! The records kept in the tables of `tables`, as they are serialised.
+//!
+//! New fields must carry `#[serde(default)]` so that records written by older builds still load.
+
+use serde::{Deserialize, Serialize};
+
+use super::BlobRef;
+
+/// Which provider runs each stage of a turn for a character ("" = the settings' default).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Components {
+    pub llm: String,
+    pub asr: String,
+    pub tts: String,
+}
+
+/// A persona the kiosk can speak as.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Character {
+    pub id: String,
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub use_face_crop: bool,
+    pub mode: String,
+    #[serde(default)]
+    pub voice_provider: String,
+    #[serde(default)]
+    pub voice_type: String,
+    #[serde(default)]
+    pub components: Components,
+    #[serde(default)]
+    pub speaking_style: String,
+    #[serde(default)]
+    pub personality: String,
+    #[serde(default)]
+    pub welcome_message: String,
+    #[serde(default)]
+    pub system_prompt: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub image_mode: String,
+    /// File name of the active image, or "".
+    #[serde(default)]
+    pub active_image: String,
+    /// Number of the next `img_NNN` name; never reused, so names are never recycled.
+    #[serde(default)]
+    pub next_image: u32,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// An avatar image of a character.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Image {
+    pub filename: String,
+    pub orig_name: String,
+    pub added_at: String,
+    pub blob: BlobRef,
+}
+
+/// An idle video clip of one image of a character.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Clip {
+    pub imgbase: String,
+    /// A state (`idle`, `listening`, `speaking`), a resolution (`800x480`) or "".
+    pub variant: String,
+    pub filename: String,
+    pub added_at: String,
+    pub blob: BlobRef,
+}
+
+/// A conversation session.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Session {
+    pub id: String,
+    pub character_id: String,
+    pub mode: String,
+    pub state: String,
+    pub turn_seq: u64,
+    pub created_at: String,
+    pub last_active_at: String,
+}
+
+/// One message of the conversation history.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Message {
+    pub session_id: String,
+    pub role: String,
+    pub content: String,
+    pub timestamp: String,
+    pub turn_seq: u64,
+}
+
+/// An agent task of a session.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Task {
+    pub id: String,
+    pub session_id: String,
+    pub character_id: String,
+    pub kind: String,
+    pub title: String,
+    pub user_request: String,
+    pub status: String,
+    pub progress: u8,
+    pub result_summary: String,
+    pub created_at: String,
+    pub updated_at: String,
+    pub finished_at: Option<String>,
+    /// Seq of the last event; the next event gets `last_seq + 1`.
+    #[serde(default)]
+    pub last_seq: u64,
+}
+
+/// One event of a task.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TaskEvent {
+    pub task_id: String,
+    pub seq: u64,
+    pub event_type: String,
+    pub status: String,
+    pub message: String,
+    pub progress: u8,
+    pub payload: serde_json::Value,
+    pub created_at: String,
+}
+
+/// A document a task produced.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Artifact {
+    pub id: String,
+    pub task_id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub mime_type: String,
+    pub metadata: serde_json::Value,
+    pub created_at: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub blob: Option<BlobRef>,
+}
+
+/// An uploaded knowledge file of a character.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Source {
+    pub id: String,
+    pub character_id: String,
+    pub title: String,
+    pub filename: String,
+    pub mime_type: String,
+    pub relative_path: String,
+    pub size: u64,
+    pub indexable: bool,
+    pub status: String,
+    pub chunk_count: u32,
+    /// Sum of the token counts of the chunks (for BM25's average length).
+    #[serde(default)]
+    pub token_count: u64,
+    pub error: String,
+    pub created_at: String,
+    pub updated_at: String,
+    pub indexed_at: Option<String>,
+    /// Bumped by every (re)index request; only the run holding the latest value may commit.
+    #[serde(default)]
+    pub generation: u64,
+    pub blob: BlobRef,
+}

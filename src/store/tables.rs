@@ -1,0 +1,63 @@
+//! Every redb table of the kiosk, in one place so the whole schema can be read at a glance.
+//!
+//! Values are JSON records unless noted. Child records use `parent/child` string keys (see
+//! `store::key`), so all children of a parent are one range scan.
+
+use redb::{TableDefinition, WriteTransaction};
+
+use super::Result;
+
+/// Schema version and named counters (big-endian u64 values).
+pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// Blob id -> `BlobRef`: the blob files that committed records own.
+pub const BLOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("blobs");
+/// Character id -> `Character`.
+pub const CHARACTERS: TableDefinition<&str, &[u8]> = TableDefinition::new("characters");
+/// `character/filename` -> `Image` (avatar images of a character).
+pub const IMAGES: TableDefinition<&str, &[u8]> = TableDefinition::new("images");
+/// `character/imgbase/variant/filename` -> `Clip` (variant may be empty).
+pub const CLIPS: TableDefinition<&str, &[u8]> = TableDefinition::new("clips");
+/// Session id -> `Session`.
+pub const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
+/// (character id, message seq) -> `Message`: the conversation history, in the order it was said.
+pub const MESSAGES: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("messages");
+/// Task id -> `Task`.
+pub const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
+/// (session id, task seq) -> task id: a session's tasks in creation order.
+pub const SESSION_TASKS: TableDefinition<(&str, u64), &str> = TableDefinition::new("session_tasks");
+/// (task id, event seq) -> `TaskEvent`.
+pub const TASK_EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("task_events");
+/// `task/artifact` -> `Artifact`.
+pub const ARTIFACTS: TableDefinition<&str, &[u8]> = TableDefinition::new("artifacts");
+/// `character/source` -> `Source` (a knowledge file).
+pub const SOURCES: TableDefinition<&str, &[u8]> = TableDefinition::new("knowledge_sources");
+/// (source id, chunk number) -> passage text (UTF-8).
+pub const CHUNKS: TableDefinition<(&str, u32), &str> = TableDefinition::new("knowledge_chunks");
+/// (source id, term) -> packed postings of that term in that source (see `engine::knowledge::index`).
+pub const POSTINGS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("knowledge_postings");
+/// `"settings"` -> the provider and kiosk settings document.
+pub const SETTINGS: TableDefinition<&str, &[u8]> = TableDefinition::new("settings");
+/// Launch parameter path (e.g. `ptt.line`) -> its saved JSON value, applied at the next start.
+pub const LAUNCH: TableDefinition<&str, &[u8]> = TableDefinition::new("launch_config");
+
+/// Opens every table once so that readers never meet a missing table.
+pub fn create_all(tx: &WriteTransaction) -> Result<()> {
+    fn touch<K: redb::Key + 'static, V: redb::Value + 'static>(
+        tx: &WriteTransaction,
+        def: TableDefinition<K, V>,
+    ) -> Result<()> {
+        tx.open_table(def)?;
+        Ok(())
+    }
+    for def in [
+        META, BLOBS, CHARACTERS, IMAGES, CLIPS, SESSIONS, TASKS, ARTIFACTS, SOURCES, SETTINGS, LAUNCH,
+    ] {
+        touch(tx, def)?;
+    }
+    touch(tx, MESSAGES)?;
+    touch(tx, SESSION_TASKS)?;
+    touch(tx, TASK_EVENTS)?;
+    touch(tx, CHUNKS)?;
+    touch(tx, POSTINGS)?;
+    Ok(())
+}
