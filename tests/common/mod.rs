@@ -1,0 +1,191 @@
+//! A real `docent` server on 127.0.0.1 with a fresh data directory, for integration tests.
+#![allow(dead_code)] // each test crate uses a different part of the harness
+
+use std::net::SocketAddr;
+
+use docent::config::Config;
+use tokio::sync::oneshot;
+
+pub struct Server {
+    pub base: String,
+    pub addr: SocketAddr,
+    pub http: reqwest::Client,
+    pub dir: tempfile::TempDir,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Server {
+    /// Starts a server with the default configuration.
+    pub async fn start() -> Server {
+        Server::start_with(|_| {}).await
+    }
+
+    /// Starts a server after `tweak` adjusts its configuration.
+    pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        Server::start_in(dir, tweak).await
+    }
+
+    /// Starts a server on an existing data directory (to test restarts).
+    pub async fn start_in(dir: tempfile::TempDir, tweak: impl FnOnce(&mut Config)) -> Server {
+        let mut config = Config {
+            data_dir: dir.path().to_path_buf(),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            ..Config::default()
+        };
+        tweak(&mut config);
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            docent::run(
+                config,
+                move |addr| {
+                    let _ = ready_tx.send(addr);
+                },
+                async move {
+                    let _ = stopped.await;
+                },
+            )
+            .await
+            .expect("server runs");
+        });
+        let addr = ready_rx.await.expect("server started");
+        Server {
+            base: format!("http://{addr}"),
+            addr,
+            http: reqwest::Client::new(),
+            dir,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// Stops the server and gives back its data directory.
+    pub async fn stop(mut self) -> tempfile::TempDir {
+        self.shutdown().await;
+        let dir = tempfile::tempdir().unwrap();
+        std::mem::replace(&mut self.dir, dir)
+    }
+
+    async fn shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub fn get(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.get(self.url(path))
+    }
+
+    pub fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.post(self.url(path))
+    }
+
+    pub fn put(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.put(self.url(path))
+    }
+
+    pub fn delete(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.delete(self.url(path))
+    }
+
+    /// GET as JSON, asserting the status.
+    pub async fn get_json(&self, path: &str, status: u16) -> serde_json::Value {
+        let res = self.get(path).send().await.unwrap();
+        assert_eq!(res.status().as_u16(), status, "GET {path}");
+        res.json().await.unwrap()
+    }
+
+    /// POST a JSON body, asserting the status, returning the JSON answer (Null when empty).
+    pub async fn post_json(&self, path: &str, body: serde_json::Value, status: u16) -> serde_json::Value {
+        json_of(self.post(path).json(&body).send().await.unwrap(), "POST", path, status).await
+    }
+
+    pub async fn put_json(&self, path: &str, body: serde_json::Value, status: u16) -> serde_json::Value {
+        json_of(self.put(path).json(&body).send().await.unwrap(), "PUT", path, status).await
+    }
+
+    /// Creates a character and returns its id.
+    pub async fn character(&self, name: &str) -> String {
+        let c = self
+            .post_json("/api/v1/characters", serde_json::json!({ "name": name }), 201)
+            .await;
+        c["id"].as_str().unwrap().to_string()
+    }
+
+    /// The id of the default character created at first start.
+    pub async fn default_character(&self) -> String {
+        let all = self.get_json("/api/v1/characters", 200).await;
+        all[0]["id"].as_str().unwrap().to_string()
+    }
+}
+
+async fn json_of(res: reqwest::Response, method: &str, path: &str, status: u16) -> serde_json::Value {
+    let got = res.status().as_u16();
+    let text = res.text().await.unwrap();
+    assert_eq!(got, status, "{method} {path}: {text}");
+    if text.is_empty() {
+        serde_json::Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// A tiny valid PNG (1x1).
+pub const PNG: &[u8] = &[
+    0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1F, 0x15, 0xC4,
+    0x89, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9C, 0x63, 0x00, 0x01, 0x00, 0x00,
+    0x05, 0x00, 0x01, 0x0D, 0x0A, 0x2D, 0xB4, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4E, 0x44, 0xAE,
+    0x42, 0x60, 0x82,
+];
+
+/// A minimal MP4 whose single track has an H.264 (`avc1`) sample entry: enough for the upload
+/// check, which looks at the container, not the frames.
+pub fn mp4_h264() -> Vec<u8> {
+    fn mp4_box(kind: &[u8; 4], payload: &[u8]) -> Vec<u8> {
+        let mut out = ((payload.len() + 8) as u32).to_be_bytes().to_vec();
+        out.extend_from_slice(kind);
+        out.extend_from_slice(payload);
+        out
+    }
+    let mut stsd = vec![0, 0, 0, 0, 0, 0, 0, 1];
+    stsd.extend(mp4_box(b"avc1", &[0; 78]));
+    let stbl = mp4_box(b"stbl", &mp4_box(b"stsd", &stsd));
+    let trak = mp4_box(b"trak", &mp4_box(b"mdia", &mp4_box(b"minf", &stbl)));
+    let mut file = mp4_box(b"ftyp", b"isom\0\0\x02\0isomavc1");
+    file.extend(mp4_box(b"moov", &trak));
+    file.extend(mp4_box(b"mdat", &[7u8; 4096]));
+    file
+}
+
+/// Uploads `bytes` as the avatar of character `id`; returns the response JSON.
+pub async fn upload_avatar(s: &Server, id: &str, bytes: &[u8], status: u16) -> serde_json::Value {
+    let form = reqwest::multipart::Form::new().part(
+        "avatar",
+        reqwest::multipart::Part::bytes(bytes.to_vec()).file_name("face.png"),
+    );
+    let res = s
+        .post(&format!("/api/v1/characters/{id}/avatar"))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    json_of(res, "POST", "avatar", status).await
+}
