@@ -24,6 +24,13 @@ pub struct Config {
     pub admin_password_file: Option<PathBuf>,
     /// Bearer token that lets non-loopback callers use the internal routes.
     pub internal_token: Option<String>,
+    /// Lifetime of an administrator login.
+    pub admin_session_secs: u64,
+    /// Failed logins allowed per client address inside `login_window_secs`.
+    pub login_max_failures: u32,
+    pub login_window_secs: u64,
+    /// Memory for cached `/api/img` responses.
+    pub image_cache_bytes: usize,
     /// Live conversation sessions allowed at once.
     pub max_sessions: usize,
     /// A session with no activity for this long is closed and stops counting against the cap.
@@ -88,6 +95,10 @@ impl Default for Config {
             admin_password: None,
             admin_password_file: None,
             internal_token: None,
+            admin_session_secs: 7 * 24 * 3600,
+            login_max_failures: 5,
+            login_window_secs: 15 * 60,
+            image_cache_bytes: 32 << 20,
             max_sessions: 8,
             session_idle_secs: 30 * 60,
             store_cache_bytes: 16 << 20,

@@ -11,7 +11,7 @@ pub mod store;
 
 use std::sync::Arc;
 
-use api::{AdminGate, AppState};
+use api::AppState;
 use config::Config;
 use engine::Engine;
 
@@ -22,24 +22,23 @@ pub async fn run(
     on_ready: impl FnOnce(std::net::SocketAddr),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let password = config.resolve_admin_password()?;
     let listen = config.listen;
     let engine = tokio::task::spawn_blocking(move || Engine::open(config)).await??;
-    let admin = Arc::new(AdminGate::new(password.as_deref()));
-    if admin.mode() == "setup" {
+    if !engine.has_admin_password() {
         tracing::warn!("no administrator password is configured: admin routes are open (setup mode)");
     }
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "serving");
-    spawn_session_sweeper(engine.clone());
+    spawn_sweeper(engine.clone());
     on_ready(addr);
-    api::serve(listener, AppState { engine, admin }, shutdown).await?;
+    api::serve(listener, AppState::new(engine), shutdown).await?;
     Ok(())
 }
 
-/// Closes idle sessions once a minute, so abandoned clients do not hold places forever.
-fn spawn_session_sweeper(engine: Arc<Engine>) {
+/// Once a minute closes idle sessions (so abandoned clients do not hold places forever) and
+/// drops expired logins.
+fn spawn_sweeper(engine: Arc<Engine>) {
     let weak = Arc::downgrade(&engine);
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
@@ -47,7 +46,11 @@ fn spawn_session_sweeper(engine: Arc<Engine>) {
         loop {
             tick.tick().await;
             let Some(engine) = weak.upgrade() else { return };
-            if let Err(e) = tokio::task::spawn_blocking(move || engine.expire_sessions()).await {
+            let swept = tokio::task::spawn_blocking(move || {
+                engine.expire_sessions()?;
+                engine.expire_logins()
+            });
+            if let Ok(Err(e)) = swept.await {
                 tracing::warn!("session sweep failed: {e}");
             }
         }

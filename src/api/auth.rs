@@ -12,20 +12,43 @@ use subtle::ConstantTimeEq;
 use super::AppState;
 use super::error::ApiError;
 
-/// Proof that the caller may use admin routes: an administrator session, or setup mode (no
-/// password configured yet).
+/// Name of the administrator session cookie.
+pub const SESSION_COOKIE: &str = "docent_session";
+
+/// Proof that the caller may use admin routes: a live administrator session (cookie or bearer
+/// token), or setup mode (no password configured yet).
 pub struct Admin;
 
 impl FromRequestParts<AppState> for Admin {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        if state.admin.allows(&parts.headers) {
+        if is_admin(&parts.headers, state) {
             Ok(Admin)
         } else {
             Err(ApiError::new(StatusCode::UNAUTHORIZED, "authentication required"))
         }
     }
+}
+
+/// Whether the request carries a live administrator session, or the kiosk is in setup mode.
+pub fn is_admin(headers: &axum::http::HeaderMap, state: &AppState) -> bool {
+    !state.engine.has_admin_password()
+        || session_token(headers).is_some_and(|t| state.engine.admin_session_valid(t))
+}
+
+/// The session token of a request: the session cookie, else a bearer token.
+pub fn session_token(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|pair| {
+            let (name, value) = pair.trim().split_once('=')?;
+            (name == SESSION_COOKIE).then_some(value)
+        })
+        .or_else(|| bearer(headers))
 }
 
 /// Proof that the caller is an internal component: it connected over loopback, or it presents
@@ -64,23 +87,3 @@ pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
         .map(str::trim)
 }
 
-/// The administrator login state of the appliance.
-pub struct AdminGate {
-    password_set: bool,
-}
-
-impl AdminGate {
-    pub fn new(password: Option<&str>) -> AdminGate {
-        AdminGate { password_set: password.is_some_and(|p| !p.is_empty()) }
-    }
-
-    /// `"setup"` while no administrator password is configured (admin routes open), else
-    /// `"password"`.
-    pub fn mode(&self) -> &'static str {
-        if self.password_set { "password" } else { "setup" }
-    }
-
-    fn allows(&self, _headers: &axum::http::HeaderMap) -> bool {
-        !self.password_set
-    }
-}

@@ -9,6 +9,7 @@ mod error;
 mod extract;
 mod files;
 mod sessions;
+mod site;
 mod system;
 mod tasks;
 
@@ -21,7 +22,6 @@ use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 
-pub use auth::AdminGate;
 use error::ApiError;
 
 use crate::engine::Engine;
@@ -30,13 +30,21 @@ use crate::engine::Engine;
 #[derive(Clone)]
 pub struct AppState {
     pub engine: Arc<Engine>,
-    pub admin: Arc<AdminGate>,
+    images: Arc<site::ImageCache>,
+}
+
+impl AppState {
+    pub fn new(engine: Arc<Engine>) -> AppState {
+        let images = Arc::new(site::ImageCache::new(engine.config.image_cache_bytes));
+        AppState { engine, images }
+    }
 }
 
 /// The whole HTTP application.
 pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(system::routes())
+        .merge(site::routes())
         .merge(sessions::routes())
         .merge(tasks::routes())
         .merge(characters::routes(&state.engine.config.limits))

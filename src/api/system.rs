@@ -32,7 +32,7 @@ async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
         "version": env!("CARGO_PKG_VERSION"),
         "uptime_s": e.started.elapsed().as_secs(),
         "sessions": sessions,
-        "admin_auth": s.admin.mode(),
+        "admin_auth": if e.has_admin_password() { "password" } else { "setup" },
         "providers": {
             "llm": settings.llm.provider,
             "asr": settings.asr.provider,

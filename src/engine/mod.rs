@@ -4,6 +4,7 @@
 //!
 //! Engine methods that write block on fsync; async callers run them on the blocking pool.
 
+pub mod auth;
 pub mod characters;
 pub mod error;
 pub mod knowledge;
@@ -12,6 +13,7 @@ pub mod media;
 pub mod providers;
 pub mod sessions;
 pub mod settings;
+pub mod site;
 pub mod tasks;
 
 use std::sync::Arc;
@@ -32,13 +34,20 @@ pub struct Engine {
     characters: characters::ListCache,
     pub knowledge: knowledge::Indexer,
     settings: settings::Live,
+    password: Option<auth::Password>,
 }
 
 impl Engine {
     /// Opens the store and prepares the engine: a default character on first start, knowledge
-    /// sources interrupted by a crash queued for indexing again.
+    /// sources interrupted by a crash queued for indexing again. Launch parameters saved from the
+    /// web are applied over `config`.
     pub fn open(config: Config) -> Result<Arc<Engine>> {
+        let password = config
+            .resolve_admin_password()
+            .map_err(|e| Error::BadRequest(e.to_string()))?
+            .map(|p| auth::Password::new(&p));
         let store = Store::open(&config.data_dir, config.store_cache_bytes)?;
+        let config = launch::apply_saved(&store, config)?;
         let settings = settings::Live::load(&store)?;
         let engine = Arc::new(Engine {
             store,
@@ -47,8 +56,10 @@ impl Engine {
             characters: characters::ListCache::default(),
             knowledge: knowledge::Indexer::default(),
             settings,
+            password,
         });
         engine.ensure_default_character()?;
+        engine.ensure_site_document()?;
         knowledge::Indexer::start(&engine)?;
         Ok(engine)
     }

@@ -167,3 +167,19 @@ pub struct Source {
     pub generation: u64,
     pub blob: BlobRef,
 }
+
+/// A logged-in administrator session.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AdminSession {
+    pub created_at: String,
+    /// Unix seconds after which the session is void.
+    pub expires_at: u64,
+}
+
+/// Failed logins of one client address inside the current window.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LoginFailures {
+    pub count: u32,
+    /// Unix seconds when the window started (the first failure).
+    pub window_start: u64,
+}

@@ -40,6 +40,15 @@ pub const SETTINGS: TableDefinition<&str, &[u8]> = TableDefinition::new("setting
 /// Launch parameter path (e.g. `ptt.line`) -> its saved JSON value, applied at the next start.
 pub const LAUNCH: TableDefinition<&str, &[u8]> = TableDefinition::new("launch_config");
 
+/// SHA-256 (hex) of an administrator session token -> `AdminSession`. Raw tokens are never stored.
+pub const ADMIN_SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("admin_sessions");
+/// Client address -> `LoginFailures`: failed logins in the current rate-limit window.
+pub const LOGIN_FAILURES: TableDefinition<&str, &[u8]> = TableDefinition::new("login_failures");
+/// `"document"` -> the site content document, exactly as it was stored (JSON text).
+pub const SITE: TableDefinition<&str, &[u8]> = TableDefinition::new("site");
+/// Image key -> `BlobRef` of a site image (the blob's content type is its HTTP metadata).
+pub const SITE_IMAGES: TableDefinition<&str, &[u8]> = TableDefinition::new("site_images");
+
 /// Opens every table once so that readers never meet a missing table.
 pub fn create_all(tx: &WriteTransaction) -> Result<()> {
     fn touch<K: redb::Key + 'static, V: redb::Value + 'static>(
@@ -51,6 +60,7 @@ pub fn create_all(tx: &WriteTransaction) -> Result<()> {
     }
     for def in [
         META, BLOBS, CHARACTERS, IMAGES, CLIPS, SESSIONS, TASKS, ARTIFACTS, SOURCES, SETTINGS, LAUNCH,
+        ADMIN_SESSIONS, LOGIN_FAILURES, SITE, SITE_IMAGES,
     ] {
         touch(tx, def)?;
     }

@@ -1,0 +1,389 @@
+//! The site administration API: `/api/auth` (the appliance login), `/api/data` (the site
+//! document) and `/api/img/{name}` (the image store). The seed's processing orders are followed
+//! step by step; each step is marked in the handlers.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{RawQuery, Request, State};
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH, RETRY_AFTER, SET_COOKIE};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+use super::auth::{SESSION_COOKIE, is_admin, session_token};
+use super::error::{ApiError, ApiResult};
+use super::extract::{Params, check_length, read_body};
+use super::{AppState, blocking};
+use crate::engine::auth::Login;
+
+const IMAGE_CACHE_CONTROL: &str = "public, max-age=31536000, immutable";
+const DATA_CACHE_CONTROL: &str = "public, max-age=30, stale-while-revalidate=300";
+/// Longest client address kept as a rate-limit key.
+const CLIENT_KEY_MAX: usize = 100;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/auth", get(auth_status).post(login).delete(logout))
+        .route("/api/data", get(get_data).put(put_data).post(seed_data))
+        .route("/api/img/{name}", get(get_image).put(put_image).delete(delete_image))
+        .route("/api/img/", get(get_image_empty).put(put_image_empty).delete(delete_image_empty))
+}
+
+fn unauthorized() -> ApiError {
+    ApiError::new(StatusCode::UNAUTHORIZED, "authentication required")
+}
+
+async fn auth_status(State(s): State<AppState>, headers: HeaderMap) -> Json<Value> {
+    let authenticated = s.engine.has_admin_password()
+        && session_token(&headers).is_some_and(|t| s.engine.admin_session_valid(t));
+    Json(json!({ "authenticated": authenticated }))
+}
+
+/// The rate-limit key: the edge proxy's client address header, else `unknown`.
+fn client_key(headers: &HeaderMap) -> String {
+    headers
+        .get("edge-connecting-ip")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().chars().take(CLIENT_KEY_MAX).collect::<String>())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// `password` coerced to a string; an absent or unparsable body counts as empty.
+fn password_of(body: &[u8]) -> String {
+    let parsed: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    match parsed.get("password") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn too_many(wait: u64) -> Response {
+    let mut res = ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        format!("Too many login attempts. Try again in {wait} seconds."),
+    )
+    .into_response();
+    res.headers_mut().insert(RETRY_AFTER, HeaderValue::from(wait));
+    res
+}
+
+fn session_cookie(value: &str, max_age: u64, headers: &HeaderMap) -> HeaderValue {
+    let secure = headers
+        .get("x-forwarded-proto")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
+    let cookie = format!(
+        "{SESSION_COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/; Max-Age={max_age}{}",
+        if secure { "; Secure" } else { "" }
+    );
+    HeaderValue::from_str(&cookie).expect("cookie is ASCII")
+}
+
+async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
+    // 1. No password configured.
+    if !s.engine.has_admin_password() {
+        return Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "no administrator password is configured (set ADMIN_PASSWORD)",
+        ));
+    }
+    // 2. Rate limit by client address, before anything else is looked at.
+    let headers = req.headers().clone();
+    let client = client_key(&headers);
+    let probe = client.clone();
+    if let Some(wait) = blocking(&s, move |e| e.login_wait(&probe)).await? {
+        return Ok(too_many(wait));
+    }
+    // 3. Lenient parse.
+    let body = read_body(req.into_body(), s.engine.config.limits.json_bytes).await?;
+    let password = password_of(&body);
+    // 4. Empty password.
+    if password.is_empty() {
+        return Err(ApiError::bad("password is required"));
+    }
+    // 5. and 6. Full-length constant-time comparison, then a session.
+    match blocking(&s, move |e| e.login(&client, &password)).await? {
+        Login::Limited(wait) => Ok(too_many(wait)),
+        Login::WrongPassword => Err(ApiError::new(StatusCode::UNAUTHORIZED, "wrong password")),
+        Login::Success(token) => {
+            let cookie = session_cookie(&token, s.engine.config.admin_session_secs, &headers);
+            Ok(([(SET_COOKIE, cookie)], Json(json!({ "ok": true }))).into_response())
+        }
+    }
+}
+
+async fn logout(State(s): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
+    if let Some(token) = session_token(&headers).map(str::to_string) {
+        blocking(&s, move |e| e.logout(&token)).await?;
+    }
+    let cookie = session_cookie("", 0, &headers);
+    Ok(([(SET_COOKIE, cookie)], Json(json!({ "ok": true }))).into_response())
+}
+
+async fn get_data(State(s): State<AppState>) -> ApiResult<Response> {
+    let doc = s.engine.site_document()?;
+    Ok((
+        [(CONTENT_TYPE, "application/json"), (CACHE_CONTROL, DATA_CACHE_CONTROL)],
+        doc,
+    )
+        .into_response())
+}
+
+async fn put_data(State(s): State<AppState>, req: Request) -> ApiResult<Json<Value>> {
+    // 1. Authentication first.
+    if !is_admin(req.headers(), &s) {
+        return Err(unauthorized());
+    }
+    // 2. to 6.: JSON, required keys in order, works, exhibitions, then store as given.
+    let limit = s.engine.config.limits.json_bytes;
+    check_length(req.headers(), limit)?;
+    let body = read_body(req.into_body(), limit).await?;
+    let counts = blocking(&s, move |e| e.put_site_document(&body)).await?;
+    Ok(Json(json!({ "ok": true, "count": counts })))
+}
+
+async fn seed_data(State(s): State<AppState>, RawQuery(query): RawQuery, headers: HeaderMap) -> ApiResult<Json<Value>> {
+    let seed = query
+        .as_deref()
+        .is_some_and(|q| q.split('&').any(|pair| pair == "seed=1"));
+    if !seed {
+        return Err(ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "POST /api/data needs ?seed=1"));
+    }
+    if !is_admin(&headers, &s) {
+        return Err(unauthorized());
+    }
+    blocking(&s, |e| e.seed_site_document()).await?;
+    Ok(Json(json!({ "ok": true, "seeded": true })))
+}
+
+/// Whole `/api/img` responses by full request URL, bounded in bytes, least recently used out.
+/// Every PUT or DELETE of a key purges that key's responses and bumps `purges`; a fill started
+/// before a purge is dropped, so a deleted image is never served from the cache.
+pub struct ImageCache {
+    inner: Mutex<CacheInner>,
+    capacity: usize,
+}
+
+#[derive(Default)]
+struct CacheInner {
+    entries: HashMap<String, Cached>,
+    used: usize,
+    tick: u64,
+    purges: u64,
+}
+
+#[derive(Clone)]
+struct Cached {
+    key: String,
+    body: Bytes,
+    content_type: String,
+    etag: String,
+    last_used: u64,
+}
+
+impl ImageCache {
+    pub fn new(capacity: usize) -> ImageCache {
+        ImageCache { inner: Mutex::default(), capacity }
+    }
+
+    fn get(&self, url: &str) -> Option<Cached> {
+        let mut inner = self.inner.lock().expect("cache lock");
+        inner.tick += 1;
+        let tick = inner.tick;
+        let entry = inner.entries.get_mut(url)?;
+        entry.last_used = tick;
+        Some(entry.clone())
+    }
+
+    /// The purge count now; a fill must present it to prove no purge happened since its read.
+    fn purges(&self) -> u64 {
+        self.inner.lock().expect("cache lock").purges
+    }
+
+    fn insert(&self, url: String, mut entry: Cached, purges_at_read: u64) {
+        let size = entry.body.len() + url.len();
+        if size > self.capacity {
+            return;
+        }
+        let mut inner = self.inner.lock().expect("cache lock");
+        if inner.purges != purges_at_read {
+            return;
+        }
+        while inner.used + size > self.capacity {
+            let Some(oldest) = inner.entries.iter().min_by_key(|(_, e)| e.last_used).map(|(u, _)| u.clone()) else {
+                break;
+            };
+            let gone = inner.entries.remove(&oldest).expect("present");
+            inner.used -= gone.body.len() + oldest.len();
+        }
+        inner.tick += 1;
+        entry.last_used = inner.tick;
+        inner.used += size;
+        if let Some(old) = inner.entries.insert(url.clone(), entry) {
+            inner.used -= old.body.len() + url.len();
+        }
+    }
+
+    fn purge(&self, key: &str) {
+        let mut inner = self.inner.lock().expect("cache lock");
+        inner.purges += 1;
+        let gone: Vec<String> = inner.entries.iter().filter(|(_, e)| e.key == key).map(|(u, _)| u.clone()).collect();
+        for url in gone {
+            let e = inner.entries.remove(&url).expect("present");
+            inner.used -= e.body.len() + url.len();
+        }
+    }
+}
+
+fn image_response(c: &Cached, req: &HeaderMap) -> Response {
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_str(&c.content_type).unwrap_or(HeaderValue::from_static("application/octet-stream")));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static(IMAGE_CACHE_CONTROL));
+    headers.insert(ETAG, HeaderValue::from_str(&c.etag).expect("hex etag"));
+    if req.get(IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == c.etag.as_bytes()) {
+        return (StatusCode::NOT_MODIFIED, headers).into_response();
+    }
+    (headers, Body::from(c.body.clone())).into_response()
+}
+
+async fn get_image(State(s): State<AppState>, Params(name): Params<String>, uri: Uri, headers: HeaderMap) -> Response {
+    serve_image(&s, &name, &uri, &headers).await.unwrap_or_else(|e| e.plain().into_response())
+}
+
+async fn get_image_empty(State(s): State<AppState>, uri: Uri, headers: HeaderMap) -> Response {
+    serve_image(&s, "", &uri, &headers).await.unwrap_or_else(|e| e.plain().into_response())
+}
+
+async fn serve_image(s: &AppState, key: &str, uri: &Uri, req: &HeaderMap) -> ApiResult<Response> {
+    // 1. Store off, and 2. a bad key, come before the cache.
+    if !s.engine.config.image_store {
+        return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "image store is not configured"));
+    }
+    crate::engine::site::check_image_key(key)?;
+    // 3. A cached response for the same full URL (a conditional request still gets its 304).
+    let url = uri.to_string();
+    if let Some(hit) = s.images.get(&url) {
+        return Ok(image_response(&hit, req));
+    }
+    // 4. to 7.
+    let purges = s.images.purges();
+    let owned = key.to_string();
+    let Some(blob) = blocking(s, move |e| e.site_image(&owned)).await? else {
+        return Err(ApiError::new(StatusCode::NOT_FOUND, "no such image"));
+    };
+    let etag = blob.etag();
+    if req.get(IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == etag.as_bytes()) {
+        let c = Cached { key: key.into(), body: Bytes::new(), content_type: blob.content_type, etag, last_used: 0 };
+        return Ok(image_response(&c, req));
+    }
+    let engine = s.engine.clone();
+    let read = blob.clone();
+    let bytes = tokio::task::spawn_blocking(move || engine.store.blobs().read(&read))
+        .await
+        .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error"))?
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot read the image: {e}")))?;
+    let cached = Cached { key: key.into(), body: Bytes::from(bytes), content_type: blob.content_type, etag, last_used: 0 };
+    let res = image_response(&cached, req);
+    let state = s.clone();
+    tokio::spawn(async move { state.images.insert(url, cached, purges) });
+    Ok(res)
+}
+
+async fn delete_image(State(s): State<AppState>, Params(name): Params<String>, headers: HeaderMap) -> ApiResult<Json<Value>> {
+    remove_image(&s, name, &headers).await
+}
+
+async fn delete_image_empty(State(s): State<AppState>, headers: HeaderMap) -> ApiResult<Json<Value>> {
+    remove_image(&s, String::new(), &headers).await
+}
+
+async fn remove_image(s: &AppState, key: String, headers: &HeaderMap) -> ApiResult<Json<Value>> {
+    // 1. Authentication, 2. store off, 3. key, 4. delete (absent keys too).
+    if !is_admin(headers, s) {
+        return Err(unauthorized());
+    }
+    let owned = key.clone();
+    blocking(s, move |e| e.delete_site_image(&owned)).await?;
+    s.images.purge(&key);
+    Ok(Json(json!({ "ok": true, "deleted": key })))
+}
+
+async fn put_image(State(s): State<AppState>, Params(name): Params<String>, req: Request) -> ApiResult<Json<Value>> {
+    store_image(&s, name, req).await
+}
+
+async fn put_image_empty(State(s): State<AppState>, req: Request) -> ApiResult<Json<Value>> {
+    store_image(&s, String::new(), req).await
+}
+
+async fn store_image(s: &AppState, key: String, req: Request) -> ApiResult<Json<Value>> {
+    if !is_admin(req.headers(), s) {
+        return Err(unauthorized());
+    }
+    if !s.engine.config.image_store {
+        return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "image store is not configured"));
+    }
+    crate::engine::site::check_image_key(&key)?;
+    let limit = s.engine.config.limits.image_bytes;
+    check_length(req.headers(), limit)?;
+    let content_type = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/octet-stream")
+        .to_string();
+    let body = read_body(req.into_body(), limit).await?;
+    let owned = key.clone();
+    let blob = blocking(s, move |e| e.put_site_image(&owned, &body, &content_type)).await?;
+    s.images.purge(&key);
+    Ok(Json(json!({ "ok": true, "key": key, "etag": blob.etag(), "size": blob.size })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(key: &str, n: usize) -> Cached {
+        Cached { key: key.into(), body: Bytes::from(vec![0; n]), content_type: "image/png".into(), etag: "\"e\"".into(), last_used: 0 }
+    }
+
+    #[test]
+    fn cache_is_bounded_and_least_recently_used_goes_first() {
+        let c = ImageCache::new(300);
+        c.insert("/a".into(), entry("a", 100), 0);
+        c.insert("/b".into(), entry("b", 100), 0);
+        assert!(c.get("/a").is_some());
+        c.insert("/c".into(), entry("c", 100), 0);
+        assert!(c.get("/b").is_none(), "b was least recently used");
+        assert!(c.get("/a").is_some() && c.get("/c").is_some());
+        c.insert("/big".into(), entry("big", 1000), 0);
+        assert!(c.get("/big").is_none(), "larger than the whole cache");
+    }
+
+    #[test]
+    fn purge_removes_every_url_of_a_key_and_voids_older_fills() {
+        let c = ImageCache::new(10_000);
+        c.insert("/api/img/a".into(), entry("a", 10), 0);
+        c.insert("/api/img/a?v=2".into(), entry("a", 10), 0);
+        let before = c.purges();
+        c.purge("a");
+        assert!(c.get("/api/img/a").is_none() && c.get("/api/img/a?v=2").is_none());
+        c.insert("/api/img/a".into(), entry("a", 10), before);
+        assert!(c.get("/api/img/a").is_none(), "a fill read before the purge is dropped");
+    }
+
+    #[test]
+    fn passwords_are_coerced() {
+        assert_eq!(password_of(br#"{"password":"pw"}"#), "pw");
+        assert_eq!(password_of(br#"{"password":123}"#), "123");
+        assert_eq!(password_of(br#"{"password":null}"#), "");
+        assert_eq!(password_of(b"not json"), "");
+        assert_eq!(password_of(b""), "");
+        assert_eq!(password_of(br#"["password"]"#), "");
+    }
+}

@@ -1,0 +1,185 @@
+//! The appliance's one administrator login: a password, kept only as an Argon2id hash, exchanged
+//! for session tokens that live in redb (so they survive a restart), with failed attempts
+//! counted per client address, also in redb.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use argon2::{Algorithm, Argon2, Params, Version};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::Engine;
+use super::error::{Error, Result};
+use crate::store::records::{AdminSession, LoginFailures};
+use crate::store::tables::{ADMIN_SESSIONS, LOGIN_FAILURES};
+use crate::store::{self, blobs::hex};
+
+/// Argon2id cost: 19 MiB and two passes (OWASP's baseline), about 30 ms per login here.
+const M_COST_KIB: u32 = 19 * 1024;
+const T_COST: u32 = 2;
+
+/// The configured password as a salted hash; the clear text is dropped after start.
+pub struct Password {
+    salt: [u8; 16],
+    hash: [u8; 32],
+}
+
+impl Password {
+    pub fn new(clear: &str) -> Password {
+        let mut salt = [0u8; 16];
+        getrandom::fill(&mut salt).expect("system random source");
+        let hash = derive(clear, &salt);
+        Password { salt, hash }
+    }
+
+    /// Compares in constant time over the whole hash, so timing tells nothing about where a
+    /// wrong password first differs.
+    fn matches(&self, candidate: &str) -> bool {
+        derive(candidate, &self.salt).ct_eq(&self.hash).into()
+    }
+}
+
+fn derive(password: &str, salt: &[u8]) -> [u8; 32] {
+    let params = Params::new(M_COST_KIB, T_COST, 1, Some(32)).expect("valid Argon2 parameters");
+    let mut out = [0u8; 32];
+    Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
+        .hash_password_into(password.as_bytes(), salt, &mut out)
+        .expect("Argon2 with a 16-byte salt");
+    out
+}
+
+/// What a login attempt came to.
+#[derive(Debug, PartialEq)]
+pub enum Login {
+    /// The new session token.
+    Success(String),
+    WrongPassword,
+    /// Too many failures from this address: retry after this many seconds.
+    Limited(u64),
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+fn token_key(token: &str) -> String {
+    hex(&Sha256::digest(token.as_bytes()))
+}
+
+impl Engine {
+    /// Whether an administrator password is configured (else the kiosk is in setup mode).
+    pub fn has_admin_password(&self) -> bool {
+        self.password.is_some()
+    }
+
+    /// Seconds `client` must still wait before trying to log in, if it is rate limited.
+    pub fn login_wait(&self, client: &str) -> Result<Option<u64>> {
+        let tx = self.store.read()?;
+        let failures: Option<LoginFailures> = store::get(&tx.open_table(LOGIN_FAILURES)?, client)?;
+        let now = unix_now();
+        Ok(failures.and_then(|f| {
+            let end = f.window_start + self.config.login_window_secs;
+            (f.count >= self.config.login_max_failures && now < end).then(|| end - now)
+        }))
+    }
+
+    /// Checks a password for `client`; a success opens a session and clears the address's
+    /// failures, a failure is counted. Without a configured password this is an error.
+    pub fn login(&self, client: &str, password: &str) -> Result<Login> {
+        let configured = self
+            .password
+            .as_ref()
+            .ok_or_else(|| Error::Internal("no administrator password is configured".into()))?;
+        if let Some(wait) = self.login_wait(client)? {
+            return Ok(Login::Limited(wait));
+        }
+        let ok = configured.matches(password);
+        let now = unix_now();
+        let tx = self.store.write()?;
+        let outcome = if ok {
+            tx.open_table(LOGIN_FAILURES)?.remove(client)?;
+            let mut raw = [0u8; 32];
+            getrandom::fill(&mut raw).map_err(|e| Error::Internal(format!("random source: {e}")))?;
+            let token = URL_SAFE_NO_PAD.encode(raw);
+            let mut sessions = tx.open_table(ADMIN_SESSIONS)?;
+            sessions.retain(|_, v| {
+                store::from_json::<AdminSession>(v).is_ok_and(|s| s.expires_at > now)
+            })?;
+            let session = AdminSession {
+                created_at: store::now(),
+                expires_at: now + self.config.admin_session_secs,
+            };
+            sessions.insert(token_key(&token).as_str(), store::to_json(&session).as_slice())?;
+            Login::Success(token)
+        } else {
+            let mut table = tx.open_table(LOGIN_FAILURES)?;
+            let previous: Option<LoginFailures> = store::get(&table, client)?;
+            let failures = match previous {
+                Some(f) if now < f.window_start + self.config.login_window_secs => {
+                    LoginFailures { count: f.count + 1, ..f }
+                }
+                _ => LoginFailures { count: 1, window_start: now },
+            };
+            table.insert(client, store::to_json(&failures).as_slice())?;
+            Login::WrongPassword
+        };
+        tx.commit()?;
+        Ok(outcome)
+    }
+
+    /// Whether `token` names a live administrator session.
+    pub fn admin_session_valid(&self, token: &str) -> bool {
+        let lookup = || -> Result<bool> {
+            let tx = self.store.read()?;
+            let s: Option<AdminSession> = store::get(&tx.open_table(ADMIN_SESSIONS)?, &token_key(token))?;
+            Ok(s.is_some_and(|s| s.expires_at > unix_now()))
+        };
+        !token.is_empty() && lookup().unwrap_or(false)
+    }
+
+    /// Ends a session (logout); unknown tokens are ignored.
+    pub fn logout(&self, token: &str) -> Result<()> {
+        let tx = self.store.write()?;
+        tx.open_table(ADMIN_SESSIONS)?.remove(token_key(token).as_str())?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Removes expired sessions and finished rate-limit windows; run periodically.
+    pub fn expire_logins(&self) -> Result<()> {
+        let now = unix_now();
+        let window = self.config.login_window_secs;
+        let tx = self.store.write()?;
+        tx.open_table(ADMIN_SESSIONS)?
+            .retain(|_, v| store::from_json::<AdminSession>(v).is_ok_and(|s| s.expires_at > now))?;
+        tx.open_table(LOGIN_FAILURES)?.retain(|_, v| {
+            store::from_json::<LoginFailures>(v).is_ok_and(|f| now < f.window_start + window)
+        })?;
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn password_matches_only_itself() {
+        let p = Password::new("correct horse");
+        assert!(p.matches("correct horse"));
+        assert!(!p.matches("correct hors"));
+        assert!(!p.matches("correct horse "));
+        assert!(!p.matches(""));
+        let q = Password::new("correct horse");
+        assert_ne!(p.hash, q.hash, "salts differ");
+    }
+
+    #[test]
+    fn tokens_are_stored_hashed() {
+        assert_eq!(token_key("abc").len(), 64);
+        assert_ne!(token_key("abc"), "abc");
+    }
+}
