@@ -186,7 +186,10 @@ impl Config {
         let from_file = match &self.admin_password_file {
             Some(path) if self.admin_password.is_none() => {
                 let text = std::fs::read_to_string(path).map_err(|e| {
-                    ConfigError(format!("cannot read admin password file {}: {e}", path.display()))
+                    ConfigError(format!(
+                        "cannot read admin password file {}: {e}",
+                        path.display()
+                    ))
                 })?;
                 text.lines().next().map(|l| l.trim().to_string())
             }

@@ -25,7 +25,9 @@ pub async fn run(
     let listen = config.listen;
     let engine = tokio::task::spawn_blocking(move || Engine::open(config)).await??;
     if !engine.has_admin_password() {
-        tracing::warn!("no administrator password is configured: admin routes are open (setup mode)");
+        tracing::warn!(
+            "no administrator password is configured: admin routes are open (setup mode)"
+        );
     }
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;

@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand};
 use docent::config::Config;
 
 #[derive(Parser)]
-#[command(name = "docent", version, about = "Firmware of a talking-character kiosk")]
+#[command(
+    name = "docent",
+    version,
+    about = "Firmware of a talking-character kiosk"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -33,7 +37,12 @@ struct ServeArgs {
     #[arg(long, env = "DOCENT_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
     /// Administrator password (prefer the environment variable over the flag)
-    #[arg(long, env = "ADMIN_PASSWORD", hide_env_values = true, value_name = "PASSWORD")]
+    #[arg(
+        long,
+        env = "ADMIN_PASSWORD",
+        hide_env_values = true,
+        value_name = "PASSWORD"
+    )]
     admin_password: Option<String>,
 }
 
@@ -81,7 +90,11 @@ fn main() -> std::process::ExitCode {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match runtime.block_on(docent::run(config, |addr| println!("docent listening on http://{addr}"), shutdown_signal())) {
+    match runtime.block_on(docent::run(
+        config,
+        |addr| println!("docent listening on http://{addr}"),
+        shutdown_signal(),
+    )) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("docent: {e:#}");
@@ -91,7 +104,8 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("signal handler");
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}

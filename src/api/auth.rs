@@ -26,7 +26,10 @@ impl FromRequestParts<AppState> for Admin {
         if is_admin(&parts.headers, state) {
             Ok(Admin)
         } else {
-            Err(ApiError::new(StatusCode::UNAUTHORIZED, "authentication required"))
+            Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "authentication required",
+            ))
         }
     }
 }
@@ -72,7 +75,10 @@ impl FromRequestParts<AppState> for Internal {
         if loopback || token_ok {
             Ok(Internal)
         } else {
-            Err(ApiError::new(StatusCode::UNAUTHORIZED, "internal route: loopback or internal token required"))
+            Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "internal route: loopback or internal token required",
+            ))
         }
     }
 }
@@ -86,4 +92,3 @@ pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
         .strip_prefix("Bearer ")
         .map(str::trim)
 }
-

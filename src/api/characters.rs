@@ -27,46 +27,92 @@ pub fn routes(limits: &Limits) -> Router<AppState> {
     Router::new()
         .route("/api/v1/characters", get(list).post(create))
         .route("/api/v1/characters/test-voice", post(test_voice))
-        .route("/api/v1/characters/{id}", get(read).put(update).delete(remove))
+        .route(
+            "/api/v1/characters/{id}",
+            get(read).put(update).delete(remove),
+        )
         .route(
             "/api/v1/characters/{id}/avatar",
             post(upload_avatar).layer(DefaultBodyLimit::max(limits.image_bytes + MULTIPART_SLACK)),
         )
         .route("/api/v1/characters/{id}/images", get(images))
-        .route("/api/v1/characters/{id}/images/{filename}", get(image).delete(delete_image))
-        .route("/api/v1/characters/{id}/images/{filename}/activate", put(activate))
+        .route(
+            "/api/v1/characters/{id}/images/{filename}",
+            get(image).delete(delete_image),
+        )
+        .route(
+            "/api/v1/characters/{id}/images/{filename}/activate",
+            put(activate),
+        )
         .route("/api/v1/characters/{id}/knowledge", get(knowledge))
         .route(
             "/api/v1/characters/{id}/knowledge/files",
             post(upload_knowledge).layer(DefaultBodyLimit::max(limits.knowledge_request_bytes)),
         )
-        .route("/api/v1/characters/{id}/knowledge/{source_id}", axum::routing::delete(delete_source))
-        .route("/api/v1/characters/{id}/knowledge/{source_id}/reindex", post(reindex))
-        .route("/api/v1/characters/{id}/idle-videos/{imgbase}/{variant}/{filename}", clip.clone())
-        .route("/api/v1/characters/{id}/idle-videos/{imgbase}/{filename}", clip)
+        .route(
+            "/api/v1/characters/{id}/knowledge/{source_id}",
+            axum::routing::delete(delete_source),
+        )
+        .route(
+            "/api/v1/characters/{id}/knowledge/{source_id}/reindex",
+            post(reindex),
+        )
+        .route(
+            "/api/v1/characters/{id}/idle-videos/{imgbase}/{variant}/{filename}",
+            clip.clone(),
+        )
+        .route(
+            "/api/v1/characters/{id}/idle-videos/{imgbase}/{filename}",
+            clip,
+        )
         .route("/api/v1/avatars/{filename}", get(avatar))
-        .route("/api/v1/characters/{id}/conversations/messages", get(history))
+        .route(
+            "/api/v1/characters/{id}/conversations/messages",
+            get(history),
+        )
 }
 
 async fn list(State(s): State<AppState>) -> ApiResult<Response> {
     let json = s.engine.characters_json()?;
-    Ok(([("content-type", "application/json")], Body::from(json.as_ref().clone())).into_response())
+    Ok((
+        [("content-type", "application/json")],
+        Body::from(json.as_ref().clone()),
+    )
+        .into_response())
 }
 
-async fn create(_: Admin, State(s): State<AppState>, JsonBody(input): JsonBody<CharacterInput>) -> ApiResult<(StatusCode, Json<CharacterView>)> {
+async fn create(
+    _: Admin,
+    State(s): State<AppState>,
+    JsonBody(input): JsonBody<CharacterInput>,
+) -> ApiResult<(StatusCode, Json<CharacterView>)> {
     let c = blocking(&s, move |e| e.create_character(input)).await?;
     Ok((StatusCode::CREATED, Json(c)))
 }
 
-async fn read(State(s): State<AppState>, Params(id): Params<String>) -> ApiResult<Json<CharacterView>> {
+async fn read(
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+) -> ApiResult<Json<CharacterView>> {
     Ok(Json(s.engine.character(&id)?))
 }
 
-async fn update(_: Admin, State(s): State<AppState>, Params(id): Params<String>, JsonBody(input): JsonBody<CharacterInput>) -> ApiResult<Json<CharacterView>> {
-    Ok(Json(blocking(&s, move |e| e.update_character(&id, input)).await?))
+async fn update(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+    JsonBody(input): JsonBody<CharacterInput>,
+) -> ApiResult<Json<CharacterView>> {
+    Ok(Json(
+        blocking(&s, move |e| e.update_character(&id, input)).await?,
+    ))
 }
 
-async fn remove(_: Admin, State(s): State<AppState>, Params(id): Params<String>) -> ApiResult<StatusCode> {
+async fn remove(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+) -> ApiResult<StatusCode> {
     blocking(&s, move |e| e.delete_character(&id)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -79,22 +125,39 @@ struct VoiceTest {
     voice_type: String,
 }
 
-async fn test_voice(_: Admin, State(s): State<AppState>, JsonBody(body): JsonBody<VoiceTest>) -> ApiResult<Json<Value>> {
-    s.engine.test_voice(&body.voice_provider, &body.voice_type).await?;
+async fn test_voice(
+    _: Admin,
+    State(s): State<AppState>,
+    JsonBody(body): JsonBody<VoiceTest>,
+) -> ApiResult<Json<Value>> {
+    s.engine
+        .test_voice(&body.voice_provider, &body.voice_type)
+        .await?;
     Ok(Json(json!({ "status": "ok" })))
 }
 
 fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
-    ApiError::new(e.status(), format!("invalid multipart body: {}", e.body_text()))
+    ApiError::new(
+        e.status(),
+        format!("invalid multipart body: {}", e.body_text()),
+    )
 }
 
 async fn multipart(req: Request, s: &AppState) -> ApiResult<Multipart> {
-    Multipart::from_request(req, s)
-        .await
-        .map_err(|e| ApiError::bad(format!("expected a multipart/form-data body: {}", e.body_text())))
+    Multipart::from_request(req, s).await.map_err(|e| {
+        ApiError::bad(format!(
+            "expected a multipart/form-data body: {}",
+            e.body_text()
+        ))
+    })
 }
 
-async fn upload_avatar(_: Admin, State(s): State<AppState>, Params(id): Params<String>, req: Request) -> ApiResult<Json<Value>> {
+async fn upload_avatar(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+    req: Request,
+) -> ApiResult<Json<Value>> {
     let limit = s.engine.config.limits.image_bytes;
     check_length(req.headers(), limit + MULTIPART_SLACK)?;
     s.engine.character_record(&id)?;
@@ -119,26 +182,53 @@ async fn upload_avatar(_: Admin, State(s): State<AppState>, Params(id): Params<S
     Err(ApiError::bad("multipart field \"avatar\" is missing"))
 }
 
-async fn images(State(s): State<AppState>, Params(id): Params<String>) -> ApiResult<Json<Vec<ImageView>>> {
+async fn images(
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+) -> ApiResult<Json<Vec<ImageView>>> {
     Ok(Json(s.engine.images(&id)?))
 }
 
-async fn image(State(s): State<AppState>, Params((id, filename)): Params<(String, String)>, headers: HeaderMap) -> ApiResult<Response> {
-    let image = s.engine.image(&id, &filename).map_err(|e| ApiError::from(e).plain())?;
+async fn image(
+    State(s): State<AppState>,
+    Params((id, filename)): Params<(String, String)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let image = s
+        .engine
+        .image(&id, &filename)
+        .map_err(|e| ApiError::from(e).plain())?;
     files::serve(s.engine.store.blobs(), &image.blob, &headers).await
 }
 
-async fn delete_image(_: Admin, State(s): State<AppState>, Params((id, filename)): Params<(String, String)>) -> ApiResult<StatusCode> {
+async fn delete_image(
+    _: Admin,
+    State(s): State<AppState>,
+    Params((id, filename)): Params<(String, String)>,
+) -> ApiResult<StatusCode> {
     blocking(&s, move |e| e.delete_image(&id, &filename)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn activate(_: Admin, State(s): State<AppState>, Params((id, filename)): Params<(String, String)>) -> ApiResult<Json<Activation>> {
-    Ok(Json(blocking(&s, move |e| e.activate_image(&id, &filename)).await?))
+async fn activate(
+    _: Admin,
+    State(s): State<AppState>,
+    Params((id, filename)): Params<(String, String)>,
+) -> ApiResult<Json<Activation>> {
+    Ok(Json(
+        blocking(&s, move |e| e.activate_image(&id, &filename)).await?,
+    ))
 }
 
-async fn avatar(State(s): State<AppState>, Params(filename): Params<String>, headers: HeaderMap) -> ApiResult<Response> {
-    let image = s.engine.avatar(&filename).map_err(|e| ApiError::from(e).plain())?;
+async fn avatar(
+    State(s): State<AppState>,
+    Params(filename): Params<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let image = s
+        .engine
+        .avatar(&filename)
+        .map_err(|e| ApiError::from(e).plain())?;
     files::serve(s.engine.store.blobs(), &image.blob, &headers).await
 }
 
@@ -152,7 +242,11 @@ struct ClipPath {
     filename: String,
 }
 
-async fn get_clip(State(s): State<AppState>, Params(p): Params<ClipPath>, headers: HeaderMap) -> ApiResult<Response> {
+async fn get_clip(
+    State(s): State<AppState>,
+    Params(p): Params<ClipPath>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
     let clip = s
         .engine
         .clip(&p.id, &p.imgbase, &p.variant, &p.filename)
@@ -160,30 +254,56 @@ async fn get_clip(State(s): State<AppState>, Params(p): Params<ClipPath>, header
     files::serve(s.engine.store.blobs(), &clip.blob, &headers).await
 }
 
-async fn put_clip(_: Admin, State(s): State<AppState>, Params(p): Params<ClipPath>, req: Request) -> ApiResult<(StatusCode, Json<Value>)> {
+async fn put_clip(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(p): Params<ClipPath>,
+    req: Request,
+) -> ApiResult<(StatusCode, Json<Value>)> {
     let limit = s.engine.config.limits.video_bytes;
     check_length(req.headers(), limit)?;
     let bytes = read_body(req.into_body(), limit).await?;
-    let clip = blocking(&s, move |e| e.put_clip(&p.id, &p.imgbase, &p.variant, &p.filename, &bytes)).await?;
+    let clip = blocking(&s, move |e| {
+        e.put_clip(&p.id, &p.imgbase, &p.variant, &p.filename, &bytes)
+    })
+    .await?;
     Ok((
         StatusCode::CREATED,
-        Json(json!({ "imgbase": clip.imgbase, "variant": clip.variant, "filename": clip.filename, "size": clip.blob.size })),
+        Json(
+            json!({ "imgbase": clip.imgbase, "variant": clip.variant, "filename": clip.filename, "size": clip.blob.size }),
+        ),
     ))
 }
 
-async fn delete_clip(_: Admin, State(s): State<AppState>, Params(p): Params<ClipPath>) -> ApiResult<StatusCode> {
-    blocking(&s, move |e| e.delete_clip(&p.id, &p.imgbase, &p.variant, &p.filename)).await?;
+async fn delete_clip(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(p): Params<ClipPath>,
+) -> ApiResult<StatusCode> {
+    blocking(&s, move |e| {
+        e.delete_clip(&p.id, &p.imgbase, &p.variant, &p.filename)
+    })
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn knowledge(_: Admin, State(s): State<AppState>, Params(id): Params<String>) -> ApiResult<Json<Value>> {
+async fn knowledge(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+) -> ApiResult<Json<Value>> {
     let sources = s.engine.sources(&id)?;
     Ok(Json(json!({ "sources": sources })))
 }
 
 /// Receives knowledge files, streaming each to a staged blob so that a large upload never sits
 /// in memory; any failure discards every file of the request.
-async fn upload_knowledge(_: Admin, State(s): State<AppState>, Params(id): Params<String>, req: Request) -> ApiResult<(StatusCode, Json<Value>)> {
+async fn upload_knowledge(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+    req: Request,
+) -> ApiResult<(StatusCode, Json<Value>)> {
     let limits = s.engine.config.limits.clone();
     check_length(req.headers(), limits.knowledge_request_bytes)?;
     s.engine.sources(&id)?;
@@ -198,22 +318,38 @@ async fn upload_knowledge(_: Admin, State(s): State<AppState>, Params(id): Param
         }
     };
     if staged.is_empty() {
-        return Err(ApiError::bad("no file parts (\"file\" or \"files\") in the request"));
+        return Err(ApiError::bad(
+            "no file parts (\"file\" or \"files\") in the request",
+        ));
     }
     if !paths.is_empty() && paths.len() != staged.len() {
         blobs.remove_all(&staged.into_iter().map(|(_, b)| b).collect::<Vec<_>>());
-        return Err(ApiError::bad("relative_paths must have one entry per file, in order"));
+        return Err(ApiError::bad(
+            "relative_paths must have one entry per file, in order",
+        ));
     }
     let mut paths = paths.into_iter();
     let uploads = staged
         .into_iter()
-        .map(|(filename, blob)| Upload { filename, relative_path: paths.next(), blob })
+        .map(|(filename, blob)| Upload {
+            filename,
+            relative_path: paths.next(),
+            blob,
+        })
         .collect();
     let (sources, skipped) = blocking(&s, move |e| e.add_sources(&id, uploads)).await?;
-    Ok((StatusCode::CREATED, Json(json!({ "sources": sources, "skipped": skipped }))))
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({ "sources": sources, "skipped": skipped })),
+    ))
 }
 
-async fn receive_files(req: Request, s: &AppState, limits: &Limits, staged: &mut Vec<(String, BlobRef)>) -> ApiResult<Vec<String>> {
+async fn receive_files(
+    req: Request,
+    s: &AppState,
+    limits: &Limits,
+    staged: &mut Vec<(String, BlobRef)>,
+) -> ApiResult<Vec<String>> {
     let mut form = multipart(req, s).await?;
     let mut paths = Vec::new();
     while let Some(mut field) = form.next_field().await.map_err(multipart_error)? {
@@ -231,7 +367,10 @@ async fn receive_files(req: Request, s: &AppState, limits: &Limits, staged: &mut
                     if writer.size() + chunk.len() as u64 > limits.knowledge_file_bytes as u64 {
                         return Err(ApiError::new(
                             StatusCode::PAYLOAD_TOO_LARGE,
-                            format!("{filename} is larger than {} bytes", limits.knowledge_file_bytes),
+                            format!(
+                                "{filename} is larger than {} bytes",
+                                limits.knowledge_file_bytes
+                            ),
                         ));
                     }
                     writer.write(&chunk).map_err(io_error)?;
@@ -239,7 +378,9 @@ async fn receive_files(req: Request, s: &AppState, limits: &Limits, staged: &mut
                 let mime = mime_for(&filename);
                 let blob = tokio::task::spawn_blocking(move || writer.finish(mime))
                     .await
-                    .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error"))?
+                    .map_err(|_| {
+                        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+                    })?
                     .map_err(io_error)?;
                 staged.push((filename, blob));
             }
@@ -255,14 +396,25 @@ fn io_error(e: std::io::Error) -> ApiError {
     ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "cannot store the upload")
 }
 
-async fn delete_source(_: Admin, State(s): State<AppState>, Params((id, source_id)): Params<(String, String)>) -> ApiResult<StatusCode> {
+async fn delete_source(
+    _: Admin,
+    State(s): State<AppState>,
+    Params((id, source_id)): Params<(String, String)>,
+) -> ApiResult<StatusCode> {
     blocking(&s, move |e| e.delete_source(&id, &source_id)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn reindex(_: Admin, State(s): State<AppState>, Params((id, source_id)): Params<(String, String)>) -> ApiResult<(StatusCode, Json<Value>)> {
+async fn reindex(
+    _: Admin,
+    State(s): State<AppState>,
+    Params((id, source_id)): Params<(String, String)>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
     let source = blocking(&s, move |e| e.reindex_source(&id, &source_id)).await?;
-    Ok((StatusCode::ACCEPTED, Json(serde_json::to_value(source).expect("source serialises"))))
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(serde_json::to_value(source).expect("source serialises")),
+    ))
 }
 
 #[derive(Deserialize)]
@@ -271,6 +423,11 @@ struct HistoryQuery {
     before: Option<String>,
 }
 
-async fn history(_: Admin, State(s): State<AppState>, Params(id): Params<String>, QueryArgs(q): QueryArgs<HistoryQuery>) -> ApiResult<Json<HistoryPage>> {
+async fn history(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+    QueryArgs(q): QueryArgs<HistoryQuery>,
+) -> ApiResult<Json<HistoryPage>> {
     Ok(Json(s.engine.history(&id, q.limit, q.before.as_deref())?))
 }

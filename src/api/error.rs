@@ -17,7 +17,11 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
-        ApiError { status, message: message.into(), plain: false }
+        ApiError {
+            status,
+            message: message.into(),
+            plain: false,
+        }
     }
 
     pub fn bad(message: impl Into<String>) -> ApiError {
@@ -25,7 +29,10 @@ impl ApiError {
     }
 
     pub fn too_large(limit: usize) -> ApiError {
-        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body is larger than {limit} bytes"))
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body is larger than {limit} bytes"),
+        )
     }
 
     pub fn plain(mut self) -> ApiError {
@@ -54,9 +61,18 @@ impl From<Error> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         if self.plain {
-            (self.status, [("content-type", "text/plain; charset=utf-8")], self.message).into_response()
+            (
+                self.status,
+                [("content-type", "text/plain; charset=utf-8")],
+                self.message,
+            )
+                .into_response()
         } else {
-            (self.status, Json(serde_json::json!({ "error": self.message }))).into_response()
+            (
+                self.status,
+                Json(serde_json::json!({ "error": self.message })),
+            )
+                .into_response()
         }
     }
 }

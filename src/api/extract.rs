@@ -30,8 +30,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
 /// Reads a whole body, refusing it with 413 as soon as it passes `limit`.
 pub async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     axum::body::to_bytes(body, limit).await.map_err(|e| {
-        if std::error::Error::source(&e)
-            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+        if std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
         {
             ApiError::too_large(limit)
         } else {

@@ -39,7 +39,10 @@ pub async fn serve(blobs: &Blobs, blob: &BlobRef, req: &HeaderMap) -> ApiResult<
         Some(r) => match parse_range(r, size) {
             Some(range) => Some(range),
             None => {
-                headers.insert(CONTENT_RANGE, HeaderValue::from_str(&format!("bytes */{size}")).expect("ascii"));
+                headers.insert(
+                    CONTENT_RANGE,
+                    HeaderValue::from_str(&format!("bytes */{size}")).expect("ascii"),
+                );
                 return Ok((StatusCode::RANGE_NOT_SATISFIABLE, headers).into_response());
             }
         },
@@ -55,7 +58,9 @@ pub async fn serve(blobs: &Blobs, blob: &BlobRef, req: &HeaderMap) -> ApiResult<
         }
         None => (StatusCode::OK, 0, size),
     };
-    file.seek(std::io::SeekFrom::Start(start)).await.map_err(internal)?;
+    file.seek(std::io::SeekFrom::Start(start))
+        .await
+        .map_err(internal)?;
     headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
     let body = Body::from_stream(ReaderStream::new(file.take(len)));
     Ok((status, headers, body).into_response())
@@ -63,7 +68,11 @@ pub async fn serve(blobs: &Blobs, blob: &BlobRef, req: &HeaderMap) -> ApiResult<
 
 fn internal(e: std::io::Error) -> ApiError {
     tracing::error!("cannot read a stored file: {e}");
-    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "cannot read the stored file").plain()
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "cannot read the stored file",
+    )
+    .plain()
 }
 
 /// Parses one `bytes=` range against a file of `size` bytes into inclusive bounds; `None` when
@@ -80,7 +89,10 @@ fn parse_range(header: &str, size: u64) -> Option<(u64, u64)> {
             (size.saturating_sub(n), size.checked_sub(1)?)
         }
         (s, "") => (s.parse().ok()?, size.checked_sub(1)?),
-        (s, e) => (s.parse().ok()?, e.parse::<u64>().ok()?.min(size.checked_sub(1)?)),
+        (s, e) => (
+            s.parse().ok()?,
+            e.parse::<u64>().ok()?.min(size.checked_sub(1)?),
+        ),
     };
     (start <= end && start < size).then_some((start, end))
 }

@@ -50,7 +50,10 @@ pub fn router(state: AppState) -> Router {
         .merge(characters::routes(&state.engine.config.limits))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
         .method_not_allowed_fallback(|| async {
-            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route")
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method not allowed on this route",
+            )
         })
         .with_state(state)
         .layer(middleware::from_fn(cors))

@@ -21,7 +21,10 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/sessions/{id}/tasks", get(tasks))
 }
 
-async fn create(State(s): State<AppState>, JsonOrEmpty(req): JsonOrEmpty<NewSession>) -> ApiResult<(StatusCode, Json<SessionCreated>)> {
+async fn create(
+    State(s): State<AppState>,
+    JsonOrEmpty(req): JsonOrEmpty<NewSession>,
+) -> ApiResult<(StatusCode, Json<SessionCreated>)> {
     let created = blocking(&s, move |e| e.create_session(req)).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
@@ -40,9 +43,16 @@ struct MessageBody {
     text: String,
 }
 
-async fn message(State(s): State<AppState>, Params(id): Params<String>, JsonBody(body): JsonBody<MessageBody>) -> ApiResult<(StatusCode, Json<Value>)> {
+async fn message(
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+    JsonBody(body): JsonBody<MessageBody>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
     let turn_seq = blocking(&s, move |e| e.post_message(&id, &body.text)).await?;
-    Ok((StatusCode::ACCEPTED, Json(json!({ "status": "queued", "turn_seq": turn_seq }))))
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "status": "queued", "turn_seq": turn_seq })),
+    ))
 }
 
 #[derive(Deserialize)]
@@ -50,7 +60,11 @@ struct Limit {
     limit: Option<usize>,
 }
 
-async fn tasks(State(s): State<AppState>, Params(id): Params<String>, QueryArgs(q): QueryArgs<Limit>) -> ApiResult<Json<Value>> {
+async fn tasks(
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+    QueryArgs(q): QueryArgs<Limit>,
+) -> ApiResult<Json<Value>> {
     let tasks: Vec<TaskView> = s.engine.session_tasks(&id, q.limit)?;
     Ok(Json(json!({ "tasks": tasks })))
 }

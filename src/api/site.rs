@@ -7,7 +7,9 @@ use std::sync::Mutex;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, Request, State};
-use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH, RETRY_AFTER, SET_COOKIE};
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH, RETRY_AFTER, SET_COOKIE,
+};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -29,8 +31,16 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/auth", get(auth_status).post(login).delete(logout))
         .route("/api/data", get(get_data).put(put_data).post(seed_data))
-        .route("/api/img/{name}", get(get_image).put(put_image).delete(delete_image))
-        .route("/api/img/", get(get_image_empty).put(put_image_empty).delete(delete_image_empty))
+        .route(
+            "/api/img/{name}",
+            get(get_image).put(put_image).delete(delete_image),
+        )
+        .route(
+            "/api/img/",
+            get(get_image_empty)
+                .put(put_image_empty)
+                .delete(delete_image_empty),
+        )
 }
 
 fn unauthorized() -> ApiError {
@@ -69,7 +79,8 @@ fn too_many(wait: u64) -> Response {
         format!("Too many login attempts. Try again in {wait} seconds."),
     )
     .into_response();
-    res.headers_mut().insert(RETRY_AFTER, HeaderValue::from(wait));
+    res.headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from(wait));
     res
 }
 
@@ -128,7 +139,10 @@ async fn logout(State(s): State<AppState>, headers: HeaderMap) -> ApiResult<Resp
 async fn get_data(State(s): State<AppState>) -> ApiResult<Response> {
     let doc = s.engine.site_document()?;
     Ok((
-        [(CONTENT_TYPE, "application/json"), (CACHE_CONTROL, DATA_CACHE_CONTROL)],
+        [
+            (CONTENT_TYPE, "application/json"),
+            (CACHE_CONTROL, DATA_CACHE_CONTROL),
+        ],
         doc,
     )
         .into_response())
@@ -147,12 +161,19 @@ async fn put_data(State(s): State<AppState>, req: Request) -> ApiResult<Json<Val
     Ok(Json(json!({ "ok": true, "count": counts })))
 }
 
-async fn seed_data(State(s): State<AppState>, RawQuery(query): RawQuery, headers: HeaderMap) -> ApiResult<Json<Value>> {
+async fn seed_data(
+    State(s): State<AppState>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
     let seed = query
         .as_deref()
         .is_some_and(|q| q.split('&').any(|pair| pair == "seed=1"));
     if !seed {
-        return Err(ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "POST /api/data needs ?seed=1"));
+        return Err(ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "POST /api/data needs ?seed=1",
+        ));
     }
     if !is_admin(&headers, &s) {
         return Err(unauthorized());
@@ -188,7 +209,10 @@ struct Cached {
 
 impl ImageCache {
     pub fn new(capacity: usize) -> ImageCache {
-        ImageCache { inner: Mutex::default(), capacity }
+        ImageCache {
+            inner: Mutex::default(),
+            capacity,
+        }
     }
 
     fn get(&self, url: &str) -> Option<Cached> {
@@ -215,7 +239,12 @@ impl ImageCache {
             return;
         }
         while inner.used + size > self.capacity {
-            let Some(oldest) = inner.entries.iter().min_by_key(|(_, e)| e.last_used).map(|(u, _)| u.clone()) else {
+            let Some(oldest) = inner
+                .entries
+                .iter()
+                .min_by_key(|(_, e)| e.last_used)
+                .map(|(u, _)| u.clone())
+            else {
                 break;
             };
             let gone = inner.entries.remove(&oldest).expect("present");
@@ -232,7 +261,12 @@ impl ImageCache {
     fn purge(&self, key: &str) {
         let mut inner = self.inner.lock().expect("cache lock");
         inner.purges += 1;
-        let gone: Vec<String> = inner.entries.iter().filter(|(_, e)| e.key == key).map(|(u, _)| u.clone()).collect();
+        let gone: Vec<String> = inner
+            .entries
+            .iter()
+            .filter(|(_, e)| e.key == key)
+            .map(|(u, _)| u.clone())
+            .collect();
         for url in gone {
             let e = inner.entries.remove(&url).expect("present");
             inner.used -= e.body.len() + url.len();
@@ -242,27 +276,46 @@ impl ImageCache {
 
 fn image_response(c: &Cached, req: &HeaderMap) -> Response {
     let mut headers = HeaderMap::new();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_str(&c.content_type).unwrap_or(HeaderValue::from_static("application/octet-stream")));
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_str(&c.content_type)
+            .unwrap_or(HeaderValue::from_static("application/octet-stream")),
+    );
     headers.insert(CACHE_CONTROL, HeaderValue::from_static(IMAGE_CACHE_CONTROL));
     headers.insert(ETAG, HeaderValue::from_str(&c.etag).expect("hex etag"));
-    if req.get(IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == c.etag.as_bytes()) {
+    if req
+        .get(IF_NONE_MATCH)
+        .is_some_and(|v| v.as_bytes() == c.etag.as_bytes())
+    {
         return (StatusCode::NOT_MODIFIED, headers).into_response();
     }
     (headers, Body::from(c.body.clone())).into_response()
 }
 
-async fn get_image(State(s): State<AppState>, Params(name): Params<String>, uri: Uri, headers: HeaderMap) -> Response {
-    serve_image(&s, &name, &uri, &headers).await.unwrap_or_else(|e| e.plain().into_response())
+async fn get_image(
+    State(s): State<AppState>,
+    Params(name): Params<String>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    serve_image(&s, &name, &uri, &headers)
+        .await
+        .unwrap_or_else(|e| e.plain().into_response())
 }
 
 async fn get_image_empty(State(s): State<AppState>, uri: Uri, headers: HeaderMap) -> Response {
-    serve_image(&s, "", &uri, &headers).await.unwrap_or_else(|e| e.plain().into_response())
+    serve_image(&s, "", &uri, &headers)
+        .await
+        .unwrap_or_else(|e| e.plain().into_response())
 }
 
 async fn serve_image(s: &AppState, key: &str, uri: &Uri, req: &HeaderMap) -> ApiResult<Response> {
     // 1. Store off, and 2. a bad key, come before the cache.
     if !s.engine.config.image_store {
-        return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "image store is not configured"));
+        return Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "image store is not configured",
+        ));
     }
     crate::engine::site::check_image_key(key)?;
     // 3. A cached response for the same full URL (a conditional request still gets its 304).
@@ -277,8 +330,17 @@ async fn serve_image(s: &AppState, key: &str, uri: &Uri, req: &HeaderMap) -> Api
         return Err(ApiError::new(StatusCode::NOT_FOUND, "no such image"));
     };
     let etag = blob.etag();
-    if req.get(IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == etag.as_bytes()) {
-        let c = Cached { key: key.into(), body: Bytes::new(), content_type: blob.content_type, etag, last_used: 0 };
+    if req
+        .get(IF_NONE_MATCH)
+        .is_some_and(|v| v.as_bytes() == etag.as_bytes())
+    {
+        let c = Cached {
+            key: key.into(),
+            body: Bytes::new(),
+            content_type: blob.content_type,
+            etag,
+            last_used: 0,
+        };
         return Ok(image_response(&c, req));
     }
     let engine = s.engine.clone();
@@ -286,19 +348,37 @@ async fn serve_image(s: &AppState, key: &str, uri: &Uri, req: &HeaderMap) -> Api
     let bytes = tokio::task::spawn_blocking(move || engine.store.blobs().read(&read))
         .await
         .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error"))?
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot read the image: {e}")))?;
-    let cached = Cached { key: key.into(), body: Bytes::from(bytes), content_type: blob.content_type, etag, last_used: 0 };
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot read the image: {e}"),
+            )
+        })?;
+    let cached = Cached {
+        key: key.into(),
+        body: Bytes::from(bytes),
+        content_type: blob.content_type,
+        etag,
+        last_used: 0,
+    };
     let res = image_response(&cached, req);
     let state = s.clone();
     tokio::spawn(async move { state.images.insert(url, cached, purges) });
     Ok(res)
 }
 
-async fn delete_image(State(s): State<AppState>, Params(name): Params<String>, headers: HeaderMap) -> ApiResult<Json<Value>> {
+async fn delete_image(
+    State(s): State<AppState>,
+    Params(name): Params<String>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
     remove_image(&s, name, &headers).await
 }
 
-async fn delete_image_empty(State(s): State<AppState>, headers: HeaderMap) -> ApiResult<Json<Value>> {
+async fn delete_image_empty(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
     remove_image(&s, String::new(), &headers).await
 }
 
@@ -313,7 +393,11 @@ async fn remove_image(s: &AppState, key: String, headers: &HeaderMap) -> ApiResu
     Ok(Json(json!({ "ok": true, "deleted": key })))
 }
 
-async fn put_image(State(s): State<AppState>, Params(name): Params<String>, req: Request) -> ApiResult<Json<Value>> {
+async fn put_image(
+    State(s): State<AppState>,
+    Params(name): Params<String>,
+    req: Request,
+) -> ApiResult<Json<Value>> {
     store_image(&s, name, req).await
 }
 
@@ -326,7 +410,10 @@ async fn store_image(s: &AppState, key: String, req: Request) -> ApiResult<Json<
         return Err(unauthorized());
     }
     if !s.engine.config.image_store {
-        return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "image store is not configured"));
+        return Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "image store is not configured",
+        ));
     }
     crate::engine::site::check_image_key(&key)?;
     let limit = s.engine.config.limits.image_bytes;
@@ -341,7 +428,9 @@ async fn store_image(s: &AppState, key: String, req: Request) -> ApiResult<Json<
     let owned = key.clone();
     let blob = blocking(s, move |e| e.put_site_image(&owned, &body, &content_type)).await?;
     s.images.purge(&key);
-    Ok(Json(json!({ "ok": true, "key": key, "etag": blob.etag(), "size": blob.size })))
+    Ok(Json(
+        json!({ "ok": true, "key": key, "etag": blob.etag(), "size": blob.size }),
+    ))
 }
 
 #[cfg(test)]
@@ -349,7 +438,13 @@ mod tests {
     use super::*;
 
     fn entry(key: &str, n: usize) -> Cached {
-        Cached { key: key.into(), body: Bytes::from(vec![0; n]), content_type: "image/png".into(), etag: "\"e\"".into(), last_used: 0 }
+        Cached {
+            key: key.into(),
+            body: Bytes::from(vec![0; n]),
+            content_type: "image/png".into(),
+            etag: "\"e\"".into(),
+            last_used: 0,
+        }
     }
 
     #[test]
@@ -374,7 +469,10 @@ mod tests {
         c.purge("a");
         assert!(c.get("/api/img/a").is_none() && c.get("/api/img/a?v=2").is_none());
         c.insert("/api/img/a".into(), entry("a", 10), before);
-        assert!(c.get("/api/img/a").is_none(), "a fill read before the purge is dropped");
+        assert!(
+            c.get("/api/img/a").is_none(),
+            "a fill read before the purge is dropped"
+        );
     }
 
     #[test]

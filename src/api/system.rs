@@ -7,10 +7,10 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
-use super::{AppState, blocking};
 use super::auth::Admin;
 use super::error::ApiResult;
 use super::extract::JsonBody;
+use super::{AppState, blocking};
 use crate::engine::launch::LaunchUpdate;
 
 pub fn routes() -> Router<AppState> {
@@ -50,9 +50,15 @@ async fn get_settings(_: Admin, State(s): State<AppState>) -> Json<Value> {
     Json(s.engine.settings().masked())
 }
 
-async fn put_settings(_: Admin, State(s): State<AppState>, JsonBody(patch): JsonBody<Value>) -> ApiResult<Json<Value>> {
+async fn put_settings(
+    _: Admin,
+    State(s): State<AppState>,
+    JsonBody(patch): JsonBody<Value>,
+) -> ApiResult<Json<Value>> {
     let saved = blocking(&s, move |e| e.update_settings(&patch)).await?;
-    Ok(Json(json!({ "status": "saved", "settings": saved.masked() })))
+    Ok(Json(
+        json!({ "status": "saved", "settings": saved.masked() }),
+    ))
 }
 
 async fn test_settings(_: Admin, State(s): State<AppState>) -> Response {
@@ -86,11 +92,20 @@ async fn avatar_model() -> Json<Value> {
     }))
 }
 
-async fn get_launch(_: Admin, State(s): State<AppState>) -> ApiResult<Json<crate::engine::launch::LaunchView>> {
+async fn get_launch(
+    _: Admin,
+    State(s): State<AppState>,
+) -> ApiResult<Json<crate::engine::launch::LaunchView>> {
     Ok(Json(s.engine.launch_config()?))
 }
 
-async fn put_launch(_: Admin, State(s): State<AppState>, JsonBody(update): JsonBody<LaunchUpdate>) -> ApiResult<Json<Value>> {
+async fn put_launch(
+    _: Admin,
+    State(s): State<AppState>,
+    JsonBody(update): JsonBody<LaunchUpdate>,
+) -> ApiResult<Json<Value>> {
     let requires_restart = blocking(&s, move |e| e.update_launch_config(update)).await?;
-    Ok(Json(json!({ "status": "saved", "requires_restart": requires_restart })))
+    Ok(Json(
+        json!({ "status": "saved", "requires_restart": requires_restart }),
+    ))
 }

@@ -19,10 +19,19 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/v1/tasks/{task_id}", get(task))
         .route("/api/v1/tasks/{task_id}/events", get(events))
-        .route("/api/v1/tasks/{task_id}/artifacts/{artifact_id}", get(artifact))
+        .route(
+            "/api/v1/tasks/{task_id}/artifacts/{artifact_id}",
+            get(artifact),
+        )
         .route("/api/v1/internal/tasks/{task_id}/events", post(post_event))
-        .route("/api/v1/internal/tasks/{task_id}/artifacts", post(post_artifact))
-        .route("/api/v1/internal/characters/{id}/knowledge/search", post(search))
+        .route(
+            "/api/v1/internal/tasks/{task_id}/artifacts",
+            post(post_artifact),
+        )
+        .route(
+            "/api/v1/internal/characters/{id}/knowledge/search",
+            post(search),
+        )
 }
 
 async fn task(State(s): State<AppState>, Params(id): Params<String>) -> ApiResult<Json<TaskView>> {
@@ -35,15 +44,25 @@ struct EventsQuery {
     limit: Option<usize>,
 }
 
-async fn events(State(s): State<AppState>, Params(id): Params<String>, QueryArgs(q): QueryArgs<EventsQuery>) -> ApiResult<Json<Value>> {
+async fn events(
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+    QueryArgs(q): QueryArgs<EventsQuery>,
+) -> ApiResult<Json<Value>> {
     let events = s.engine.task_events(&id, q.after_seq, q.limit)?;
     Ok(Json(json!({ "events": events })))
 }
 
-async fn artifact(State(s): State<AppState>, Params((task_id, artifact_id)): Params<(String, String)>) -> ApiResult<Response> {
+async fn artifact(
+    State(s): State<AppState>,
+    Params((task_id, artifact_id)): Params<(String, String)>,
+) -> ApiResult<Response> {
     let (blob, bytes) = blocking(&s, move |e| e.artifact(&task_id, &artifact_id)).await?;
     let mut headers = HeaderMap::new();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_str(&blob.content_type).expect("known mime"));
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_str(&blob.content_type).expect("known mime"),
+    );
     headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     if blob.content_type.starts_with("text/html") {
         headers.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox"));
@@ -51,11 +70,23 @@ async fn artifact(State(s): State<AppState>, Params((task_id, artifact_id)): Par
     Ok((headers, bytes).into_response())
 }
 
-async fn post_event(_: Internal, State(s): State<AppState>, Params(id): Params<String>, JsonBody(input): JsonBody<EventInput>) -> ApiResult<Json<Posted>> {
-    Ok(Json(blocking(&s, move |e| e.post_task_event(&id, input)).await?))
+async fn post_event(
+    _: Internal,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+    JsonBody(input): JsonBody<EventInput>,
+) -> ApiResult<Json<Posted>> {
+    Ok(Json(
+        blocking(&s, move |e| e.post_task_event(&id, input)).await?,
+    ))
 }
 
-async fn post_artifact(_: Internal, State(s): State<AppState>, Params(id): Params<String>, JsonBody(input): JsonBody<ArtifactInput>) -> ApiResult<(StatusCode, Json<ArtifactView>)> {
+async fn post_artifact(
+    _: Internal,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+    JsonBody(input): JsonBody<ArtifactInput>,
+) -> ApiResult<(StatusCode, Json<ArtifactView>)> {
     let (artifact, _event) = blocking(&s, move |e| e.post_artifact(&id, input)).await?;
     Ok((StatusCode::CREATED, Json(artifact)))
 }
@@ -66,7 +97,12 @@ struct SearchBody {
     top_k: Option<usize>,
 }
 
-async fn search(_: Internal, State(s): State<AppState>, Params(id): Params<String>, JsonBody(body): JsonBody<SearchBody>) -> ApiResult<Json<Value>> {
+async fn search(
+    _: Internal,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+    JsonBody(body): JsonBody<SearchBody>,
+) -> ApiResult<Json<Value>> {
     let results = s.engine.search_knowledge(&id, &body.query, body.top_k)?;
     Ok(Json(json!({ "results": results })))
 }

@@ -61,7 +61,9 @@ pub enum Login {
 }
 
 fn unix_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 fn token_key(token: &str) -> String {
@@ -101,7 +103,8 @@ impl Engine {
         let outcome = if ok {
             tx.open_table(LOGIN_FAILURES)?.remove(client)?;
             let mut raw = [0u8; 32];
-            getrandom::fill(&mut raw).map_err(|e| Error::Internal(format!("random source: {e}")))?;
+            getrandom::fill(&mut raw)
+                .map_err(|e| Error::Internal(format!("random source: {e}")))?;
             let token = URL_SAFE_NO_PAD.encode(raw);
             let mut sessions = tx.open_table(ADMIN_SESSIONS)?;
             sessions.retain(|_, v| {
@@ -111,16 +114,23 @@ impl Engine {
                 created_at: store::now(),
                 expires_at: now + self.config.admin_session_secs,
             };
-            sessions.insert(token_key(&token).as_str(), store::to_json(&session).as_slice())?;
+            sessions.insert(
+                token_key(&token).as_str(),
+                store::to_json(&session).as_slice(),
+            )?;
             Login::Success(token)
         } else {
             let mut table = tx.open_table(LOGIN_FAILURES)?;
             let previous: Option<LoginFailures> = store::get(&table, client)?;
             let failures = match previous {
-                Some(f) if now < f.window_start + self.config.login_window_secs => {
-                    LoginFailures { count: f.count + 1, ..f }
-                }
-                _ => LoginFailures { count: 1, window_start: now },
+                Some(f) if now < f.window_start + self.config.login_window_secs => LoginFailures {
+                    count: f.count + 1,
+                    ..f
+                },
+                _ => LoginFailures {
+                    count: 1,
+                    window_start: now,
+                },
             };
             table.insert(client, store::to_json(&failures).as_slice())?;
             Login::WrongPassword
@@ -133,7 +143,8 @@ impl Engine {
     pub fn admin_session_valid(&self, token: &str) -> bool {
         let lookup = || -> Result<bool> {
             let tx = self.store.read()?;
-            let s: Option<AdminSession> = store::get(&tx.open_table(ADMIN_SESSIONS)?, &token_key(token))?;
+            let s: Option<AdminSession> =
+                store::get(&tx.open_table(ADMIN_SESSIONS)?, &token_key(token))?;
             Ok(s.is_some_and(|s| s.expires_at > unix_now()))
         };
         !token.is_empty() && lookup().unwrap_or(false)
@@ -142,7 +153,8 @@ impl Engine {
     /// Ends a session (logout); unknown tokens are ignored.
     pub fn logout(&self, token: &str) -> Result<()> {
         let tx = self.store.write()?;
-        tx.open_table(ADMIN_SESSIONS)?.remove(token_key(token).as_str())?;
+        tx.open_table(ADMIN_SESSIONS)?
+            .remove(token_key(token).as_str())?;
         tx.commit()?;
         Ok(())
     }

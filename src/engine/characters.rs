@@ -106,7 +106,11 @@ impl CharacterInput {
         self.image_mode = match self.image_mode.as_str() {
             "" | "fixed" => "fixed".into(),
             "random" => "random".into(),
-            other => return Err(bad(format!("image_mode must be fixed or random, not {other:?}"))),
+            other => {
+                return Err(bad(format!(
+                    "image_mode must be fixed or random, not {other:?}"
+                )));
+            }
         };
         for (field, value) in [
             ("voice_provider", &self.voice_provider),
@@ -130,11 +134,15 @@ impl CharacterInput {
             ("system_prompt", &self.system_prompt),
         ] {
             if value.chars().count() > TEXT_MAX_CHARS {
-                return Err(bad(format!("{field} is longer than {TEXT_MAX_CHARS} characters")));
+                return Err(bad(format!(
+                    "{field} is longer than {TEXT_MAX_CHARS} characters"
+                )));
             }
         }
         if self.tags.len() > TAGS_MAX || self.tags.iter().any(|t| t.chars().count() > 100) {
-            return Err(bad(format!("at most {TAGS_MAX} tags of up to 100 characters")));
+            return Err(bad(format!(
+                "at most {TAGS_MAX} tags of up to 100 characters"
+            )));
         }
         Ok(self)
     }
@@ -405,8 +413,13 @@ impl Engine {
             let mut chars = tx.open_table(CHARACTERS)?;
             let mut c = load(&chars, id)?;
             if c.active_image == filename {
+                // The one after it by name, wrapping round to the first.
                 let rest: Vec<Image> = store::scan(&images, id)?;
-                c.active_image = rest.first().map(|i| i.filename.clone()).unwrap_or_default();
+                let next = rest.iter().find(|i| i.filename.as_str() > filename);
+                c.active_image = next
+                    .or(rest.first())
+                    .map(|i| i.filename.clone())
+                    .unwrap_or_default();
             }
             c.updated_at = store::now();
             chars.insert(id, store::to_json(&c).as_slice())?;
@@ -447,13 +460,22 @@ impl Engine {
     }
 
     /// Stores an idle clip for one of the character's images, replacing a clip of that name.
-    pub fn put_clip(&self, id: &str, imgbase: &str, variant: &str, filename: &str, bytes: &[u8]) -> Result<Clip> {
+    pub fn put_clip(
+        &self,
+        id: &str,
+        imgbase: &str,
+        variant: &str,
+        filename: &str,
+        bytes: &[u8],
+    ) -> Result<Clip> {
         check_segment("imgbase", imgbase)?;
         check_segment("filename", filename)?;
         if !variant.is_empty() {
             check_segment("variant", variant)?;
             if !is_variant(variant) {
-                return Err(bad("variant must be idle, listening, speaking or WIDTHxHEIGHT"));
+                return Err(bad(
+                    "variant must be idle, listening, speaking or WIDTHxHEIGHT",
+                ));
             }
         }
         if !media::is_h264_mp4(bytes) {
@@ -508,8 +530,11 @@ impl Engine {
             check_segment("variant", variant)?;
         }
         let tx = self.store.read()?;
-        store::get(&tx.open_table(CLIPS)?, &clip_key(id, imgbase, variant, filename))?
-            .ok_or_else(|| not_found("no such clip"))
+        store::get(
+            &tx.open_table(CLIPS)?,
+            &clip_key(id, imgbase, variant, filename),
+        )?
+        .ok_or_else(|| not_found("no such clip"))
     }
 
     /// All clips of the character's active image (for the display).
@@ -519,7 +544,13 @@ impl Engine {
         clips_of(&tx.open_table(CLIPS)?, id, image_base(&c.active_image))
     }
 
-    pub fn delete_clip(&self, id: &str, imgbase: &str, variant: &str, filename: &str) -> Result<()> {
+    pub fn delete_clip(
+        &self,
+        id: &str,
+        imgbase: &str,
+        variant: &str,
+        filename: &str,
+    ) -> Result<()> {
         let clip = self.clip(id, imgbase, variant, filename)?;
         let tx = self.store.write()?;
         let removed = tx
@@ -662,10 +693,17 @@ mod tests {
 
     #[test]
     fn input_rules() {
-        let ok = |j: &str| serde_json::from_str::<CharacterInput>(j).unwrap().validate();
+        let ok = |j: &str| {
+            serde_json::from_str::<CharacterInput>(j)
+                .unwrap()
+                .validate()
+        };
         assert!(ok(r#"{"name":"  "}"#).is_err());
         assert!(ok(&format!(r#"{{"name":"{}"}}"#, "a".repeat(101))).is_err());
-        assert_eq!(ok(r#"{"name":" A ","mode":"voice_llm"}"#).unwrap().mode, "omni");
+        assert_eq!(
+            ok(r#"{"name":" A ","mode":"voice_llm"}"#).unwrap().mode,
+            "omni"
+        );
         assert_eq!(ok(r#"{"name":" A "}"#).unwrap().name, "A");
         assert!(ok(r#"{"name":"A","mode":"chat"}"#).is_err());
         assert!(ok(r#"{"name":"A","voice_provider":"acme"}"#).is_err());

@@ -30,7 +30,13 @@ struct Section {
 }
 
 const fn p(path: &'static str, name: &'static str, config_key: &'static str) -> Param {
-    Param { path, name, config_key, readonly: false, options: &[] }
+    Param {
+        path,
+        name,
+        config_key,
+        readonly: false,
+        options: &[],
+    }
 }
 
 const SECTIONS: &[Section] = &[
@@ -39,9 +45,21 @@ const SECTIONS: &[Section] = &[
         title: "Audio",
         badge: "ALSA",
         params: &[
-            p("audio.capture_device", "Microphone PCM", "audio.capture_device"),
-            p("audio.playback_device", "Speaker PCM", "audio.playback_device"),
-            p("audio.mixer_control", "Volume mixer control", "audio.mixer_control"),
+            p(
+                "audio.capture_device",
+                "Microphone PCM",
+                "audio.capture_device",
+            ),
+            p(
+                "audio.playback_device",
+                "Speaker PCM",
+                "audio.playback_device",
+            ),
+            p(
+                "audio.mixer_control",
+                "Volume mixer control",
+                "audio.mixer_control",
+            ),
         ],
     },
     Section {
@@ -54,7 +72,11 @@ const SECTIONS: &[Section] = &[
             p("ptt.active_low", "Button is active low", "ptt.active_low"),
             p("ptt.debounce_ms", "Debounce (ms)", "ptt.debounce_ms"),
             p("ptt.led_line", "LED line (empty: none)", "ptt.led_line"),
-            p("ptt.key", "Keyboard key (evdev name, empty: none)", "ptt.key"),
+            p(
+                "ptt.key",
+                "Keyboard key (evdev name, empty: none)",
+                "ptt.key",
+            ),
         ],
     },
     Section {
@@ -66,23 +88,41 @@ const SECTIONS: &[Section] = &[
                 options: &["auto", "drm", "fbdev", "sim", "none"],
                 ..p("display.backend", "Display output", "display.backend")
             },
-            p("display.device", "Display device (empty: first found)", "display.device"),
+            p(
+                "display.device",
+                "Display device (empty: first found)",
+                "display.device",
+            ),
         ],
     },
     Section {
         key: "network",
         title: "Network",
         badge: "HTTP/gRPC",
-        params: &[Param { readonly: true, ..p("network.listen", "Listen address", "listen") }],
+        params: &[Param {
+            readonly: true,
+            ..p("network.listen", "Listen address", "listen")
+        }],
     },
     Section {
         key: "storage",
         title: "Storage",
         badge: "redb",
         params: &[
-            Param { readonly: true, ..p("storage.data_dir", "Data directory", "data_dir") },
-            p("storage.image_store", "Site image store enabled", "image_store"),
-            p("storage.max_sessions", "Conversation sessions at once", "max_sessions"),
+            Param {
+                readonly: true,
+                ..p("storage.data_dir", "Data directory", "data_dir")
+            },
+            p(
+                "storage.image_store",
+                "Site image store enabled",
+                "image_store",
+            ),
+            p(
+                "storage.max_sessions",
+                "Conversation sessions at once",
+                "max_sessions",
+            ),
         ],
     },
 ];
@@ -127,7 +167,10 @@ pub struct ParamUpdate {
 }
 
 fn find(path: &str) -> Option<&'static Param> {
-    SECTIONS.iter().flat_map(|s| s.params).find(|p| p.path == path)
+    SECTIONS
+        .iter()
+        .flat_map(|s| s.params)
+        .find(|p| p.path == path)
 }
 
 fn get_key<'a>(doc: &'a Value, key: &str) -> &'a Value {
@@ -155,7 +198,10 @@ pub fn apply_saved(store: &Store, config: Config) -> Result<Config> {
                 if serde_json::from_value::<Config>(trial.clone()).is_ok() {
                     doc = trial;
                 } else {
-                    tracing::warn!(path, "ignoring a saved launch parameter that no longer fits");
+                    tracing::warn!(
+                        path,
+                        "ignoring a saved launch parameter that no longer fits"
+                    );
                 }
             }
             None => tracing::warn!(path, "ignoring an unknown saved launch parameter"),
@@ -219,14 +265,19 @@ impl Engine {
         let mut trial = serde_json::to_value(apply_saved(&self.store, self.config.clone())?)
             .expect("config serialises");
         for u in &update.params {
-            let param = find(&u.path).ok_or_else(|| bad(format!("unknown parameter {}", u.path)))?;
+            let param =
+                find(&u.path).ok_or_else(|| bad(format!("unknown parameter {}", u.path)))?;
             if param.readonly {
                 return Err(bad(format!("{} is read-only", u.path)));
             }
             if !param.options.is_empty()
                 && !u.value.as_str().is_some_and(|v| param.options.contains(&v))
             {
-                return Err(bad(format!("{} must be one of {}", u.path, param.options.join(", "))));
+                return Err(bad(format!(
+                    "{} must be one of {}",
+                    u.path,
+                    param.options.join(", ")
+                )));
             }
             set_key(&mut trial, param.config_key, u.value.clone());
             serde_json::from_value::<Config>(trial.clone())
@@ -260,7 +311,11 @@ mod tests {
                 p.path
             );
             set_key(&mut probe, p.config_key, current);
-            assert!(serde_json::from_value::<Config>(probe).is_ok(), "{}", p.path);
+            assert!(
+                serde_json::from_value::<Config>(probe).is_ok(),
+                "{}",
+                p.path
+            );
         }
     }
 }

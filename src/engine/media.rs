@@ -32,7 +32,7 @@ pub fn mime_for_name(name: &str) -> &'static str {
 /// only kind of clip the kiosk's decoder plays.
 pub fn is_h264_mp4(bytes: &[u8]) -> bool {
     let top: Vec<_> = Boxes(bytes).collect();
-    if top.first().map(|(t, _)| t) != Some(&*b"ftyp") {
+    if top.first().map(|(t, _)| t) != Some(b"ftyp") {
         return false;
     }
     let Some((_, moov)) = top.iter().find(|(t, _)| t == b"moov") else {
@@ -68,10 +68,7 @@ impl<'a> Iterator for Boxes<'a> {
         let kind: [u8; 4] = data[4..8].try_into().ok()?;
         let (header, size) = match size32 {
             0 => (8, data.len() as u64),
-            1 => (
-                16,
-                u64::from_be_bytes(data.get(8..16)?.try_into().ok()?),
-            ),
+            1 => (16, u64::from_be_bytes(data.get(8..16)?.try_into().ok()?)),
             n => (8, n),
         };
         if size < header as u64 || size > data.len() as u64 {
@@ -99,10 +96,7 @@ mod tests {
         let mut stsd = vec![0, 0, 0, 0, 0, 0, 0, 1];
         stsd.extend(mp4_box(entry, &[0; 16]));
         let stbl = mp4_box(b"stbl", &mp4_box(b"stsd", &stsd));
-        let trak = mp4_box(
-            b"trak",
-            &mp4_box(b"mdia", &mp4_box(b"minf", &stbl)),
-        );
+        let trak = mp4_box(b"trak", &mp4_box(b"mdia", &mp4_box(b"minf", &stbl)));
         let mut file = mp4_box(b"ftyp", b"isom\0\0\0\0");
         file.extend(mp4_box(b"moov", &trak));
         file
@@ -120,10 +114,16 @@ mod tests {
 
     #[test]
     fn sniffs_images_by_content() {
-        assert_eq!(sniff_image(b"\x89PNG\r\n\x1a\nrest").unwrap().0, "image/png");
+        assert_eq!(
+            sniff_image(b"\x89PNG\r\n\x1a\nrest").unwrap().0,
+            "image/png"
+        );
         assert_eq!(sniff_image(&[0xFF, 0xD8, 0xFF, 0xE0]).unwrap().1, "jpg");
         assert_eq!(sniff_image(b"GIF89a...").unwrap().0, "image/gif");
-        assert_eq!(sniff_image(b"RIFF\0\0\0\0WEBPVP8 ").unwrap().0, "image/webp");
+        assert_eq!(
+            sniff_image(b"RIFF\0\0\0\0WEBPVP8 ").unwrap().0,
+            "image/webp"
+        );
         assert!(sniff_image(b"<svg xmlns=...>").is_none());
         assert!(sniff_image(b"").is_none());
     }

@@ -72,10 +72,14 @@ pub fn check_segment(what: &str, s: &str) -> Result<()> {
         return Err(error::bad(format!("{what} must be 1 to 255 bytes")));
     }
     if s.contains(['/', '\\', '\0']) || s.contains("..") {
-        return Err(error::bad(format!("{what} must not contain '/', '\\', NUL or '..'")));
+        return Err(error::bad(format!(
+            "{what} must not contain '/', '\\', NUL or '..'"
+        )));
     }
     if s.chars().any(char::is_control) {
-        return Err(error::bad(format!("{what} must not contain control characters")));
+        return Err(error::bad(format!(
+            "{what} must not contain control characters"
+        )));
     }
     Ok(())
 }

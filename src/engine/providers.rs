@@ -60,20 +60,35 @@ pub fn local_asr_available() -> bool {
 
 /// Host and port of a provider URL or `host:port` address, for a reachability probe.
 fn endpoint(url: &str) -> Option<(String, u16)> {
-    let with_scheme = if url.contains("://") { url.to_string() } else { format!("http://{url}") };
+    let with_scheme = if url.contains("://") {
+        url.to_string()
+    } else {
+        format!("http://{url}")
+    };
     let uri: axum::http::Uri = with_scheme.parse().ok()?;
     let secure = matches!(uri.scheme_str(), Some("https" | "wss"));
     let auth = uri.authority()?;
-    Some((auth.host().to_string(), auth.port_u16().unwrap_or(if secure { 443 } else { 80 })))
+    Some((
+        auth.host().to_string(),
+        auth.port_u16().unwrap_or(if secure { 443 } else { 80 }),
+    ))
 }
 
 /// Connects to the provider's host within `CHECK_TIMEOUT`.
 async fn probe(url: &str) -> std::result::Result<(), String> {
     let (host, port) = endpoint(url).ok_or_else(|| "not a valid address".to_string())?;
-    match tokio::time::timeout(CHECK_TIMEOUT, tokio::net::TcpStream::connect((host.as_str(), port))).await {
+    match tokio::time::timeout(
+        CHECK_TIMEOUT,
+        tokio::net::TcpStream::connect((host.as_str(), port)),
+    )
+    .await
+    {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(format!("cannot connect to {host}:{port}: {e}")),
-        Err(_) => Err(format!("no answer from {host}:{port} within {}s", CHECK_TIMEOUT.as_secs())),
+        Err(_) => Err(format!(
+            "no answer from {host}:{port} within {}s",
+            CHECK_TIMEOUT.as_secs()
+        )),
     }
 }
 
@@ -93,23 +108,90 @@ impl Engine {
     /// The providers of each stage, with availability measured now.
     pub fn components(&self) -> Components {
         let s = self.settings();
-        let option = |stage: &str, id: &'static str, name: &'static str, model: &str, default: &str, available: bool| {
-            ComponentOption { id, name, model: model.to_string(), default: default == id, available: available && (id == "local" || !address(&s, stage, id).is_empty()) }
+        let option = |stage: &str,
+                      id: &'static str,
+                      name: &'static str,
+                      model: &str,
+                      default: &str,
+                      available: bool| {
+            ComponentOption {
+                id,
+                name,
+                model: model.to_string(),
+                default: default == id,
+                available: available && (id == "local" || !address(&s, stage, id).is_empty()),
+            }
         };
         Components {
             llm: vec![
-                option("llm", "local", "Offline knowledge answers", "bm25-extractive", &s.llm.provider, true),
-                option("llm", "openai", "OpenAI-compatible chat", &s.llm.model, &s.llm.provider, true),
-                option("llm", "openai_realtime", "OpenAI Realtime", &s.realtime.model, &s.llm.provider, true),
-                option("llm", "remote", "Remote VoiceLLMService", "", &s.llm.provider, true),
+                option(
+                    "llm",
+                    "local",
+                    "Offline knowledge answers",
+                    "bm25-extractive",
+                    &s.llm.provider,
+                    true,
+                ),
+                option(
+                    "llm",
+                    "openai",
+                    "OpenAI-compatible chat",
+                    &s.llm.model,
+                    &s.llm.provider,
+                    true,
+                ),
+                option(
+                    "llm",
+                    "openai_realtime",
+                    "OpenAI Realtime",
+                    &s.realtime.model,
+                    &s.llm.provider,
+                    true,
+                ),
+                option(
+                    "llm",
+                    "remote",
+                    "Remote VoiceLLMService",
+                    "",
+                    &s.llm.provider,
+                    true,
+                ),
             ],
             asr: vec![
-                option("asr", "local", "Offline recogniser (PocketSphinx)", "en-us", &s.asr.provider, local_asr_available()),
-                option("asr", "openai", "OpenAI-compatible transcription", &s.asr.model, &s.asr.provider, true),
+                option(
+                    "asr",
+                    "local",
+                    "Offline recogniser (PocketSphinx)",
+                    "en-us",
+                    &s.asr.provider,
+                    local_asr_available(),
+                ),
+                option(
+                    "asr",
+                    "openai",
+                    "OpenAI-compatible transcription",
+                    &s.asr.model,
+                    &s.asr.provider,
+                    true,
+                ),
             ],
             tts: vec![
-                option("tts", "local", "Offline speech (espeak-ng)", "espeak-ng", &s.tts.provider, local_tts_available()),
-                option("tts", "openai", "OpenAI-compatible speech", &s.tts.model, &s.tts.provider, true),
+                option(
+                    "tts",
+                    "local",
+                    "Offline speech (espeak-ng)",
+                    "espeak-ng",
+                    &s.tts.provider,
+                    local_tts_available(),
+                ),
+                option(
+                    "tts",
+                    "openai",
+                    "OpenAI-compatible speech",
+                    &s.tts.model,
+                    &s.tts.provider,
+                    true,
+                ),
             ],
         }
     }
@@ -118,10 +200,18 @@ impl Engine {
     pub async fn test_providers(&self) -> Vec<Check> {
         let s = self.settings();
         let mut targets: Vec<(String, String)> = Vec::new();
-        for (stage, provider) in [("llm", &s.llm.provider), ("asr", &s.asr.provider), ("tts", &s.tts.provider)] {
-            targets.push((format!("{stage}:{provider}"), address(&s, stage, provider).to_string()));
+        for (stage, provider) in [
+            ("llm", &s.llm.provider),
+            ("asr", &s.asr.provider),
+            ("tts", &s.tts.provider),
+        ] {
+            targets.push((
+                format!("{stage}:{provider}"),
+                address(&s, stage, provider).to_string(),
+            ));
         }
-        if !s.remote_voice.grpc_addr.is_empty() && !targets.iter().any(|t| t.0.ends_with(":remote")) {
+        if !s.remote_voice.grpc_addr.is_empty() && !targets.iter().any(|t| t.0.ends_with(":remote"))
+        {
             targets.push(("remote_voice".into(), s.remote_voice.grpc_addr.clone()));
         }
         let checks = targets.into_iter().map(|(name, addr)| async move {
@@ -147,7 +237,10 @@ impl Engine {
     /// for a remote provider that it can be reached.
     pub async fn test_voice(&self, provider: &str, voice: &str) -> Result<()> {
         if !PROVIDERS.contains(&provider) {
-            return Err(bad(format!("voice_provider must be one of {}", PROVIDERS.join(", "))));
+            return Err(bad(format!(
+                "voice_provider must be one of {}",
+                PROVIDERS.join(", ")
+            )));
         }
         if provider == "local" {
             return check_espeak_voice(voice).await;
@@ -155,17 +248,25 @@ impl Engine {
         let s = self.settings();
         let addr = address(&s, "tts", provider);
         if addr.is_empty() {
-            return Err(Error::Unavailable(format!("{provider} has no address configured")));
+            return Err(Error::Unavailable(format!(
+                "{provider} has no address configured"
+            )));
         }
         probe(addr).await.map_err(|e| {
-            if e.contains("within") { Error::Timeout(e) } else { Error::Unavailable(e) }
+            if e.contains("within") {
+                Error::Timeout(e)
+            } else {
+                Error::Unavailable(e)
+            }
         })
     }
 }
 
 fn local_check(name: &str) -> std::result::Result<(), String> {
     match name {
-        "asr:local" if !local_asr_available() => Err("the offline speech model is not installed".into()),
+        "asr:local" if !local_asr_available() => {
+            Err("the offline speech model is not installed".into())
+        }
         "tts:local" if !local_tts_available() => Err("espeak-ng is not installed".into()),
         _ => Ok(()),
     }
@@ -173,13 +274,24 @@ fn local_check(name: &str) -> std::result::Result<(), String> {
 
 /// Asks espeak-ng whether it has `voice`, within `CHECK_TIMEOUT`.
 async fn check_espeak_voice(voice: &str) -> Result<()> {
-    if voice.is_empty() || voice.len() > 64 || !voice.chars().all(|c| c.is_ascii_alphanumeric() || "-_+/".contains(c)) {
-        return Err(bad("voice_type must be an espeak-ng voice name such as en-us"));
+    if voice.is_empty()
+        || voice.len() > 64
+        || !voice
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_+/".contains(c))
+    {
+        return Err(bad(
+            "voice_type must be an espeak-ng voice name such as en-us",
+        ));
     }
-    let program = find_program("espeak-ng").ok_or_else(|| Error::Unavailable("espeak-ng is not installed".into()))?;
+    let program = find_program("espeak-ng")
+        .ok_or_else(|| Error::Unavailable("espeak-ng is not installed".into()))?;
     let out = tokio::time::timeout(
         CHECK_TIMEOUT,
-        tokio::process::Command::new(program).arg("--voices").kill_on_drop(true).output(),
+        tokio::process::Command::new(program)
+            .arg("--voices")
+            .kill_on_drop(true)
+            .output(),
     )
     .await
     .map_err(|_| Error::Timeout("espeak-ng did not answer in time".into()))?
@@ -188,12 +300,18 @@ async fn check_espeak_voice(voice: &str) -> Result<()> {
     let known = listing.lines().skip(1).any(|line| {
         let cols: Vec<&str> = line.split_whitespace().collect();
         // Columns: Pty Language Age/Gender VoiceName File Other...
-        cols.get(1) == Some(&voice) || cols.get(3) == Some(&voice) || cols.get(4).is_some_and(|f| f.rsplit('/').next() == Some(voice))
+        cols.get(1) == Some(&voice)
+            || cols.get(3) == Some(&voice)
+            || cols
+                .get(4)
+                .is_some_and(|f| f.rsplit('/').next() == Some(voice))
     });
     if known {
         Ok(())
     } else {
-        Err(Error::ProviderFailed(format!("espeak-ng has no voice {voice:?}")))
+        Err(Error::ProviderFailed(format!(
+            "espeak-ng has no voice {voice:?}"
+        )))
     }
 }
 
@@ -203,8 +321,14 @@ mod tests {
 
     #[test]
     fn endpoints_of_urls_and_addresses() {
-        assert_eq!(endpoint("http://10.0.0.2:11434/v1"), Some(("10.0.0.2".into(), 11434)));
-        assert_eq!(endpoint("https://api.openai.com/v1"), Some(("api.openai.com".into(), 443)));
+        assert_eq!(
+            endpoint("http://10.0.0.2:11434/v1"),
+            Some(("10.0.0.2".into(), 11434))
+        );
+        assert_eq!(
+            endpoint("https://api.openai.com/v1"),
+            Some(("api.openai.com".into(), 443))
+        );
         assert_eq!(endpoint("kiosk2:50051"), Some(("kiosk2".into(), 50051)));
         assert_eq!(endpoint("wss://x/realtime"), Some(("x".into(), 443)));
     }

@@ -69,7 +69,10 @@ impl Engine {
         let mut oldest: Option<Character> = None;
         for item in table.iter()? {
             let c: Character = store::from_json(item?.1.value())?;
-            if oldest.as_ref().is_none_or(|o| (&c.created_at, &c.id) < (&o.created_at, &o.id)) {
+            if oldest
+                .as_ref()
+                .is_none_or(|o| (&c.created_at, &c.id) < (&o.created_at, &o.id))
+            {
                 oldest = Some(c);
             }
         }
@@ -215,7 +218,9 @@ impl Engine {
             return Err(bad("text must not be blank"));
         }
         if text.chars().count() > MESSAGE_MAX_CHARS {
-            return Err(bad(format!("text is longer than {MESSAGE_MAX_CHARS} characters")));
+            return Err(bad(format!(
+                "text is longer than {MESSAGE_MAX_CHARS} characters"
+            )));
         }
         self.session(session_id)?;
         let tx = self.store.write()?;
@@ -235,7 +240,12 @@ impl Engine {
 
     /// One page of a character's history, walking back from `before` (newest page first);
     /// messages within a page run oldest to newest.
-    pub fn history(&self, character_id: &str, limit: Option<usize>, before: Option<&str>) -> Result<HistoryPage> {
+    pub fn history(
+        &self,
+        character_id: &str,
+        limit: Option<usize>,
+        before: Option<&str>,
+    ) -> Result<HistoryPage> {
         let limit = limit.unwrap_or(50).clamp(1, HISTORY_MAX_PAGE);
         let before = match before.filter(|s| !s.is_empty()) {
             Some(c) => decode_cursor(c)?,
@@ -248,8 +258,7 @@ impl Engine {
         let mut oldest = None;
         let mut has_more = false;
         for item in table
-            .range((character_id, 0)..(character_id, before))
-            ?
+            .range((character_id, 0)..(character_id, before))?
             .rev()
         {
             let (k, v) = item?;

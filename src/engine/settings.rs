@@ -13,7 +13,7 @@ use super::{Engine, PROVIDERS, is_id};
 use crate::store::tables::SETTINGS;
 use crate::store::{self, Store};
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
     pub llm: Llm,
@@ -92,21 +92,6 @@ pub struct Kiosk {
     pub character_id: String,
     pub volume: u8,
     pub language: String,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            llm: Llm::default(),
-            asr: Asr::default(),
-            tts: Tts::default(),
-            realtime: Realtime::default(),
-            remote_voice: RemoteVoice::default(),
-            model_providers: ModelProviders::default(),
-            doubao: Doubao::default(),
-            kiosk: Kiosk::default(),
-        }
-    }
 }
 
 impl Default for Llm {
@@ -209,7 +194,9 @@ impl Settings {
     /// Applies a partial update: absent fields stay, `null` resets a field to its default, and
     /// a secret sent back as its mask stays unchanged.
     fn merged(&self, patch: &Value) -> Result<Settings> {
-        let patch = patch.as_object().ok_or_else(|| bad("settings must be a JSON object"))?;
+        let patch = patch
+            .as_object()
+            .ok_or_else(|| bad("settings must be a JSON object"))?;
         let mut doc = serde_json::to_value(self).expect("settings serialise");
         let defaults = serde_json::to_value(Settings::default()).expect("settings serialise");
         for (section, fields) in patch {
@@ -228,7 +215,9 @@ impl Settings {
                     return Err(bad(format!("unknown setting {section}.{field}")));
                 };
                 if has_control(value) {
-                    return Err(bad(format!("{section}.{field} contains control characters")));
+                    return Err(bad(format!(
+                        "{section}.{field} contains control characters"
+                    )));
                 }
                 match value {
                     Value::Null => *slot = defaults[section][field].clone(),
@@ -272,7 +261,11 @@ impl Settings {
         }
         let grpc = &self.remote_voice.grpc_addr;
         if !grpc.is_empty() {
-            let with_scheme = if grpc.contains("://") { grpc.clone() } else { format!("http://{grpc}") };
+            let with_scheme = if grpc.contains("://") {
+                grpc.clone()
+            } else {
+                format!("http://{grpc}")
+            };
             check_url("remote_voice.grpc_addr", &with_scheme, &["http", "https"])?;
         }
         if !(0.0..=2.0).contains(&self.llm.temperature) {
@@ -284,9 +277,18 @@ impl Settings {
         if self.kiosk.volume > 100 {
             return Err(bad("kiosk.volume must be between 0 and 100"));
         }
-        for (name, lang) in [("asr.language", &self.asr.language), ("kiosk.language", &self.kiosk.language)] {
-            if lang.len() > 16 || !lang.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-                return Err(bad(format!("{name} must be a language tag such as en or zh-CN")));
+        for (name, lang) in [
+            ("asr.language", &self.asr.language),
+            ("kiosk.language", &self.kiosk.language),
+        ] {
+            if lang.len() > 16
+                || !lang
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(bad(format!(
+                    "{name} must be a language tag such as en or zh-CN"
+                )));
             }
         }
         if !self.kiosk.character_id.is_empty() && !is_id(&self.kiosk.character_id) {
@@ -309,17 +311,16 @@ fn check_url(name: &str, url: &str, schemes: &[&str]) -> Result<()> {
     if url.is_empty() {
         return Ok(());
     }
-    let ok = url
-        .parse::<axum::http::Uri>()
-        .ok()
-        .is_some_and(|u| {
-            u.scheme_str().is_some_and(|s| schemes.contains(&s))
-                && u.authority().is_some_and(|a| !a.host().is_empty())
-        });
+    let ok = url.parse::<axum::http::Uri>().ok().is_some_and(|u| {
+        u.scheme_str().is_some_and(|s| schemes.contains(&s))
+            && u.authority().is_some_and(|a| !a.host().is_empty())
+    });
     if ok {
         Ok(())
     } else {
-        Err(bad(format!("{name} must be a URL such as http://192.168.1.10:8000/v1")))
+        Err(bad(format!(
+            "{name} must be a URL such as http://192.168.1.10:8000/v1"
+        )))
     }
 }
 
@@ -335,7 +336,9 @@ impl Engine {
         let tx = self.store.write()?;
         let current = self.settings();
         let next = current.merged(patch)?;
-        if next.kiosk.character_id != current.kiosk.character_id && !next.kiosk.character_id.is_empty() {
+        if next.kiosk.character_id != current.kiosk.character_id
+            && !next.kiosk.character_id.is_empty()
+        {
             self.character_record(&next.kiosk.character_id)
                 .map_err(|_| bad("kiosk.character_id names no character"))?;
         }
@@ -359,7 +362,10 @@ mod tests {
         assert_eq!(mask("short"), "…");
         assert_eq!(mask(""), "");
         let s = Settings {
-            llm: Llm { api_key: "sk-1234567890abcd".into(), ..Llm::default() },
+            llm: Llm {
+                api_key: "sk-1234567890abcd".into(),
+                ..Llm::default()
+            },
             ..Settings::default()
         };
         let m = s.masked();
@@ -372,12 +378,18 @@ mod tests {
     #[test]
     fn partial_update_rules() {
         let s = Settings {
-            llm: Llm { api_key: "sk-1234567890abcd".into(), model: "m".into(), ..Llm::default() },
+            llm: Llm {
+                api_key: "sk-1234567890abcd".into(),
+                model: "m".into(),
+                ..Llm::default()
+            },
             ..Settings::default()
         };
         let same = s.merged(&json!({"llm": {"api_key": "sk-…abcd"}})).unwrap();
         assert_eq!(same.llm.api_key, "sk-1234567890abcd");
-        let cleared = s.merged(&json!({"llm": {"api_key": null, "model": null}})).unwrap();
+        let cleared = s
+            .merged(&json!({"llm": {"api_key": null, "model": null}}))
+            .unwrap();
         assert_eq!(cleared.llm.api_key, "");
         assert_eq!(cleared.llm.model, "");
         let changed = s.merged(&json!({"llm": {"temperature": 1.5}})).unwrap();
@@ -398,6 +410,9 @@ mod tests {
         ] {
             assert!(s.merged(&bad).is_err(), "{bad}");
         }
-        assert!(s.merged(&json!({"llm": {"base_url": "http://10.0.0.2:11434/v1"}})).is_ok());
+        assert!(
+            s.merged(&json!({"llm": {"base_url": "http://10.0.0.2:11434/v1"}}))
+                .is_ok()
+        );
     }
 }

@@ -25,7 +25,9 @@ pub struct Counts {
 /// Checks an image key: one non-empty segment without `/` or `..` (seed 2.3).
 pub fn check_image_key(key: &str) -> Result<()> {
     if key.is_empty() || key.contains('/') || key.contains("..") {
-        Err(bad("image key must be non-empty and contain no '/' or '..'"))
+        Err(bad(
+            "image key must be non-empty and contain no '/' or '..'",
+        ))
     } else {
         Ok(())
     }
@@ -35,7 +37,8 @@ impl Engine {
     pub(super) fn ensure_site_document(&self) -> Result<()> {
         let tx = self.store.write()?;
         if tx.open_table(SITE)?.get("document")?.is_none() {
-            tx.open_table(SITE)?.insert("document", DEFAULT_DOCUMENT.as_bytes())?;
+            tx.open_table(SITE)?
+                .insert("document", DEFAULT_DOCUMENT.as_bytes())?;
         }
         tx.commit()?;
         Ok(())
@@ -46,18 +49,25 @@ impl Engine {
         let tx = self.store.read()?;
         let table = tx.open_table(SITE)?;
         let doc = table.get("document")?;
-        Ok(doc.map_or_else(|| DEFAULT_DOCUMENT.as_bytes().to_vec(), |v| v.value().to_vec()))
+        Ok(doc.map_or_else(
+            || DEFAULT_DOCUMENT.as_bytes().to_vec(),
+            |v| v.value().to_vec(),
+        ))
     }
 
     /// Validates (seed PUT steps 2 to 5, in order) and stores a document as given.
     pub fn put_site_document(&self, body: &[u8]) -> Result<Counts> {
-        let doc: Value = serde_json::from_slice(body).map_err(|e| bad(format!("invalid JSON: {e}")))?;
+        let doc: Value =
+            serde_json::from_slice(body).map_err(|e| bad(format!("invalid JSON: {e}")))?;
         for key in REQUIRED_KEYS {
             if doc.get(key).is_none() {
                 return Err(bad(format!("missing key: {key}")));
             }
         }
-        let works = doc["works"].as_array().ok_or_else(|| bad("works must be an array"))?.len();
+        let works = doc["works"]
+            .as_array()
+            .ok_or_else(|| bad("works must be an array"))?
+            .len();
         let exhibitions = doc["exhibitions"]
             .as_array()
             .ok_or_else(|| bad("exhibitions must be an array"))?
@@ -70,7 +80,8 @@ impl Engine {
 
     /// Overwrites the document with the default one.
     pub fn seed_site_document(&self) -> Result<()> {
-        self.put_site_document(DEFAULT_DOCUMENT.as_bytes()).map(|_| ())
+        self.put_site_document(DEFAULT_DOCUMENT.as_bytes())
+            .map(|_| ())
     }
 
     fn image_store_on(&self) -> Result<()> {
@@ -151,7 +162,12 @@ mod tests {
         }
         assert_eq!(doc["works"].as_array().unwrap().len(), 3);
         assert_eq!(doc["exhibitions"].as_array().unwrap().len(), 2);
-        for item in doc["works"].as_array().unwrap().iter().chain(doc["exhibitions"].as_array().unwrap()) {
+        for item in doc["works"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .chain(doc["exhibitions"].as_array().unwrap())
+        {
             assert!(item["id"].is_string() && item["title"].is_string());
         }
     }

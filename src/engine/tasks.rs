@@ -11,7 +11,14 @@ use crate::store::records::{Artifact, Session, Task, TaskEvent};
 use crate::store::tables::{ARTIFACTS, SESSION_TASKS, SESSIONS, TASK_EVENTS, TASKS};
 use crate::store::{self, BlobRef, blobs};
 
-pub const STATUSES: &[&str] = &["queued", "running", "waiting_user", "completed", "failed", "cancelled"];
+pub const STATUSES: &[&str] = &[
+    "queued",
+    "running",
+    "waiting_user",
+    "completed",
+    "failed",
+    "cancelled",
+];
 const FINAL: &[&str] = &["completed", "failed", "cancelled"];
 const TEXT_MAX_CHARS: usize = 10_000;
 
@@ -97,9 +104,9 @@ pub struct ArtifactView {
 
 fn text_field(name: &str, value: Option<String>) -> Result<Option<String>> {
     match value {
-        Some(v) if v.chars().count() > TEXT_MAX_CHARS => {
-            Err(bad(format!("{name} is longer than {TEXT_MAX_CHARS} characters")))
-        }
+        Some(v) if v.chars().count() > TEXT_MAX_CHARS => Err(bad(format!(
+            "{name} is longer than {TEXT_MAX_CHARS} characters"
+        ))),
         v => Ok(v),
     }
 }
@@ -128,8 +135,7 @@ impl Engine {
         let tasks = tx.open_table(TASKS)?;
         let mut out = Vec::new();
         for item in index
-            .range((session_id, 0)..=(session_id, u64::MAX))
-            ?
+            .range((session_id, 0)..=(session_id, u64::MAX))?
             .rev()
             .take(limit)
         {
@@ -139,18 +145,19 @@ impl Engine {
         Ok(out)
     }
 
-    pub fn task_events(&self, id: &str, after_seq: Option<u64>, limit: Option<usize>) -> Result<Vec<TaskEvent>> {
+    pub fn task_events(
+        &self,
+        id: &str,
+        after_seq: Option<u64>,
+        limit: Option<usize>,
+    ) -> Result<Vec<TaskEvent>> {
         let limit = limit.unwrap_or(200).clamp(1, 500);
         let tx = self.store.read()?;
         load(&tx.open_table(TASKS)?, id)?;
         let events = tx.open_table(TASK_EVENTS)?;
         let from = after_seq.unwrap_or(0).saturating_add(1);
         let mut out = Vec::new();
-        for item in events
-            .range((id, from)..=(id, u64::MAX))
-            ?
-            .take(limit)
-        {
+        for item in events.range((id, from)..=(id, u64::MAX))?.take(limit) {
             out.push(store::from_json(item?.1.value())?);
         }
         Ok(out)
@@ -165,7 +172,10 @@ impl Engine {
         if let Some(s) = &input.status
             && !STATUSES.contains(&s.as_str())
         {
-            return Err(bad(format!("status must be one of {}", STATUSES.join(", "))));
+            return Err(bad(format!(
+                "status must be one of {}",
+                STATUSES.join(", ")
+            )));
         }
         let progress = match input.progress {
             Some(p) if !(0.0..=100.0).contains(&p) => {
@@ -191,9 +201,12 @@ impl Engine {
         let mut task = match existing {
             Some(t) => t,
             None => {
-                let (Some(sid), Some(request)) = (input.session_id.as_deref(), user_request.as_deref())
+                let (Some(sid), Some(request)) =
+                    (input.session_id.as_deref(), user_request.as_deref())
                 else {
-                    return Err(not_found("no such task (give session_id and user_request to create it)"));
+                    return Err(not_found(
+                        "no such task (give session_id and user_request to create it)",
+                    ));
                 };
                 create_task(&tx, task_id, sid, request, title.as_deref().unwrap_or(""))?
             }
@@ -229,12 +242,20 @@ impl Engine {
     }
 
     /// Stores an artifact of a running task and records an `artifact.created` event.
-    pub fn post_artifact(&self, task_id: &str, input: ArtifactInput) -> Result<(ArtifactView, Posted)> {
+    pub fn post_artifact(
+        &self,
+        task_id: &str,
+        input: ArtifactInput,
+    ) -> Result<(ArtifactView, Posted)> {
         if input.content.trim().is_empty() {
             return Err(bad("content must not be blank"));
         }
-        let kind = input.kind.filter(|k| !k.is_empty()).unwrap_or_else(|| "markdown".into());
-        let mime = mime_of(&kind).ok_or_else(|| bad("type must be markdown, html, text or json"))?;
+        let kind = input
+            .kind
+            .filter(|k| !k.is_empty())
+            .unwrap_or_else(|| "markdown".into());
+        let mime =
+            mime_of(&kind).ok_or_else(|| bad("type must be markdown, html, text or json"))?;
         if let Some(m) = input.mime_type.as_deref().filter(|m| !m.is_empty())
             && !mime.starts_with(m.split(';').next().unwrap_or("").trim())
         {
@@ -277,7 +298,13 @@ impl Engine {
             });
             let event = append_event(&tx, &mut task, "artifact.created", String::new(), payload)?;
             tx.commit()?;
-            Ok((artifact, Posted { event, task: task.into() }))
+            Ok((
+                artifact,
+                Posted {
+                    event,
+                    task: task.into(),
+                },
+            ))
         })();
         let (artifact, posted) = stored.inspect_err(|_| {
             self.store.blobs().remove_all(std::slice::from_ref(&blob));
@@ -302,9 +329,14 @@ impl Engine {
             return Err(not_found("no such artifact"));
         }
         let tx = self.store.read()?;
-        let a: Artifact = store::get(&tx.open_table(ARTIFACTS)?, &store::key(&[task_id, artifact_id]))?
-            .ok_or_else(|| not_found("no such artifact"))?;
-        let blob = a.blob.ok_or_else(|| Error::Internal("artifact without content".into()))?;
+        let a: Artifact = store::get(
+            &tx.open_table(ARTIFACTS)?,
+            &store::key(&[task_id, artifact_id]),
+        )?
+        .ok_or_else(|| not_found("no such artifact"))?;
+        let blob = a
+            .blob
+            .ok_or_else(|| Error::Internal("artifact without content".into()))?;
         let bytes = self.store.blobs().read(&blob)?;
         Ok((blob, bytes))
     }
@@ -317,12 +349,18 @@ fn load(table: &impl ReadableTable<&'static str, &'static [u8]>, id: &str) -> Re
     store::get(table, id)?.ok_or_else(|| not_found("no such task"))
 }
 
-fn create_task(tx: &WriteTransaction, id: &str, session_id: &str, request: &str, title: &str) -> Result<Task> {
+fn create_task(
+    tx: &WriteTransaction,
+    id: &str,
+    session_id: &str,
+    request: &str,
+    title: &str,
+) -> Result<Task> {
     if !is_id(session_id) {
         return Err(not_found("no such session"));
     }
-    let session: Session =
-        store::get(&tx.open_table(SESSIONS)?, session_id)?.ok_or_else(|| not_found("no such session"))?;
+    let session: Session = store::get(&tx.open_table(SESSIONS)?, session_id)?
+        .ok_or_else(|| not_found("no such session"))?;
     if request.trim().is_empty() {
         return Err(bad("user_request must not be blank"));
     }
@@ -332,7 +370,11 @@ fn create_task(tx: &WriteTransaction, id: &str, session_id: &str, request: &str,
         session_id: session_id.into(),
         character_id: session.character_id,
         kind: "research".into(),
-        title: if title.is_empty() { request.chars().take(80).collect() } else { title.into() },
+        title: if title.is_empty() {
+            request.chars().take(80).collect()
+        } else {
+            title.into()
+        },
         user_request: request.into(),
         status: "queued".into(),
         progress: 0,
@@ -348,7 +390,13 @@ fn create_task(tx: &WriteTransaction, id: &str, session_id: &str, request: &str,
 }
 
 /// Appends the task's next event and saves the task with it.
-fn append_event(tx: &WriteTransaction, task: &mut Task, event_type: &str, message: String, payload: Value) -> Result<TaskEvent> {
+fn append_event(
+    tx: &WriteTransaction,
+    task: &mut Task,
+    event_type: &str,
+    message: String,
+    payload: Value,
+) -> Result<TaskEvent> {
     let now = store::now();
     task.last_seq += 1;
     task.updated_at = now.clone();
@@ -365,8 +413,10 @@ fn append_event(tx: &WriteTransaction, task: &mut Task, event_type: &str, messag
         payload,
         created_at: now,
     };
-    tx.open_table(TASK_EVENTS)?
-        .insert((task.id.as_str(), event.seq), store::to_json(&event).as_slice())?;
+    tx.open_table(TASK_EVENTS)?.insert(
+        (task.id.as_str(), event.seq),
+        store::to_json(&event).as_slice(),
+    )?;
     tx.open_table(TASKS)?
         .insert(task.id.as_str(), store::to_json(task).as_slice())?;
     Ok(event)

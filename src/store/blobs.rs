@@ -137,7 +137,10 @@ impl BlobWriter {
     pub fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.hasher.update(bytes);
         self.size += bytes.len() as u64;
-        self.file.as_mut().expect("open until finish").write_all(bytes)
+        self.file
+            .as_mut()
+            .expect("open until finish")
+            .write_all(bytes)
     }
 
     pub fn size(&self) -> u64 {
@@ -186,10 +189,12 @@ pub fn unregister(tx: &WriteTransaction, blob: &BlobRef) -> Result<()> {
 
 pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 #[cfg(test)]

@@ -150,7 +150,8 @@ impl Store {
     fn collect_garbage(&self) -> Result<()> {
         let tx = self.read()?;
         let table = tx.open_table(BLOBS)?;
-        self.blobs.retain(|id| table.get(id).ok().flatten().is_some())?;
+        self.blobs
+            .retain(|id| table.get(id).ok().flatten().is_some())?;
         Ok(())
     }
 }
@@ -158,7 +159,9 @@ impl Store {
 /// The migration hook: upgrades schema `from` to `from + 1` inside the opening transaction, so a
 /// crash mid-migration leaves the old version intact. Add an arm per schema change.
 fn upgrade(_tx: &WriteTransaction, from: u64) -> Result<()> {
-    Err(StoreError::Corrupt(format!("no migration from schema {from}")))
+    Err(StoreError::Corrupt(format!(
+        "no migration from schema {from}"
+    )))
 }
 
 fn decode_u64(bytes: &[u8]) -> u64 {

@@ -34,7 +34,8 @@ pub const SOURCES: TableDefinition<&str, &[u8]> = TableDefinition::new("knowledg
 /// (source id, chunk number) -> passage text (UTF-8).
 pub const CHUNKS: TableDefinition<(&str, u32), &str> = TableDefinition::new("knowledge_chunks");
 /// (source id, term) -> packed postings of that term in that source (see `engine::knowledge::index`).
-pub const POSTINGS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("knowledge_postings");
+pub const POSTINGS: TableDefinition<(&str, &str), &[u8]> =
+    TableDefinition::new("knowledge_postings");
 /// `"settings"` -> the provider and kiosk settings document.
 pub const SETTINGS: TableDefinition<&str, &[u8]> = TableDefinition::new("settings");
 /// Launch parameter path (e.g. `ptt.line`) -> its saved JSON value, applied at the next start.
@@ -59,8 +60,21 @@ pub fn create_all(tx: &WriteTransaction) -> Result<()> {
         Ok(())
     }
     for def in [
-        META, BLOBS, CHARACTERS, IMAGES, CLIPS, SESSIONS, TASKS, ARTIFACTS, SOURCES, SETTINGS, LAUNCH,
-        ADMIN_SESSIONS, LOGIN_FAILURES, SITE, SITE_IMAGES,
+        META,
+        BLOBS,
+        CHARACTERS,
+        IMAGES,
+        CLIPS,
+        SESSIONS,
+        TASKS,
+        ARTIFACTS,
+        SOURCES,
+        SETTINGS,
+        LAUNCH,
+        ADMIN_SESSIONS,
+        LOGIN_FAILURES,
+        SITE,
+        SITE_IMAGES,
     ] {
         touch(tx, def)?;
     }

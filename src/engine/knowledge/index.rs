@@ -91,7 +91,12 @@ pub struct Hit {
 
 /// Ranks the passages of `sources` against `query` with BM25 and returns the best `top_k`.
 /// Filler words are ignored unless the query has nothing else.
-pub fn search(tx: &ReadTransaction, sources: &[Source], query: &str, top_k: usize) -> Result<Vec<Hit>> {
+pub fn search(
+    tx: &ReadTransaction,
+    sources: &[Source],
+    query: &str,
+    top_k: usize,
+) -> Result<Vec<Hit>> {
     let mut terms = tokenize(query);
     terms.sort();
     terms.dedup();
@@ -131,9 +136,8 @@ pub fn search(tx: &ReadTransaction, sources: &[Source], query: &str, top_k: usiz
         }
     }
     let mut ranked: Vec<((usize, u32), f32)> = scores.into_iter().collect();
-    let by_score = |a: &((usize, u32), f32), b: &((usize, u32), f32)| {
-        b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
-    };
+    let by_score =
+        |a: &((usize, u32), f32), b: &((usize, u32), f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
     if ranked.len() > top_k {
         ranked.select_nth_unstable_by(top_k - 1, by_score);
         ranked.truncate(top_k);
@@ -147,7 +151,12 @@ pub fn search(tx: &ReadTransaction, sources: &[Source], query: &str, top_k: usiz
                 .get((sources[source].id.as_str(), chunk))?
                 .map(|v| v.value().to_string())
                 .ok_or_else(|| StoreError::Corrupt("postings name a missing passage".into()))?;
-            Ok(Hit { source, chunk, score, content })
+            Ok(Hit {
+                source,
+                chunk,
+                score,
+                content,
+            })
         })
         .collect()
 }
@@ -175,7 +184,12 @@ mod tests {
             updated_at: String::new(),
             indexed_at: None,
             generation: 0,
-            blob: BlobRef { id: String::new(), sha256: String::new(), size: 0, content_type: String::new() },
+            blob: BlobRef {
+                id: String::new(),
+                sha256: String::new(),
+                size: 0,
+                content_type: String::new(),
+            },
         }
     }
 
@@ -188,7 +202,10 @@ mod tests {
             "The museum closes at 6 pm on weekdays and 8 pm on Fridays.".into(),
             "Tickets cost 12 euros.".into(),
         ]);
-        let b = build(vec!["The cafe closes at 5 pm.".into(), "Dinosaurs lived long ago.".into()]);
+        let b = build(vec![
+            "The cafe closes at 5 pm.".into(),
+            "Dinosaurs lived long ago.".into(),
+        ]);
         let tx = store.write().unwrap();
         write(&tx, "a", &a).unwrap();
         write(&tx, "b", &b).unwrap();

@@ -115,7 +115,9 @@ impl Indexer {
 fn run(engine: Weak<Engine>, wake: Receiver<()>) {
     while wake.recv().is_ok() {
         loop {
-            let Some(engine) = engine.upgrade() else { return };
+            let Some(engine) = engine.upgrade() else {
+                return;
+            };
             match engine.index_next() {
                 Ok(true) => continue,
                 Ok(false) => break,
@@ -136,7 +138,10 @@ fn unsafe_path(p: &str) -> Option<&'static str> {
         Some("path must be relative, with '/' separators")
     } else if p.chars().any(char::is_control) {
         Some("path contains control characters")
-    } else if p.split('/').any(|seg| seg.is_empty() || seg == "." || seg == "..") {
+    } else if p
+        .split('/')
+        .any(|seg| seg.is_empty() || seg == "." || seg == "..")
+    {
         Some("path has an empty, '.' or '..' segment")
     } else {
         None
@@ -144,7 +149,10 @@ fn unsafe_path(p: &str) -> Option<&'static str> {
 }
 
 fn title_of(filename: &str) -> String {
-    filename.rsplit_once('.').map_or(filename, |(t, _)| t).to_string()
+    filename
+        .rsplit_once('.')
+        .map_or(filename, |(t, _)| t)
+        .to_string()
 }
 
 impl Engine {
@@ -167,15 +175,25 @@ impl Engine {
 
     /// Adds uploaded files as sources (a relative path seen before replaces that source, under
     /// the same id) and queues the indexable ones. Files with unsafe paths are skipped.
-    pub fn add_sources(&self, character_id: &str, uploads: Vec<Upload>) -> Result<(Vec<SourceView>, Vec<Skipped>)> {
+    pub fn add_sources(
+        &self,
+        character_id: &str,
+        uploads: Vec<Upload>,
+    ) -> Result<(Vec<SourceView>, Vec<Skipped>)> {
         let mut skipped = Vec::new();
         let mut accepted = Vec::new();
         let mut discard = Vec::new();
         for u in uploads {
-            let path = u.relative_path.clone().unwrap_or_else(|| u.filename.clone());
+            let path = u
+                .relative_path
+                .clone()
+                .unwrap_or_else(|| u.filename.clone());
             match unsafe_path(&path) {
                 Some(reason) => {
-                    skipped.push(Skipped { filename: path, reason: reason.into() });
+                    skipped.push(Skipped {
+                        filename: path,
+                        reason: reason.into(),
+                    });
                     discard.push(u.blob);
                 }
                 None => accepted.push((path, u)),
@@ -187,7 +205,11 @@ impl Engine {
         if sources.is_empty() {
             return Err(bad(format!(
                 "no file was accepted: {}",
-                skipped.iter().map(|s| format!("{} ({})", s.filename, s.reason)).collect::<Vec<_>>().join("; ")
+                skipped
+                    .iter()
+                    .map(|s| format!("{} ({})", s.filename, s.reason))
+                    .collect::<Vec<_>>()
+                    .join("; ")
             )));
         }
         self.knowledge.wake();
@@ -215,7 +237,10 @@ impl Engine {
             let now = store::now();
             let filename = path.rsplit('/').next().unwrap_or(&path).to_string();
             let indexable = extract::is_indexable(&filename);
-            let previous = existing.iter().position(|s| s.relative_path == path).map(|i| existing.swap_remove(i));
+            let previous = existing
+                .iter()
+                .position(|s| s.relative_path == path)
+                .map(|i| existing.swap_remove(i));
             let source = Source {
                 id: previous.as_ref().map_or_else(new_id, |p| p.id.clone()),
                 character_id: character_id.into(),
@@ -229,7 +254,9 @@ impl Engine {
                 chunk_count: 0,
                 token_count: 0,
                 error: String::new(),
-                created_at: previous.as_ref().map_or_else(|| now.clone(), |p| p.created_at.clone()),
+                created_at: previous
+                    .as_ref()
+                    .map_or_else(|| now.clone(), |p| p.created_at.clone()),
                 updated_at: now,
                 indexed_at: None,
                 generation: previous.as_ref().map_or(1, |p| p.generation + 1),
@@ -287,7 +314,8 @@ impl Engine {
         source.status = "indexing".into();
         source.error.clear();
         source.updated_at = store::now();
-        tx.open_table(SOURCES)?.insert(key.as_str(), store::to_json(&source).as_slice())?;
+        tx.open_table(SOURCES)?
+            .insert(key.as_str(), store::to_json(&source).as_slice())?;
         tx.commit()?;
         self.knowledge.wake();
         Ok(source.into())
@@ -295,10 +323,15 @@ impl Engine {
 
     /// Removes all knowledge of a character inside the caller's transaction; returns the blobs
     /// to delete after it commits.
-    pub(super) fn remove_knowledge_of(&self, tx: &WriteTransaction, character_id: &str) -> Result<Vec<BlobRef>> {
+    pub(super) fn remove_knowledge_of(
+        &self,
+        tx: &WriteTransaction,
+        character_id: &str,
+    ) -> Result<Vec<BlobRef>> {
         let sources: Vec<Source> = store::scan(&tx.open_table(SOURCES)?, character_id)?;
         let (lo, hi) = store::prefix_bounds(character_id);
-        tx.open_table(SOURCES)?.retain_in(lo.as_str()..hi.as_str(), |_, _| false)?;
+        tx.open_table(SOURCES)?
+            .retain_in(lo.as_str()..hi.as_str(), |_, _| false)?;
         let mut out = Vec::new();
         for s in sources {
             index::remove(tx, &s.id)?;
@@ -309,7 +342,12 @@ impl Engine {
     }
 
     /// The best passages of a character's knowledge for `query`.
-    pub fn search_knowledge(&self, character_id: &str, query: &str, top_k: Option<usize>) -> Result<Vec<SearchResult>> {
+    pub fn search_knowledge(
+        &self,
+        character_id: &str,
+        query: &str,
+        top_k: Option<usize>,
+    ) -> Result<Vec<SearchResult>> {
         if query.trim().is_empty() {
             return Err(bad("query must not be blank"));
         }
@@ -351,13 +389,17 @@ impl Engine {
             }
             found
         };
-        let Some(source) = pending else { return Ok(false) };
+        let Some(source) = pending else {
+            return Ok(false);
+        };
         let outcome = self
             .store
             .blobs()
             .read(&source.blob)
             .map_err(|e| format!("cannot read the stored file: {e}"))
-            .and_then(|bytes| extract::extract_text(&source.filename, &bytes).map_err(|e| e.to_string()))
+            .and_then(|bytes| {
+                extract::extract_text(&source.filename, &bytes).map_err(|e| e.to_string())
+            })
             .map(|text| index::build(chunk::chunk_text(&text)));
         let tx = self.store.write()?;
         let key = store::key(&[&source.character_id, &source.id]);
@@ -386,7 +428,8 @@ impl Engine {
             }
         }
         current.updated_at = now;
-        tx.open_table(SOURCES)?.insert(key.as_str(), store::to_json(&current).as_slice())?;
+        tx.open_table(SOURCES)?
+            .insert(key.as_str(), store::to_json(&current).as_slice())?;
         tx.commit()?;
         tracing::info!(source = %source.id, status = %current.status, chunks = current.chunk_count, "indexed knowledge");
         Ok(true)
@@ -399,7 +442,17 @@ mod tests {
 
     #[test]
     fn unsafe_paths_are_named() {
-        for p in ["", "/etc/passwd", "a/../b", "..", "a\\b", "C:x", "a//b", "./a", "a\0b"] {
+        for p in [
+            "",
+            "/etc/passwd",
+            "a/../b",
+            "..",
+            "a\\b",
+            "C:x",
+            "a//b",
+            "./a",
+            "a\0b",
+        ] {
             assert!(unsafe_path(p).is_some(), "{p:?}");
         }
         for p in ["a.txt", "docs/guide/faq.md", "日本語/メモ.txt"] {
