@@ -191,9 +191,10 @@ async fn images(
 
 async fn image(
     State(s): State<AppState>,
-    Params((id, filename)): Params<(String, String)>,
+    params: Result<Params<(String, String)>, ApiError>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
+    let Params((id, filename)) = params.map_err(ApiError::plain)?;
     let image = s
         .engine
         .image(&id, &filename)
@@ -222,9 +223,10 @@ async fn activate(
 
 async fn avatar(
     State(s): State<AppState>,
-    Params(filename): Params<String>,
+    params: Result<Params<String>, ApiError>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
+    let Params(filename) = params.map_err(ApiError::plain)?;
     let image = s
         .engine
         .avatar(&filename)
@@ -244,9 +246,10 @@ struct ClipPath {
 
 async fn get_clip(
     State(s): State<AppState>,
-    Params(p): Params<ClipPath>,
+    params: Result<Params<ClipPath>, ApiError>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
+    let Params(p) = params.map_err(ApiError::plain)?;
     let clip = s
         .engine
         .clip(&p.id, &p.imgbase, &p.variant, &p.filename)
