@@ -35,6 +35,10 @@ pub struct Config {
     pub max_sessions: usize,
     /// A session with no activity for this long is closed and stops counting against the cap.
     pub session_idle_secs: u64,
+    /// Bound on every provider call (recognition, each reply chunk, each sentence of speech).
+    pub provider_timeout_ms: u64,
+    /// Earlier messages of the session sent to the language model with each turn.
+    pub history_messages: usize,
     /// Memory for redb's page cache.
     pub store_cache_bytes: usize,
     pub limits: Limits,
@@ -101,6 +105,8 @@ impl Default for Config {
             image_cache_bytes: 32 << 20,
             max_sessions: 8,
             session_idle_secs: 30 * 60,
+            provider_timeout_ms: 15_000,
+            history_messages: 12,
             store_cache_bytes: 16 << 20,
             limits: Limits::default(),
             audio: AudioConfig::default(),

@@ -34,7 +34,11 @@ pub async fn run(
     tracing::info!(%addr, "serving");
     spawn_sweeper(engine.clone());
     on_ready(addr);
-    api::serve(listener, AppState::new(engine), shutdown).await?;
+    let served = api::serve(listener, AppState::new(engine.clone()), shutdown).await;
+    // The indexer lets go of the store before `run` returns, so that the data directory can be
+    // opened again at once (a restart within the same process).
+    tokio::task::spawn_blocking(move || engine.knowledge.stop()).await?;
+    served?;
     Ok(())
 }
 

@@ -96,7 +96,7 @@ pub async fn serve(
 /// Runs an engine call that may block (every write waits for fsync) on the blocking pool.
 pub async fn blocking<T: Send + 'static>(
     state: &AppState,
-    f: impl FnOnce(&Engine) -> crate::engine::Result<T> + Send + 'static,
+    f: impl FnOnce(&Arc<Engine>) -> crate::engine::Result<T> + Send + 'static,
 ) -> Result<T, ApiError> {
     let engine = state.engine.clone();
     tokio::task::spawn_blocking(move || f(&engine))

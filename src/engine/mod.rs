@@ -4,17 +4,20 @@
 //!
 //! Engine methods that write block on fsync; async callers run them on the blocking pool.
 
+pub mod audio;
 pub mod auth;
 pub mod characters;
 pub mod error;
 pub mod knowledge;
 pub mod launch;
+pub mod live;
 pub mod media;
 pub mod providers;
 pub mod sessions;
 pub mod settings;
 pub mod site;
 pub mod tasks;
+pub mod turn;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -35,6 +38,10 @@ pub struct Engine {
     pub knowledge: knowledge::Indexer,
     settings: settings::Live,
     password: Option<auth::Password>,
+    live: live::Registry,
+    /// Client for HTTP providers (TLS through rustls with ring).
+    http: reqwest::Client,
+    grammars: providers::GrammarCache,
 }
 
 impl Engine {
@@ -49,6 +56,17 @@ impl Engine {
         let store = Store::open(&config.data_dir, config.store_cache_bytes)?;
         let config = launch::apply_saved(&store, config)?;
         let settings = settings::Live::load(&store)?;
+        // Several engines may open in one process (tests); the first installation wins.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_millis(config.provider_timeout_ms))
+            .build()
+            .map_err(|e| Error::Internal(format!("HTTP client: {e}")))?;
+        let scratch = config.data_dir.join("tmp");
+        if scratch.exists() {
+            std::fs::remove_dir_all(&scratch)?;
+        }
+        std::fs::create_dir_all(&scratch)?;
         let engine = Arc::new(Engine {
             store,
             config,
@@ -57,11 +75,21 @@ impl Engine {
             knowledge: knowledge::Indexer::default(),
             settings,
             password,
+            live: live::Registry::default(),
+            http,
+            grammars: providers::GrammarCache::default(),
         });
         engine.ensure_default_character()?;
         engine.ensure_site_document()?;
         knowledge::Indexer::start(&engine)?;
         Ok(engine)
+    }
+}
+
+impl Engine {
+    /// A directory for short-lived working files, emptied at every start.
+    pub fn scratch_dir(&self) -> std::path::PathBuf {
+        self.config.data_dir.join("tmp")
     }
 }
 

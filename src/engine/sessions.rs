@@ -1,5 +1,6 @@
 //! Conversation sessions and the history they write.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
@@ -8,6 +9,7 @@ use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use super::error::{Error, Result, bad, not_found};
+use super::turn::TurnInput;
 use super::{Engine, is_id, new_id};
 use crate::store::records::{Character, Message, Session};
 use crate::store::tables::{CHARACTERS, MESSAGES, SESSIONS};
@@ -207,35 +209,27 @@ impl Engine {
 
     /// Tells the live parts of the engine that a session is gone.
     pub(super) fn session_ended(&self, id: &str) {
-        tracing::debug!(session = %id, "session ended");
+        self.close_live(id);
     }
 
-    /// Accepts a user message: it is stored in the history under a new turn, whose number is
-    /// returned.
-    pub fn post_message(&self, session_id: &str, text: &str) -> Result<u64> {
+    /// Accepts a user message: it is stored in the history under a new turn, which then runs in
+    /// the background (the reply streams to the session's watchers). Returns the turn number.
+    pub fn post_message(self: &Arc<Self>, session_id: &str, text: &str) -> Result<u64> {
         let text = text.trim();
         if text.is_empty() {
             return Err(bad("text must not be blank"));
         }
         if text.chars().count() > MESSAGE_MAX_CHARS {
-            return Err(bad(format!(
-                "text is longer than {MESSAGE_MAX_CHARS} characters"
-            )));
+            return Err(bad(format!("text is longer than {MESSAGE_MAX_CHARS} characters")));
         }
-        self.session(session_id)?;
-        let tx = self.store.write()?;
-        let turn_seq = {
-            let mut sessions = tx.open_table(SESSIONS)?;
-            let mut s: Session =
-                store::get(&sessions, session_id)?.ok_or_else(|| not_found("no such session"))?;
-            s.turn_seq += 1;
-            s.last_active_at = store::now();
-            sessions.insert(session_id, store::to_json(&s).as_slice())?;
-            append_message(&tx, &s.character_id, session_id, "user", text, s.turn_seq)?;
-            s.turn_seq
-        };
-        tx.commit()?;
-        Ok(turn_seq)
+        let live = self.live(session_id)?;
+        let (seq, cancel) = live.next_turn();
+        if let Err(e) = self.record_message(session_id, "user", text, seq) {
+            cancel.cancel();
+            return Err(e);
+        }
+        self.spawn_turn(live, seq, cancel, TurnInput::Text { text: text.to_string(), stored: true });
+        Ok(seq)
     }
 
     /// One page of a character's history, walking back from `before` (newest page first);

@@ -13,7 +13,9 @@ pub mod index;
 pub mod tokenize;
 
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::thread::JoinHandle;
 
 use redb::{ReadableTable, WriteTransaction};
 use serde::Serialize;
@@ -21,7 +23,7 @@ use serde::Serialize;
 use super::error::{Result, bad, not_found};
 use super::{Engine, is_id, new_id};
 use crate::store::records::Source;
-use crate::store::tables::{CHARACTERS, SOURCES};
+use crate::store::tables::{CHARACTERS, CHUNKS, SOURCES};
 use crate::store::{self, BlobRef, StoreError, blobs};
 
 /// A file received for a character, already stored as an unowned blob.
@@ -89,6 +91,11 @@ pub struct SearchResult {
 #[derive(Default)]
 pub struct Indexer {
     wake: Mutex<Option<SyncSender<()>>>,
+    /// Bumped whenever any character's searchable knowledge changes.
+    epoch: AtomicU64,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    /// Set by `stop`: runs in progress are abandoned, not committed.
+    stopping: AtomicBool,
 }
 
 impl Indexer {
@@ -97,11 +104,31 @@ impl Indexer {
         let (tx, rx) = sync_channel(1);
         *engine.knowledge.wake.lock().expect("indexer lock") = Some(tx);
         let weak = Arc::downgrade(engine);
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("knowledge-indexer".into())
             .spawn(move || run(weak, rx))?;
+        *engine.knowledge.thread.lock().expect("indexer lock") = Some(thread);
         engine.knowledge.wake();
         Ok(())
+    }
+
+    /// Stops the indexing thread and waits until it has let go of the engine (and so of the
+    /// store). A run in progress is abandoned before it commits; its source stays `indexing`
+    /// and is indexed again at the next start. Blocks for at most the rest of one extraction.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        self.wake.lock().expect("indexer lock").take();
+        if let Some(thread) = self.thread.lock().expect("indexer lock").take() {
+            let _ = thread.join();
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    fn changed(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
     }
 
     fn wake(&self) {
@@ -118,6 +145,9 @@ fn run(engine: Weak<Engine>, wake: Receiver<()>) {
             let Some(engine) = engine.upgrade() else {
                 return;
             };
+            if engine.knowledge.stopping() {
+                return;
+            }
             match engine.index_next() {
                 Ok(true) => continue,
                 Ok(false) => break,
@@ -156,6 +186,25 @@ fn title_of(filename: &str) -> String {
 }
 
 impl Engine {
+    /// A number that changes whenever searchable knowledge changes (for caches built from it).
+    pub fn knowledge_epoch(&self) -> u64 {
+        self.knowledge.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Everything a character knows as text: its own description and every indexed passage.
+    pub fn knowledge_texts(&self, character_id: &str) -> Result<Vec<String>> {
+        let c = self.character_record(character_id)?;
+        let mut out = vec![c.name, c.description, c.personality, c.welcome_message];
+        let tx = self.store.read()?;
+        let chunks = tx.open_table(CHUNKS)?;
+        for s in store::scan::<Source>(&tx.open_table(SOURCES)?, character_id)? {
+            for item in chunks.range((s.id.as_str(), 0)..=(s.id.as_str(), u32::MAX))? {
+                out.push(item?.1.value().to_string());
+            }
+        }
+        Ok(out)
+    }
+
     fn character_exists(&self, tx: &redb::ReadTransaction, id: &str) -> Result<()> {
         if is_id(id) && tx.open_table(CHARACTERS)?.get(id)?.is_some() {
             Ok(())
@@ -201,6 +250,7 @@ impl Engine {
         }
         let result = self.store_sources(character_id, accepted, &mut discard);
         self.store.blobs().remove_all(&discard);
+        self.knowledge.changed();
         let sources = result?;
         if sources.is_empty() {
             return Err(bad(format!(
@@ -297,6 +347,7 @@ impl Engine {
         blobs::unregister(&tx, &source.blob)?;
         tx.commit()?;
         self.store.blobs().remove_all(&[source.blob]);
+        self.knowledge.changed();
         Ok(())
     }
 
@@ -401,6 +452,9 @@ impl Engine {
                 extract::extract_text(&source.filename, &bytes).map_err(|e| e.to_string())
             })
             .map(|text| index::build(chunk::chunk_text(&text)));
+        if self.knowledge.stopping() {
+            return Ok(false);
+        }
         let tx = self.store.write()?;
         let key = store::key(&[&source.character_id, &source.id]);
         let Some(mut current) = store::get::<Source>(&tx.open_table(SOURCES)?, &key)? else {

@@ -1,7 +1,14 @@
-//! What the engine can reach: which providers are present and configured, and bounded checks
-//! of them for the settings test, the voice test and the components list.
+//! The providers a turn runs on, chosen per character and in the settings, and changed at run
+//! time: `local` (the offline engine), `openai` (any OpenAI-compatible server). This module
+//! dispatches each stage (recognition, reply, speech) to the chosen one under a timeout, and
+//! answers which providers are present and reachable (components, settings test, voice test).
 
-use std::path::{Path, PathBuf};
+pub mod local;
+pub mod openai;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -9,6 +16,48 @@ use serde::Serialize;
 use super::error::{Error, Result, bad};
 use super::settings::Settings;
 use super::{Engine, PROVIDERS};
+
+/// One message of the conversation sent to a language model.
+#[derive(Debug, Clone)]
+pub struct ChatMessage {
+    pub role: &'static str,
+    pub content: String,
+}
+
+/// What a reply is generated from.
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    pub messages: Vec<ChatMessage>,
+    pub temperature: f32,
+    pub max_tokens: u32,
+}
+
+/// Why a provider call failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProviderError {
+    /// Not installed, not configured, or not reachable.
+    Unavailable(String),
+    /// It answered with an error.
+    Failed(String),
+    /// It did not answer in time.
+    Timeout(String),
+    /// It answered something that is not what the protocol says.
+    Garbage(String),
+}
+
+impl std::fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (ProviderError::Unavailable(m)
+        | ProviderError::Failed(m)
+        | ProviderError::Timeout(m)
+        | ProviderError::Garbage(m)) = self;
+        f.write_str(m)
+    }
+}
+
+/// Recogniser grammars per character, with the knowledge epoch they were built at.
+#[derive(Default)]
+pub struct GrammarCache(Mutex<HashMap<String, (u64, Arc<local::Grammar>)>>);
 
 /// Every provider check gives up after this long.
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(3);
@@ -53,10 +102,6 @@ pub fn local_tts_available() -> bool {
     find_program("espeak-ng").is_some()
 }
 
-/// The offline recogniser's English model (Debian's pocketsphinx-en-us).
-pub fn local_asr_available() -> bool {
-    Path::new("/usr/share/pocketsphinx/model/en-us").is_dir()
-}
 
 /// Host and port of a provider URL or `host:port` address, for a reachability probe.
 fn endpoint(url: &str) -> Option<(String, u16)> {
@@ -105,6 +150,31 @@ fn address<'a>(s: &'a Settings, stage: &str, provider: &str) -> &'a str {
 }
 
 impl Engine {
+    /// The offline recogniser's grammar for a character: the words of its knowledge, its own
+    /// texts and the site document; rebuilt when knowledge changes.
+    pub fn grammar_for(&self, character_id: &str) -> Result<Arc<local::Grammar>, ProviderError> {
+        let epoch = self.knowledge_epoch();
+        if let Some((at, g)) = self.grammars.0.lock().expect("grammar lock").get(character_id)
+            && *at == epoch
+        {
+            return Ok(g.clone());
+        }
+        let fail = |e: Error| ProviderError::Failed(format!("cannot read the knowledge: {e}"));
+        let mut words = BTreeSet::new();
+        for text in self.knowledge_texts(character_id).map_err(fail)? {
+            local::vocabulary_of(&text, &mut words);
+        }
+        let site = self.site_document().map_err(fail)?;
+        local::vocabulary_of(&String::from_utf8_lossy(&site), &mut words);
+        let grammar = Arc::new(local::grammar(&self.config.data_dir.join("asr"), &words)?);
+        self.grammars
+            .0
+            .lock()
+            .expect("grammar lock")
+            .insert(character_id.to_string(), (epoch, grammar.clone()));
+        Ok(grammar)
+    }
+
     /// The providers of each stage, with availability measured now.
     pub fn components(&self) -> Components {
         let s = self.settings();
@@ -164,7 +234,7 @@ impl Engine {
                     "Offline recogniser (PocketSphinx)",
                     "en-us",
                     &s.asr.provider,
-                    local_asr_available(),
+                    local::recogniser_available(),
                 ),
                 option(
                     "asr",
@@ -264,7 +334,7 @@ impl Engine {
 
 fn local_check(name: &str) -> std::result::Result<(), String> {
     match name {
-        "asr:local" if !local_asr_available() => {
+        "asr:local" if !local::recogniser_available() => {
             Err("the offline speech model is not installed".into())
         }
         "tts:local" if !local_tts_available() => Err("espeak-ng is not installed".into()),

@@ -1,0 +1,201 @@
+//! Live sessions: the in-memory side of a session while anyone talks to it.
+//!
+//! Each live session has one broadcast channel of `Event`s that every watcher (WebSocket, gRPC
+//! stream, the kiosk's speaker) subscribes to, and the number of its current turn. Starting a
+//! turn or interrupting bumps the number and cancels the running turn; a turn may publish only
+//! while its number is current, checked under the same lock, so nothing of an old turn can
+//! follow an interrupt.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use serde::Serialize;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use super::Engine;
+use super::error::Result;
+use super::tasks::{TaskView};
+use crate::store::records::TaskEvent;
+
+/// Events a watcher may fall behind by before it is cut off (it then reloads history).
+const EVENT_BUFFER: usize = 512;
+
+/// What a session's turn is doing, as clients see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Idle,
+    Listening,
+    Processing,
+    Speaking,
+}
+
+/// Error kinds a turn reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    LlmFailed,
+    AsrFailed,
+    TtsFailed,
+    ProviderUnavailable,
+    BadRequest,
+}
+
+/// Everything that happens in a session, in the order it happened.
+#[derive(Debug, Clone)]
+pub enum Event {
+    Status { status: Status, turn_seq: u64 },
+    /// Speech recognised from the user's audio; `question_id` tags the utterance.
+    UserSpeech { text: String, turn_seq: u64 },
+    Transcript { speaker: &'static str, text: String, is_final: bool, turn_seq: u64 },
+    /// Speech the kiosk starts itself.
+    AssistantMessage { text: String, turn_seq: u64 },
+    AudioStart { turn_seq: u64 },
+    /// Mono 24 kHz `pcm_s16le`.
+    Audio { pcm: Bytes, turn_seq: u64 },
+    AudioEnd { turn_seq: u64 },
+    Task { event: TaskEvent, task: TaskView },
+    Error { message: String, code: ErrorCode, turn_seq: u64 },
+    /// The session was deleted: watchers disconnect.
+    Closed,
+}
+
+struct Turn {
+    seq: u64,
+    cancel: CancellationToken,
+}
+
+/// Per-conversation overrides sent by a gRPC client's config.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub system_prompt: Option<String>,
+    pub voice: Option<String>,
+    pub temperature: Option<f32>,
+    pub bot_name: Option<String>,
+    pub speaking_style: Option<String>,
+    pub welcome_message: Option<String>,
+    pub provider: Option<String>,
+}
+
+pub struct LiveSession {
+    pub id: String,
+    pub character_id: String,
+    events: broadcast::Sender<Event>,
+    turn: Mutex<Turn>,
+    audio_listeners: AtomicUsize,
+    greeted: AtomicBool,
+    overrides: Mutex<Overrides>,
+}
+
+impl LiveSession {
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
+    }
+
+    /// Starts a new turn: the running one is cancelled and can publish nothing more.
+    pub fn next_turn(&self) -> (u64, CancellationToken) {
+        let mut turn = self.turn.lock().expect("turn lock");
+        turn.cancel.cancel();
+        turn.seq += 1;
+        turn.cancel = CancellationToken::new();
+        (turn.seq, turn.cancel.clone())
+    }
+
+    pub fn turn_seq(&self) -> u64 {
+        self.turn.lock().expect("turn lock").seq
+    }
+
+    /// Publishes an event of turn `seq` if that turn is still the current one.
+    pub fn publish(&self, seq: u64, event: Event) -> bool {
+        let turn = self.turn.lock().expect("turn lock");
+        if turn.seq != seq {
+            return false;
+        }
+        let _ = self.events.send(event);
+        true
+    }
+
+    /// Publishes an event that belongs to no turn (task events, closing).
+    pub fn publish_any(&self, event: Event) {
+        let _ = self.events.send(event);
+    }
+
+    /// Registers a watcher that wants reply audio for as long as the guard lives.
+    pub fn want_audio(self: &Arc<Self>) -> AudioWanted {
+        self.audio_listeners.fetch_add(1, Ordering::SeqCst);
+        AudioWanted(self.clone())
+    }
+
+    pub fn audio_wanted(&self) -> bool {
+        self.audio_listeners.load(Ordering::SeqCst) > 0
+    }
+
+    /// True the first time only: the welcome message is spoken once per session.
+    pub fn first_greeting(&self) -> bool {
+        !self.greeted.swap(true, Ordering::SeqCst)
+    }
+
+    pub fn overrides(&self) -> Overrides {
+        self.overrides.lock().expect("overrides lock").clone()
+    }
+
+    pub fn set_overrides(&self, o: Overrides) {
+        *self.overrides.lock().expect("overrides lock") = o;
+    }
+
+    fn close(&self) {
+        self.turn.lock().expect("turn lock").cancel.cancel();
+        let _ = self.events.send(Event::Closed);
+    }
+}
+
+/// Keeps reply audio synthesised while held.
+pub struct AudioWanted(Arc<LiveSession>);
+
+impl Drop for AudioWanted {
+    fn drop(&mut self) {
+        self.0.audio_listeners.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The live sessions of the process.
+#[derive(Default)]
+pub struct Registry(Mutex<HashMap<String, Arc<LiveSession>>>);
+
+impl Engine {
+    /// The live side of a stored session, created on first use.
+    pub fn live(&self, session_id: &str) -> Result<Arc<LiveSession>> {
+        if let Some(live) = self.live.0.lock().expect("registry lock").get(session_id) {
+            return Ok(live.clone());
+        }
+        let stored = self.session(session_id)?;
+        let mut map = self.live.0.lock().expect("registry lock");
+        let live = map.entry(session_id.to_string()).or_insert_with(|| {
+            Arc::new(LiveSession {
+                id: stored.id.clone(),
+                character_id: stored.character_id.clone(),
+                events: broadcast::channel(EVENT_BUFFER).0,
+                turn: Mutex::new(Turn { seq: stored.turn_seq, cancel: CancellationToken::new() }),
+                audio_listeners: AtomicUsize::new(0),
+                greeted: AtomicBool::new(false),
+                overrides: Mutex::new(Overrides::default()),
+            })
+        });
+        Ok(live.clone())
+    }
+
+    /// The live session if one exists (no store access).
+    pub fn live_if_active(&self, session_id: &str) -> Option<Arc<LiveSession>> {
+        self.live.0.lock().expect("registry lock").get(session_id).cloned()
+    }
+
+    /// Ends the live side of a session: its turn stops and its watchers are told to go.
+    pub(super) fn close_live(&self, session_id: &str) {
+        if let Some(live) = self.live.0.lock().expect("registry lock").remove(session_id) {
+            live.close();
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! The offline engine, which works with no network at all.
+//!
+//! - Speech: espeak-ng, run as a separate process (it is GPL; it is never linked in).
+//! - Recognition: PocketSphinx (`pocketsphinx_continuous` with Debian's en-us model), constrained
+//!   to a grammar of the words the character can answer about plus common question words: on an
+//!   open vocabulary it does poorly, on a few thousand known words it is good enough to find the
+//!   right passage.
+//! - Answers: no language model. The best BM25 passages of the character's knowledge are cut to
+//!   the sentences that share most words with the question; with nothing relevant, a fallback
+//!   line in the character's voice says so. It does not pretend to be more than that.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::ProviderError;
+use crate::engine::audio;
+use crate::engine::knowledge::SearchResult;
+use crate::engine::knowledge::tokenize::{is_stopword, tokenize};
+
+const MODEL_DIR: &str = "/usr/share/pocketsphinx/model/en-us";
+/// Words a visitor uses around any topic, always in the grammar.
+const QUESTION_WORDS: &str = "what when where who why how which is are was were do does did can could \
+    will would the a an of to in on at for from about tell me you your i we it this that there \
+    open opens close closes closed time today tomorrow price cost ticket tickets much many long \
+    hello hi thanks thank please yes no more again who made painted built year old museum";
+/// Longest answer read out, in characters.
+const ANSWER_MAX_CHARS: usize = 400;
+
+/// Synthesises `text` with espeak-ng as 24 kHz mono samples.
+pub async fn speak(text: &str, voice: &str, timeout: Duration) -> Result<Vec<i16>, ProviderError> {
+    let program = super::find_program("espeak-ng")
+        .ok_or_else(|| ProviderError::Unavailable("espeak-ng is not installed".into()))?;
+    let voice = if voice.is_empty() { "en-us" } else { voice };
+    let run = tokio::process::Command::new(program)
+        .args(["--stdout", "-v", voice, "--", text])
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(timeout, run)
+        .await
+        .map_err(|_| ProviderError::Timeout("espeak-ng did not finish in time".into()))?
+        .map_err(|e| ProviderError::Unavailable(format!("cannot run espeak-ng: {e}")))?;
+    if !out.status.success() {
+        return Err(ProviderError::Failed(String::from_utf8_lossy(&out.stderr).trim().to_string()));
+    }
+    let wav = audio::parse_wav(&out.stdout).map_err(ProviderError::Garbage)?;
+    Ok(audio::resample(&audio::downmix(&wav.samples, wav.channels), wav.rate, audio::OUTPUT_RATE))
+}
+
+/// Whether the recogniser and its model are installed.
+pub fn recogniser_available() -> bool {
+    super::find_program("pocketsphinx_continuous").is_some() && Path::new(MODEL_DIR).is_dir()
+}
+
+/// A grammar for the recogniser: a dictionary limited to `words` and a JSGF grammar accepting
+/// any sequence of them, written under `dir`.
+pub struct Grammar {
+    pub dict: PathBuf,
+    pub jsgf: PathBuf,
+}
+
+/// Builds (or reuses) the grammar for a vocabulary. Words the pronouncing dictionary does not
+/// know are left out.
+pub fn grammar(dir: &Path, vocabulary: &BTreeSet<String>) -> Result<Grammar, ProviderError> {
+    use sha2::{Digest, Sha256};
+    let mut words: BTreeSet<String> = QUESTION_WORDS.split_whitespace().map(str::to_string).collect();
+    words.extend(vocabulary.iter().cloned());
+    let key = crate::store::blobs::hex(&Sha256::digest(words.iter().cloned().collect::<Vec<_>>().join(" ")))[..16].to_string();
+    let g = Grammar { dict: dir.join(format!("{key}.dict")), jsgf: dir.join(format!("{key}.jsgf")) };
+    if g.dict.exists() && g.jsgf.exists() {
+        return Ok(g);
+    }
+    let fail = |e: std::io::Error| ProviderError::Failed(format!("cannot write the recogniser grammar: {e}"));
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    let full = std::fs::read_to_string(Path::new(MODEL_DIR).parent().expect("model dir").join("en-us/cmudict-en-us.dict"))
+        .or_else(|_| std::fs::read_to_string(Path::new(MODEL_DIR).parent().expect("model dir").join("cmudict-en-us.dict")))
+        .map_err(|e| ProviderError::Unavailable(format!("the recogniser's dictionary is missing: {e}")))?;
+    let mut dict = String::new();
+    let mut known = BTreeSet::new();
+    for line in full.lines() {
+        let head = line.split_whitespace().next().unwrap_or("");
+        let base = head.split('(').next().unwrap_or(head);
+        if words.contains(base) {
+            dict.push_str(line);
+            dict.push('\n');
+            known.insert(base.to_string());
+        }
+    }
+    if known.is_empty() {
+        return Err(ProviderError::Failed("no word of the vocabulary is in the dictionary".into()));
+    }
+    let alternatives = known.into_iter().collect::<Vec<_>>().join(" | ");
+    let jsgf = format!("#JSGF V1.0;\ngrammar kiosk;\npublic <utterance> = <word>+;\n<word> = {alternatives};\n");
+    write_atomic(&g.dict, dict.as_bytes()).map_err(fail)?;
+    write_atomic(&g.jsgf, jsgf.as_bytes()).map_err(fail)?;
+    Ok(g)
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(tmp, path)
+}
+
+/// Recognises 16 kHz mono speech against a grammar.
+pub async fn transcribe(pcm: &[i16], grammar: &Grammar, scratch: &Path, timeout: Duration) -> Result<String, ProviderError> {
+    let program = super::find_program("pocketsphinx_continuous")
+        .ok_or_else(|| ProviderError::Unavailable("PocketSphinx is not installed".into()))?;
+    let wav_path = scratch.join(format!("utterance-{}.wav", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&wav_path, audio::wav_bytes(pcm, audio::RECOGNISER_RATE))
+        .map_err(|e| ProviderError::Failed(format!("cannot stage the utterance: {e}")))?;
+    let run = tokio::process::Command::new(program)
+        .arg("-infile").arg(&wav_path)
+        .arg("-hmm").arg(MODEL_DIR)
+        .arg("-dict").arg(&grammar.dict)
+        .arg("-jsgf").arg(&grammar.jsgf)
+        .args(["-logfn", "/dev/null"])
+        .kill_on_drop(true)
+        .output();
+    let result = tokio::time::timeout(timeout, run).await;
+    let _ = std::fs::remove_file(&wav_path);
+    let out = result
+        .map_err(|_| ProviderError::Timeout("speech recognition did not finish in time".into()))?
+        .map_err(|e| ProviderError::Unavailable(format!("cannot run PocketSphinx: {e}")))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" "))
+}
+
+/// The words of a text that the grammar should contain (lowercase ASCII words).
+pub fn vocabulary_of(text: &str, into: &mut BTreeSet<String>) {
+    for word in text.split(|c: char| !c.is_ascii_alphabetic() && c != '\'') {
+        let w = word.trim_matches('\'').to_ascii_lowercase();
+        if (2..=24).contains(&w.len()) {
+            into.insert(w);
+        }
+    }
+}
+
+/// An answer built from knowledge passages, or `None` when none is relevant.
+pub fn answer(question: &str, passages: &[SearchResult]) -> Option<String> {
+    let wanted: BTreeSet<String> = tokenize(question).into_iter().filter(|t| !is_stopword(t)).collect();
+    let best = passages.first()?;
+    let mut scored: Vec<(usize, usize, &str)> = sentences(&best.content)
+        .enumerate()
+        .map(|(i, s)| {
+            let terms: BTreeSet<String> = tokenize(s).into_iter().collect();
+            (terms.intersection(&wanted).count(), i, s)
+        })
+        .filter(|(hits, _, _)| *hits > 0)
+        .collect();
+    if scored.is_empty() {
+        return None;
+    }
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut chosen: Vec<(usize, &str)> = Vec::new();
+    let mut len = 0;
+    for (_, i, s) in scored.into_iter().take(2) {
+        if len + s.len() > ANSWER_MAX_CHARS && !chosen.is_empty() {
+            break;
+        }
+        len += s.len();
+        chosen.push((i, s));
+    }
+    chosen.sort();
+    Some(chosen.into_iter().map(|(_, s)| s.trim()).collect::<Vec<_>>().join(" "))
+}
+
+/// Splits a passage into sentences (kept with their end punctuation).
+fn sentences(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text.trim();
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = rest
+            .char_indices()
+            .find(|&(i, c)| {
+                matches!(c, '。' | '！' | '？' | '\n')
+                    || (matches!(c, '.' | '!' | '?') && rest[i + c.len_utf8()..].starts_with(char::is_whitespace))
+            })
+            .map_or(rest.len(), |(i, c)| i + c.len_utf8());
+        let (s, tail) = rest.split_at(end);
+        rest = tail.trim_start();
+        Some(s)
+    })
+    .filter(|s| !s.trim().is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn passage(text: &str) -> SearchResult {
+        SearchResult { source_id: String::new(), title: String::new(), filename: String::new(), content: text.into(), score: 1.0 }
+    }
+
+    #[test]
+    fn answers_with_the_sentence_that_matches() {
+        let p = passage("The museum opened in 1901. It closes at 6 pm on weekdays. The cafe is on the first floor.");
+        assert_eq!(answer("When does the museum close?", &[p]).unwrap(), "The museum opened in 1901. It closes at 6 pm on weekdays.");
+        let p = passage("Tickets cost 12 euros. Children enter free.");
+        assert_eq!(answer("how much is a ticket", &[p]).unwrap(), "Tickets cost 12 euros.");
+    }
+
+    #[test]
+    fn no_relevant_sentence_means_no_answer() {
+        assert!(answer("dinosaurs", &[passage("Tickets cost 12 euros.")]).is_none());
+        assert!(answer("tickets", &[]).is_none());
+    }
+
+    #[test]
+    fn vocabulary_is_lowercase_words() {
+        let mut v = BTreeSet::new();
+        vocabulary_of("The Museum's café closes at 6pm!", &mut v);
+        assert!(v.contains("museum's") && v.contains("closes") && v.contains("the"));
+        assert!(!v.iter().any(|w| w.chars().any(|c| c.is_ascii_uppercase())));
+    }
+}

@@ -1,0 +1,488 @@
+//! One conversation turn, whichever door it came in by: user input (text, or speech that is
+//! recognised) -> knowledge retrieval -> reply streamed as text deltas -> speech synthesised
+//! sentence by sentence while the reply still streams -> audio to every watcher.
+//!
+//! A turn runs as one task. A newer turn, an interrupt or the session's end cancels it: the
+//! task's future is dropped, which aborts its provider requests and kills its helper processes,
+//! and the live session refuses anything it still tries to publish. What was said before the cut
+//! is stored as the assistant's message.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::Engine;
+use super::error::Result;
+use super::live::{ErrorCode, Event, LiveSession, Status};
+use super::providers::{ChatMessage, ChatRequest, ProviderError, local, openai};
+use super::sessions::append_message;
+use crate::engine::audio;
+use crate::store::records::{Character, Message, Session};
+use crate::store::tables::{MESSAGES, SESSIONS};
+use crate::store;
+
+/// Reply audio is published in chunks of this many samples (100 ms at 24 kHz).
+const AUDIO_CHUNK_SAMPLES: usize = 2_400;
+/// Characters of earlier conversation sent to the language model at most.
+const HISTORY_MAX_CHARS: usize = 6_000;
+const APOLOGY: &str = "I'm sorry, I can't answer that right now. Please try again in a moment.";
+const NOT_HEARD: &str = "Sorry, I didn't catch that. Could you say it again?";
+
+/// What starts a turn.
+#[derive(Debug)]
+pub enum TurnInput {
+    /// Text the user typed; `stored` when the caller already put it in the history.
+    Text { text: String, stored: bool },
+    /// Mono 16 kHz speech.
+    Audio(Vec<i16>),
+    /// The welcome message, spoken once when a client is ready.
+    Greeting,
+}
+
+/// The providers and voice a turn runs with.
+struct Plan {
+    character: Character,
+    llm: String,
+    asr: String,
+    tts: String,
+    voice: String,
+    timeout: Duration,
+}
+
+impl Engine {
+    /// Starts a turn in `live`, cancelling the one running; returns its number.
+    pub fn start_turn(self: &Arc<Self>, live: &Arc<LiveSession>, input: TurnInput) -> u64 {
+        let (seq, cancel) = live.next_turn();
+        self.spawn_turn(live.clone(), seq, cancel, input);
+        seq
+    }
+
+    /// Cancels the current turn; the interrupt itself takes a turn number, which it returns.
+    pub fn interrupt(self: &Arc<Self>, live: &Arc<LiveSession>) -> u64 {
+        let (seq, _) = live.next_turn();
+        live.publish(seq, Event::Status { status: Status::Idle, turn_seq: seq });
+        let engine = self.clone();
+        let id = live.id.clone();
+        tokio::task::spawn_blocking(move || engine.save_turn_seq(&id, seq));
+        seq
+    }
+
+    pub(super) fn spawn_turn(self: &Arc<Self>, live: Arc<LiveSession>, seq: u64, cancel: CancellationToken, input: TurnInput) {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            let said = Arc::new(Mutex::new(String::new()));
+            let finished = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => false,
+                _ = engine.run_turn(&live, seq, input, &said) => true,
+            };
+            if !finished {
+                let partial = said.lock().expect("said lock").trim().to_string();
+                if !partial.is_empty() {
+                    engine.store_message(&live, "assistant", partial, seq).await;
+                }
+            }
+        });
+    }
+
+    async fn run_turn(self: &Arc<Self>, live: &Arc<LiveSession>, seq: u64, input: TurnInput, said: &Arc<Mutex<String>>) {
+        let plan = match self.plan(live) {
+            Ok(p) => p,
+            Err(e) => {
+                live.publish(seq, Event::Error { message: e.to_string(), code: ErrorCode::BadRequest, turn_seq: seq });
+                live.publish(seq, Event::Status { status: Status::Idle, turn_seq: seq });
+                return;
+            }
+        };
+        live.publish(seq, Event::Status { status: Status::Processing, turn_seq: seq });
+        let question = match input {
+            TurnInput::Greeting => {
+                let text = greeting(&plan.character, &live.overrides());
+                self.reply_fixed(live, seq, &plan, &text, said).await;
+                self.store_message(live, "assistant", text, seq).await;
+                live.publish(seq, Event::Status { status: Status::Idle, turn_seq: seq });
+                return;
+            }
+            TurnInput::Text { text, stored } => {
+                if !stored {
+                    self.store_message(live, "user", text.clone(), seq).await;
+                }
+                text
+            }
+            TurnInput::Audio(pcm) => match self.recognise(&plan, &pcm).await {
+                Ok(text) if !text.trim().is_empty() => {
+                    live.publish(seq, Event::UserSpeech { text: text.clone(), turn_seq: seq });
+                    live.publish(seq, Event::Transcript { speaker: "user", text: text.clone(), is_final: true, turn_seq: seq });
+                    self.store_message(live, "user", text.clone(), seq).await;
+                    text
+                }
+                Ok(_) => {
+                    self.reply_fixed(live, seq, &plan, NOT_HEARD, said).await;
+                    live.publish(seq, Event::Status { status: Status::Idle, turn_seq: seq });
+                    return;
+                }
+                Err(e) => {
+                    self.fail(live, seq, &plan, ErrorCode::AsrFailed, &e, said).await;
+                    return;
+                }
+            },
+        };
+        match self.reply(live, seq, &plan, &question, said).await {
+            Ok(text) => {
+                live.publish(seq, Event::Transcript { speaker: "assistant", text: text.clone(), is_final: true, turn_seq: seq });
+                if !text.is_empty() {
+                    self.store_message(live, "assistant", text, seq).await;
+                }
+                live.publish(seq, Event::Status { status: Status::Idle, turn_seq: seq });
+            }
+            Err((code, e)) => self.fail(live, seq, &plan, code, &e, said).await,
+        }
+    }
+
+    fn plan(&self, live: &LiveSession) -> Result<Plan> {
+        let character = self.character_record(&live.character_id)?;
+        let settings = self.settings();
+        let overrides = live.overrides();
+        let pick = |own: &str, default: &str| if own.is_empty() { default.to_string() } else { own.to_string() };
+        let llm = overrides.provider.clone().unwrap_or_else(|| pick(&character.components.llm, &settings.llm.provider));
+        Ok(Plan {
+            llm,
+            asr: pick(&character.components.asr, &settings.asr.provider),
+            tts: pick(&character.components.tts, &pick(&character.voice_provider, &settings.tts.provider)),
+            voice: overrides.voice.clone().unwrap_or_else(|| pick(&character.voice_type, &settings.tts.voice)),
+            timeout: Duration::from_millis(self.config.provider_timeout_ms),
+            character,
+        })
+    }
+
+    async fn recognise(&self, plan: &Plan, pcm: &[i16]) -> Result<String, ProviderError> {
+        let settings = self.settings();
+        match plan.asr.as_str() {
+            "openai" => {
+                let ep = openai::Endpoint { base_url: &settings.asr.base_url, api_key: &settings.asr.api_key, model: &settings.asr.model };
+                if ep.base_url.is_empty() {
+                    return Err(ProviderError::Unavailable("speech recognition has no address configured".into()));
+                }
+                openai::transcribe(&self.http, &ep, pcm, &settings.asr.language, plan.timeout).await
+            }
+            _ => {
+                let grammar = self.grammar_for(&plan.character.id)?;
+                local::transcribe(pcm, &grammar, &self.scratch_dir(), plan.timeout).await
+            }
+        }
+    }
+
+    /// Generates the reply to `question`, streaming text and speech as it comes; returns the
+    /// whole text.
+    async fn reply(&self, live: &LiveSession, seq: u64, plan: &Plan, question: &str, said: &Arc<Mutex<String>>) -> Result<String, (ErrorCode, ProviderError)> {
+        let passages = self.search_knowledge(&plan.character.id, question, Some(3)).unwrap_or_default();
+        let (tx, mut rx) = mpsc::channel::<String>(64);
+        // Owns the sender, so the stream ends for the speaker when generation ends.
+        let generate = async move {
+            match plan.llm.as_str() {
+                "openai" => {
+                    let s = self.settings();
+                    if s.llm.base_url.is_empty() {
+                        return Err(ProviderError::Unavailable("the language model has no address configured".into()));
+                    }
+                    let ep = openai::Endpoint { base_url: &s.llm.base_url, api_key: &s.llm.api_key, model: &s.llm.model };
+                    let req = self.chat_request(live, plan, question, &passages);
+                    openai::chat(&self.http, &ep, &req, plan.timeout, &tx).await
+                }
+                _ => {
+                    let text = local::answer(question, &passages).unwrap_or_else(|| fallback(&plan.character));
+                    for word in text.split_inclusive(' ') {
+                        if tx.send(word.to_string()).await.is_err() {
+                            break;
+                        }
+                    }
+                    Ok(())
+                }
+            }
+        };
+        let speak = self.speak_stream(live, seq, plan, &mut rx, said);
+        let (generated, spoken) = tokio::join!(generate, speak);
+        generated.map_err(|e| (ErrorCode::LlmFailed, e))?;
+        let text = spoken.map_err(|e| (ErrorCode::TtsFailed, e))?;
+        Ok(text)
+    }
+
+    /// Publishes text deltas as they arrive and speaks each finished sentence while the rest
+    /// still streams. Returns the whole text.
+    async fn speak_stream(&self, live: &LiveSession, seq: u64, plan: &Plan, rx: &mut mpsc::Receiver<String>, said: &Arc<Mutex<String>>) -> Result<String, ProviderError> {
+        let mut whole = String::new();
+        let mut splitter = Sentences::default();
+        let mut audio_started = false;
+        let speaking = live.audio_wanted();
+        loop {
+            let delta = rx.recv().await;
+            let sentences = match &delta {
+                Some(d) => {
+                    whole.push_str(d);
+                    live.publish(seq, Event::Transcript { speaker: "assistant", text: d.clone(), is_final: false, turn_seq: seq });
+                    if !speaking {
+                        said.lock().expect("said lock").push_str(d);
+                    }
+                    splitter.push(d)
+                }
+                None => splitter.finish(),
+            };
+            if speaking {
+                for sentence in sentences {
+                    self.speak_sentence(live, seq, plan, &sentence, &mut audio_started, said).await?;
+                }
+            }
+            if delta.is_none() {
+                break;
+            }
+        }
+        if audio_started {
+            live.publish(seq, Event::AudioEnd { turn_seq: seq });
+        }
+        Ok(whole.trim().to_string())
+    }
+
+    async fn speak_sentence(&self, live: &LiveSession, seq: u64, plan: &Plan, sentence: &str, started: &mut bool, said: &Arc<Mutex<String>>) -> Result<(), ProviderError> {
+        let pcm = self.synthesise(plan, sentence).await?;
+        if !*started {
+            *started = true;
+            live.publish(seq, Event::Status { status: Status::Speaking, turn_seq: seq });
+            live.publish(seq, Event::AudioStart { turn_seq: seq });
+        }
+        {
+            let mut s = said.lock().expect("said lock");
+            if !s.is_empty() {
+                s.push(' ');
+            }
+            s.push_str(sentence.trim());
+        }
+        for chunk in pcm.chunks(AUDIO_CHUNK_SAMPLES) {
+            if !live.publish(seq, Event::Audio { pcm: Bytes::from(audio::samples_to_le(chunk)), turn_seq: seq }) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    async fn synthesise(&self, plan: &Plan, text: &str) -> Result<Vec<i16>, ProviderError> {
+        match plan.tts.as_str() {
+            "openai" => {
+                let s = self.settings();
+                if s.tts.base_url.is_empty() {
+                    return Err(ProviderError::Unavailable("speech synthesis has no address configured".into()));
+                }
+                let ep = openai::Endpoint { base_url: &s.tts.base_url, api_key: &s.tts.api_key, model: &s.tts.model };
+                openai::speak(&self.http, &ep, text, &plan.voice, plan.timeout).await
+            }
+            _ => local::speak(text, &plan.voice, plan.timeout).await,
+        }
+    }
+
+    /// Says a fixed line (greeting, "didn't catch that", apology) as text and, if wanted, speech.
+    async fn reply_fixed(&self, live: &LiveSession, seq: u64, plan: &Plan, text: &str, said: &Arc<Mutex<String>>) {
+        live.publish(seq, Event::AssistantMessage { text: text.to_string(), turn_seq: seq });
+        live.publish(seq, Event::Transcript { speaker: "assistant", text: text.to_string(), is_final: true, turn_seq: seq });
+        if live.audio_wanted() {
+            let mut started = false;
+            match self.speak_sentence(live, seq, plan, text, &mut started, said).await {
+                Ok(()) => {
+                    live.publish(seq, Event::AudioEnd { turn_seq: seq });
+                }
+                Err(e) => tracing::warn!("cannot speak a fixed line: {e}"),
+            }
+        }
+    }
+
+    /// Reports a failed turn: an `error` event, a spoken apology where audio is wanted, idle.
+    async fn fail(&self, live: &LiveSession, seq: u64, plan: &Plan, code: ErrorCode, e: &ProviderError, said: &Arc<Mutex<String>>) {
+        let code = if matches!(e, ProviderError::Unavailable(_)) { ErrorCode::ProviderUnavailable } else { code };
+        tracing::warn!(session = %live.id, turn = seq, ?code, "turn failed: {e}");
+        live.publish(seq, Event::Error { message: e.to_string(), code, turn_seq: seq });
+        if code != ErrorCode::TtsFailed {
+            self.reply_fixed(live, seq, plan, APOLOGY, said).await;
+        }
+        live.publish(seq, Event::Status { status: Status::Idle, turn_seq: seq });
+    }
+
+    /// The conversation sent to a language model: persona and knowledge, recent history, the
+    /// question.
+    fn chat_request(&self, live: &LiveSession, plan: &Plan, question: &str, passages: &[super::knowledge::SearchResult]) -> ChatRequest {
+        let c = &plan.character;
+        let o = live.overrides();
+        let name = o.bot_name.as_deref().unwrap_or(&c.name);
+        let mut system = format!("You are {name}, speaking aloud to a visitor at a kiosk.");
+        for (label, value) in [
+            ("About you", c.description.as_str()),
+            ("Personality", c.personality.as_str()),
+            ("Speaking style", o.speaking_style.as_deref().unwrap_or(&c.speaking_style)),
+            ("Preferred opening", o.welcome_message.as_deref().unwrap_or(&c.welcome_message)),
+        ] {
+            if !value.trim().is_empty() {
+                system.push_str(&format!("\n{label}: {}", value.trim()));
+            }
+        }
+        let prompt = o.system_prompt.as_deref().unwrap_or(&c.system_prompt);
+        if !prompt.trim().is_empty() {
+            system.push_str("\n\n");
+            system.push_str(prompt.trim());
+        }
+        system.push_str("\n\nAnswer in a few short spoken sentences, without lists or markup. If you do not know, say so.");
+        if !passages.is_empty() {
+            system.push_str("\n\nKnowledge you may use:");
+            for (i, p) in passages.iter().enumerate() {
+                system.push_str(&format!("\n[{}] ({}) {}", i + 1, p.title, p.content));
+            }
+        }
+        let mut messages = vec![ChatMessage { role: "system", content: system }];
+        messages.extend(self.recent_history(&live.id, &c.id).unwrap_or_default());
+        if messages.last().is_none_or(|m| m.role != "user" || m.content != question) {
+            messages.push(ChatMessage { role: "user", content: question.to_string() });
+        }
+        let settings = self.settings();
+        ChatRequest {
+            messages,
+            temperature: o.temperature.unwrap_or(settings.llm.temperature as f32),
+            max_tokens: settings.llm.max_tokens,
+        }
+    }
+
+    /// The session's latest messages, oldest first, within the configured bounds.
+    fn recent_history(&self, session_id: &str, character_id: &str) -> Result<Vec<ChatMessage>> {
+        let tx = self.store.read()?;
+        let table = tx.open_table(MESSAGES)?;
+        let mut out = Vec::new();
+        let mut chars = 0;
+        for item in table.range((character_id, 0)..=(character_id, u64::MAX))?.rev() {
+            let m: Message = store::from_json(item?.1.value())?;
+            if m.session_id != session_id {
+                continue;
+            }
+            chars += m.content.len();
+            if out.len() >= self.config.history_messages || chars > HISTORY_MAX_CHARS {
+                break;
+            }
+            out.push(ChatMessage { role: if m.role == "user" { "user" } else { "assistant" }, content: m.content });
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    /// Stores a message of turn `seq` (on the blocking pool; a deleted session stores nothing).
+    async fn store_message(self: &Arc<Self>, live: &LiveSession, role: &'static str, text: String, seq: u64) {
+        let engine = self.clone();
+        let id = live.id.clone();
+        let stored = tokio::task::spawn_blocking(move || engine.record_message(&id, role, &text, seq)).await;
+        if let Ok(Err(e)) = stored {
+            tracing::warn!(session = %live.id, "cannot store a {role} message: {e}");
+        }
+    }
+
+    /// Appends to the history of a session and advances its stored turn number.
+    pub(super) fn record_message(&self, session_id: &str, role: &str, text: &str, seq: u64) -> Result<()> {
+        let tx = self.store.write()?;
+        {
+            let mut sessions = tx.open_table(SESSIONS)?;
+            let Some(mut s) = store::get::<Session>(&sessions, session_id)? else {
+                return Ok(());
+            };
+            s.turn_seq = s.turn_seq.max(seq);
+            s.last_active_at = store::now();
+            sessions.insert(session_id, store::to_json(&s).as_slice())?;
+            append_message(&tx, &s.character_id, session_id, role, text, seq)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn save_turn_seq(&self, session_id: &str, seq: u64) {
+        let save = || -> Result<()> {
+            let tx = self.store.write()?;
+            {
+                let mut sessions = tx.open_table(SESSIONS)?;
+                let Some(mut s) = store::get::<Session>(&sessions, session_id)? else { return Ok(()) };
+                s.turn_seq = s.turn_seq.max(seq);
+                sessions.insert(session_id, store::to_json(&s).as_slice())?;
+            }
+            tx.commit()?;
+            Ok(())
+        };
+        if let Err(e) = save() {
+            tracing::warn!(session = %session_id, "cannot store the turn number: {e}");
+        }
+    }
+}
+
+fn greeting(c: &Character, o: &super::live::Overrides) -> String {
+    let welcome = o.welcome_message.as_deref().unwrap_or(&c.welcome_message);
+    if welcome.trim().is_empty() {
+        format!("Hello! I'm {}. What would you like to know?", o.bot_name.as_deref().unwrap_or(&c.name))
+    } else {
+        welcome.trim().to_string()
+    }
+}
+
+/// What the offline engine says when its knowledge has nothing relevant.
+fn fallback(c: &Character) -> String {
+    format!("I'm sorry, I don't know about that. I'm {}; ask me about the exhibition and what I know of it.", c.name)
+}
+
+/// Cuts streamed text into sentences, so speech can start before the reply is complete.
+#[derive(Default)]
+struct Sentences {
+    buf: String,
+}
+
+impl Sentences {
+    /// Shortest piece worth synthesising on its own, in characters.
+    const MIN_CHARS: usize = 12;
+
+    fn push(&mut self, delta: &str) -> Vec<String> {
+        self.buf.push_str(delta);
+        let mut out = Vec::new();
+        loop {
+            let cut = self.buf.char_indices().find_map(|(i, c)| {
+                let end = i + c.len_utf8();
+                let boundary = matches!(c, '。' | '！' | '？' | '\n')
+                    || (matches!(c, '.' | '!' | '?' | ';' | ':') && self.buf[end..].starts_with(char::is_whitespace));
+                (boundary && self.buf[..end].trim().chars().count() >= Self::MIN_CHARS).then_some(end)
+            });
+            let Some(end) = cut else { break };
+            let sentence: String = self.buf.drain(..end).collect();
+            out.push(sentence.trim().to_string());
+        }
+        out
+    }
+
+    fn finish(&mut self) -> Vec<String> {
+        let rest = std::mem::take(&mut self.buf);
+        let rest = rest.trim();
+        if rest.is_empty() { Vec::new() } else { vec![rest.to_string()] }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Sentences;
+
+    #[test]
+    fn sentences_are_cut_as_the_text_streams() {
+        let mut s = Sentences::default();
+        assert!(s.push("The museum closes").is_empty());
+        assert!(s.push(" at 6 pm.").is_empty(), "no boundary until the next char proves it");
+        assert_eq!(s.push(" On Fridays it stays"), ["The museum closes at 6 pm."]);
+        assert_eq!(s.push(" open until 8. Ok."), ["On Fridays it stays open until 8."]);
+        assert_eq!(s.finish(), ["Ok."]);
+        assert!(s.finish().is_empty());
+    }
+
+    #[test]
+    fn numbers_and_short_pieces_do_not_split() {
+        let mut s = Sentences::default();
+        assert!(s.push("It costs 3.50 euros. ").len() == 1);
+        let mut s = Sentences::default();
+        assert_eq!(s.push("博物馆六点关门。明天见。"), ["博物馆六点关门。明天见。"]);
+    }
+}
