@@ -37,6 +37,9 @@ pub struct Config {
     pub session_idle_secs: u64,
     /// Bound on every provider call (recognition, each reply chunk, each sentence of speech).
     pub provider_timeout_ms: u64,
+    /// Silence (ms) that ends a streamed gRPC utterance after speech; 0 turns voice activity
+    /// detection off (utterances then end with an `is_final` chunk).
+    pub vad_silence_ms: u64,
     /// Earlier messages of the session sent to the language model with each turn.
     pub history_messages: usize,
     /// Memory for redb's page cache.
@@ -107,6 +110,7 @@ impl Default for Config {
             session_idle_secs: 30 * 60,
             provider_timeout_ms: 15_000,
             history_messages: 12,
+            vad_silence_ms: 0,
             store_cache_bytes: 16 << 20,
             limits: Limits::default(),
             audio: AudioConfig::default(),

@@ -7,6 +7,7 @@
 pub mod api;
 pub mod config;
 pub mod engine;
+pub mod proto;
 pub mod store;
 
 use std::sync::Arc;

@@ -8,10 +8,12 @@ mod characters;
 mod error;
 mod extract;
 mod files;
+mod grpc;
 mod sessions;
 mod site;
 mod system;
 mod tasks;
+mod ws;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -47,6 +49,8 @@ pub fn router(state: AppState) -> Router {
         .merge(site::routes())
         .merge(sessions::routes())
         .merge(tasks::routes())
+        .merge(ws::routes())
+        .merge(grpc::routes(state.engine.clone()))
         .merge(characters::routes(&state.engine.config.limits))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
         .method_not_allowed_fallback(|| async {

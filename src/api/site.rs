@@ -292,13 +292,20 @@ fn image_response(c: &Cached, req: &HeaderMap) -> Response {
     (headers, Body::from(c.body.clone())).into_response()
 }
 
+/// The key of a `{name}` segment. One that does not decode to UTF-8 becomes an invalid key, so
+/// that the seed's earlier steps (authentication, store configured) still come first and the
+/// key step answers it.
+fn key_of(name: Result<Params<String>, ApiError>) -> String {
+    name.map_or_else(|_| String::new(), |Params(n)| n)
+}
+
 async fn get_image(
     State(s): State<AppState>,
-    Params(name): Params<String>,
+    name: Result<Params<String>, ApiError>,
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    serve_image(&s, &name, &uri, &headers)
+    serve_image(&s, &key_of(name), &uri, &headers)
         .await
         .unwrap_or_else(|e| e.plain().into_response())
 }
@@ -369,10 +376,10 @@ async fn serve_image(s: &AppState, key: &str, uri: &Uri, req: &HeaderMap) -> Api
 
 async fn delete_image(
     State(s): State<AppState>,
-    Params(name): Params<String>,
+    name: Result<Params<String>, ApiError>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
-    remove_image(&s, name, &headers).await
+    remove_image(&s, key_of(name), &headers).await
 }
 
 async fn delete_image_empty(
@@ -395,10 +402,10 @@ async fn remove_image(s: &AppState, key: String, headers: &HeaderMap) -> ApiResu
 
 async fn put_image(
     State(s): State<AppState>,
-    Params(name): Params<String>,
+    name: Result<Params<String>, ApiError>,
     req: Request,
 ) -> ApiResult<Json<Value>> {
-    store_image(&s, name, req).await
+    store_image(&s, key_of(name), req).await
 }
 
 async fn put_image_empty(State(s): State<AppState>, req: Request) -> ApiResult<Json<Value>> {

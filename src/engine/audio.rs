@@ -8,7 +8,10 @@ pub const RECOGNISER_RATE: u32 = 16_000;
 
 /// Decodes little-endian 16-bit samples (a trailing odd byte is ignored).
 pub fn samples_from_le(bytes: &[u8]) -> Vec<i16> {
-    bytes.chunks_exact(2).map(|b| i16::from_le_bytes([b[0], b[1]])).collect()
+    bytes
+        .chunks_exact(2)
+        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+        .collect()
 }
 
 pub fn samples_to_le(samples: &[i16]) -> Vec<u8> {
@@ -43,6 +46,15 @@ pub fn resample(samples: &[i16], from: u32, to: u32) -> Vec<i16> {
             (a + (b - a) * frac).round() as i16
         })
         .collect()
+}
+
+/// Client audio (`pcm_s16le` at any rate, mono or stereo) as the recognisers take it.
+pub fn to_recogniser(bytes: &[u8], rate: u32, channels: u16) -> Vec<i16> {
+    resample(
+        &downmix(&samples_from_le(bytes), channels),
+        rate,
+        RECOGNISER_RATE,
+    )
 }
 
 /// A decoded WAV file.
@@ -82,7 +94,11 @@ pub fn parse_wav(bytes: &[u8]) -> Result<Wav, String> {
                 0 | u32::MAX => bytes.len(),
                 n => (body + n as usize).min(bytes.len()),
             };
-            return Ok(Wav { samples: samples_from_le(&bytes[body..end]), rate, channels });
+            return Ok(Wav {
+                samples: samples_from_le(&bytes[body..end]),
+                rate,
+                channels,
+            });
         }
         pos = body + size as usize + (size as usize & 1);
     }
@@ -114,7 +130,12 @@ pub fn rms(samples: &[i16]) -> f64 {
     if samples.is_empty() {
         return 0.0;
     }
-    (samples.iter().map(|&s| (s as f64) * (s as f64)).sum::<f64>() / samples.len() as f64).sqrt()
+    (samples
+        .iter()
+        .map(|&s| (s as f64) * (s as f64))
+        .sum::<f64>()
+        / samples.len() as f64)
+        .sqrt()
 }
 
 #[cfg(test)]
@@ -125,14 +146,25 @@ mod tests {
     fn wav_round_trip() {
         let samples: Vec<i16> = (0..100).map(|i| (i * 300 - 15000) as i16).collect();
         let wav = parse_wav(&wav_bytes(&samples, 22_050)).unwrap();
-        assert_eq!(wav, Wav { samples, rate: 22_050, channels: 1 });
+        assert_eq!(
+            wav,
+            Wav {
+                samples,
+                rate: 22_050,
+                channels: 1
+            }
+        );
         assert!(parse_wav(b"RIFF\0\0\0\0WAVE").is_err());
         assert!(parse_wav(b"hello").is_err());
     }
 
     #[test]
     fn resampling_keeps_duration_and_shape() {
-        let one_second: Vec<i16> = (0..22_050).map(|i| ((i as f64 / 22_050.0 * 440.0 * 6.283).sin() * 10_000.0) as i16).collect();
+        let one_second: Vec<i16> = (0..22_050)
+            .map(|i| {
+                ((i as f64 / 22_050.0 * 440.0 * std::f64::consts::TAU).sin() * 10_000.0) as i16
+            })
+            .collect();
         let out = resample(&one_second, 22_050, 24_000);
         assert_eq!(out.len(), 24_000);
         assert!((rms(&out) - rms(&one_second)).abs() < 200.0);

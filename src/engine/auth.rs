@@ -94,18 +94,43 @@ impl Engine {
             .password
             .as_ref()
             .ok_or_else(|| Error::Internal("no administrator password is configured".into()))?;
-        if let Some(wait) = self.login_wait(client)? {
-            return Ok(Login::Limited(wait));
+        // The attempt is counted as a failure, in the same write transaction as the limit
+        // check, before the password is compared: concurrent guesses cannot all pass the check
+        // before any of them is counted. A success then clears the count.
+        let now = unix_now();
+        let window = self.config.login_window_secs;
+        let tx = self.store.write()?;
+        {
+            let mut table = tx.open_table(LOGIN_FAILURES)?;
+            let previous: Option<LoginFailures> = store::get(&table, client)?;
+            let failures = match previous {
+                Some(f) if now < f.window_start + window => {
+                    if f.count >= self.config.login_max_failures {
+                        return Ok(Login::Limited(f.window_start + window - now));
+                    }
+                    LoginFailures {
+                        count: f.count + 1,
+                        ..f
+                    }
+                }
+                _ => LoginFailures {
+                    count: 1,
+                    window_start: now,
+                },
+            };
+            table.insert(client, store::to_json(&failures).as_slice())?;
         }
-        let ok = configured.matches(password);
+        tx.commit()?;
+        if !configured.matches(password) {
+            return Ok(Login::WrongPassword);
+        }
         let now = unix_now();
         let tx = self.store.write()?;
-        let outcome = if ok {
-            tx.open_table(LOGIN_FAILURES)?.remove(client)?;
-            let mut raw = [0u8; 32];
-            getrandom::fill(&mut raw)
-                .map_err(|e| Error::Internal(format!("random source: {e}")))?;
-            let token = URL_SAFE_NO_PAD.encode(raw);
+        tx.open_table(LOGIN_FAILURES)?.remove(client)?;
+        let mut raw = [0u8; 32];
+        getrandom::fill(&mut raw).map_err(|e| Error::Internal(format!("random source: {e}")))?;
+        let token = URL_SAFE_NO_PAD.encode(raw);
+        {
             let mut sessions = tx.open_table(ADMIN_SESSIONS)?;
             sessions.retain(|_, v| {
                 store::from_json::<AdminSession>(v).is_ok_and(|s| s.expires_at > now)
@@ -118,25 +143,9 @@ impl Engine {
                 token_key(&token).as_str(),
                 store::to_json(&session).as_slice(),
             )?;
-            Login::Success(token)
-        } else {
-            let mut table = tx.open_table(LOGIN_FAILURES)?;
-            let previous: Option<LoginFailures> = store::get(&table, client)?;
-            let failures = match previous {
-                Some(f) if now < f.window_start + self.config.login_window_secs => LoginFailures {
-                    count: f.count + 1,
-                    ..f
-                },
-                _ => LoginFailures {
-                    count: 1,
-                    window_start: now,
-                },
-            };
-            table.insert(client, store::to_json(&failures).as_slice())?;
-            Login::WrongPassword
-        };
+        }
         tx.commit()?;
-        Ok(outcome)
+        Ok(Login::Success(token))
     }
 
     /// Whether `token` names a live administrator session.

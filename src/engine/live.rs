@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Engine;
 use super::error::Result;
-use super::tasks::{TaskView};
+use super::tasks::TaskView;
 use crate::store::records::TaskEvent;
 
 /// Events a watcher may fall behind by before it is cut off (it then reloads history).
@@ -47,18 +47,46 @@ pub enum ErrorCode {
 /// Everything that happens in a session, in the order it happened.
 #[derive(Debug, Clone)]
 pub enum Event {
-    Status { status: Status, turn_seq: u64 },
+    Status {
+        status: Status,
+        turn_seq: u64,
+    },
     /// Speech recognised from the user's audio; `question_id` tags the utterance.
-    UserSpeech { text: String, turn_seq: u64 },
-    Transcript { speaker: &'static str, text: String, is_final: bool, turn_seq: u64 },
+    UserSpeech {
+        text: String,
+        turn_seq: u64,
+    },
+    Transcript {
+        speaker: &'static str,
+        text: String,
+        is_final: bool,
+        turn_seq: u64,
+    },
     /// Speech the kiosk starts itself.
-    AssistantMessage { text: String, turn_seq: u64 },
-    AudioStart { turn_seq: u64 },
+    AssistantMessage {
+        text: String,
+        turn_seq: u64,
+    },
+    AudioStart {
+        turn_seq: u64,
+    },
     /// Mono 24 kHz `pcm_s16le`.
-    Audio { pcm: Bytes, turn_seq: u64 },
-    AudioEnd { turn_seq: u64 },
-    Task { event: TaskEvent, task: TaskView },
-    Error { message: String, code: ErrorCode, turn_seq: u64 },
+    Audio {
+        pcm: Bytes,
+        turn_seq: u64,
+    },
+    AudioEnd {
+        turn_seq: u64,
+    },
+    Task {
+        event: Box<TaskEvent>,
+        task: Box<TaskView>,
+    },
+    Error {
+        message: String,
+        code: ErrorCode,
+        turn_seq: u64,
+    },
     /// The session was deleted: watchers disconnect.
     Closed,
 }
@@ -178,7 +206,10 @@ impl Engine {
                 id: stored.id.clone(),
                 character_id: stored.character_id.clone(),
                 events: broadcast::channel(EVENT_BUFFER).0,
-                turn: Mutex::new(Turn { seq: stored.turn_seq, cancel: CancellationToken::new() }),
+                turn: Mutex::new(Turn {
+                    seq: stored.turn_seq,
+                    cancel: CancellationToken::new(),
+                }),
                 audio_listeners: AtomicUsize::new(0),
                 greeted: AtomicBool::new(false),
                 overrides: Mutex::new(Overrides::default()),
@@ -189,12 +220,23 @@ impl Engine {
 
     /// The live session if one exists (no store access).
     pub fn live_if_active(&self, session_id: &str) -> Option<Arc<LiveSession>> {
-        self.live.0.lock().expect("registry lock").get(session_id).cloned()
+        self.live
+            .0
+            .lock()
+            .expect("registry lock")
+            .get(session_id)
+            .cloned()
     }
 
     /// Ends the live side of a session: its turn stops and its watchers are told to go.
     pub(super) fn close_live(&self, session_id: &str) {
-        if let Some(live) = self.live.0.lock().expect("registry lock").remove(session_id) {
+        if let Some(live) = self
+            .live
+            .0
+            .lock()
+            .expect("registry lock")
+            .remove(session_id)
+        {
             live.close();
         }
     }

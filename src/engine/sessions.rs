@@ -84,6 +84,14 @@ impl Engine {
     /// Opens a session; idle sessions past their timeout are closed first so they do not hold
     /// places under the cap.
     pub fn create_session(&self, req: NewSession) -> Result<SessionCreated> {
+        self.create_session_as(new_id(), req)
+    }
+
+    /// Opens a session under an id the client chose (gRPC `config.session_id`).
+    pub fn create_session_as(&self, id: String, req: NewSession) -> Result<SessionCreated> {
+        if !is_id(&id) {
+            return Err(bad("session_id must be a UUID"));
+        }
         let character = match req.character_id.as_deref().filter(|s| !s.is_empty()) {
             Some(id) => self.character_record(id)?,
             None => self.kiosk_character()?,
@@ -105,8 +113,11 @@ impl Engine {
                 )));
             }
             let now = store::now();
+            if table.get(id.as_str())?.is_some() {
+                return Err(Error::Conflict("a session with this id exists".into()));
+            }
             let s = Session {
-                id: new_id(),
+                id,
                 character_id: character.id.clone(),
                 mode,
                 state: "idle".into(),
@@ -132,6 +143,24 @@ impl Engine {
             idle_video_url: view.idle_video_url,
             idle_video_urls: view.idle_video_urls,
         })
+    }
+
+    /// Seeds a new session's history with earlier messages (gRPC `dialog_context`).
+    pub fn seed_history(&self, session_id: &str, items: &[(String, String)]) -> Result<()> {
+        let session = self.session(session_id)?;
+        let tx = self.store.write()?;
+        for (role, text) in items {
+            let role = if role == "assistant" {
+                "assistant"
+            } else {
+                "user"
+            };
+            if !text.trim().is_empty() {
+                append_message(&tx, &session.character_id, session_id, role, text.trim(), 0)?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
     }
 
     /// Removes sessions idle for longer than `session_idle_secs`; returns their ids.
@@ -220,7 +249,9 @@ impl Engine {
             return Err(bad("text must not be blank"));
         }
         if text.chars().count() > MESSAGE_MAX_CHARS {
-            return Err(bad(format!("text is longer than {MESSAGE_MAX_CHARS} characters")));
+            return Err(bad(format!(
+                "text is longer than {MESSAGE_MAX_CHARS} characters"
+            )));
         }
         let live = self.live(session_id)?;
         let (seq, cancel) = live.next_turn();
@@ -228,7 +259,15 @@ impl Engine {
             cancel.cancel();
             return Err(e);
         }
-        self.spawn_turn(live, seq, cancel, TurnInput::Text { text: text.to_string(), stored: true });
+        self.spawn_turn(
+            live,
+            seq,
+            cancel,
+            TurnInput::Text {
+                text: text.to_string(),
+                stored: true,
+            },
+        );
         Ok(seq)
     }
 

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::{Error, Result, bad, not_found};
+use super::live::Event;
 use super::{Engine, is_id, new_id};
 use crate::store::records::{Artifact, Session, Task, TaskEvent};
 use crate::store::tables::{ARTIFACTS, SESSION_TASKS, SESSIONS, TASK_EVENTS, TASKS};
@@ -235,10 +236,12 @@ impl Engine {
             payload,
         )?;
         tx.commit()?;
-        Ok(Posted {
+        let posted = Posted {
             event,
             task: task.into(),
-        })
+        };
+        self.announce(&posted);
+        Ok(posted)
     }
 
     /// Stores an artifact of a running task and records an `artifact.created` event.
@@ -298,13 +301,12 @@ impl Engine {
             });
             let event = append_event(&tx, &mut task, "artifact.created", String::new(), payload)?;
             tx.commit()?;
-            Ok((
-                artifact,
-                Posted {
-                    event,
-                    task: task.into(),
-                },
-            ))
+            let posted = Posted {
+                event,
+                task: task.into(),
+            };
+            self.announce(&posted);
+            Ok((artifact, posted))
         })();
         let (artifact, posted) = stored.inspect_err(|_| {
             self.store.blobs().remove_all(std::slice::from_ref(&blob));
@@ -321,6 +323,16 @@ impl Engine {
             },
             posted,
         ))
+    }
+
+    /// Pushes a task event to the watchers of its session, if anyone is watching.
+    fn announce(&self, posted: &Posted) {
+        if let Some(live) = self.live_if_active(&posted.task.session_id) {
+            live.publish_any(Event::Task {
+                event: Box::new(posted.event.clone()),
+                task: Box::new(posted.task.clone()),
+            });
+        }
     }
 
     /// An artifact's bytes and MIME type.

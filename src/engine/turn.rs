@@ -20,9 +20,9 @@ use super::live::{ErrorCode, Event, LiveSession, Status};
 use super::providers::{ChatMessage, ChatRequest, ProviderError, local, openai};
 use super::sessions::append_message;
 use crate::engine::audio;
+use crate::store;
 use crate::store::records::{Character, Message, Session};
 use crate::store::tables::{MESSAGES, SESSIONS};
-use crate::store;
 
 /// Reply audio is published in chunks of this many samples (100 ms at 24 kHz).
 const AUDIO_CHUNK_SAMPLES: usize = 2_400;
@@ -60,17 +60,44 @@ impl Engine {
         seq
     }
 
+    /// The user started speaking: any reply in progress stops, and watchers see `listening`.
+    pub fn listen(self: &Arc<Self>, live: &Arc<LiveSession>) -> u64 {
+        let (seq, _) = live.next_turn();
+        live.publish(
+            seq,
+            Event::Status {
+                status: Status::Listening,
+                turn_seq: seq,
+            },
+        );
+        seq
+    }
+
     /// Cancels the current turn; the interrupt itself takes a turn number, which it returns.
     pub fn interrupt(self: &Arc<Self>, live: &Arc<LiveSession>) -> u64 {
         let (seq, _) = live.next_turn();
-        live.publish(seq, Event::Status { status: Status::Idle, turn_seq: seq });
+        live.publish(
+            seq,
+            Event::Status {
+                status: Status::Idle,
+                turn_seq: seq,
+            },
+        );
         let engine = self.clone();
         let id = live.id.clone();
         tokio::task::spawn_blocking(move || engine.save_turn_seq(&id, seq));
         seq
     }
 
-    pub(super) fn spawn_turn(self: &Arc<Self>, live: Arc<LiveSession>, seq: u64, cancel: CancellationToken, input: TurnInput) {
+    /// Runs a turn whose number the caller took with `LiveSession::next_turn` (so it could
+    /// label the turn before any of its events).
+    pub fn spawn_turn(
+        self: &Arc<Self>,
+        live: Arc<LiveSession>,
+        seq: u64,
+        cancel: CancellationToken,
+        input: TurnInput,
+    ) {
         let engine = self.clone();
         tokio::spawn(async move {
             let said = Arc::new(Mutex::new(String::new()));
@@ -88,22 +115,53 @@ impl Engine {
         });
     }
 
-    async fn run_turn(self: &Arc<Self>, live: &Arc<LiveSession>, seq: u64, input: TurnInput, said: &Arc<Mutex<String>>) {
+    async fn run_turn(
+        self: &Arc<Self>,
+        live: &Arc<LiveSession>,
+        seq: u64,
+        input: TurnInput,
+        said: &Arc<Mutex<String>>,
+    ) {
         let plan = match self.plan(live) {
             Ok(p) => p,
             Err(e) => {
-                live.publish(seq, Event::Error { message: e.to_string(), code: ErrorCode::BadRequest, turn_seq: seq });
-                live.publish(seq, Event::Status { status: Status::Idle, turn_seq: seq });
+                live.publish(
+                    seq,
+                    Event::Error {
+                        message: e.to_string(),
+                        code: ErrorCode::BadRequest,
+                        turn_seq: seq,
+                    },
+                );
+                live.publish(
+                    seq,
+                    Event::Status {
+                        status: Status::Idle,
+                        turn_seq: seq,
+                    },
+                );
                 return;
             }
         };
-        live.publish(seq, Event::Status { status: Status::Processing, turn_seq: seq });
+        live.publish(
+            seq,
+            Event::Status {
+                status: Status::Processing,
+                turn_seq: seq,
+            },
+        );
         let question = match input {
             TurnInput::Greeting => {
                 let text = greeting(&plan.character, &live.overrides());
                 self.reply_fixed(live, seq, &plan, &text, said).await;
                 self.store_message(live, "assistant", text, seq).await;
-                live.publish(seq, Event::Status { status: Status::Idle, turn_seq: seq });
+                live.publish(
+                    seq,
+                    Event::Status {
+                        status: Status::Idle,
+                        turn_seq: seq,
+                    },
+                );
                 return;
             }
             TurnInput::Text { text, stored } => {
@@ -114,29 +172,64 @@ impl Engine {
             }
             TurnInput::Audio(pcm) => match self.recognise(&plan, &pcm).await {
                 Ok(text) if !text.trim().is_empty() => {
-                    live.publish(seq, Event::UserSpeech { text: text.clone(), turn_seq: seq });
-                    live.publish(seq, Event::Transcript { speaker: "user", text: text.clone(), is_final: true, turn_seq: seq });
+                    live.publish(
+                        seq,
+                        Event::UserSpeech {
+                            text: text.clone(),
+                            turn_seq: seq,
+                        },
+                    );
+                    live.publish(
+                        seq,
+                        Event::Transcript {
+                            speaker: "user",
+                            text: text.clone(),
+                            is_final: true,
+                            turn_seq: seq,
+                        },
+                    );
                     self.store_message(live, "user", text.clone(), seq).await;
                     text
                 }
                 Ok(_) => {
                     self.reply_fixed(live, seq, &plan, NOT_HEARD, said).await;
-                    live.publish(seq, Event::Status { status: Status::Idle, turn_seq: seq });
+                    live.publish(
+                        seq,
+                        Event::Status {
+                            status: Status::Idle,
+                            turn_seq: seq,
+                        },
+                    );
                     return;
                 }
                 Err(e) => {
-                    self.fail(live, seq, &plan, ErrorCode::AsrFailed, &e, said).await;
+                    self.fail(live, seq, &plan, ErrorCode::AsrFailed, &e, said)
+                        .await;
                     return;
                 }
             },
         };
         match self.reply(live, seq, &plan, &question, said).await {
             Ok(text) => {
-                live.publish(seq, Event::Transcript { speaker: "assistant", text: text.clone(), is_final: true, turn_seq: seq });
+                live.publish(
+                    seq,
+                    Event::Transcript {
+                        speaker: "assistant",
+                        text: text.clone(),
+                        is_final: true,
+                        turn_seq: seq,
+                    },
+                );
                 if !text.is_empty() {
                     self.store_message(live, "assistant", text, seq).await;
                 }
-                live.publish(seq, Event::Status { status: Status::Idle, turn_seq: seq });
+                live.publish(
+                    seq,
+                    Event::Status {
+                        status: Status::Idle,
+                        turn_seq: seq,
+                    },
+                );
             }
             Err((code, e)) => self.fail(live, seq, &plan, code, &e, said).await,
         }
@@ -146,13 +239,28 @@ impl Engine {
         let character = self.character_record(&live.character_id)?;
         let settings = self.settings();
         let overrides = live.overrides();
-        let pick = |own: &str, default: &str| if own.is_empty() { default.to_string() } else { own.to_string() };
-        let llm = overrides.provider.clone().unwrap_or_else(|| pick(&character.components.llm, &settings.llm.provider));
+        let pick = |own: &str, default: &str| {
+            if own.is_empty() {
+                default.to_string()
+            } else {
+                own.to_string()
+            }
+        };
+        let llm = overrides
+            .provider
+            .clone()
+            .unwrap_or_else(|| pick(&character.components.llm, &settings.llm.provider));
         Ok(Plan {
             llm,
             asr: pick(&character.components.asr, &settings.asr.provider),
-            tts: pick(&character.components.tts, &pick(&character.voice_provider, &settings.tts.provider)),
-            voice: overrides.voice.clone().unwrap_or_else(|| pick(&character.voice_type, &settings.tts.voice)),
+            tts: pick(
+                &character.components.tts,
+                &pick(&character.voice_provider, &settings.tts.provider),
+            ),
+            voice: overrides
+                .voice
+                .clone()
+                .unwrap_or_else(|| pick(&character.voice_type, &settings.tts.voice)),
             timeout: Duration::from_millis(self.config.provider_timeout_ms),
             character,
         })
@@ -162,9 +270,15 @@ impl Engine {
         let settings = self.settings();
         match plan.asr.as_str() {
             "openai" => {
-                let ep = openai::Endpoint { base_url: &settings.asr.base_url, api_key: &settings.asr.api_key, model: &settings.asr.model };
+                let ep = openai::Endpoint {
+                    base_url: &settings.asr.base_url,
+                    api_key: &settings.asr.api_key,
+                    model: &settings.asr.model,
+                };
                 if ep.base_url.is_empty() {
-                    return Err(ProviderError::Unavailable("speech recognition has no address configured".into()));
+                    return Err(ProviderError::Unavailable(
+                        "speech recognition has no address configured".into(),
+                    ));
                 }
                 openai::transcribe(&self.http, &ep, pcm, &settings.asr.language, plan.timeout).await
             }
@@ -177,8 +291,17 @@ impl Engine {
 
     /// Generates the reply to `question`, streaming text and speech as it comes; returns the
     /// whole text.
-    async fn reply(&self, live: &LiveSession, seq: u64, plan: &Plan, question: &str, said: &Arc<Mutex<String>>) -> Result<String, (ErrorCode, ProviderError)> {
-        let passages = self.search_knowledge(&plan.character.id, question, Some(3)).unwrap_or_default();
+    async fn reply(
+        &self,
+        live: &LiveSession,
+        seq: u64,
+        plan: &Plan,
+        question: &str,
+        said: &Arc<Mutex<String>>,
+    ) -> Result<String, (ErrorCode, ProviderError)> {
+        let passages = self
+            .search_knowledge(&plan.character.id, question, Some(3))
+            .unwrap_or_default();
         let (tx, mut rx) = mpsc::channel::<String>(64);
         // Owns the sender, so the stream ends for the speaker when generation ends.
         let generate = async move {
@@ -186,14 +309,21 @@ impl Engine {
                 "openai" => {
                     let s = self.settings();
                     if s.llm.base_url.is_empty() {
-                        return Err(ProviderError::Unavailable("the language model has no address configured".into()));
+                        return Err(ProviderError::Unavailable(
+                            "the language model has no address configured".into(),
+                        ));
                     }
-                    let ep = openai::Endpoint { base_url: &s.llm.base_url, api_key: &s.llm.api_key, model: &s.llm.model };
+                    let ep = openai::Endpoint {
+                        base_url: &s.llm.base_url,
+                        api_key: &s.llm.api_key,
+                        model: &s.llm.model,
+                    };
                     let req = self.chat_request(live, plan, question, &passages);
                     openai::chat(&self.http, &ep, &req, plan.timeout, &tx).await
                 }
                 _ => {
-                    let text = local::answer(question, &passages).unwrap_or_else(|| fallback(&plan.character));
+                    let text = local::answer(question, &passages)
+                        .unwrap_or_else(|| fallback(&plan.character));
                     for word in text.split_inclusive(' ') {
                         if tx.send(word.to_string()).await.is_err() {
                             break;
@@ -212,7 +342,14 @@ impl Engine {
 
     /// Publishes text deltas as they arrive and speaks each finished sentence while the rest
     /// still streams. Returns the whole text.
-    async fn speak_stream(&self, live: &LiveSession, seq: u64, plan: &Plan, rx: &mut mpsc::Receiver<String>, said: &Arc<Mutex<String>>) -> Result<String, ProviderError> {
+    async fn speak_stream(
+        &self,
+        live: &LiveSession,
+        seq: u64,
+        plan: &Plan,
+        rx: &mut mpsc::Receiver<String>,
+        said: &Arc<Mutex<String>>,
+    ) -> Result<String, ProviderError> {
         let mut whole = String::new();
         let mut splitter = Sentences::default();
         let mut audio_started = false;
@@ -222,7 +359,15 @@ impl Engine {
             let sentences = match &delta {
                 Some(d) => {
                     whole.push_str(d);
-                    live.publish(seq, Event::Transcript { speaker: "assistant", text: d.clone(), is_final: false, turn_seq: seq });
+                    live.publish(
+                        seq,
+                        Event::Transcript {
+                            speaker: "assistant",
+                            text: d.clone(),
+                            is_final: false,
+                            turn_seq: seq,
+                        },
+                    );
                     if !speaking {
                         said.lock().expect("said lock").push_str(d);
                     }
@@ -232,7 +377,8 @@ impl Engine {
             };
             if speaking {
                 for sentence in sentences {
-                    self.speak_sentence(live, seq, plan, &sentence, &mut audio_started, said).await?;
+                    self.speak_sentence(live, seq, plan, &sentence, &mut audio_started, said)
+                        .await?;
                 }
             }
             if delta.is_none() {
@@ -245,11 +391,25 @@ impl Engine {
         Ok(whole.trim().to_string())
     }
 
-    async fn speak_sentence(&self, live: &LiveSession, seq: u64, plan: &Plan, sentence: &str, started: &mut bool, said: &Arc<Mutex<String>>) -> Result<(), ProviderError> {
+    async fn speak_sentence(
+        &self,
+        live: &LiveSession,
+        seq: u64,
+        plan: &Plan,
+        sentence: &str,
+        started: &mut bool,
+        said: &Arc<Mutex<String>>,
+    ) -> Result<(), ProviderError> {
         let pcm = self.synthesise(plan, sentence).await?;
         if !*started {
             *started = true;
-            live.publish(seq, Event::Status { status: Status::Speaking, turn_seq: seq });
+            live.publish(
+                seq,
+                Event::Status {
+                    status: Status::Speaking,
+                    turn_seq: seq,
+                },
+            );
             live.publish(seq, Event::AudioStart { turn_seq: seq });
         }
         {
@@ -260,7 +420,13 @@ impl Engine {
             s.push_str(sentence.trim());
         }
         for chunk in pcm.chunks(AUDIO_CHUNK_SAMPLES) {
-            if !live.publish(seq, Event::Audio { pcm: Bytes::from(audio::samples_to_le(chunk)), turn_seq: seq }) {
+            if !live.publish(
+                seq,
+                Event::Audio {
+                    pcm: Bytes::from(audio::samples_to_le(chunk)),
+                    turn_seq: seq,
+                },
+            ) {
                 break;
             }
         }
@@ -272,9 +438,15 @@ impl Engine {
             "openai" => {
                 let s = self.settings();
                 if s.tts.base_url.is_empty() {
-                    return Err(ProviderError::Unavailable("speech synthesis has no address configured".into()));
+                    return Err(ProviderError::Unavailable(
+                        "speech synthesis has no address configured".into(),
+                    ));
                 }
-                let ep = openai::Endpoint { base_url: &s.tts.base_url, api_key: &s.tts.api_key, model: &s.tts.model };
+                let ep = openai::Endpoint {
+                    base_url: &s.tts.base_url,
+                    api_key: &s.tts.api_key,
+                    model: &s.tts.model,
+                };
                 openai::speak(&self.http, &ep, text, &plan.voice, plan.timeout).await
             }
             _ => local::speak(text, &plan.voice, plan.timeout).await,
@@ -282,12 +454,36 @@ impl Engine {
     }
 
     /// Says a fixed line (greeting, "didn't catch that", apology) as text and, if wanted, speech.
-    async fn reply_fixed(&self, live: &LiveSession, seq: u64, plan: &Plan, text: &str, said: &Arc<Mutex<String>>) {
-        live.publish(seq, Event::AssistantMessage { text: text.to_string(), turn_seq: seq });
-        live.publish(seq, Event::Transcript { speaker: "assistant", text: text.to_string(), is_final: true, turn_seq: seq });
+    async fn reply_fixed(
+        &self,
+        live: &LiveSession,
+        seq: u64,
+        plan: &Plan,
+        text: &str,
+        said: &Arc<Mutex<String>>,
+    ) {
+        live.publish(
+            seq,
+            Event::AssistantMessage {
+                text: text.to_string(),
+                turn_seq: seq,
+            },
+        );
+        live.publish(
+            seq,
+            Event::Transcript {
+                speaker: "assistant",
+                text: text.to_string(),
+                is_final: true,
+                turn_seq: seq,
+            },
+        );
         if live.audio_wanted() {
             let mut started = false;
-            match self.speak_sentence(live, seq, plan, text, &mut started, said).await {
+            match self
+                .speak_sentence(live, seq, plan, text, &mut started, said)
+                .await
+            {
                 Ok(()) => {
                     live.publish(seq, Event::AudioEnd { turn_seq: seq });
                 }
@@ -297,19 +493,48 @@ impl Engine {
     }
 
     /// Reports a failed turn: an `error` event, a spoken apology where audio is wanted, idle.
-    async fn fail(&self, live: &LiveSession, seq: u64, plan: &Plan, code: ErrorCode, e: &ProviderError, said: &Arc<Mutex<String>>) {
-        let code = if matches!(e, ProviderError::Unavailable(_)) { ErrorCode::ProviderUnavailable } else { code };
+    async fn fail(
+        &self,
+        live: &LiveSession,
+        seq: u64,
+        plan: &Plan,
+        code: ErrorCode,
+        e: &ProviderError,
+        said: &Arc<Mutex<String>>,
+    ) {
+        let code = if matches!(e, ProviderError::Unavailable(_)) {
+            ErrorCode::ProviderUnavailable
+        } else {
+            code
+        };
         tracing::warn!(session = %live.id, turn = seq, ?code, "turn failed: {e}");
-        live.publish(seq, Event::Error { message: e.to_string(), code, turn_seq: seq });
-        if code != ErrorCode::TtsFailed {
-            self.reply_fixed(live, seq, plan, APOLOGY, said).await;
-        }
-        live.publish(seq, Event::Status { status: Status::Idle, turn_seq: seq });
+        live.publish(
+            seq,
+            Event::Error {
+                message: e.to_string(),
+                code,
+                turn_seq: seq,
+            },
+        );
+        self.reply_fixed(live, seq, plan, APOLOGY, said).await;
+        live.publish(
+            seq,
+            Event::Status {
+                status: Status::Idle,
+                turn_seq: seq,
+            },
+        );
     }
 
     /// The conversation sent to a language model: persona and knowledge, recent history, the
     /// question.
-    fn chat_request(&self, live: &LiveSession, plan: &Plan, question: &str, passages: &[super::knowledge::SearchResult]) -> ChatRequest {
+    fn chat_request(
+        &self,
+        live: &LiveSession,
+        plan: &Plan,
+        question: &str,
+        passages: &[super::knowledge::SearchResult],
+    ) -> ChatRequest {
         let c = &plan.character;
         let o = live.overrides();
         let name = o.bot_name.as_deref().unwrap_or(&c.name);
@@ -317,8 +542,14 @@ impl Engine {
         for (label, value) in [
             ("About you", c.description.as_str()),
             ("Personality", c.personality.as_str()),
-            ("Speaking style", o.speaking_style.as_deref().unwrap_or(&c.speaking_style)),
-            ("Preferred opening", o.welcome_message.as_deref().unwrap_or(&c.welcome_message)),
+            (
+                "Speaking style",
+                o.speaking_style.as_deref().unwrap_or(&c.speaking_style),
+            ),
+            (
+                "Preferred opening",
+                o.welcome_message.as_deref().unwrap_or(&c.welcome_message),
+            ),
         ] {
             if !value.trim().is_empty() {
                 system.push_str(&format!("\n{label}: {}", value.trim()));
@@ -336,10 +567,19 @@ impl Engine {
                 system.push_str(&format!("\n[{}] ({}) {}", i + 1, p.title, p.content));
             }
         }
-        let mut messages = vec![ChatMessage { role: "system", content: system }];
+        let mut messages = vec![ChatMessage {
+            role: "system",
+            content: system,
+        }];
         messages.extend(self.recent_history(&live.id, &c.id).unwrap_or_default());
-        if messages.last().is_none_or(|m| m.role != "user" || m.content != question) {
-            messages.push(ChatMessage { role: "user", content: question.to_string() });
+        if messages
+            .last()
+            .is_none_or(|m| m.role != "user" || m.content != question)
+        {
+            messages.push(ChatMessage {
+                role: "user",
+                content: question.to_string(),
+            });
         }
         let settings = self.settings();
         ChatRequest {
@@ -355,7 +595,10 @@ impl Engine {
         let table = tx.open_table(MESSAGES)?;
         let mut out = Vec::new();
         let mut chars = 0;
-        for item in table.range((character_id, 0)..=(character_id, u64::MAX))?.rev() {
+        for item in table
+            .range((character_id, 0)..=(character_id, u64::MAX))?
+            .rev()
+        {
             let m: Message = store::from_json(item?.1.value())?;
             if m.session_id != session_id {
                 continue;
@@ -364,24 +607,44 @@ impl Engine {
             if out.len() >= self.config.history_messages || chars > HISTORY_MAX_CHARS {
                 break;
             }
-            out.push(ChatMessage { role: if m.role == "user" { "user" } else { "assistant" }, content: m.content });
+            out.push(ChatMessage {
+                role: if m.role == "user" {
+                    "user"
+                } else {
+                    "assistant"
+                },
+                content: m.content,
+            });
         }
         out.reverse();
         Ok(out)
     }
 
     /// Stores a message of turn `seq` (on the blocking pool; a deleted session stores nothing).
-    async fn store_message(self: &Arc<Self>, live: &LiveSession, role: &'static str, text: String, seq: u64) {
+    async fn store_message(
+        self: &Arc<Self>,
+        live: &LiveSession,
+        role: &'static str,
+        text: String,
+        seq: u64,
+    ) {
         let engine = self.clone();
         let id = live.id.clone();
-        let stored = tokio::task::spawn_blocking(move || engine.record_message(&id, role, &text, seq)).await;
+        let stored =
+            tokio::task::spawn_blocking(move || engine.record_message(&id, role, &text, seq)).await;
         if let Ok(Err(e)) = stored {
             tracing::warn!(session = %live.id, "cannot store a {role} message: {e}");
         }
     }
 
     /// Appends to the history of a session and advances its stored turn number.
-    pub(super) fn record_message(&self, session_id: &str, role: &str, text: &str, seq: u64) -> Result<()> {
+    pub(super) fn record_message(
+        &self,
+        session_id: &str,
+        role: &str,
+        text: &str,
+        seq: u64,
+    ) -> Result<()> {
         let tx = self.store.write()?;
         {
             let mut sessions = tx.open_table(SESSIONS)?;
@@ -402,7 +665,9 @@ impl Engine {
             let tx = self.store.write()?;
             {
                 let mut sessions = tx.open_table(SESSIONS)?;
-                let Some(mut s) = store::get::<Session>(&sessions, session_id)? else { return Ok(()) };
+                let Some(mut s) = store::get::<Session>(&sessions, session_id)? else {
+                    return Ok(());
+                };
                 s.turn_seq = s.turn_seq.max(seq);
                 sessions.insert(session_id, store::to_json(&s).as_slice())?;
             }
@@ -418,7 +683,10 @@ impl Engine {
 fn greeting(c: &Character, o: &super::live::Overrides) -> String {
     let welcome = o.welcome_message.as_deref().unwrap_or(&c.welcome_message);
     if welcome.trim().is_empty() {
-        format!("Hello! I'm {}. What would you like to know?", o.bot_name.as_deref().unwrap_or(&c.name))
+        format!(
+            "Hello! I'm {}. What would you like to know?",
+            o.bot_name.as_deref().unwrap_or(&c.name)
+        )
     } else {
         welcome.trim().to_string()
     }
@@ -426,7 +694,10 @@ fn greeting(c: &Character, o: &super::live::Overrides) -> String {
 
 /// What the offline engine says when its knowledge has nothing relevant.
 fn fallback(c: &Character) -> String {
-    format!("I'm sorry, I don't know about that. I'm {}; ask me about the exhibition and what I know of it.", c.name)
+    format!(
+        "I'm sorry, I don't know about that. I'm {}; ask me about the exhibition and what I know of it.",
+        c.name
+    )
 }
 
 /// Cuts streamed text into sentences, so speech can start before the reply is complete.
@@ -446,8 +717,10 @@ impl Sentences {
             let cut = self.buf.char_indices().find_map(|(i, c)| {
                 let end = i + c.len_utf8();
                 let boundary = matches!(c, '。' | '！' | '？' | '\n')
-                    || (matches!(c, '.' | '!' | '?' | ';' | ':') && self.buf[end..].starts_with(char::is_whitespace));
-                (boundary && self.buf[..end].trim().chars().count() >= Self::MIN_CHARS).then_some(end)
+                    || (matches!(c, '.' | '!' | '?' | ';' | ':')
+                        && self.buf[end..].starts_with(char::is_whitespace));
+                (boundary && self.buf[..end].trim().chars().count() >= Self::MIN_CHARS)
+                    .then_some(end)
             });
             let Some(end) = cut else { break };
             let sentence: String = self.buf.drain(..end).collect();
@@ -459,7 +732,11 @@ impl Sentences {
     fn finish(&mut self) -> Vec<String> {
         let rest = std::mem::take(&mut self.buf);
         let rest = rest.trim();
-        if rest.is_empty() { Vec::new() } else { vec![rest.to_string()] }
+        if rest.is_empty() {
+            Vec::new()
+        } else {
+            vec![rest.to_string()]
+        }
     }
 }
 
@@ -471,9 +748,18 @@ mod tests {
     fn sentences_are_cut_as_the_text_streams() {
         let mut s = Sentences::default();
         assert!(s.push("The museum closes").is_empty());
-        assert!(s.push(" at 6 pm.").is_empty(), "no boundary until the next char proves it");
-        assert_eq!(s.push(" On Fridays it stays"), ["The museum closes at 6 pm."]);
-        assert_eq!(s.push(" open until 8. Ok."), ["On Fridays it stays open until 8."]);
+        assert!(
+            s.push(" at 6 pm.").is_empty(),
+            "no boundary until the next char proves it"
+        );
+        assert_eq!(
+            s.push(" On Fridays it stays"),
+            ["The museum closes at 6 pm."]
+        );
+        assert_eq!(
+            s.push(" open until 8. Ok."),
+            ["On Fridays it stays open until 8."]
+        );
         assert_eq!(s.finish(), ["Ok."]);
         assert!(s.finish().is_empty());
     }
@@ -483,6 +769,9 @@ mod tests {
         let mut s = Sentences::default();
         assert!(s.push("It costs 3.50 euros. ").len() == 1);
         let mut s = Sentences::default();
-        assert_eq!(s.push("博物馆六点关门。明天见。"), ["博物馆六点关门。明天见。"]);
+        assert_eq!(
+            s.push("博物馆六点关门。明天见。"),
+            ["博物馆六点关门。明天见。"]
+        );
     }
 }

@@ -105,18 +105,44 @@ impl Server {
     }
 
     /// POST a JSON body, asserting the status, returning the JSON answer (Null when empty).
-    pub async fn post_json(&self, path: &str, body: serde_json::Value, status: u16) -> serde_json::Value {
-        json_of(self.post(path).json(&body).send().await.unwrap(), "POST", path, status).await
+    pub async fn post_json(
+        &self,
+        path: &str,
+        body: serde_json::Value,
+        status: u16,
+    ) -> serde_json::Value {
+        json_of(
+            self.post(path).json(&body).send().await.unwrap(),
+            "POST",
+            path,
+            status,
+        )
+        .await
     }
 
-    pub async fn put_json(&self, path: &str, body: serde_json::Value, status: u16) -> serde_json::Value {
-        json_of(self.put(path).json(&body).send().await.unwrap(), "PUT", path, status).await
+    pub async fn put_json(
+        &self,
+        path: &str,
+        body: serde_json::Value,
+        status: u16,
+    ) -> serde_json::Value {
+        json_of(
+            self.put(path).json(&body).send().await.unwrap(),
+            "PUT",
+            path,
+            status,
+        )
+        .await
     }
 
     /// Creates a character and returns its id.
     pub async fn character(&self, name: &str) -> String {
         let c = self
-            .post_json("/api/v1/characters", serde_json::json!({ "name": name }), 201)
+            .post_json(
+                "/api/v1/characters",
+                serde_json::json!({ "name": name }),
+                201,
+            )
             .await;
         c["id"].as_str().unwrap().to_string()
     }
@@ -128,7 +154,12 @@ impl Server {
     }
 }
 
-async fn json_of(res: reqwest::Response, method: &str, path: &str, status: u16) -> serde_json::Value {
+async fn json_of(
+    res: reqwest::Response,
+    method: &str,
+    path: &str,
+    status: u16,
+) -> serde_json::Value {
     let got = res.status().as_u16();
     let text = res.text().await.unwrap();
     assert_eq!(got, status, "{method} {path}: {text}");
@@ -188,4 +219,31 @@ pub async fn upload_avatar(s: &Server, id: &str, bytes: &[u8], status: u16) -> s
         .await
         .unwrap();
     json_of(res, "POST", "avatar", status).await
+}
+
+/// Sends any request, asserting the status; returns the JSON answer (Null when empty, a
+/// string when not JSON).
+pub async fn expect(req: reqwest::RequestBuilder, status: u16) -> serde_json::Value {
+    let (client, req) = req.build_split();
+    let req = req.unwrap();
+    let (method, path) = (req.method().to_string(), req.url().path().to_string());
+    json_of(client.execute(req).await.unwrap(), &method, &path, status).await
+}
+
+/// Asserts that `v` is an error body: `{"error": "<non-empty message>"}`.
+pub fn assert_error(v: &serde_json::Value) {
+    let message = v["error"].as_str().unwrap_or_default();
+    assert!(!message.is_empty(), "expected {{error}}, got {v}");
+}
+
+/// The keys of a JSON object, sorted.
+pub fn keys(v: &serde_json::Value) -> Vec<&str> {
+    let mut k: Vec<&str> = v
+        .as_object()
+        .unwrap_or_else(|| panic!("expected an object, got {v}"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    k.sort_unstable();
+    k
 }

@@ -12,8 +12,8 @@ pub mod extract;
 pub mod index;
 pub mod tokenize;
 
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 
@@ -287,10 +287,14 @@ impl Engine {
             let now = store::now();
             let filename = path.rsplit('/').next().unwrap_or(&path).to_string();
             let indexable = extract::is_indexable(&filename);
-            let previous = existing
-                .iter()
-                .position(|s| s.relative_path == path)
-                .map(|i| existing.swap_remove(i));
+            // A path given twice in one request is replaced too: the last file wins.
+            let previous = match out.iter().position(|s: &Source| s.relative_path == path) {
+                Some(i) => Some(out.remove(i)),
+                None => existing
+                    .iter()
+                    .position(|s| s.relative_path == path)
+                    .map(|i| existing.swap_remove(i)),
+            };
             let source = Source {
                 id: previous.as_ref().map_or_else(new_id, |p| p.id.clone()),
                 character_id: character_id.into(),

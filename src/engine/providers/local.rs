@@ -41,10 +41,16 @@ pub async fn speak(text: &str, voice: &str, timeout: Duration) -> Result<Vec<i16
         .map_err(|_| ProviderError::Timeout("espeak-ng did not finish in time".into()))?
         .map_err(|e| ProviderError::Unavailable(format!("cannot run espeak-ng: {e}")))?;
     if !out.status.success() {
-        return Err(ProviderError::Failed(String::from_utf8_lossy(&out.stderr).trim().to_string()));
+        return Err(ProviderError::Failed(
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        ));
     }
     let wav = audio::parse_wav(&out.stdout).map_err(ProviderError::Garbage)?;
-    Ok(audio::resample(&audio::downmix(&wav.samples, wav.channels), wav.rate, audio::OUTPUT_RATE))
+    Ok(audio::resample(
+        &audio::downmix(&wav.samples, wav.channels),
+        wav.rate,
+        audio::OUTPUT_RATE,
+    ))
 }
 
 /// Whether the recogniser and its model are installed.
@@ -63,18 +69,43 @@ pub struct Grammar {
 /// know are left out.
 pub fn grammar(dir: &Path, vocabulary: &BTreeSet<String>) -> Result<Grammar, ProviderError> {
     use sha2::{Digest, Sha256};
-    let mut words: BTreeSet<String> = QUESTION_WORDS.split_whitespace().map(str::to_string).collect();
+    let mut words: BTreeSet<String> = QUESTION_WORDS
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
     words.extend(vocabulary.iter().cloned());
-    let key = crate::store::blobs::hex(&Sha256::digest(words.iter().cloned().collect::<Vec<_>>().join(" ")))[..16].to_string();
-    let g = Grammar { dict: dir.join(format!("{key}.dict")), jsgf: dir.join(format!("{key}.jsgf")) };
+    let key = crate::store::blobs::hex(&Sha256::digest(
+        words.iter().cloned().collect::<Vec<_>>().join(" "),
+    ))[..16]
+        .to_string();
+    let g = Grammar {
+        dict: dir.join(format!("{key}.dict")),
+        jsgf: dir.join(format!("{key}.jsgf")),
+    };
     if g.dict.exists() && g.jsgf.exists() {
         return Ok(g);
     }
-    let fail = |e: std::io::Error| ProviderError::Failed(format!("cannot write the recogniser grammar: {e}"));
+    let fail = |e: std::io::Error| {
+        ProviderError::Failed(format!("cannot write the recogniser grammar: {e}"))
+    };
     std::fs::create_dir_all(dir).map_err(fail)?;
-    let full = std::fs::read_to_string(Path::new(MODEL_DIR).parent().expect("model dir").join("en-us/cmudict-en-us.dict"))
-        .or_else(|_| std::fs::read_to_string(Path::new(MODEL_DIR).parent().expect("model dir").join("cmudict-en-us.dict")))
-        .map_err(|e| ProviderError::Unavailable(format!("the recogniser's dictionary is missing: {e}")))?;
+    let full = std::fs::read_to_string(
+        Path::new(MODEL_DIR)
+            .parent()
+            .expect("model dir")
+            .join("en-us/cmudict-en-us.dict"),
+    )
+    .or_else(|_| {
+        std::fs::read_to_string(
+            Path::new(MODEL_DIR)
+                .parent()
+                .expect("model dir")
+                .join("cmudict-en-us.dict"),
+        )
+    })
+    .map_err(|e| {
+        ProviderError::Unavailable(format!("the recogniser's dictionary is missing: {e}"))
+    })?;
     let mut dict = String::new();
     let mut known = BTreeSet::new();
     for line in full.lines() {
@@ -87,10 +118,14 @@ pub fn grammar(dir: &Path, vocabulary: &BTreeSet<String>) -> Result<Grammar, Pro
         }
     }
     if known.is_empty() {
-        return Err(ProviderError::Failed("no word of the vocabulary is in the dictionary".into()));
+        return Err(ProviderError::Failed(
+            "no word of the vocabulary is in the dictionary".into(),
+        ));
     }
     let alternatives = known.into_iter().collect::<Vec<_>>().join(" | ");
-    let jsgf = format!("#JSGF V1.0;\ngrammar kiosk;\npublic <utterance> = <word>+;\n<word> = {alternatives};\n");
+    let jsgf = format!(
+        "#JSGF V1.0;\ngrammar kiosk;\npublic <utterance> = <word>+;\n<word> = {alternatives};\n"
+    );
     write_atomic(&g.dict, dict.as_bytes()).map_err(fail)?;
     write_atomic(&g.jsgf, jsgf.as_bytes()).map_err(fail)?;
     Ok(g)
@@ -103,17 +138,26 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Recognises 16 kHz mono speech against a grammar.
-pub async fn transcribe(pcm: &[i16], grammar: &Grammar, scratch: &Path, timeout: Duration) -> Result<String, ProviderError> {
+pub async fn transcribe(
+    pcm: &[i16],
+    grammar: &Grammar,
+    scratch: &Path,
+    timeout: Duration,
+) -> Result<String, ProviderError> {
     let program = super::find_program("pocketsphinx_continuous")
         .ok_or_else(|| ProviderError::Unavailable("PocketSphinx is not installed".into()))?;
     let wav_path = scratch.join(format!("utterance-{}.wav", uuid::Uuid::new_v4().simple()));
     std::fs::write(&wav_path, audio::wav_bytes(pcm, audio::RECOGNISER_RATE))
         .map_err(|e| ProviderError::Failed(format!("cannot stage the utterance: {e}")))?;
     let run = tokio::process::Command::new(program)
-        .arg("-infile").arg(&wav_path)
-        .arg("-hmm").arg(MODEL_DIR)
-        .arg("-dict").arg(&grammar.dict)
-        .arg("-jsgf").arg(&grammar.jsgf)
+        .arg("-infile")
+        .arg(&wav_path)
+        .arg("-hmm")
+        .arg(MODEL_DIR)
+        .arg("-dict")
+        .arg(&grammar.dict)
+        .arg("-jsgf")
+        .arg(&grammar.jsgf)
         .args(["-logfn", "/dev/null"])
         .kill_on_drop(true)
         .output();
@@ -123,7 +167,12 @@ pub async fn transcribe(pcm: &[i16], grammar: &Grammar, scratch: &Path, timeout:
         .map_err(|_| ProviderError::Timeout("speech recognition did not finish in time".into()))?
         .map_err(|e| ProviderError::Unavailable(format!("cannot run PocketSphinx: {e}")))?;
     let text = String::from_utf8_lossy(&out.stdout);
-    Ok(text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" "))
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" "))
 }
 
 /// The words of a text that the grammar should contain (lowercase ASCII words).
@@ -138,7 +187,10 @@ pub fn vocabulary_of(text: &str, into: &mut BTreeSet<String>) {
 
 /// An answer built from knowledge passages, or `None` when none is relevant.
 pub fn answer(question: &str, passages: &[SearchResult]) -> Option<String> {
-    let wanted: BTreeSet<String> = tokenize(question).into_iter().filter(|t| !is_stopword(t)).collect();
+    let wanted: BTreeSet<String> = tokenize(question)
+        .into_iter()
+        .filter(|t| !is_stopword(t))
+        .collect();
     let best = passages.first()?;
     let mut scored: Vec<(usize, usize, &str)> = sentences(&best.content)
         .enumerate()
@@ -162,7 +214,13 @@ pub fn answer(question: &str, passages: &[SearchResult]) -> Option<String> {
         chosen.push((i, s));
     }
     chosen.sort();
-    Some(chosen.into_iter().map(|(_, s)| s.trim()).collect::<Vec<_>>().join(" "))
+    Some(
+        chosen
+            .into_iter()
+            .map(|(_, s)| s.trim())
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
 }
 
 /// Splits a passage into sentences (kept with their end punctuation).
@@ -176,7 +234,8 @@ fn sentences(text: &str) -> impl Iterator<Item = &str> {
             .char_indices()
             .find(|&(i, c)| {
                 matches!(c, '。' | '！' | '？' | '\n')
-                    || (matches!(c, '.' | '!' | '?') && rest[i + c.len_utf8()..].starts_with(char::is_whitespace))
+                    || (matches!(c, '.' | '!' | '?')
+                        && rest[i + c.len_utf8()..].starts_with(char::is_whitespace))
             })
             .map_or(rest.len(), |(i, c)| i + c.len_utf8());
         let (s, tail) = rest.split_at(end);
@@ -191,15 +250,29 @@ mod tests {
     use super::*;
 
     fn passage(text: &str) -> SearchResult {
-        SearchResult { source_id: String::new(), title: String::new(), filename: String::new(), content: text.into(), score: 1.0 }
+        SearchResult {
+            source_id: String::new(),
+            title: String::new(),
+            filename: String::new(),
+            content: text.into(),
+            score: 1.0,
+        }
     }
 
     #[test]
     fn answers_with_the_sentence_that_matches() {
-        let p = passage("The museum opened in 1901. It closes at 6 pm on weekdays. The cafe is on the first floor.");
-        assert_eq!(answer("When does the museum close?", &[p]).unwrap(), "The museum opened in 1901. It closes at 6 pm on weekdays.");
+        let p = passage(
+            "The museum opened in 1901. It closes at 6 pm on weekdays. The cafe is on the first floor.",
+        );
+        assert_eq!(
+            answer("When does the museum close?", &[p]).unwrap(),
+            "The museum opened in 1901. It closes at 6 pm on weekdays."
+        );
         let p = passage("Tickets cost 12 euros. Children enter free.");
-        assert_eq!(answer("how much is a ticket", &[p]).unwrap(), "Tickets cost 12 euros.");
+        assert_eq!(
+            answer("how much is a ticket", &[p]).unwrap(),
+            "Tickets cost 12 euros."
+        );
     }
 
     #[test]

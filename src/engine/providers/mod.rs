@@ -102,7 +102,6 @@ pub fn local_tts_available() -> bool {
     find_program("espeak-ng").is_some()
 }
 
-
 /// Host and port of a provider URL or `host:port` address, for a reachability probe.
 fn endpoint(url: &str) -> Option<(String, u16)> {
     let with_scheme = if url.contains("://") {
@@ -154,7 +153,12 @@ impl Engine {
     /// texts and the site document; rebuilt when knowledge changes.
     pub fn grammar_for(&self, character_id: &str) -> Result<Arc<local::Grammar>, ProviderError> {
         let epoch = self.knowledge_epoch();
-        if let Some((at, g)) = self.grammars.0.lock().expect("grammar lock").get(character_id)
+        if let Some((at, g)) = self
+            .grammars
+            .0
+            .lock()
+            .expect("grammar lock")
+            .get(character_id)
             && *at == epoch
         {
             return Ok(g.clone());

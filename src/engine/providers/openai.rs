@@ -24,7 +24,11 @@ impl Endpoint<'_> {
 
     fn request(&self, client: &reqwest::Client, path: &str) -> reqwest::RequestBuilder {
         let req = client.post(self.url(path));
-        if self.api_key.is_empty() { req } else { req.bearer_auth(self.api_key) }
+        if self.api_key.is_empty() {
+            req
+        } else {
+            req.bearer_auth(self.api_key)
+        }
     }
 }
 
@@ -47,7 +51,12 @@ async fn check(res: reqwest::Response) -> Result<reqwest::Response, ProviderErro
     let body = res.text().await.unwrap_or_default();
     let message = serde_json::from_str::<Value>(&body)
         .ok()
-        .and_then(|v| v["error"]["message"].as_str().or(v["error"].as_str()).map(str::to_string))
+        .and_then(|v| {
+            v["error"]["message"]
+                .as_str()
+                .or(v["error"].as_str())
+                .map(str::to_string)
+        })
         .unwrap_or_else(|| body.chars().take(300).collect());
     Err(if status.is_server_error() && status.as_u16() == 503 {
         ProviderError::Unavailable(format!("{status}: {message}"))
@@ -65,7 +74,11 @@ pub async fn chat(
     idle: Duration,
     out: &mpsc::Sender<String>,
 ) -> Result<(), ProviderError> {
-    let messages: Vec<Value> = req.messages.iter().map(|m| json!({"role": m.role, "content": m.content})).collect();
+    let messages: Vec<Value> = req
+        .messages
+        .iter()
+        .map(|m| json!({"role": m.role, "content": m.content}))
+        .collect();
     let body = json!({
         "model": ep.model,
         "messages": messages,
@@ -73,15 +86,22 @@ pub async fn chat(
         "max_tokens": req.max_tokens,
         "stream": true,
     });
-    let res = tokio::time::timeout(idle, ep.request(client, "chat/completions").json(&body).send())
-        .await
-        .map_err(|_| ProviderError::Timeout("the language model did not answer in time".into()))?
-        .map_err(send_error)?;
+    let res = tokio::time::timeout(
+        idle,
+        ep.request(client, "chat/completions").json(&body).send(),
+    )
+    .await
+    .map_err(|_| ProviderError::Timeout("the language model did not answer in time".into()))?
+    .map_err(send_error)?;
     let mut stream = check(res).await?.bytes_stream();
     let mut buf: Vec<u8> = Vec::new();
     loop {
         let chunk = match tokio::time::timeout(idle, stream.next()).await {
-            Err(_) => return Err(ProviderError::Timeout("the language model stopped streaming".into())),
+            Err(_) => {
+                return Err(ProviderError::Timeout(
+                    "the language model stopped streaming".into(),
+                ));
+            }
             Ok(None) => return Ok(()),
             Ok(Some(chunk)) => chunk.map_err(send_error)?,
         };
@@ -89,15 +109,23 @@ pub async fn chat(
         while let Some(end) = buf.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = buf.drain(..=end).collect();
             let line = String::from_utf8_lossy(&line);
-            let Some(data) = line.trim().strip_prefix("data:") else { continue };
+            let Some(data) = line.trim().strip_prefix("data:") else {
+                continue;
+            };
             let data = data.trim();
             if data == "[DONE]" {
                 return Ok(());
             }
-            let event: Value = serde_json::from_str(data)
-                .map_err(|_| ProviderError::Garbage(format!("not a completion chunk: {}", &data.chars().take(80).collect::<String>())))?;
+            let event: Value = serde_json::from_str(data).map_err(|_| {
+                ProviderError::Garbage(format!(
+                    "not a completion chunk: {}",
+                    &data.chars().take(80).collect::<String>()
+                ))
+            })?;
             if let Some(err) = event.get("error") {
-                return Err(ProviderError::Failed(err["message"].as_str().unwrap_or("model error").to_string()));
+                return Err(ProviderError::Failed(
+                    err["message"].as_str().unwrap_or("model error").to_string(),
+                ));
             }
             if let Some(delta) = event["choices"][0]["delta"]["content"].as_str()
                 && !delta.is_empty()
@@ -122,14 +150,21 @@ pub async fn transcribe(
         .file_name("speech.wav")
         .mime_str("audio/wav")
         .expect("valid mime");
-    let mut form = reqwest::multipart::Form::new().part("file", file).text("model", ep.model.to_string());
+    let mut form = reqwest::multipart::Form::new()
+        .part("file", file)
+        .text("model", ep.model.to_string());
     if !language.is_empty() {
         form = form.text("language", language.to_string());
     }
-    let res = tokio::time::timeout(timeout, ep.request(client, "audio/transcriptions").multipart(form).send())
-        .await
-        .map_err(|_| ProviderError::Timeout("speech recognition did not answer in time".into()))?
-        .map_err(send_error)?;
+    let res = tokio::time::timeout(
+        timeout,
+        ep.request(client, "audio/transcriptions")
+            .multipart(form)
+            .send(),
+    )
+    .await
+    .map_err(|_| ProviderError::Timeout("speech recognition did not answer in time".into()))?
+    .map_err(send_error)?;
     let body: Value = tokio::time::timeout(timeout, check(res).await?.json())
         .await
         .map_err(|_| ProviderError::Timeout("speech recognition did not answer in time".into()))?
@@ -149,9 +184,17 @@ pub async fn speak(
     voice: &str,
     timeout: Duration,
 ) -> Result<Vec<i16>, ProviderError> {
-    let body = json!({ "model": ep.model, "voice": voice, "input": text, "response_format": "pcm" });
+    let body =
+        json!({ "model": ep.model, "voice": voice, "input": text, "response_format": "pcm" });
     let fetch = async {
-        let res = check(ep.request(client, "audio/speech").json(&body).send().await.map_err(send_error)?).await?;
+        let res = check(
+            ep.request(client, "audio/speech")
+                .json(&body)
+                .send()
+                .await
+                .map_err(send_error)?,
+        )
+        .await?;
         let wav = res
             .headers()
             .get(reqwest::header::CONTENT_TYPE)

@@ -1,0 +1,461 @@
+//! The gRPC `VoiceLLMService` on the main listener (HTTP/2 without TLS), behaving as
+//! shared/spec/realtime.md describes: Converse is one more watcher and input of an engine
+//! session, CheckVoice asks a provider, Interrupt cancels a session's turn.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use futures_util::{Stream, StreamExt};
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::engine::error::Error;
+use crate::engine::live::{AudioWanted, Event, LiveSession, Overrides};
+use crate::engine::providers::CHECK_TIMEOUT;
+use crate::engine::sessions::NewSession;
+use crate::engine::turn::TurnInput;
+use crate::engine::{Engine, audio, new_id};
+use crate::proto::voice_llm_input::Input;
+use crate::proto::voice_llm_service_server::{VoiceLlmService, VoiceLlmServiceServer};
+use crate::proto::{
+    AudioChunk, CheckVoiceRequest, CheckVoiceResponse, InterruptRequest, InterruptResponse,
+    VoiceLlmConfig, VoiceLlmInput, VoiceLlmOutput,
+};
+
+/// Outputs queued for one stream before it counts as too slow.
+const OUT_QUEUE: usize = 256;
+/// Longest utterance buffered (bytes of client PCM, ~60 s at 48 kHz stereo).
+const UTTERANCE_MAX_BYTES: usize = 48_000 * 2 * 2 * 60;
+/// Level above which a block counts as speech for voice activity detection.
+const SPEECH_RMS: f64 = 500.0;
+
+/// Mounts the service under its gRPC path prefix.
+pub fn routes<S: Clone + Send + Sync + 'static>(engine: Arc<Engine>) -> axum::Router<S> {
+    use tonic::server::NamedService;
+    let path = format!("/{}/{{*method}}", VoiceLlmServiceServer::<Voice>::NAME);
+    axum::Router::new().route_service(&path, VoiceLlmServiceServer::new(Voice { engine }))
+}
+
+struct Voice {
+    engine: Arc<Engine>,
+}
+
+/// An output and the turn it belongs to (None: no turn, e.g. a task event).
+type Tagged = (Option<u64>, VoiceLlmOutput);
+type OutStream = Pin<Box<dyn Stream<Item = Result<VoiceLlmOutput, Status>> + Send>>;
+
+fn status_of(e: Error) -> Status {
+    match e {
+        Error::BadRequest(m) => Status::invalid_argument(m),
+        Error::NotFound(m) => Status::not_found(m),
+        Error::Conflict(m) => Status::already_exists(m),
+        Error::Unavailable(m) => Status::unavailable(m),
+        Error::Timeout(m) => Status::deadline_exceeded(m),
+        other => Status::internal(other.to_string()),
+    }
+}
+
+#[tonic::async_trait]
+impl VoiceLlmService for Voice {
+    type ConverseStream = OutStream;
+
+    async fn converse(
+        &self,
+        request: Request<Streaming<VoiceLlmInput>>,
+    ) -> Result<Response<OutStream>, Status> {
+        let inputs = request.into_inner();
+        let (tx, rx) = mpsc::channel::<Result<Tagged, Status>>(OUT_QUEUE);
+        let live_slot: Arc<OnceLock<Arc<LiveSession>>> = Arc::default();
+        let conversation = Conversation {
+            engine: self.engine.clone(),
+            live: live_slot.clone(),
+            ids: Arc::default(),
+            out: tx.clone(),
+            pending: None,
+            utterance: None,
+            question: None,
+            _audio: None,
+        };
+        tokio::spawn(async move {
+            if let Err(status) = conversation.run(inputs).await {
+                let _ = tx.send(Err(status)).await;
+            }
+        });
+        // Outputs of a turn that is no longer current are dropped as late as possible, so
+        // nothing of an interrupted turn follows the interrupt's answer.
+        let stream = ReceiverStream::new(rx).filter_map(move |item| {
+            let current = live_slot.get().map(|l| l.turn_seq());
+            let keep = match &item {
+                Ok((Some(seq), _)) => current.is_none_or(|c| c == *seq),
+                _ => true,
+            };
+            std::future::ready(keep.then(|| item.map(|(_, out)| out)))
+        });
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn check_voice(
+        &self,
+        request: Request<CheckVoiceRequest>,
+    ) -> Result<Response<CheckVoiceResponse>, Status> {
+        let config = request.into_inner().config.unwrap_or_default();
+        let settings = self.engine.settings();
+        let provider = if config.provider.is_empty() {
+            settings.tts.provider.clone()
+        } else {
+            config.provider
+        };
+        let voice = if config.voice.is_empty() {
+            settings.tts.voice.clone()
+        } else {
+            config.voice
+        };
+        let checked =
+            tokio::time::timeout(CHECK_TIMEOUT, self.engine.test_voice(&provider, &voice))
+                .await
+                .map_err(|_| Status::deadline_exceeded("the provider did not answer in time"))?;
+        Ok(Response::new(match checked {
+            Ok(()) => CheckVoiceResponse {
+                ok: true,
+                provider_error: String::new(),
+            },
+            Err(Error::Timeout(m)) => return Err(Status::deadline_exceeded(m)),
+            Err(e) => CheckVoiceResponse {
+                ok: false,
+                provider_error: e.to_string(),
+            },
+        }))
+    }
+
+    async fn interrupt(
+        &self,
+        request: Request<InterruptRequest>,
+    ) -> Result<Response<InterruptResponse>, Status> {
+        let id = request.into_inner().session_id;
+        let engine = self.engine.clone();
+        let live = tokio::task::spawn_blocking(move || engine.live(&id))
+            .await
+            .map_err(|_| Status::internal("internal error"))?;
+        let success = match live {
+            Ok(live) => {
+                self.engine.interrupt(&live);
+                true
+            }
+            Err(_) => false,
+        };
+        Ok(Response::new(InterruptResponse { success }))
+    }
+}
+
+/// Question and reply ids of the turns of one stream.
+type Ids = Arc<Mutex<HashMap<u64, (String, String)>>>;
+
+struct Utterance {
+    rate: u32,
+    channels: u16,
+    bytes: Vec<u8>,
+    heard_speech: bool,
+    silence_ms: u64,
+}
+
+/// One Converse stream.
+struct Conversation {
+    engine: Arc<Engine>,
+    live: Arc<OnceLock<Arc<LiveSession>>>,
+    ids: Ids,
+    out: mpsc::Sender<Result<Tagged, Status>>,
+    /// The last config seen before the session was joined.
+    pending: Option<VoiceLlmConfig>,
+    utterance: Option<Utterance>,
+    /// Question id announced by the barge-in of the utterance in progress.
+    question: Option<String>,
+    _audio: Option<AudioWanted>,
+}
+
+impl Conversation {
+    async fn run(mut self, mut inputs: Streaming<VoiceLlmInput>) -> Result<(), Status> {
+        while let Some(input) = inputs.message().await? {
+            match input.input {
+                Some(Input::Config(c)) => match self.live.get() {
+                    None => self.pending = Some(c),
+                    Some(live) => live.set_overrides(merge(live.overrides(), &c)),
+                },
+                Some(Input::Text(text)) => {
+                    let live = self.join().await?;
+                    if text.trim().is_empty() {
+                        continue;
+                    }
+                    self.start(
+                        &live,
+                        TurnInput::Text {
+                            text,
+                            stored: false,
+                        },
+                        new_id(),
+                    );
+                }
+                Some(Input::Audio(chunk)) => {
+                    let live = self.join().await?;
+                    self.audio(&live, chunk).await?;
+                }
+                Some(Input::Image(_)) => {
+                    // None of the kiosk's providers takes images yet; the latest frame would
+                    // be handed to one that does.
+                    self.join().await?;
+                }
+                None => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The session of this stream, joined or created on the first input that needs it.
+    async fn join(&mut self) -> Result<Arc<LiveSession>, Status> {
+        if let Some(live) = self.live.get() {
+            return Ok(live.clone());
+        }
+        let config = self.pending.take().unwrap_or_default();
+        let engine = self.engine.clone();
+        let wanted = config.clone();
+        let live = tokio::task::spawn_blocking(move || -> Result<Arc<LiveSession>, Error> {
+            let id = wanted.session_id.trim().to_string();
+            if !id.is_empty() && engine.session(&id).is_ok() {
+                return engine.live(&id);
+            }
+            let req = NewSession {
+                mode: None,
+                character_id: Some(wanted.character_id.clone()).filter(|c| !c.is_empty()),
+            };
+            let created = if id.is_empty() {
+                engine.create_session(req)?
+            } else {
+                engine.create_session_as(id, req)?
+            };
+            let context: Vec<(String, String)> = wanted
+                .dialog_context
+                .iter()
+                .map(|i| (i.role.clone(), i.text.clone()))
+                .collect();
+            engine.seed_history(&created.session_id, &context)?;
+            engine.live(&created.session_id)
+        })
+        .await
+        .map_err(|_| Status::internal("internal error"))?
+        .map_err(status_of)?;
+        live.set_overrides(merge(Overrides::default(), &config));
+        self._audio = Some(live.want_audio());
+        let _ = self.live.set(live.clone());
+        tokio::spawn(forward(
+            live.subscribe(),
+            self.ids.clone(),
+            self.out.clone(),
+        ));
+        Ok(live)
+    }
+
+    fn start(&mut self, live: &Arc<LiveSession>, input: TurnInput, question: String) {
+        let (seq, cancel) = live.next_turn();
+        self.ids
+            .lock()
+            .expect("ids lock")
+            .insert(seq, (question, new_id()));
+        self.engine.spawn_turn(live.clone(), seq, cancel, input);
+    }
+
+    async fn audio(&mut self, live: &Arc<LiveSession>, chunk: AudioChunk) -> Result<(), Status> {
+        let format_ok = chunk.format.is_empty() || chunk.format == "pcm_s16le";
+        if !format_ok
+            || !(8_000..=48_000).contains(&chunk.sample_rate)
+            || !(1..=2).contains(&chunk.channels)
+        {
+            return Err(Status::invalid_argument(
+                "audio must be pcm_s16le, 8000 to 48000 Hz, 1 or 2 channels",
+            ));
+        }
+        if self.utterance.is_none() {
+            // User speech starts: any reply in progress stops.
+            let question = new_id();
+            let seq = self.engine.listen(live);
+            let barge = VoiceLlmOutput {
+                barge_in: true,
+                question_id: question.clone(),
+                ..Default::default()
+            };
+            self.question = Some(question);
+            let _ = self.out.send(Ok((Some(seq), barge))).await;
+            self.utterance = Some(Utterance {
+                rate: chunk.sample_rate as u32,
+                channels: chunk.channels as u16,
+                bytes: Vec::new(),
+                heard_speech: false,
+                silence_ms: 0,
+            });
+        }
+        let u = self.utterance.as_mut().expect("set above");
+        if u.bytes.len() + chunk.data.len() > UTTERANCE_MAX_BYTES {
+            return Err(Status::invalid_argument("utterance longer than 60 seconds"));
+        }
+        u.bytes.extend_from_slice(&chunk.data);
+        let vad = self.engine.config.vad_silence_ms;
+        let mut ended = chunk.is_final;
+        if vad > 0 {
+            let samples = audio::samples_from_le(&chunk.data);
+            let ms = samples.len() as u64 * 1000 / (u.rate as u64 * u.channels as u64).max(1);
+            if audio::rms(&samples) > SPEECH_RMS {
+                u.heard_speech = true;
+                u.silence_ms = 0;
+            } else {
+                u.silence_ms += ms;
+            }
+            ended |= u.heard_speech && u.silence_ms >= vad;
+        }
+        if ended {
+            let u = self.utterance.take().expect("set above");
+            let pcm = audio::to_recogniser(&u.bytes, u.rate, u.channels);
+            let question = self.question.take().unwrap_or_else(new_id);
+            self.start(live, TurnInput::Audio(pcm), question);
+        }
+        Ok(())
+    }
+}
+
+/// Applies a config's non-empty fields over the current overrides.
+fn merge(mut o: Overrides, c: &VoiceLlmConfig) -> Overrides {
+    let set = |v: &str| Some(v.to_string()).filter(|s| !s.is_empty());
+    o.system_prompt = set(&c.system_prompt).or(o.system_prompt);
+    o.voice = set(&c.voice).or(o.voice);
+    o.bot_name = set(&c.bot_name).or(o.bot_name);
+    o.speaking_style = set(&c.speaking_style).or(o.speaking_style);
+    o.welcome_message = set(&c.welcome_message).or(o.welcome_message);
+    o.provider = set(&c.provider).or(o.provider);
+    if c.temperature > 0.0 {
+        o.temperature = Some(c.temperature);
+    }
+    o
+}
+
+/// Turns the session's events into this stream's outputs.
+async fn forward(
+    mut events: broadcast::Receiver<Event>,
+    ids: Ids,
+    out: mpsc::Sender<Result<Tagged, Status>>,
+) {
+    let mut audio_sent: HashMap<u64, bool> = HashMap::new();
+    loop {
+        let event = match events.recv().await {
+            Ok(e) => e,
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                let _ = out
+                    .send(Err(Status::resource_exhausted(
+                        "stream too slow; reload the history",
+                    )))
+                    .await;
+                return;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let label = |seq: u64| {
+            ids.lock()
+                .expect("ids lock")
+                .entry(seq)
+                .or_insert_with(|| (new_id(), new_id()))
+                .clone()
+        };
+        let item = match event {
+            Event::Closed => return,
+            Event::UserSpeech { text, turn_seq } => {
+                let (q, _) = label(turn_seq);
+                Some((
+                    Some(turn_seq),
+                    VoiceLlmOutput {
+                        user_transcript: text,
+                        question_id: q,
+                        ..Default::default()
+                    },
+                ))
+            }
+            Event::Transcript {
+                speaker: "assistant",
+                text,
+                is_final,
+                turn_seq,
+            } => {
+                let (q, r) = label(turn_seq);
+                let audio =
+                    (is_final && audio_sent.remove(&turn_seq).unwrap_or(false)).then(|| {
+                        AudioChunk {
+                            sample_rate: audio::OUTPUT_RATE as i32,
+                            channels: 1,
+                            format: "pcm_s16le".into(),
+                            is_final: true,
+                            ..Default::default()
+                        }
+                    });
+                Some((
+                    Some(turn_seq),
+                    VoiceLlmOutput {
+                        transcript: text,
+                        is_final,
+                        question_id: q,
+                        reply_id: r,
+                        audio,
+                        ..Default::default()
+                    },
+                ))
+            }
+            Event::AudioStart { turn_seq } => {
+                audio_sent.insert(turn_seq, true);
+                None
+            }
+            Event::Audio { pcm, turn_seq } => {
+                let (q, r) = label(turn_seq);
+                let chunk = AudioChunk {
+                    data: pcm.to_vec(),
+                    sample_rate: audio::OUTPUT_RATE as i32,
+                    channels: 1,
+                    format: "pcm_s16le".into(),
+                    is_final: false,
+                    timestamp_ms: now_ms(),
+                };
+                Some((
+                    Some(turn_seq),
+                    VoiceLlmOutput {
+                        audio: Some(chunk),
+                        question_id: q,
+                        reply_id: r,
+                        ..Default::default()
+                    },
+                ))
+            }
+            Event::Task { event, task } => {
+                let json = serde_json::json!({
+                    "task_id": event.task_id, "session_id": task.session_id, "seq": event.seq,
+                    "event_type": event.event_type, "status": event.status, "message": event.message,
+                    "progress": event.progress, "payload": event.payload, "created_at": event.created_at,
+                    "task": task,
+                });
+                Some((
+                    None,
+                    VoiceLlmOutput {
+                        task_event_json: json.to_string(),
+                        ..Default::default()
+                    },
+                ))
+            }
+            _ => None,
+        };
+        if let Some(item) = item
+            && out.send(Ok(item)).await.is_err()
+        {
+            return;
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

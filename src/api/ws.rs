@@ -1,0 +1,269 @@
+//! WebSocket chat, `/ws/chat/{session_id}` (see shared/spec/realtime.md for the messages).
+//!
+//! Each socket is a watcher of the session's live events plus a source of input. Outgoing frames
+//! go through a bounded queue: a socket that cannot keep up is closed with 1013 instead of
+//! silently losing events (the client then reloads the history over REST).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+
+use super::error::ApiError;
+use super::extract::Params;
+use super::{AppState, blocking};
+use crate::engine::Engine;
+use crate::engine::audio;
+use crate::engine::live::{AudioWanted, ErrorCode, Event, LiveSession};
+use crate::engine::turn::TurnInput;
+
+/// Largest frame accepted from a client.
+const FRAME_MAX: usize = 1 << 20;
+/// Outgoing frames queued for one socket before it counts as too slow.
+const SEND_QUEUE: usize = 256;
+const PING_EVERY: Duration = Duration::from_secs(30);
+const SILENCE_MAX: Duration = Duration::from_secs(90);
+/// Longest utterance buffered from one `audio_start` (at 48 kHz stereo, ~60 s).
+const UTTERANCE_MAX_BYTES: usize = 48_000 * 2 * 2 * 60;
+
+const CLOSE_NORMAL: u16 = 1000;
+const CLOSE_GOING_AWAY: u16 = 1001;
+const CLOSE_TOO_BIG: u16 = 1009;
+const CLOSE_TRY_LATER: u16 = 1013;
+
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/ws/chat/{id}", get(upgrade))
+}
+
+async fn upgrade(
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+    ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    let live = blocking(&s, move |e| e.live(&id)).await?;
+    let ws = ws.map_err(|e| ApiError::new(e.status(), e.body_text()))?;
+    let engine = s.engine.clone();
+    Ok(ws
+        .max_message_size(FRAME_MAX + 64 * 1024)
+        .max_frame_size(FRAME_MAX + 64 * 1024)
+        .on_upgrade(move |socket| serve(engine, live, socket))
+        .into_response())
+}
+
+/// One client's utterance in progress.
+struct Utterance {
+    rate: u32,
+    channels: u16,
+    bytes: Vec<u8>,
+}
+
+async fn serve(engine: Arc<Engine>, live: Arc<LiveSession>, socket: WebSocket) {
+    let (mut sink, mut stream) = socket.split();
+    let (out, mut queue) = mpsc::channel::<Message>(SEND_QUEUE);
+    let writer = tokio::spawn(async move {
+        while let Some(msg) = queue.recv().await {
+            let closing = matches!(msg, Message::Close(_));
+            if sink.send(msg).await.is_err() || closing {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
+    let mut events = live.subscribe();
+    let hello = json!({"type": "session", "session_id": live.id, "character_id": live.character_id, "turn_seq": live.turn_seq()});
+    let _ = out.try_send(text(hello));
+    let mut audio: Option<AudioWanted> = None;
+    let mut utterance: Option<Utterance> = None;
+    let mut ping = tokio::time::interval(PING_EVERY);
+    ping.tick().await;
+    let mut last_heard = tokio::time::Instant::now();
+    let close = loop {
+        tokio::select! {
+            event = events.recv() => match event {
+                Ok(Event::Closed) => break (CLOSE_GOING_AWAY, "session ended"),
+                Ok(event) => {
+                    if let Some(msg) = frame_of(&event, audio.is_some())
+                        && out.try_send(msg).is_err()
+                    {
+                        break (CLOSE_TRY_LATER, "client too slow; reload the history");
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => break (CLOSE_TRY_LATER, "client too slow; reload the history"),
+                Err(broadcast::error::RecvError::Closed) => break (CLOSE_GOING_AWAY, "session ended"),
+            },
+            incoming = stream.next() => {
+                last_heard = tokio::time::Instant::now();
+                match incoming {
+                    None | Some(Err(_)) => break (CLOSE_NORMAL, ""),
+                    Some(Ok(Message::Close(_))) => break (CLOSE_NORMAL, ""),
+                    Some(Ok(Message::Text(t))) if t.len() > FRAME_MAX => break (CLOSE_TOO_BIG, "frame too large"),
+                    Some(Ok(Message::Binary(b))) if b.len() > FRAME_MAX => break (CLOSE_TOO_BIG, "frame too large"),
+                    Some(Ok(Message::Text(t))) => {
+                        if let Err(reply) = handle(&engine, &live, &t, &mut audio, &mut utterance) {
+                            let _ = out.try_send(text(reply));
+                        }
+                    }
+                    Some(Ok(Message::Binary(b))) => match &mut utterance {
+                        Some(u) if u.bytes.len() + b.len() <= UTTERANCE_MAX_BYTES => u.bytes.extend_from_slice(&b),
+                        Some(_) => {
+                            utterance = None;
+                            let _ = out.try_send(text(error("utterance too long", ErrorCode::BadRequest)));
+                        }
+                        None => { let _ = out.try_send(text(error("send audio_start before audio", ErrorCode::BadRequest))); }
+                    },
+                    Some(Ok(_)) => {}
+                }
+            },
+            _ = ping.tick() => {
+                if last_heard.elapsed() > SILENCE_MAX {
+                    break (CLOSE_GOING_AWAY, "no activity");
+                }
+                let _ = out.try_send(Message::Ping(Default::default()));
+            }
+        }
+    };
+    drop(audio);
+    let frame = CloseFrame {
+        code: close.0,
+        reason: Utf8Bytes::from_static(close.1),
+    };
+    let _ = out.send(Message::Close(Some(frame))).await;
+    drop(out);
+    let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+}
+
+fn text(v: Value) -> Message {
+    Message::Text(Utf8Bytes::from(v.to_string()))
+}
+
+fn error(message: &str, code: ErrorCode) -> Value {
+    json!({"type": "error", "message": message, "code": code})
+}
+
+/// Acts on one client message; an `Err` is the error frame to answer with.
+fn handle(
+    engine: &Arc<Engine>,
+    live: &Arc<LiveSession>,
+    raw: &str,
+    audio: &mut Option<AudioWanted>,
+    utterance: &mut Option<Utterance>,
+) -> Result<(), Value> {
+    let msg: Value = serde_json::from_str(raw)
+        .map_err(|e| error(&format!("invalid JSON: {e}"), ErrorCode::BadRequest))?;
+    match msg["type"].as_str().unwrap_or("") {
+        "text_input" => {
+            let t = msg["text"].as_str().unwrap_or("").trim();
+            if t.is_empty() {
+                return Err(error("text must not be blank", ErrorCode::BadRequest));
+            }
+            engine.start_turn(
+                live,
+                TurnInput::Text {
+                    text: t.to_string(),
+                    stored: false,
+                },
+            );
+        }
+        "interrupt" => {
+            engine.interrupt(live);
+        }
+        "client_media_ready" => {
+            if live.first_greeting() {
+                engine.start_turn(live, TurnInput::Greeting);
+            }
+        }
+        "audio_start" => {
+            let rate = msg["sample_rate"].as_u64().unwrap_or(16_000);
+            let channels = msg["channels"].as_u64().unwrap_or(1);
+            let format = msg["format"].as_str().unwrap_or("pcm_s16le");
+            if !(8_000..=48_000).contains(&rate)
+                || !(1..=2).contains(&channels)
+                || format != "pcm_s16le"
+            {
+                return Err(error(
+                    "audio must be pcm_s16le, 8000 to 48000 Hz, mono or stereo",
+                    ErrorCode::BadRequest,
+                ));
+            }
+            *utterance = Some(Utterance {
+                rate: rate as u32,
+                channels: channels as u16,
+                bytes: Vec::new(),
+            });
+            engine.listen(live);
+        }
+        "audio_end" => {
+            let Some(u) = utterance.take() else {
+                return Err(error(
+                    "audio_end without audio_start",
+                    ErrorCode::BadRequest,
+                ));
+            };
+            let pcm = audio::to_recogniser(&u.bytes, u.rate, u.channels);
+            engine.start_turn(live, TurnInput::Audio(pcm));
+        }
+        "audio_output" => {
+            *audio = msg["enabled"]
+                .as_bool()
+                .unwrap_or(false)
+                .then(|| live.want_audio());
+        }
+        other => {
+            return Err(error(
+                &format!("unknown message type {other:?}"),
+                ErrorCode::BadRequest,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The frame a live event becomes on a socket, if any (audio only for sockets that asked).
+fn frame_of(event: &Event, wants_audio: bool) -> Option<Message> {
+    let v = match event {
+        Event::Status { status, turn_seq } => {
+            json!({"type": "avatar_status", "status": status, "turn_seq": turn_seq})
+        }
+        Event::Transcript {
+            speaker,
+            text,
+            is_final,
+            turn_seq,
+        } => {
+            json!({"type": "transcript", "speaker": speaker, "text": text, "is_final": is_final, "turn_seq": turn_seq})
+        }
+        Event::AssistantMessage { text, turn_seq } => {
+            json!({"type": "assistant_message", "text": text, "turn_seq": turn_seq})
+        }
+        Event::AudioStart { turn_seq } if wants_audio => {
+            json!({"type": "audio_start", "turn_seq": turn_seq, "sample_rate": audio::OUTPUT_RATE, "channels": 1, "format": "pcm_s16le"})
+        }
+        Event::AudioEnd { turn_seq } if wants_audio => {
+            json!({"type": "audio_end", "turn_seq": turn_seq, "sample_rate": audio::OUTPUT_RATE, "channels": 1, "format": "pcm_s16le"})
+        }
+        Event::Audio { pcm, .. } if wants_audio => return Some(Message::Binary(pcm.clone())),
+        Event::Task { event, task } => json!({
+            "type": "task_event", "task_id": event.task_id, "session_id": task.session_id, "seq": event.seq,
+            "event_type": event.event_type, "status": event.status, "message": event.message,
+            "progress": event.progress, "created_at": event.created_at, "task": task,
+        }),
+        Event::Error {
+            message,
+            code,
+            turn_seq,
+        } => json!({"type": "error", "message": message, "code": code, "turn_seq": turn_seq}),
+        Event::AudioStart { .. }
+        | Event::AudioEnd { .. }
+        | Event::Audio { .. }
+        | Event::UserSpeech { .. }
+        | Event::Closed => return None,
+    };
+    Some(text(v))
+}
