@@ -332,35 +332,44 @@ async fn serve_image(s: &AppState, key: &str, uri: &Uri, req: &HeaderMap) -> Api
     }
     // 4. to 7.
     let purges = s.images.purges();
-    let owned = key.to_string();
-    let Some(blob) = blocking(s, move |e| e.site_image(&owned)).await? else {
-        return Err(ApiError::new(StatusCode::NOT_FOUND, "no such image"));
-    };
-    let etag = blob.etag();
-    if req
-        .get(IF_NONE_MATCH)
-        .is_some_and(|v| v.as_bytes() == etag.as_bytes())
-    {
-        let c = Cached {
-            key: key.into(),
-            body: Bytes::new(),
-            content_type: blob.content_type,
-            etag,
-            last_used: 0,
+    // A DELETE or PUT of the key may remove the file between reading the reference and reading
+    // the file: then the key is read again (gone: 404; replaced: the new object).
+    let mut vanished = 0;
+    let (blob, etag, bytes) = loop {
+        let owned = key.to_string();
+        let Some(blob) = blocking(s, move |e| e.site_image(&owned)).await? else {
+            return Err(ApiError::new(StatusCode::NOT_FOUND, "no such image"));
         };
-        return Ok(image_response(&c, req));
-    }
-    let engine = s.engine.clone();
-    let read = blob.clone();
-    let bytes = tokio::task::spawn_blocking(move || engine.store.blobs().read(&read))
-        .await
-        .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error"))?
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("cannot read the image: {e}"),
-            )
-        })?;
+        let etag = blob.etag();
+        if req
+            .get(IF_NONE_MATCH)
+            .is_some_and(|v| v.as_bytes() == etag.as_bytes())
+        {
+            let c = Cached {
+                key: key.into(),
+                body: Bytes::new(),
+                content_type: blob.content_type,
+                etag,
+                last_used: 0,
+            };
+            return Ok(image_response(&c, req));
+        }
+        let engine = s.engine.clone();
+        let read = blob.clone();
+        match tokio::task::spawn_blocking(move || engine.store.blobs().read(&read))
+            .await
+            .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error"))?
+        {
+            Ok(bytes) => break (blob, etag, bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && vanished < 3 => vanished += 1,
+            Err(e) => {
+                return Err(ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("cannot read the image: {e}"),
+                ));
+            }
+        }
+    };
     let cached = Cached {
         key: key.into(),
         body: Bytes::from(bytes),

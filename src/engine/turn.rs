@@ -16,8 +16,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::Engine;
 use super::error::Result;
+use super::knowledge::SearchResult;
 use super::live::{ErrorCode, Event, LiveSession, Status};
-use super::providers::{ChatMessage, ChatRequest, ProviderError, local, openai};
+use super::providers::{
+    ChatMessage, ChatRequest, OmniContext, OmniEvent, OmniInput, ProviderError, is_omni, local,
+    openai, realtime, remote,
+};
 use super::sessions::append_message;
 use crate::engine::audio;
 use crate::store;
@@ -150,6 +154,10 @@ impl Engine {
                 turn_seq: seq,
             },
         );
+        if is_omni(&plan.llm) && !matches!(input, TurnInput::Greeting) {
+            self.run_omni_turn(live, seq, &plan, input, said).await;
+            return;
+        }
         let question = match input {
             TurnInput::Greeting => {
                 let text = greeting(&plan.character, &live.overrides());
@@ -533,40 +541,11 @@ impl Engine {
         live: &LiveSession,
         plan: &Plan,
         question: &str,
-        passages: &[super::knowledge::SearchResult],
+        passages: &[SearchResult],
     ) -> ChatRequest {
+        let system = instructions(live, plan, passages);
         let c = &plan.character;
         let o = live.overrides();
-        let name = o.bot_name.as_deref().unwrap_or(&c.name);
-        let mut system = format!("You are {name}, speaking aloud to a visitor at a kiosk.");
-        for (label, value) in [
-            ("About you", c.description.as_str()),
-            ("Personality", c.personality.as_str()),
-            (
-                "Speaking style",
-                o.speaking_style.as_deref().unwrap_or(&c.speaking_style),
-            ),
-            (
-                "Preferred opening",
-                o.welcome_message.as_deref().unwrap_or(&c.welcome_message),
-            ),
-        ] {
-            if !value.trim().is_empty() {
-                system.push_str(&format!("\n{label}: {}", value.trim()));
-            }
-        }
-        let prompt = o.system_prompt.as_deref().unwrap_or(&c.system_prompt);
-        if !prompt.trim().is_empty() {
-            system.push_str("\n\n");
-            system.push_str(prompt.trim());
-        }
-        system.push_str("\n\nAnswer in a few short spoken sentences, without lists or markup. If you do not know, say so.");
-        if !passages.is_empty() {
-            system.push_str("\n\nKnowledge you may use:");
-            for (i, p) in passages.iter().enumerate() {
-                system.push_str(&format!("\n[{}] ({}) {}", i + 1, p.title, p.content));
-            }
-        }
         let mut messages = vec![ChatMessage {
             role: "system",
             content: system,
@@ -586,6 +565,175 @@ impl Engine {
             messages,
             temperature: o.temperature.unwrap_or(settings.llm.temperature as f32),
             max_tokens: settings.llm.max_tokens,
+        }
+    }
+
+    /// A turn on a provider that listens, answers and speaks by itself.
+    async fn run_omni_turn(
+        self: &Arc<Self>,
+        live: &Arc<LiveSession>,
+        seq: u64,
+        plan: &Plan,
+        input: TurnInput,
+        said: &Arc<Mutex<String>>,
+    ) {
+        let (input, passages) = match input {
+            TurnInput::Text { text, stored } => {
+                if !stored {
+                    self.store_message(live, "user", text.clone(), seq).await;
+                }
+                let passages = self
+                    .search_knowledge(&plan.character.id, &text, Some(3))
+                    .unwrap_or_default();
+                (OmniInput::Text(text), passages)
+            }
+            TurnInput::Audio(pcm) => (OmniInput::Audio(pcm), Vec::new()),
+            TurnInput::Greeting => return,
+        };
+        let o = live.overrides();
+        let history = self
+            .recent_history(&live.id, &plan.character.id)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|m| (m.role.to_string(), m.content))
+            .collect();
+        let ctx = OmniContext {
+            instructions: instructions(live, plan, &passages),
+            voice: plan.voice.clone(),
+            bot_name: o
+                .bot_name
+                .clone()
+                .unwrap_or_else(|| plan.character.name.clone()),
+            temperature: o
+                .temperature
+                .unwrap_or(self.settings().llm.temperature as f32),
+            history,
+        };
+        let (tx, mut rx) = mpsc::channel::<OmniEvent>(64);
+        let settings = self.settings();
+        let provider = plan.llm.clone();
+        let timeout = plan.timeout;
+        // Owns the sender, so the relay ends when the provider does.
+        let ask = async move {
+            match provider.as_str() {
+                "remote" if settings.remote_voice.grpc_addr.is_empty() => {
+                    Err(ProviderError::Unavailable(
+                        "the remote voice service has no address configured".into(),
+                    ))
+                }
+                "remote" => {
+                    remote::converse(&settings.remote_voice.grpc_addr, &input, &ctx, timeout, &tx)
+                        .await
+                }
+                _ if settings.realtime.base_url.is_empty() => Err(ProviderError::Unavailable(
+                    "the realtime service has no address configured".into(),
+                )),
+                _ => {
+                    let r = &settings.realtime;
+                    let ep = openai::Endpoint {
+                        base_url: &r.base_url,
+                        api_key: &r.api_key,
+                        model: &r.model,
+                    };
+                    realtime::converse(&ep, &input, &ctx, timeout, &tx).await
+                }
+            }
+        };
+        let relay = async {
+            let mut whole = String::new();
+            let mut audio_started = false;
+            while let Some(event) = rx.recv().await {
+                match event {
+                    OmniEvent::UserText(text) if !text.is_empty() => {
+                        live.publish(
+                            seq,
+                            Event::UserSpeech {
+                                text: text.clone(),
+                                turn_seq: seq,
+                            },
+                        );
+                        live.publish(
+                            seq,
+                            Event::Transcript {
+                                speaker: "user",
+                                text: text.clone(),
+                                is_final: true,
+                                turn_seq: seq,
+                            },
+                        );
+                        self.store_message(live, "user", text, seq).await;
+                    }
+                    OmniEvent::UserText(_) => {}
+                    OmniEvent::Delta(d) => {
+                        whole.push_str(&d);
+                        said.lock().expect("said lock").push_str(&d);
+                        live.publish(
+                            seq,
+                            Event::Transcript {
+                                speaker: "assistant",
+                                text: d,
+                                is_final: false,
+                                turn_seq: seq,
+                            },
+                        );
+                    }
+                    OmniEvent::Audio(pcm) if live.audio_wanted() => {
+                        if !audio_started {
+                            audio_started = true;
+                            live.publish(
+                                seq,
+                                Event::Status {
+                                    status: Status::Speaking,
+                                    turn_seq: seq,
+                                },
+                            );
+                            live.publish(seq, Event::AudioStart { turn_seq: seq });
+                        }
+                        for chunk in pcm.chunks(AUDIO_CHUNK_SAMPLES) {
+                            live.publish(
+                                seq,
+                                Event::Audio {
+                                    pcm: Bytes::from(audio::samples_to_le(chunk)),
+                                    turn_seq: seq,
+                                },
+                            );
+                        }
+                    }
+                    OmniEvent::Audio(_) => {}
+                }
+            }
+            if audio_started {
+                live.publish(seq, Event::AudioEnd { turn_seq: seq });
+            }
+            whole.trim().to_string()
+        };
+        let (asked, text) = tokio::join!(ask, relay);
+        match asked {
+            Ok(()) => {
+                live.publish(
+                    seq,
+                    Event::Transcript {
+                        speaker: "assistant",
+                        text: text.clone(),
+                        is_final: true,
+                        turn_seq: seq,
+                    },
+                );
+                if !text.is_empty() {
+                    self.store_message(live, "assistant", text, seq).await;
+                }
+                live.publish(
+                    seq,
+                    Event::Status {
+                        status: Status::Idle,
+                        turn_seq: seq,
+                    },
+                );
+            }
+            Err(e) => {
+                self.fail(live, seq, plan, ErrorCode::LlmFailed, &e, said)
+                    .await
+            }
         }
     }
 
@@ -678,6 +826,44 @@ impl Engine {
             tracing::warn!(session = %session_id, "cannot store the turn number: {e}");
         }
     }
+}
+
+/// The system prompt: the character's persona (with a client's overrides), how to speak, and
+/// the knowledge passages retrieved for the question.
+fn instructions(live: &LiveSession, plan: &Plan, passages: &[SearchResult]) -> String {
+    let c = &plan.character;
+    let o = live.overrides();
+    let name = o.bot_name.as_deref().unwrap_or(&c.name);
+    let mut system = format!("You are {name}, speaking aloud to a visitor at a kiosk.");
+    for (label, value) in [
+        ("About you", c.description.as_str()),
+        ("Personality", c.personality.as_str()),
+        (
+            "Speaking style",
+            o.speaking_style.as_deref().unwrap_or(&c.speaking_style),
+        ),
+        (
+            "Preferred opening",
+            o.welcome_message.as_deref().unwrap_or(&c.welcome_message),
+        ),
+    ] {
+        if !value.trim().is_empty() {
+            system.push_str(&format!("\n{label}: {}", value.trim()));
+        }
+    }
+    let prompt = o.system_prompt.as_deref().unwrap_or(&c.system_prompt);
+    if !prompt.trim().is_empty() {
+        system.push_str("\n\n");
+        system.push_str(prompt.trim());
+    }
+    system.push_str("\n\nAnswer in a few short spoken sentences, without lists or markup. If you do not know, say so.");
+    if !passages.is_empty() {
+        system.push_str("\n\nKnowledge you may use:");
+        for (i, p) in passages.iter().enumerate() {
+            system.push_str(&format!("\n[{}] ({}) {}", i + 1, p.title, p.content));
+        }
+    }
+    system
 }
 
 fn greeting(c: &Character, o: &super::live::Overrides) -> String {

@@ -5,6 +5,8 @@
 
 pub mod local;
 pub mod openai;
+pub mod realtime;
+pub mod remote;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -30,6 +32,42 @@ pub struct ChatRequest {
     pub messages: Vec<ChatMessage>,
     pub temperature: f32,
     pub max_tokens: u32,
+}
+
+/// Providers that take the user's input and answer with speech themselves (`remote`,
+/// `openai_realtime`), replacing recognition, reply and synthesis in one.
+pub fn is_omni(provider: &str) -> bool {
+    matches!(provider, "remote" | "openai_realtime")
+}
+
+/// What an omni provider is asked.
+#[derive(Debug, Clone)]
+pub enum OmniInput {
+    Text(String),
+    /// Mono 16 kHz speech.
+    Audio(Vec<i16>),
+}
+
+/// The conversation an omni provider continues.
+#[derive(Debug, Clone, Default)]
+pub struct OmniContext {
+    pub instructions: String,
+    pub voice: String,
+    pub bot_name: String,
+    pub temperature: f32,
+    /// Earlier messages, oldest first, as (role, text).
+    pub history: Vec<(String, String)>,
+}
+
+/// What an omni provider streams back.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OmniEvent {
+    /// What it understood the user said.
+    UserText(String),
+    /// A piece of the reply's text.
+    Delta(String),
+    /// A piece of the reply's speech, mono 24 kHz.
+    Audio(Vec<i16>),
 }
 
 /// Why a provider call failed.
