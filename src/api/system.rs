@@ -26,18 +26,23 @@ pub fn routes() -> Router<AppState> {
 async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
     let e = &s.engine;
     let sessions = e.sessions().map(|v| v.len()).unwrap_or(0);
-    let settings = e.settings();
+    let mut providers = serde_json::Map::new();
+    let mut reasons = Vec::new();
+    for (stage, provider, problem) in e.provider_health() {
+        providers.insert(
+            stage.into(),
+            json!({ "provider": provider, "ok": problem.is_none(), "error": problem }),
+        );
+        reasons.extend(problem);
+    }
     Ok(Json(json!({
-        "status": "ok",
+        "status": if reasons.is_empty() { "ok" } else { "degraded" },
+        "reasons": reasons,
         "version": env!("CARGO_PKG_VERSION"),
         "uptime_s": e.started.elapsed().as_secs(),
         "sessions": sessions,
         "admin_auth": if e.has_admin_password() { "password" } else { "setup" },
-        "providers": {
-            "llm": settings.llm.provider,
-            "asr": settings.asr.provider,
-            "tts": settings.tts.provider,
-        },
+        "providers": providers,
         "device": { "audio": "absent", "ptt": "absent", "display": "absent" },
     })))
 }

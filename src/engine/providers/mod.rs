@@ -308,6 +308,29 @@ impl Engine {
         }
     }
 
+    /// The configured provider of each stage and what is wrong with it, judged without network
+    /// traffic (installed, configured), for the health route.
+    pub fn provider_health(&self) -> Vec<(&'static str, String, Option<String>)> {
+        let s = self.settings();
+        [
+            ("llm", &s.llm.provider),
+            ("asr", &s.asr.provider),
+            ("tts", &s.tts.provider),
+        ]
+        .into_iter()
+        .map(|(stage, provider)| {
+            let problem = if provider == "local" {
+                local_check(&format!("{stage}:local")).err()
+            } else if address(&s, stage, provider).is_empty() {
+                Some(format!("{stage}: {provider} has no address configured"))
+            } else {
+                None
+            };
+            (stage, provider.clone(), problem)
+        })
+        .collect()
+    }
+
     /// Checks every configured provider, each within `CHECK_TIMEOUT`; all checks run at once.
     pub async fn test_providers(&self) -> Vec<Check> {
         let s = self.settings();
