@@ -160,6 +160,10 @@ fn run(engine: Weak<Engine>, wake: Receiver<()>) {
     }
 }
 
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
 /// Why a relative path cannot name a stored file, if it cannot.
 fn unsafe_path(p: &str) -> Option<&'static str> {
     if p.is_empty() || p.len() > 512 {
@@ -436,7 +440,12 @@ impl Engine {
             let table = tx.open_table(SOURCES)?;
             let mut found = None;
             for item in table.iter()? {
-                let s: Source = store::from_json(item?.1.value())?;
+                let (_, value) = item?;
+                // Most sources are settled; only decode the ones that may be waiting.
+                if !contains(value.value(), br#""status":"indexing""#) {
+                    continue;
+                }
+                let s: Source = store::from_json(value.value())?;
                 if s.status == "indexing" {
                     found = Some(s);
                     break;

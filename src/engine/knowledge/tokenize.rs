@@ -87,14 +87,37 @@ impl Terms {
         } else if !self.word.is_empty() {
             let word = std::mem::take(&mut self.word);
             if word.bytes().all(|b| b.is_ascii_lowercase()) && !is_stopword(&word) {
-                let stemmer = rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English);
-                self.out.push(stemmer.stem(&word).into_owned());
+                self.out.push(stem(word));
             } else {
                 self.out.push(word);
             }
         }
         self.word_chars = 0;
     }
+}
+
+/// Stems an English word, remembering recent answers: documents repeat their words, and
+/// stemming is most of the cost of indexing.
+fn stem(word: String) -> String {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    const REMEMBERED: usize = 50_000;
+    thread_local! {
+        static STEMS: RefCell<HashMap<String, String>> = RefCell::new(HashMap::new());
+    }
+    STEMS.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if let Some(stem) = cache.get(&word) {
+            return stem.clone();
+        }
+        if cache.len() >= REMEMBERED {
+            cache.clear();
+        }
+        let stemmer = rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English);
+        let stem = stemmer.stem(&word).into_owned();
+        cache.insert(word, stem.clone());
+        stem
+    })
 }
 
 /// Maps full-width ASCII variants (U+FF01..U+FF5E) to ASCII.
