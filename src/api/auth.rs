@@ -85,10 +85,8 @@ impl FromRequestParts<AppState> for Internal {
 
 /// The token of an `Authorization: Bearer <token>` header.
 pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
-    headers
-        .get(AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")
-        .map(str::trim)
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?;
+    // The scheme name is case-insensitive (RFC 9110).
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
