@@ -25,7 +25,7 @@ pub fn routes() -> Router<AppState> {
 
 async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
     let e = &s.engine;
-    let sessions = e.sessions().map(|v| v.len()).unwrap_or(0);
+    let sessions = e.session_count().unwrap_or(0);
     let mut providers = serde_json::Map::new();
     let mut reasons = Vec::new();
     for (stage, provider, problem) in e.provider_health() {
@@ -43,7 +43,7 @@ async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
         "sessions": sessions,
         "admin_auth": if e.has_admin_password() { "password" } else { "setup" },
         "providers": providers,
-        "device": { "audio": "absent", "ptt": "absent", "display": "absent" },
+        "device": s.devices.health.get(),
     })))
 }
 

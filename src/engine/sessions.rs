@@ -195,6 +195,12 @@ impl Engine {
         Ok(())
     }
 
+    /// How many sessions are open (cheap: no record is decoded).
+    pub fn session_count(&self) -> Result<usize> {
+        let tx = self.store.read()?;
+        Ok(tx.open_table(SESSIONS)?.len()? as usize)
+    }
+
     /// All open sessions, newest first.
     pub fn sessions(&self) -> Result<Vec<SessionSummary>> {
         let tx = self.store.read()?;
