@@ -5,6 +5,7 @@
 mod common;
 
 use std::collections::{BTreeSet, HashSet};
+use std::time::{Duration, Instant};
 
 use common::{PNG, Server, mp4_h264, upload_avatar};
 use futures_util::future::join_all;
@@ -365,10 +366,48 @@ async fn new_session(s: &Server, character: &str) -> String {
     created["session_id"].as_str().unwrap().to_string()
 }
 
-async fn say(s: &Server, session: &str, text: &str) {
+/// Says `text` in a session and waits until its turn has settled, i.e. the assistant's reply of
+/// that turn is in the character's history. Every `say` thus adds exactly two messages, the
+/// user's and then the reply (the offline provider always answers), and no later `say` in the
+/// session can cancel a turn still running. Returns the turn number.
+async fn say(s: &Server, character: &str, session: &str, text: &str) -> u64 {
     let path = format!("/api/v1/sessions/{session}/message");
     let r = s.post_json(&path, json!({ "text": text }), 202).await;
     assert_eq!(r["status"], "queued");
+    let turn = r["turn_seq"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no turn number: {r}"));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !replied(s, character, session, turn).await {
+        assert!(
+            Instant::now() < deadline,
+            "no reply to {text:?} (session {session}, turn {turn}) within 5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    turn
+}
+
+/// Whether the assistant's reply of `turn` in `session` is stored. Walks the history from the
+/// newest message back to the user's message of that turn, which precedes its reply.
+async fn replied(s: &Server, character: &str, session: &str, turn: u64) -> bool {
+    let mut query = "limit=200".to_string();
+    loop {
+        let page = history(s, character, &query).await;
+        for m in messages(&page).iter().rev() {
+            if m["session_id"] == session && m["turn_seq"] == turn {
+                match m["role"].as_str() {
+                    Some("assistant") => return true,
+                    Some("user") => return false,
+                    _ => {}
+                }
+            }
+        }
+        let cursor = page["next_cursor"].as_str().unwrap_or_else(|| {
+            panic!("the user's message of turn {turn} in session {session} is not in the history")
+        });
+        query = format!("limit=200&before={cursor}");
+    }
 }
 
 fn history_path(character: &str, query: &str) -> String {
@@ -379,13 +418,34 @@ async fn history(s: &Server, character: &str, query: &str) -> Value {
     s.get_json(&history_path(character, query), 200).await
 }
 
-fn contents(page: &Value) -> Vec<String> {
-    page["messages"]
-        .as_array()
-        .unwrap()
+fn messages(page: &Value) -> &[Value] {
+    page["messages"].as_array().unwrap()
+}
+
+/// What the user said, in order, leaving out the assistant's replies.
+fn user_contents(messages: &[Value]) -> Vec<String> {
+    messages
         .iter()
+        .filter(|m| m["role"] == "user")
         .map(|m| m["content"].as_str().unwrap().to_string())
         .collect()
+}
+
+/// Checks that `messages` are settled turns, one after another: each user message is followed
+/// at once by the assistant's reply of the same session and turn, and there is nothing else.
+fn assert_settled_turns(messages: &[Value]) {
+    assert!(
+        messages.len().is_multiple_of(2),
+        "every turn is a message and its reply: {messages:#?}"
+    );
+    for pair in messages.chunks(2) {
+        let (said, reply) = (&pair[0], &pair[1]);
+        assert_eq!(said["role"], "user", "{pair:#?}");
+        assert_eq!(reply["role"], "assistant", "{pair:#?}");
+        assert_eq!(reply["session_id"], said["session_id"], "{pair:#?}");
+        assert_eq!(reply["turn_seq"], said["turn_seq"], "{pair:#?}");
+        assert!(!reply["content"].as_str().unwrap().is_empty(), "{pair:#?}");
+    }
 }
 
 // =============================================================================================
@@ -681,10 +741,16 @@ async fn delete_removes_the_character_and_everything_it_owns() {
     ];
     let kept_session = new_session(&s, &kept).await;
     for (i, sid) in doomed_sessions.iter().enumerate() {
-        say(&s, sid, &format!("doomed {i}")).await;
+        say(&s, &doomed, sid, &format!("doomed {i}")).await;
     }
-    say(&s, &kept_session, "kept").await;
+    say(&s, &kept, &kept_session, "kept").await;
     assert_eq!(blob_files(&s), 5);
+    let doomed_history = history(&s, &doomed, "").await;
+    assert_eq!(
+        user_contents(messages(&doomed_history)),
+        ["doomed 0", "doomed 1"]
+    );
+    assert_settled_turns(messages(&doomed_history));
 
     let res = send(s.delete(&character_path(&doomed)))
         .await
@@ -740,7 +806,9 @@ async fn delete_removes_the_character_and_everything_it_owns() {
     send(s.get(&clip_path(&kept, "img_001", Some("idle"), "loop.mp4")))
         .await
         .expect(200, "kept clip");
-    assert_eq!(contents(&history(&s, &kept, "").await), ["kept"]);
+    let kept_history = history(&s, &kept, "").await;
+    assert_eq!(user_contents(messages(&kept_history)), ["kept"]);
+    assert_settled_turns(messages(&kept_history));
     assert_eq!(
         blob_files(&s),
         2,
@@ -754,7 +822,7 @@ async fn delete_removes_the_character_and_everything_it_owns() {
     let messages = tx.open_table(docent::store::tables::MESSAGES).unwrap();
     let count = |id: &str| messages.range((id, 0)..=(id, u64::MAX)).unwrap().count();
     assert_eq!(count(&doomed), 0);
-    assert_eq!(count(&kept), 1);
+    assert_eq!(count(&kept), 2, "the message and its reply");
 }
 
 // =============================================================================================
@@ -1315,17 +1383,25 @@ async fn history_pages_cover_every_message_once_while_new_ones_arrive() {
     let mut said = Vec::new();
     for i in 0..27 {
         let text = format!("message {i:02}");
-        say(&s, &sessions[i % 3], &text).await;
+        let turn = say(&s, &id, &sessions[i % 3], &text).await;
+        assert_eq!(turn, (i / 3 + 1) as u64, "{text}");
         said.push(text);
     }
+    // Everything there is to page through: each turn is the message and its reply.
+    let everything = history(&s, &id, "limit=200").await;
+    assert_eq!(everything["has_more"], false);
+    let everything = messages(&everything).to_vec();
+    assert_settled_turns(&everything);
+    assert_eq!(everything.len(), 2 * said.len());
 
     let mut pages: Vec<Value> = Vec::new();
     let mut query = "limit=4".to_string();
     loop {
         let page = history(&s, &id, &query).await;
-        // A message arriving while the client pages must not move the pages it has yet to read.
+        // A turn arriving while the client pages must not move the pages it has yet to read.
         say(
             &s,
+            &id,
             &sessions[pages.len() % 3],
             &format!("late {}", pages.len()),
         )
@@ -1338,51 +1414,55 @@ async fn history_pages_cover_every_message_once_while_new_ones_arrive() {
             );
         }
         let has_more = page["has_more"].as_bool().unwrap();
-        assert!(page["messages"].as_array().unwrap().len() <= 4);
+        assert!(messages(&page).len() <= 4);
         pages.push(page.clone());
         if !has_more {
             assert!(page["next_cursor"].is_null());
             break;
         }
-        assert_eq!(
-            page["messages"].as_array().unwrap().len(),
-            4,
-            "only the last page is short"
-        );
+        assert_eq!(messages(&page).len(), 4, "only the last page is short");
         let cursor = page["next_cursor"]
             .as_str()
             .expect("a cursor while there is more");
         query = format!("limit=4&before={cursor}");
-        assert!(pages.len() < 20, "paging does not end");
+        assert!(pages.len() < 30, "paging does not end");
     }
+    assert_eq!(pages.len(), everything.len().div_ceil(4));
+    let now = history(&s, &id, "limit=200").await;
+    assert_eq!(
+        messages(&now).len(),
+        everything.len() + 2 * pages.len(),
+        "the late turns arrived while paging"
+    );
 
-    // Pages run newest first, messages within a page oldest to newest.
-    let mut seen = Vec::new();
-    for page in pages.iter().rev() {
-        for m in page["messages"].as_array().unwrap() {
-            let keys: BTreeSet<&str> = m.as_object().unwrap().keys().map(String::as_str).collect();
-            assert_eq!(
-                keys,
-                BTreeSet::from(["session_id", "role", "content", "timestamp", "turn_seq"])
-            );
-            assert_timestamp(&m["timestamp"]);
-            if m["role"] == "user" {
-                let content = m["content"].as_str().unwrap();
-                let i = said
-                    .iter()
-                    .position(|t| t == content)
-                    .unwrap_or_else(|| panic!("unexpected {content}"));
-                assert_eq!(m["session_id"], sessions[i % 3].as_str(), "{content}");
-                assert_eq!(m["turn_seq"], (i / 3 + 1) as u64, "{content}");
-                seen.push(content.to_string());
-            }
-        }
+    // Read newest page last, the pages put back together are the history as it was when paging
+    // began: every message exactly once, pages newest first, each page oldest to newest. The
+    // late turns are in none of them.
+    let union: Vec<Value> = pages
+        .iter()
+        .rev()
+        .flat_map(|p| messages(p).iter().cloned())
+        .collect();
+    assert_eq!(union, everything, "every message exactly once, in order");
+    for m in &union {
+        let keys: BTreeSet<&str> = m.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            BTreeSet::from(["session_id", "role", "content", "timestamp", "turn_seq"])
+        );
+        assert_timestamp(&m["timestamp"]);
     }
-    assert_eq!(seen, said, "every message exactly once, in the order said");
+    assert_settled_turns(&union);
+    assert_eq!(user_contents(&union), said, "in the order said");
+    for (i, (pair, text)) in union.chunks(2).zip(&said).enumerate() {
+        assert_eq!(pair[0]["session_id"], sessions[i % 3].as_str(), "{text}");
+        assert_eq!(pair[0]["turn_seq"], (i / 3 + 1) as u64, "{text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_limit_is_clamped_and_bad_queries_are_refused() {
+    const SAYS: usize = 26;
     let s = Server::start().await;
     let id = s.character("Chatty").await;
     let empty = history(&s, &id, "").await;
@@ -1392,53 +1472,63 @@ async fn history_limit_is_clamped_and_bad_queries_are_refused() {
     );
 
     let sessions: Vec<String> = join_all((0..4).map(|_| new_session(&s, &id))).await;
-    // Four sessions talk at once; each says its own messages in order.
+    // Four sessions talk at once; each says its own messages in order, one turn at a time.
     join_all(sessions.iter().enumerate().map(|(n, sid)| {
-        let s = &s;
+        let (s, id) = (&s, &id);
         async move {
-            for i in 0..52 {
-                say(s, sid, &format!("s{n} m{i}")).await;
+            for i in 0..SAYS {
+                let turn = say(s, id, sid, &format!("s{n} m{i}")).await;
+                assert_eq!(turn, i as u64 + 1);
             }
         }
     }))
     .await;
-    let total = 4 * 52;
+    // Each turn is the message and its reply: just over one page at the largest limit.
+    let total = 4 * SAYS * 2;
+    assert!(total > 200);
 
     let newest = history(&s, &id, "limit=0").await;
-    assert_eq!(contents(&newest).len(), 1, "limit 0 is clamped to 1");
+    assert_eq!(messages(&newest).len(), 1, "limit 0 is clamped to 1");
     assert_eq!(newest["has_more"], true);
     assert_eq!(
-        contents(&history(&s, &id, "").await).len(),
+        messages(&history(&s, &id, "").await).len(),
         50,
         "default limit"
     );
 
     let first = history(&s, &id, "limit=1000").await;
-    assert_eq!(contents(&first).len(), 200, "limit 1000 is clamped to 200");
+    assert_eq!(messages(&first).len(), 200, "limit 1000 is clamped to 200");
     assert_eq!(first["has_more"], true);
     let cursor = first["next_cursor"].as_str().unwrap();
     let rest = history(&s, &id, &format!("limit=1000&before={cursor}")).await;
-    assert_eq!(contents(&rest).len(), total - 200);
     assert_eq!(rest["has_more"], false);
-    let all: Vec<String> = contents(&rest)
-        .into_iter()
-        .chain(contents(&first))
+    assert!(rest["next_cursor"].is_null());
+    let all: Vec<Value> = messages(&rest)
+        .iter()
+        .chain(messages(&first))
+        .cloned()
         .collect();
-    assert_eq!(
-        all.iter().collect::<HashSet<_>>().len(),
-        total,
-        "no repeats"
-    );
-    assert_eq!(contents(&newest)[0], all[total - 1]);
-    for n in 0..4 {
-        let own: Vec<&String> = all
+    // A turn is one message and one reply: (session, role, turn) names a message.
+    let mut seen = HashSet::new();
+    let repeated: Vec<&Value> = all
+        .iter()
+        .filter(|m| !seen.insert((&m["session_id"], &m["role"], &m["turn_seq"])))
+        .collect();
+    assert!(repeated.is_empty(), "stored more than once: {repeated:#?}");
+    assert_eq!(all.len(), total);
+    assert_eq!(messages(&rest).len(), total - 200);
+    assert_eq!(messages(&newest)[0], all[total - 1]);
+    for (n, sid) in sessions.iter().enumerate() {
+        let own: Vec<Value> = all
             .iter()
-            .filter(|c| c.starts_with(&format!("s{n} ")))
+            .filter(|m| m["session_id"] == sid.as_str())
+            .cloned()
             .collect();
-        let expected: Vec<String> = (0..52).map(|i| format!("s{n} m{i}")).collect();
+        assert_settled_turns(&own);
+        let expected: Vec<String> = (0..SAYS).map(|i| format!("s{n} m{i}")).collect();
         assert_eq!(
-            own,
-            expected.iter().collect::<Vec<_>>(),
+            user_contents(&own),
+            expected,
             "session {n} in the order said"
         );
     }

@@ -4,11 +4,13 @@
 
 use std::collections::HashMap;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use futures_util::{Stream, StreamExt};
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::engine::error::Error;
@@ -76,10 +78,14 @@ impl VoiceLlmService for Voice {
             pending: None,
             utterance: None,
             question: None,
-            _audio: None,
+            closing: CancellationToken::new(),
+            last_turn: Arc::default(),
         };
+        let closing = conversation.closing.clone();
         tokio::spawn(async move {
-            if let Err(status) = conversation.run(inputs).await {
+            let result = conversation.run(inputs).await;
+            closing.cancel();
+            if let Err(status) = result {
                 let _ = tx.send(Err(status)).await;
             }
         });
@@ -171,7 +177,11 @@ struct Conversation {
     utterance: Option<Utterance>,
     /// Question id announced by the barge-in of the utterance in progress.
     question: Option<String>,
-    _audio: Option<AudioWanted>,
+    /// Cancelled when the client has closed its side: the outputs end with the turn in
+    /// progress.
+    closing: CancellationToken,
+    /// The last turn this stream started (0: none).
+    last_turn: Arc<AtomicU64>,
 }
 
 impl Conversation {
@@ -245,18 +255,22 @@ impl Conversation {
         .map_err(|_| Status::internal("internal error"))?
         .map_err(status_of)?;
         live.set_overrides(merge(Overrides::default(), &config));
-        self._audio = Some(live.want_audio());
         let _ = self.live.set(live.clone());
         tokio::spawn(forward(
+            live.want_audio(),
+            live.clone(),
             live.subscribe(),
             self.ids.clone(),
             self.out.clone(),
+            self.closing.clone(),
+            self.last_turn.clone(),
         ));
         Ok(live)
     }
 
     fn start(&mut self, live: &Arc<LiveSession>, input: TurnInput, question: String) {
         let (seq, cancel) = live.next_turn();
+        self.last_turn.store(seq, Ordering::SeqCst);
         self.ids
             .lock()
             .expect("ids lock")
@@ -274,17 +288,27 @@ impl Conversation {
                 "audio must be pcm_s16le, 8000 to 48000 Hz, 1 or 2 channels",
             ));
         }
+        if self.utterance.is_none()
+            && self.engine.config.vad_silence_ms > 0
+            && audio::rms(&audio::samples_from_le(&chunk.data)) <= SPEECH_RMS
+        {
+            // With voice activity detection, silence between utterances starts none (it
+            // would barge in on the reply to the last one).
+            return Ok(());
+        }
         if self.utterance.is_none() {
             // User speech starts: any reply in progress stops.
             let question = new_id();
-            let seq = self.engine.listen(live);
+            self.engine.listen(live);
             let barge = VoiceLlmOutput {
                 barge_in: true,
                 question_id: question.clone(),
                 ..Default::default()
             };
             self.question = Some(question);
-            let _ = self.out.send(Ok((Some(seq), barge))).await;
+            // Tagged with no turn: the utterance's turn starts at its end, which may come
+            // before this output is sent, and must not make it look stale.
+            let _ = self.out.send(Ok((None, barge))).await;
             self.utterance = Some(Utterance {
                 rate: chunk.sample_rate as u32,
                 channels: chunk.channels as u16,
@@ -337,14 +361,35 @@ fn merge(mut o: Overrides, c: &VoiceLlmConfig) -> Overrides {
 }
 
 /// Turns the session's events into this stream's outputs.
+///
+/// Reply audio is synthesised for as long as this runs (`_audio`), even after the client has
+/// closed its side.
 async fn forward(
+    _audio: AudioWanted,
+    live: Arc<LiveSession>,
     mut events: broadcast::Receiver<Event>,
     ids: Ids,
     out: mpsc::Sender<Result<Tagged, Status>>,
+    closing: CancellationToken,
+    last_turn: Arc<AtomicU64>,
 ) {
     let mut audio_sent: HashMap<u64, bool> = HashMap::new();
+    // The latest turn seen to end (its `idle`).
+    let mut ended = 0;
     loop {
-        let event = match events.recv().await {
+        // Once the client has closed its side, the outputs end with the turn it started last
+        // (finished, or replaced by a newer turn).
+        if closing.is_cancelled() {
+            let last = last_turn.load(Ordering::SeqCst);
+            if ended >= last || live.turn_seq() != last {
+                return;
+            }
+        }
+        let received = tokio::select! {
+            r = events.recv() => r,
+            _ = closing.cancelled(), if !closing.is_cancelled() => continue,
+        };
+        let event = match received {
             Ok(e) => e,
             Err(broadcast::error::RecvError::Lagged(_)) => {
                 let _ = out
@@ -356,6 +401,13 @@ async fn forward(
             }
             Err(broadcast::error::RecvError::Closed) => return,
         };
+        if let Event::Status {
+            status: crate::engine::live::Status::Idle,
+            turn_seq,
+        } = &event
+        {
+            ended = ended.max(*turn_seq);
+        }
         let label = |seq: u64| {
             ids.lock()
                 .expect("ids lock")

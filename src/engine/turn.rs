@@ -162,6 +162,8 @@ impl Engine {
             TurnInput::Greeting => {
                 let text = greeting(&plan.character, &live.overrides());
                 self.reply_fixed(live, seq, &plan, &text, said).await;
+                // Stored whole: a cancel from here on must not store it again as a partial.
+                said.lock().expect("said lock").clear();
                 self.store_message(live, "assistant", text, seq).await;
                 live.publish(
                     seq,
@@ -219,18 +221,22 @@ impl Engine {
         };
         match self.reply(live, seq, &plan, &question, said).await {
             Ok(text) => {
+                // Stored whole, before the final (so a client that sees the final finds it in
+                // the history); a cancel from here on must not store it again as a partial.
+                said.lock().expect("said lock").clear();
+                if !text.is_empty() {
+                    self.store_message(live, "assistant", text.clone(), seq)
+                        .await;
+                }
                 live.publish(
                     seq,
                     Event::Transcript {
                         speaker: "assistant",
-                        text: text.clone(),
+                        text,
                         is_final: true,
                         turn_seq: seq,
                     },
                 );
-                if !text.is_empty() {
-                    self.store_message(live, "assistant", text, seq).await;
-                }
                 live.publish(
                     seq,
                     Event::Status {
@@ -477,15 +483,6 @@ impl Engine {
                 turn_seq: seq,
             },
         );
-        live.publish(
-            seq,
-            Event::Transcript {
-                speaker: "assistant",
-                text: text.to_string(),
-                is_final: true,
-                turn_seq: seq,
-            },
-        );
         if live.audio_wanted() {
             let mut started = false;
             match self
@@ -498,6 +495,16 @@ impl Engine {
                 Err(e) => tracing::warn!("cannot speak a fixed line: {e}"),
             }
         }
+        // The final comes last, after the audio, as for any reply.
+        live.publish(
+            seq,
+            Event::Transcript {
+                speaker: "assistant",
+                text: text.to_string(),
+                is_final: true,
+                turn_seq: seq,
+            },
+        );
     }
 
     /// Reports a failed turn: an `error` event, a spoken apology where audio is wanted, idle.
@@ -719,6 +726,8 @@ impl Engine {
                         turn_seq: seq,
                     },
                 );
+                // Stored whole: a cancel from here on must not store it again as a partial.
+                said.lock().expect("said lock").clear();
                 if !text.is_empty() {
                     self.store_message(live, "assistant", text, seq).await;
                 }

@@ -55,7 +55,19 @@ pub async fn speak(text: &str, voice: &str, timeout: Duration) -> Result<Vec<i16
 
 /// Whether the recogniser and its model are installed.
 pub fn recogniser_available() -> bool {
-    super::find_program("pocketsphinx_continuous").is_some() && Path::new(MODEL_DIR).is_dir()
+    super::find_program("pocketsphinx_continuous").is_some()
+        && acoustic_model().join("mdef").is_file()
+}
+
+/// The acoustic model directory: Debian's pocketsphinx-en-us puts it in `en-us/en-us`, next to
+/// the dictionary; older layouts have it directly in `en-us`.
+fn acoustic_model() -> PathBuf {
+    let nested = Path::new(MODEL_DIR).join("en-us");
+    if nested.join("mdef").is_file() {
+        nested
+    } else {
+        PathBuf::from(MODEL_DIR)
+    }
 }
 
 /// A grammar for the recogniser: a dictionary limited to `words` and a JSGF grammar accepting
@@ -153,7 +165,7 @@ pub async fn transcribe(
         .arg("-infile")
         .arg(&wav_path)
         .arg("-hmm")
-        .arg(MODEL_DIR)
+        .arg(acoustic_model())
         .arg("-dict")
         .arg(&grammar.dict)
         .arg("-jsgf")
@@ -166,6 +178,15 @@ pub async fn transcribe(
     let out = result
         .map_err(|_| ProviderError::Timeout("speech recognition did not finish in time".into()))?
         .map_err(|e| ProviderError::Unavailable(format!("cannot run PocketSphinx: {e}")))?;
+    if !out.status.success() {
+        // Not "nothing heard": a broken model or grammar must show as a failure.
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(ProviderError::Failed(format!(
+            "PocketSphinx failed ({}): {}",
+            out.status,
+            err.trim().lines().last().unwrap_or("")
+        )));
+    }
     let text = String::from_utf8_lossy(&out.stdout);
     Ok(text
         .lines()

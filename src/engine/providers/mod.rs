@@ -387,6 +387,24 @@ impl Engine {
                 "{provider} has no address configured"
             )));
         }
+        if provider == "openai" {
+            // A minimal request: the provider must accept the voice, not only be reachable.
+            let ep = openai::Endpoint {
+                base_url: addr,
+                api_key: &s.tts.api_key,
+                model: &s.tts.model,
+            };
+            return openai::speak(&self.http, &ep, "Hello.", voice, CHECK_TIMEOUT)
+                .await
+                .map(|_| ())
+                .map_err(|e| match e {
+                    ProviderError::Unavailable(m) => Error::Unavailable(m),
+                    ProviderError::Timeout(m) => Error::Timeout(m),
+                    ProviderError::Failed(m) | ProviderError::Garbage(m) => {
+                        Error::ProviderFailed(m)
+                    }
+                });
+        }
         probe(addr).await.map_err(|e| {
             if e.contains("within") {
                 Error::Timeout(e)
