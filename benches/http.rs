@@ -55,8 +55,9 @@ async fn run() -> Vec<Row> {
     rows.extend(get_characters(&server).await);
     rows.extend(post_characters(&server).await);
     rows.extend(knowledge_search(&server).await);
-    rows.extend(binary_sizes());
     server.stop().await;
+    rows.extend(site_admin().await);
+    rows.extend(binary_sizes());
     rows
 }
 
@@ -72,14 +73,24 @@ struct Docent {
 impl Docent {
     /// Spawns the binary and waits for its "listening" line.
     async fn start(data_dir: &Path) -> Docent {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_docent"))
+        Docent::start_with(data_dir, None).await
+    }
+
+    /// Spawns the binary, with an administrator password when one is given.
+    async fn start_with(data_dir: &Path, password: Option<&str>) -> Docent {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_docent"));
+        if let Some(p) = password {
+            command.env("ADMIN_PASSWORD", p);
+        } else {
+            command.env_remove("ADMIN_PASSWORD");
+        }
+        let mut child = command
             .arg("serve")
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--listen", "127.0.0.1:0"])
             .env("DOCENT_LOG", "error")
             .env_remove("DOCENT_CONFIG")
-            .env_remove("ADMIN_PASSWORD")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
@@ -127,12 +138,14 @@ async fn connect(addr: SocketAddr) -> Conn {
     conn
 }
 
-/// A request to replay: method, path and JSON body (empty for none).
+/// A request to replay: method, path and JSON body (empty for none). With `vary`, every
+/// request gets its own query string (to miss URL-keyed caches).
 #[derive(Clone)]
 struct Call {
     method: Method,
     path: String,
     body: Bytes,
+    vary: bool,
 }
 
 impl Call {
@@ -141,6 +154,7 @@ impl Call {
             method: Method::GET,
             path: path.into(),
             body: Bytes::new(),
+            vary: false,
         }
     }
 
@@ -149,13 +163,21 @@ impl Call {
             method: Method::POST,
             path: path.into(),
             body: Bytes::from(serde_json::to_vec(body).expect("JSON")),
+            vary: false,
         }
     }
 
     fn request(&self) -> Request<Full<Bytes>> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let uri = if self.vary {
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            format!("{}?v={n}", self.path)
+        } else {
+            self.path.clone()
+        };
         let mut req = Request::builder()
             .method(self.method.clone())
-            .uri(self.path.as_str())
+            .uri(uri)
             .header(HOST, "127.0.0.1");
         if !self.body.is_empty() {
             req = req.header(CONTENT_TYPE, "application/json");
@@ -445,6 +467,86 @@ async fn post_characters(server: &Docent) -> Vec<Row> {
             None,
         ));
     }
+    rows
+}
+
+/// The site administration API: login latency (Argon2id), the public site document and the
+/// image store, cached (one URL) and uncached (a new URL every time).
+async fn site_admin() -> Vec<Row> {
+    const PASSWORD: &str = "bench-password";
+    const LOGINS: usize = 20;
+    const IMAGE_BYTES: usize = 50 * 1024;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Docent::start_with(dir.path(), Some(PASSWORD)).await;
+    let login = Call::post("/api/auth", &json!({ "password": PASSWORD }));
+    let mut conn = connect(server.addr).await;
+    let mut times = Vec::with_capacity(LOGINS);
+    let mut token = String::new();
+    for _ in 0..LOGINS {
+        let t = Instant::now();
+        conn.ready().await.expect("connection ready");
+        let res = conn.send_request(login.request()).await.expect("response");
+        times.push(t.elapsed());
+        assert_eq!(res.status(), StatusCode::OK, "login");
+        let cookie = res.headers()["set-cookie"]
+            .to_str()
+            .expect("ASCII cookie")
+            .to_string();
+        token = cookie["docent_session=".len()..]
+            .split(';')
+            .next()
+            .expect("token")
+            .to_string();
+        res.into_body().collect().await.expect("body");
+    }
+    times.sort_unstable();
+    let upload = Request::builder()
+        .method(Method::PUT)
+        .uri("/api/img/bench.jpg")
+        .header(HOST, "127.0.0.1")
+        .header(CONTENT_TYPE, "image/jpeg")
+        .header("authorization", format!("Bearer {token}"))
+        .body(Full::new(Bytes::from(vec![0xA5u8; IMAGE_BYTES])))
+        .expect("request");
+    conn.ready().await.expect("connection ready");
+    let res = conn.send_request(upload).await.expect("response");
+    assert_eq!(res.status(), StatusCode::OK, "image upload");
+    let mut rows = vec![
+        Row::new(
+            format!("login (Argon2id), {LOGINS} sequential: p50 / p95"),
+            format!(
+                "{} / {}",
+                ms(percentile(&times, 50.0)),
+                ms(percentile(&times, 95.0))
+            ),
+        )
+        .target(
+            "<= 100 ms",
+            percentile(&times, 95.0) <= Duration::from_millis(100),
+        ),
+    ];
+    for (name, call) in [
+        ("GET /api/data", Call::get("/api/data")),
+        (
+            "GET /api/img (50 KiB, cached)",
+            Call::get("/api/img/bench.jpg"),
+        ),
+        (
+            "GET /api/img (50 KiB, uncached)",
+            Call {
+                vary: true,
+                ..Call::get("/api/img/bench.jpg")
+            },
+        ),
+    ] {
+        let run = load(&server, CONNECTIONS, GET_SECS, call, StatusCode::OK).await;
+        rows.extend(load_rows(
+            &format!("{name}, {}", conns(CONNECTIONS)),
+            &run,
+            None,
+        ));
+    }
+    server.stop().await;
     rows
 }
 
