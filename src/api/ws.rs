@@ -66,9 +66,15 @@ struct Utterance {
 
 async fn serve(engine: Arc<Engine>, live: Arc<LiveSession>, socket: WebSocket) {
     let (mut sink, mut stream) = socket.split();
-    let (out, mut queue) = mpsc::channel::<Message>(SEND_QUEUE);
+    // Reply audio is queued with its turn number: audio of a turn that is no longer current
+    // is dropped here, as late as possible, so an interrupt cuts off what is still queued.
+    let (out, mut queue) = mpsc::channel::<(Option<u64>, Message)>(SEND_QUEUE);
+    let current = live.clone();
     let writer = tokio::spawn(async move {
-        while let Some(msg) = queue.recv().await {
+        while let Some((turn, msg)) = queue.recv().await {
+            if turn.is_some_and(|t| t != current.turn_seq()) {
+                continue;
+            }
             let closing = matches!(msg, Message::Close(_));
             if sink.send(msg).await.is_err() || closing {
                 break;
@@ -78,7 +84,7 @@ async fn serve(engine: Arc<Engine>, live: Arc<LiveSession>, socket: WebSocket) {
     });
     let mut events = live.subscribe();
     let hello = json!({"type": "session", "session_id": live.id, "character_id": live.character_id, "turn_seq": live.turn_seq()});
-    let _ = out.try_send(text(hello));
+    let _ = out.try_send((None, text(hello)));
     let mut audio: Option<AudioWanted> = None;
     let mut utterance: Option<Utterance> = None;
     let mut ping = tokio::time::interval(PING_EVERY);
@@ -89,8 +95,8 @@ async fn serve(engine: Arc<Engine>, live: Arc<LiveSession>, socket: WebSocket) {
             event = events.recv() => match event {
                 Ok(Event::Closed) => break (CLOSE_GOING_AWAY, "session ended"),
                 Ok(event) => {
-                    if let Some(msg) = frame_of(&event, audio.is_some())
-                        && out.try_send(msg).is_err()
+                    if let Some(frame) = frame_of(&event, audio.is_some())
+                        && out.try_send(frame).is_err()
                     {
                         break (CLOSE_TRY_LATER, "client too slow; reload the history");
                     }
@@ -107,16 +113,16 @@ async fn serve(engine: Arc<Engine>, live: Arc<LiveSession>, socket: WebSocket) {
                     Some(Ok(Message::Binary(b))) if b.len() > FRAME_MAX => break (CLOSE_TOO_BIG, "frame too large"),
                     Some(Ok(Message::Text(t))) => {
                         if let Err(reply) = handle(&engine, &live, &t, &mut audio, &mut utterance) {
-                            let _ = out.try_send(text(reply));
+                            let _ = out.try_send((None, text(reply)));
                         }
                     }
                     Some(Ok(Message::Binary(b))) => match &mut utterance {
                         Some(u) if u.bytes.len() + b.len() <= UTTERANCE_MAX_BYTES => u.bytes.extend_from_slice(&b),
                         Some(_) => {
                             utterance = None;
-                            let _ = out.try_send(text(error("utterance too long", ErrorCode::BadRequest)));
+                            let _ = out.try_send((None, text(error("utterance too long", ErrorCode::BadRequest))));
                         }
-                        None => { let _ = out.try_send(text(error("send audio_start before audio", ErrorCode::BadRequest))); }
+                        None => { let _ = out.try_send((None, text(error("send audio_start before audio", ErrorCode::BadRequest)))); }
                     },
                     Some(Ok(_)) => {}
                 }
@@ -125,7 +131,7 @@ async fn serve(engine: Arc<Engine>, live: Arc<LiveSession>, socket: WebSocket) {
                 if last_heard.elapsed() > SILENCE_MAX {
                     break (CLOSE_GOING_AWAY, "no activity");
                 }
-                let _ = out.try_send(Message::Ping(Default::default()));
+                let _ = out.try_send((None, Message::Ping(Default::default())));
             }
         }
     };
@@ -134,7 +140,7 @@ async fn serve(engine: Arc<Engine>, live: Arc<LiveSession>, socket: WebSocket) {
         code: close.0,
         reason: Utf8Bytes::from_static(close.1),
     };
-    let _ = out.send(Message::Close(Some(frame))).await;
+    let _ = out.send((None, Message::Close(Some(frame)))).await;
     drop(out);
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
 }
@@ -225,8 +231,8 @@ fn handle(
     Ok(())
 }
 
-/// The frame a live event becomes on a socket, if any (audio only for sockets that asked).
-fn frame_of(event: &Event, wants_audio: bool) -> Option<Message> {
+/// The frame a live event becomes on a socket, tagged with its turn when it is reply audio.
+fn frame_of(event: &Event, wants_audio: bool) -> Option<(Option<u64>, Message)> {
     let v = match event {
         Event::Status { status, turn_seq } => {
             json!({"type": "avatar_status", "status": status, "turn_seq": turn_seq})
@@ -248,7 +254,9 @@ fn frame_of(event: &Event, wants_audio: bool) -> Option<Message> {
         Event::AudioEnd { turn_seq } if wants_audio => {
             json!({"type": "audio_end", "turn_seq": turn_seq, "sample_rate": audio::OUTPUT_RATE, "channels": 1, "format": "pcm_s16le"})
         }
-        Event::Audio { pcm, .. } if wants_audio => return Some(Message::Binary(pcm.clone())),
+        Event::Audio { pcm, turn_seq } if wants_audio => {
+            return Some((Some(*turn_seq), Message::Binary(pcm.clone())));
+        }
         Event::Task { event, task } => json!({
             "type": "task_event", "task_id": event.task_id, "session_id": task.session_id, "seq": event.seq,
             "event_type": event.event_type, "status": event.status, "message": event.message,
@@ -265,5 +273,5 @@ fn frame_of(event: &Event, wants_audio: bool) -> Option<Message> {
         | Event::UserSpeech { .. }
         | Event::Closed => return None,
     };
-    Some(text(v))
+    Some((None, text(v)))
 }

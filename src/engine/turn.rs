@@ -158,6 +158,8 @@ impl Engine {
             self.run_omni_turn(live, seq, &plan, input, said).await;
             return;
         }
+        // A typed question is stored while the reply is already being generated.
+        let mut unstored = false;
         let question = match input {
             TurnInput::Greeting => {
                 let text = greeting(&plan.character, &live.overrides());
@@ -175,9 +177,7 @@ impl Engine {
                 return;
             }
             TurnInput::Text { text, stored } => {
-                if !stored {
-                    self.store_message(live, "user", text.clone(), seq).await;
-                }
+                unstored = !stored;
                 text
             }
             TurnInput::Audio(pcm) => match self.recognise(&plan, &pcm).await {
@@ -219,7 +219,17 @@ impl Engine {
                 }
             },
         };
-        match self.reply(live, seq, &plan, &question, said).await {
+        let store_question = async {
+            if unstored {
+                self.store_message(live, "user", question.clone(), seq)
+                    .await;
+            }
+        };
+        let (_, replied) = tokio::join!(
+            store_question,
+            self.reply(live, seq, &plan, &question, said)
+        );
+        match replied {
             Ok(text) => {
                 // Stored whole, before the final (so a client that sees the final finds it in
                 // the history); a cancel from here on must not store it again as a partial.

@@ -294,6 +294,10 @@ impl FakeOpenAi {
             .expect("fake binds");
         let addr = listener.local_addr().expect("fake address");
         let task = tokio::spawn(async move {
+            use axum::serve::ListenerExt;
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let _ = axum::serve(listener, app).await;
         });
         FakeOpenAi { addr, shared, task }
