@@ -12,6 +12,10 @@ pub struct MemoryScreen {
 
 impl MemoryScreen {
     pub fn new(width: u32, height: u32) -> MemoryScreen {
-        MemoryScreen { width, height, pixels: Mutex::new(vec![0; (width * height) as usize]) }
+        MemoryScreen {
+            width,
+            height,
+            pixels: Mutex::new(vec![0; (width * height) as usize]),
+        }
     }
 }
