@@ -19,10 +19,18 @@ async fn empty_data_dir_starts_with_a_default_character() {
 async fn default_character_is_created_once() {
     let s = Server::start().await;
     let id = s.default_character().await;
-    let res = s.delete(&format!("/api/v1/characters/{id}")).send().await.unwrap();
+    let res = s
+        .delete(&format!("/api/v1/characters/{id}"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 204);
     let dir = s.stop().await;
     let s = Server::start_in(dir, |_| {}).await;
     let all = s.get_json("/api/v1/characters", 200).await;
-    assert_eq!(all.as_array().unwrap().len(), 0, "a deleted default character stays deleted");
+    assert_eq!(
+        all.as_array().unwrap().len(),
+        0,
+        "a deleted default character stays deleted"
+    );
 }

@@ -18,7 +18,9 @@ use serde::Serialize;
 use crate::engine::live::Status;
 
 /// Which devices to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, serde::Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, serde::Deserialize, Default,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum DeviceMode {
     /// Real devices where present, simulated ones for the rest.
