@@ -45,9 +45,13 @@ pub struct Config {
     /// Memory for redb's page cache.
     pub store_cache_bytes: usize,
     pub limits: Limits,
+    /// Which devices the kiosk uses: `auto` (real where present, simulated for the rest), `sim`,
+    /// `real` or `none` (a pure server).
+    pub devices: crate::device::DeviceMode,
     pub audio: AudioConfig,
     pub ptt: PttConfig,
     pub display: DisplayConfig,
+    pub kiosk: KioskConfig,
 }
 
 /// Upper bounds on request bodies; anything larger is refused with 413 and nothing is stored.
@@ -68,7 +72,26 @@ pub struct Limits {
 pub struct AudioConfig {
     pub capture_device: String,
     pub playback_device: String,
+    /// Simple mixer control that sets the volume (`kiosk.volume`); when the card has none, the
+    /// volume is applied to the samples instead.
     pub mixer_control: String,
+    /// ALSA period and buffer sizes asked for, in frames (the device may pick the nearest).
+    pub period_frames: u32,
+    pub buffer_frames: u32,
+}
+
+/// Bounds of the kiosk loop: no state lasts longer than these, so it can never stay stuck.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct KioskConfig {
+    /// Longest utterance: holding the button longer ends it and starts the turn.
+    pub max_utterance_ms: u64,
+    /// Longest wait from the end of the utterance to the first reply audio.
+    pub max_processing_ms: u64,
+    /// Longest reply played.
+    pub max_speaking_ms: u64,
+    /// Presses released sooner than this start no turn (they still stop the kiosk speaking).
+    pub min_press_ms: u64,
 }
 
 /// The push-to-talk button and its LED, as GPIO character-device lines.
@@ -113,9 +136,11 @@ impl Default for Config {
             vad_silence_ms: 0,
             store_cache_bytes: 16 << 20,
             limits: Limits::default(),
+            devices: crate::device::DeviceMode::Auto,
             audio: AudioConfig::default(),
             ptt: PttConfig::default(),
             display: DisplayConfig::default(),
+            kiosk: KioskConfig::default(),
         }
     }
 }
@@ -139,6 +164,19 @@ impl Default for AudioConfig {
             capture_device: "default".into(),
             playback_device: "default".into(),
             mixer_control: "Master".into(),
+            period_frames: 800,
+            buffer_frames: 8000,
+        }
+    }
+}
+
+impl Default for KioskConfig {
+    fn default() -> Self {
+        KioskConfig {
+            max_utterance_ms: 30_000,
+            max_processing_ms: 30_000,
+            max_speaking_ms: 120_000,
+            min_press_ms: 300,
         }
     }
 }

@@ -24,6 +24,22 @@ pub async fn run(
     on_ready: impl FnOnce(std::net::SocketAddr),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    run_with(config, |ready| on_ready(ready.addr), shutdown).await
+}
+
+/// A started kiosk, as `run_with` hands it over (tests and benchmarks reach the devices here).
+pub struct Ready {
+    pub addr: std::net::SocketAddr,
+    pub engine: Arc<Engine>,
+    pub devices: Arc<device::Devices>,
+}
+
+/// `run`, handing the engine and the devices to `on_ready` as well.
+pub async fn run_with(
+    config: Config,
+    on_ready: impl FnOnce(Ready),
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let listen = config.listen;
     let engine = tokio::task::spawn_blocking(move || Engine::open(config)).await??;
     if !engine.has_admin_password() {
@@ -35,10 +51,21 @@ pub async fn run(
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "serving");
     spawn_sweeper(engine.clone());
-    on_ready(addr);
-    let served = api::serve(listener, AppState::new(engine.clone()), shutdown).await;
-    // The indexer lets go of the store before `run` returns, so that the data directory can be
-    // opened again at once (a restart within the same process).
+    let devices = device::Devices::start(&engine, device::display::admin_url(addr)).await;
+    on_ready(Ready {
+        addr,
+        engine: engine.clone(),
+        devices: devices.clone(),
+    });
+    let served = api::serve(
+        listener,
+        AppState::new(engine.clone(), devices.clone()),
+        shutdown,
+    )
+    .await;
+    // The kiosk loop and the indexer let go of the store before `run` returns, so that the data
+    // directory can be opened again at once (a restart within the same process).
+    devices.stop().await;
     tokio::task::spawn_blocking(move || engine.knowledge.stop()).await?;
     served?;
     Ok(())

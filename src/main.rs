@@ -23,6 +23,26 @@ struct Cli {
 enum Command {
     /// Serve the conversation server, the site administration API and the kiosk (default).
     Serve(ServeArgs),
+    /// Save the running kiosk's simulated screen as a PNG file.
+    Snapshot(SnapshotArgs),
+}
+
+#[derive(clap::Args)]
+struct SnapshotArgs {
+    /// PNG file to write
+    #[arg(value_name = "OUT.png")]
+    out: PathBuf,
+    /// Address of the running kiosk [default: 127.0.0.1:8080]
+    #[arg(long, env = "DOCENT_LISTEN", value_name = "HOST:PORT")]
+    listen: Option<SocketAddr>,
+    /// Internal token (needed only when the kiosk is not on this machine)
+    #[arg(
+        long,
+        env = "DOCENT_INTERNAL_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    token: Option<String>,
 }
 
 #[derive(clap::Args, Clone, Default)]
@@ -44,6 +64,10 @@ struct ServeArgs {
         value_name = "PASSWORD"
     )]
     admin_password: Option<String>,
+    /// Devices: real where present and simulated for the rest (auto), simulated only (sim),
+    /// real only (real), or none [default: auto]
+    #[arg(long, env = "DOCENT_DEVICES", value_name = "MODE")]
+    devices: Option<docent::device::DeviceMode>,
 }
 
 impl ServeArgs {
@@ -58,6 +82,9 @@ impl ServeArgs {
         }
         if let Some(l) = self.listen {
             config.listen = l;
+        }
+        if let Some(d) = self.devices {
+            config.devices = d;
         }
         if let Some(p) = self.admin_password.filter(|p| !p.is_empty()) {
             config.admin_password = Some(p);
@@ -77,6 +104,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let args = match cli.command {
         Some(Command::Serve(args)) => args,
+        Some(Command::Snapshot(args)) => return snapshot(args),
         None => cli.serve,
     };
     let config = match args.config() {
@@ -109,5 +137,58 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+    }
+}
+
+/// `docent snapshot OUT.png`: fetches the simulated screen from the running kiosk's internal
+/// route and writes it.
+fn snapshot(args: SnapshotArgs) -> std::process::ExitCode {
+    let mut addr = args
+        .listen
+        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
+    if addr.ip().is_unspecified() {
+        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    let url = format!("http://{addr}/api/v1/internal/device/snapshot");
+    let fetched = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(async {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let client = reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(10))
+                .build()?;
+            let mut request = client.get(&url);
+            if let Some(t) = args.token.as_deref().filter(|t| !t.is_empty()) {
+                request = request.bearer_auth(t);
+            }
+            let response = request.send().await?;
+            let status = response.status();
+            let body = response.bytes().await?;
+            anyhow::Ok((status, body))
+        });
+    match fetched {
+        Ok((status, png)) if status.is_success() => match std::fs::write(&args.out, &png) {
+            Ok(()) => {
+                println!("{} ({} bytes)", args.out.display(), png.len());
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("docent: {}: {e}", args.out.display());
+                std::process::ExitCode::FAILURE
+            }
+        },
+        Ok((status, body)) => {
+            eprintln!(
+                "docent: {url}: {status}: {}",
+                String::from_utf8_lossy(&body).trim()
+            );
+            std::process::ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("docent: {url}: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
     }
 }

@@ -5,6 +5,7 @@
 
 mod auth;
 mod characters;
+mod device;
 mod error;
 mod extract;
 mod files;
@@ -26,19 +27,26 @@ use axum::response::{IntoResponse, Response};
 
 use error::ApiError;
 
+use crate::device::Devices;
 use crate::engine::Engine;
 
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct AppState {
     pub engine: Arc<Engine>,
+    /// The kiosk's own devices (button, audio, display).
+    pub devices: Arc<Devices>,
     images: Arc<site::ImageCache>,
 }
 
 impl AppState {
-    pub fn new(engine: Arc<Engine>) -> AppState {
+    pub fn new(engine: Arc<Engine>, devices: Arc<Devices>) -> AppState {
         let images = Arc::new(site::ImageCache::new(engine.config.image_cache_bytes));
-        AppState { engine, images }
+        AppState {
+            engine,
+            devices,
+            images,
+        }
     }
 }
 
@@ -49,6 +57,7 @@ pub fn router(state: AppState) -> Router {
         .merge(site::routes())
         .merge(sessions::routes())
         .merge(tasks::routes())
+        .merge(device::routes())
         .merge(ws::routes())
         .merge(grpc::routes(state.engine.clone()))
         .merge(characters::routes(&state.engine.config.limits))

@@ -43,7 +43,7 @@ async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
         "sessions": sessions,
         "admin_auth": if e.has_admin_password() { "password" } else { "setup" },
         "providers": providers,
-        "device": { "audio": "absent", "ptt": "absent", "display": "absent" },
+        "device": s.devices.health.get(),
     })))
 }
 

@@ -1,1 +1,1128 @@
 //! Microphone and speaker through ALSA.
+//!
+//! Two plain threads own the PCMs (every ALSA call blocks or may): the capture thread opens the
+//! microphone when the kiosk starts listening and closes it when it stops, sending periods of
+//! mono samples at the device's rate; the playback thread keeps the speaker open and plays the
+//! reply of one turn at a time, resampled from the engine's 24 kHz to the device's rate. Both
+//! talk to the async kiosk loop over channels.
+//!
+//! - Formats: S16_LE; mono where the device allows it (else the first channels are mixed down
+//!   for capture and the sample is repeated on every channel for playback); the rate asked for is
+//!   16 kHz (capture) and 24 kHz (playback), and whatever rate the device takes is resampled.
+//! - Period and buffer: `audio.period_frames` / `audio.buffer_frames` (800 / 8000, known good on
+//!   snd-aloop and USB cards).
+//! - Xruns are recovered with `snd_pcm_recover`; a device that fails beyond that (unplugged) is
+//!   closed and opened again with a growing delay (0.1 s to 5 s); health shows the problem
+//!   meanwhile.
+//! - Volume (`kiosk.volume`, 0..100): the card's mixer control (`audio.mixer_control`) when it has
+//!   one, else a gain on the samples.
+//! - Simulation: the PCMs of `board/sim/asoundrc` (alsa-lib's `file` plugin over `null`). That
+//!   file is loaded into alsa-lib's global configuration tree (`snd_config_load` after
+//!   `snd_config_update`), so the ordinary `snd_pcm_open` path finds its PCMs; the null plugin
+//!   has no clock, so in simulation both threads keep to the wall clock themselves.
+//!
+//! The playback thread never blocks in ALSA (the speaker is opened non-blocking), so a stop
+//! is acted on at once.
+
+use std::collections::VecDeque;
+use std::ffi::{CString, c_char};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use alsa::pcm::{Access, Format, Frames, HwParams, PCM, State};
+use alsa::{Direction, ValueOr};
+use bytes::Bytes;
+use tokio::sync::{broadcast, mpsc};
+
+use super::HealthBoard;
+use crate::engine::audio::{self as pcm_util, OUTPUT_RATE, RECOGNISER_RATE};
+
+/// The project's simulated-audio ALSA configuration (see the file).
+pub const SIM_ASOUNDRC: &str = include_str!("../../board/sim/asoundrc");
+
+const REOPEN_FIRST: Duration = Duration::from_millis(100);
+const REOPEN_MAX: Duration = Duration::from_secs(5);
+/// Longest sleep of the playback thread while it has audio to write or a reply to finish.
+const PLAY_TICK: Duration = Duration::from_millis(5);
+
+/// alsa-lib's configuration tree is global: opens (which read it) and the loading of the
+/// simulated devices (which changes it) take turns.
+static ALSA_LOCK: Mutex<()> = Mutex::new(());
+
+unsafe extern "C" {
+    /// alsa-lib's global configuration tree (`conf.h`).
+    static mut snd_config: *mut alsa_sys::snd_config_t;
+}
+
+/// Makes sure the simulated PCMs are defined in alsa-lib's global configuration. alsa-lib
+/// reloads the tree only when its files change, so this normally loads once; it is checked
+/// before every open all the same. Call with `ALSA_LOCK` held.
+fn ensure_sim_config() -> Result<(), String> {
+    // SAFETY: plain alsa-lib calls on its global tree, serialised by ALSA_LOCK (the only
+    // writer); the buffer outlives the input object that reads it.
+    unsafe {
+        let r = alsa_sys::snd_config_update();
+        if r < 0 {
+            return Err(format!("cannot read the ALSA configuration ({r})"));
+        }
+        let top = (&raw const snd_config).read();
+        if top.is_null() {
+            return Err("alsa-lib has no configuration".into());
+        }
+        let mut node = std::ptr::null_mut();
+        if alsa_sys::snd_config_search(top, c"pcm.docent_sim_mic".as_ptr(), &mut node) >= 0 {
+            return Ok(());
+        }
+        let mut input = std::ptr::null_mut();
+        let r = alsa_sys::snd_input_buffer_open(
+            &mut input,
+            SIM_ASOUNDRC.as_ptr() as *const c_char,
+            SIM_ASOUNDRC.len() as isize,
+        );
+        if r < 0 {
+            return Err(format!(
+                "cannot read the simulated audio configuration ({r})"
+            ));
+        }
+        let r = alsa_sys::snd_config_load(top, input);
+        alsa_sys::snd_input_close(input);
+        if r < 0 {
+            return Err(format!(
+                "cannot load the simulated audio configuration ({r})"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The PCM name of a simulated device over `file` (the path must not contain `"` or `\`).
+pub fn sim_pcm(kind: &str, file: &std::path::Path) -> Result<String, String> {
+    let path = file.to_str().ok_or("the data directory is not UTF-8")?;
+    if path.contains(['"', '\\', '\n']) {
+        return Err(format!("{path}: unusable in an ALSA device name"));
+    }
+    Ok(format!("docent_sim_{kind}:FILE=\"{path}\""))
+}
+
+fn open_pcm(name: &str, dir: Direction, nonblock: bool, sim: bool) -> Result<PCM, String> {
+    let _lock = ALSA_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if sim {
+        ensure_sim_config()?;
+    }
+    let c = CString::new(name).map_err(|_| format!("{name:?}: not a device name"))?;
+    PCM::open(&c, dir, nonblock).map_err(|e| format!("cannot open {name}: {}", why(&e)))
+}
+
+/// An ALSA error as a person reads it.
+fn why(e: &alsa::Error) -> String {
+    std::io::Error::from_raw_os_error(e.errno()).to_string()
+}
+
+/// What a device agreed to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Setup {
+    pub rate: u32,
+    pub channels: u32,
+    pub period: u32,
+    pub buffer: u32,
+}
+
+/// Sets S16_LE interleaved at (near) `rate`, as few channels as the device allows, and the
+/// period and buffer asked for.
+fn configure(pcm: &PCM, rate: u32, period: u32, buffer: u32) -> Result<Setup, alsa::Error> {
+    {
+        let hw = HwParams::any(pcm)?;
+        hw.set_access(Access::RWInterleaved)?;
+        hw.set_format(Format::s16())?;
+        hw.set_channels_near(1)?;
+        hw.set_rate_near(rate, ValueOr::Nearest)?;
+        hw.set_period_size_near(period as Frames, ValueOr::Nearest)?;
+        hw.set_buffer_size_near(buffer as Frames)?;
+        pcm.hw_params(&hw)?;
+    }
+    let hw = pcm.hw_params_current()?;
+    let setup = Setup {
+        rate: hw.get_rate()?,
+        channels: hw.get_channels()?,
+        period: hw.get_period_size()? as u32,
+        buffer: hw.get_buffer_size()? as u32,
+    };
+    let sw = pcm.sw_params_current()?;
+    sw.set_start_threshold(setup.period as Frames)?;
+    sw.set_avail_min(setup.period as Frames)?;
+    pcm.sw_params(&sw)?;
+    Ok(setup)
+}
+
+/// Keeps an unclocked device (the simulation's null plugin) to the wall clock: never more than
+/// `slack` frames ahead of real time since the transfer started.
+#[derive(Debug)]
+struct Pacer {
+    rate: u32,
+    slack: u64,
+    start: Option<Instant>,
+    frames: u64,
+}
+
+impl Pacer {
+    fn new(rate: u32, slack: u32) -> Pacer {
+        Pacer {
+            rate,
+            slack: slack as u64,
+            start: None,
+            frames: 0,
+        }
+    }
+
+    fn due(&self, now: Instant) -> u64 {
+        self.start.map_or(0, |t| {
+            (now.saturating_duration_since(t).as_secs_f64() * self.rate as f64) as u64
+        })
+    }
+
+    /// Frames that may be transferred now.
+    fn allowance(&self, now: Instant) -> u64 {
+        (self.due(now) + self.slack).saturating_sub(self.frames)
+    }
+
+    /// Time until `n` more frames may be transferred.
+    fn wait_for(&self, n: u64, now: Instant) -> Duration {
+        let short = n.saturating_sub(self.allowance(now));
+        Duration::from_secs_f64(short as f64 / self.rate as f64)
+    }
+
+    /// Frames transferred that the wall clock has not reached yet (still "playing").
+    fn ahead(&self, now: Instant) -> u64 {
+        self.frames.saturating_sub(self.due(now))
+    }
+
+    fn advance(&mut self, n: u64, now: Instant) {
+        // Caught up (an underrun on a real device): the clock starts again with this transfer.
+        if self.start.is_none() || self.ahead(now) == 0 {
+            self.start = Some(now);
+            self.frames = 0;
+        }
+        self.frames += n;
+    }
+
+    fn reset(&mut self) {
+        self.start = None;
+        self.frames = 0;
+    }
+}
+
+/// Linear resampling of a stream that arrives in pieces (no clicks at the seams).
+#[derive(Debug)]
+pub struct StreamResampler {
+    from: u32,
+    to: u32,
+    /// Position of the next output sample, in input samples from the start of the next piece
+    /// (-1..0: between the previous piece's last sample and the next piece's first).
+    pos: f64,
+    last: i16,
+}
+
+impl StreamResampler {
+    pub fn new(from: u32, to: u32) -> StreamResampler {
+        StreamResampler {
+            from,
+            to,
+            pos: 0.0,
+            last: 0,
+        }
+    }
+
+    pub fn push(&mut self, input: &[i16], out: &mut Vec<i16>) {
+        if self.from == self.to || self.from == 0 || self.to == 0 {
+            out.extend_from_slice(input);
+            return;
+        }
+        if input.is_empty() {
+            return;
+        }
+        let step = self.from as f64 / self.to as f64;
+        let at = |i: isize| -> f64 {
+            if i < 0 {
+                self.last as f64
+            } else {
+                input[i as usize] as f64
+            }
+        };
+        while self.pos + 1.0 < input.len() as f64 {
+            let i = self.pos.floor();
+            let frac = self.pos - i;
+            let (a, b) = (at(i as isize), at(i as isize + 1));
+            out.push((a + (b - a) * frac).round() as i16);
+            self.pos += step;
+        }
+        self.pos -= input.len() as f64;
+        self.last = *input.last().expect("not empty");
+    }
+}
+
+/// Scales samples by a volume of 0..100 (squared, so the steps sound even).
+fn apply_gain(samples: &mut [i16], volume: u8) {
+    if volume >= 100 {
+        return;
+    }
+    let g = (volume as f32 / 100.0).powi(2);
+    for s in samples {
+        *s = (*s as f32 * g) as i16;
+    }
+}
+
+/// The mixer (`hw:N` or `default`) that goes with a playback PCM name.
+pub fn mixer_card(pcm: &str) -> String {
+    if let Some(i) = pcm.find("CARD=") {
+        let card: String = pcm[i + 5..]
+            .chars()
+            .take_while(|c| *c != ',' && *c != '}')
+            .collect();
+        return format!("hw:{card}");
+    }
+    for prefix in ["hw:", "plughw:"] {
+        if let Some(rest) = pcm.strip_prefix(prefix) {
+            return format!("hw:{}", rest.split(',').next().unwrap_or(rest));
+        }
+    }
+    "default".into()
+}
+
+/// Sets `control` on `card` to `volume` percent of its range; `Err` when the card has no such
+/// control.
+fn set_mixer_volume(card: &str, control: &str, volume: u8) -> Result<(), String> {
+    let _lock = ALSA_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let mixer = alsa::mixer::Mixer::new(card, false).map_err(|e| why(&e))?;
+    let selem = mixer
+        .find_selem(&alsa::mixer::SelemId::new(control, 0))
+        .filter(|s| s.has_playback_volume())
+        .ok_or_else(|| format!("{card} has no playback control {control:?}"))?;
+    let (min, max) = selem.get_playback_volume_range();
+    let value = min + (max - min) * volume.min(100) as i64 / 100;
+    selem.set_playback_volume_all(value).map_err(|e| why(&e))?;
+    if selem.has_playback_switch() {
+        let _ = selem.set_playback_switch_all((volume > 0) as i32);
+    }
+    Ok(())
+}
+
+/// Where the audio goes and how.
+#[derive(Debug, Clone)]
+pub struct AudioSetup {
+    pub capture: String,
+    pub playback: String,
+    /// Card and control of the hardware volume; `None`: volume on the samples.
+    pub mixer: Option<(String, String)>,
+    pub period: u32,
+    pub buffer: u32,
+    /// Simulated devices: load the sim configuration, keep to the wall clock.
+    pub sim: bool,
+}
+
+/// One period of captured audio: mono at the device's rate, for utterance `id`.
+#[derive(Debug)]
+pub struct Captured {
+    pub id: u64,
+    pub rate: u32,
+    pub samples: Vec<i16>,
+}
+
+enum CaptureCmd {
+    Start(u64),
+    Stop,
+}
+
+enum PlayCmd {
+    /// Plays the reply of turn `seq` (any other one stops).
+    Begin {
+        seq: u64,
+        volume: u8,
+    },
+    /// Mono 24 kHz `pcm_s16le` of turn `seq`.
+    Chunk {
+        seq: u64,
+        pcm: Bytes,
+    },
+    /// No more audio of `seq`: finish playing it.
+    End {
+        seq: u64,
+    },
+    /// Stops at once, dropping what is queued.
+    Stop,
+    Volume(u8),
+}
+
+/// What the speaker did, for the kiosk loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Played {
+    /// Every sample of turn `seq` has been played (or the speaker is gone).
+    Finished { seq: u64 },
+}
+
+/// What the speaker did, with times, for whoever watches (tests, benchmarks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AudioEvent {
+    /// The first samples of turn `seq` were written to ALSA.
+    Playing { seq: u64, at: Instant },
+    /// Playback of turn `seq` was stopped (the device dropped its buffer).
+    Stopped { seq: u64, at: Instant },
+    /// Turn `seq` played to its end.
+    Finished { seq: u64, at: Instant },
+}
+
+/// Health of each direction, combined into `DeviceHealth::audio`.
+struct AudioHealth {
+    board: Arc<HealthBoard>,
+    ok: &'static str,
+    capture: Mutex<Option<String>>,
+    playback: Mutex<Option<String>>,
+}
+
+impl AudioHealth {
+    fn set(&self, capture: bool, problem: Option<String>) {
+        let slot = if capture {
+            &self.capture
+        } else {
+            &self.playback
+        };
+        *slot.lock().expect("audio health lock") = problem;
+        let c = self.capture.lock().expect("audio health lock").clone();
+        let p = self.playback.lock().expect("audio health lock").clone();
+        let text = match (p, c) {
+            (None, None) => self.ok.to_string(),
+            (p, c) => [
+                p.map(|p| format!("playback: {p}")),
+                c.map(|c| format!("capture: {c}")),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join("; "),
+        };
+        self.board.set(|h| h.audio = text);
+    }
+}
+
+/// The running audio threads.
+pub struct Audio {
+    capture: Mutex<Option<Sender<CaptureCmd>>>,
+    playback: Mutex<Option<Sender<PlayCmd>>>,
+    events: broadcast::Sender<AudioEvent>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    pub setup: AudioSetup,
+}
+
+impl Audio {
+    /// Starts the capture and playback threads. Captured periods and playback reports go to
+    /// the returned receivers.
+    pub fn start(
+        setup: AudioSetup,
+        board: Arc<HealthBoard>,
+    ) -> std::io::Result<(
+        Audio,
+        mpsc::UnboundedReceiver<Captured>,
+        mpsc::UnboundedReceiver<Played>,
+    )> {
+        let health = Arc::new(AudioHealth {
+            board,
+            ok: if setup.sim { "sim" } else { "ok" },
+            capture: Mutex::new(None),
+            playback: Mutex::new(None),
+        });
+        health.set(true, None);
+        let (cap_tx, cap_rx) = std::sync::mpsc::channel();
+        let (play_tx, play_rx) = std::sync::mpsc::channel();
+        let (captured_tx, captured) = mpsc::unbounded_channel();
+        let (played_tx, played) = mpsc::unbounded_channel();
+        let (events, _) = broadcast::channel(256);
+        let capture = {
+            let (setup, health) = (setup.clone(), health.clone());
+            std::thread::Builder::new()
+                .name("docent-capture".into())
+                .spawn(move || capture_thread(setup, cap_rx, captured_tx, health))?
+        };
+        let playback = {
+            let (setup, health, events) = (setup.clone(), health.clone(), events.clone());
+            std::thread::Builder::new()
+                .name("docent-playback".into())
+                .spawn(move || {
+                    Player::new(setup, play_rx, played_tx, events, health).run();
+                })?
+        };
+        Ok((
+            Audio {
+                capture: Mutex::new(Some(cap_tx)),
+                playback: Mutex::new(Some(play_tx)),
+                events,
+                threads: Mutex::new(vec![capture, playback]),
+                setup,
+            },
+            captured,
+            played,
+        ))
+    }
+
+    fn capture_cmd(&self, cmd: CaptureCmd) {
+        if let Some(tx) = &*self.capture.lock().expect("audio lock") {
+            let _ = tx.send(cmd);
+        }
+    }
+
+    fn play_cmd(&self, cmd: PlayCmd) {
+        if let Some(tx) = &*self.playback.lock().expect("audio lock") {
+            let _ = tx.send(cmd);
+        }
+    }
+
+    /// Opens the microphone for utterance `id`.
+    pub fn start_capture(&self, id: u64) {
+        self.capture_cmd(CaptureCmd::Start(id));
+    }
+
+    pub fn stop_capture(&self) {
+        self.capture_cmd(CaptureCmd::Stop);
+    }
+
+    pub fn begin(&self, seq: u64, volume: u8) {
+        self.play_cmd(PlayCmd::Begin { seq, volume });
+    }
+
+    pub fn play(&self, seq: u64, pcm: Bytes) {
+        self.play_cmd(PlayCmd::Chunk { seq, pcm });
+    }
+
+    pub fn end(&self, seq: u64) {
+        self.play_cmd(PlayCmd::End { seq });
+    }
+
+    /// Stops playback at once.
+    pub fn stop_playback(&self) {
+        self.play_cmd(PlayCmd::Stop);
+    }
+
+    pub fn set_volume(&self, volume: u8) {
+        self.play_cmd(PlayCmd::Volume(volume));
+    }
+
+    /// Reports of the speaker, with times.
+    pub fn subscribe(&self) -> broadcast::Receiver<AudioEvent> {
+        self.events.subscribe()
+    }
+
+    /// Stops both threads and waits for them (blocking, short: they wake at least every 50 ms
+    /// of audio or on a command).
+    pub fn shutdown(&self) {
+        self.capture.lock().expect("audio lock").take();
+        self.playback.lock().expect("audio lock").take();
+        let threads = std::mem::take(&mut *self.threads.lock().expect("audio lock"));
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Audio {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The capture thread: idle until `Start`, then reads periods until `Stop`.
+fn capture_thread(
+    setup: AudioSetup,
+    rx: Receiver<CaptureCmd>,
+    out: mpsc::UnboundedSender<Captured>,
+    health: Arc<AudioHealth>,
+) {
+    let mut next = rx.recv().ok();
+    while let Some(cmd) = next.take() {
+        match cmd {
+            CaptureCmd::Stop => next = rx.recv().ok(),
+            CaptureCmd::Start(id) => next = capture(&setup, id, &rx, &out, &health),
+        }
+    }
+}
+
+/// Captures utterance `id` until a command arrives (returned; `None`: the kiosk is gone).
+fn capture(
+    setup: &AudioSetup,
+    id: u64,
+    rx: &Receiver<CaptureCmd>,
+    out: &mpsc::UnboundedSender<Captured>,
+    health: &AudioHealth,
+) -> Option<CaptureCmd> {
+    let mut delay = REOPEN_FIRST;
+    loop {
+        let opened =
+            open_pcm(&setup.capture, Direction::Capture, false, setup.sim).and_then(|pcm| {
+                configure(&pcm, RECOGNISER_RATE, setup.period, setup.buffer)
+                    .map(|s| (pcm, s))
+                    .map_err(|e| format!("cannot configure {}: {}", setup.capture, why(&e)))
+            });
+        let (pcm, s) = match opened {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!("microphone: {e}");
+                health.set(true, Some(e));
+                // Keep trying while the visitor holds the button.
+                match rx.recv_timeout(delay) {
+                    Ok(cmd) => return Some(cmd),
+                    Err(RecvTimeoutError::Disconnected) => return None,
+                    Err(RecvTimeoutError::Timeout) => {}
+                }
+                delay = (delay * 2).min(REOPEN_MAX);
+                continue;
+            }
+        };
+        health.set(true, None);
+        let _ = pcm.start();
+        let mut pacer = Pacer::new(s.rate, s.period);
+        let mut buf = vec![0i16; (s.period * s.channels) as usize];
+        loop {
+            match rx.try_recv() {
+                Ok(cmd) => return Some(cmd),
+                Err(TryRecvError::Disconnected) => return None,
+                Err(TryRecvError::Empty) => {}
+            }
+            if setup.sim {
+                let now = Instant::now();
+                let wait = pacer.wait_for(s.period as u64, now);
+                if !wait.is_zero() {
+                    match rx.recv_timeout(wait) {
+                        Ok(cmd) => return Some(cmd),
+                        Err(RecvTimeoutError::Disconnected) => return None,
+                        Err(RecvTimeoutError::Timeout) => {}
+                    }
+                }
+            }
+            // (The simulation's null device leaves the buffer as it was past the mic file.)
+            buf.fill(0);
+            let read = pcm.io_i16().and_then(|io| io.readi(&mut buf));
+            match read {
+                Ok(n) => {
+                    pacer.advance(n as u64, Instant::now());
+                    let frames = &buf[..n * s.channels as usize];
+                    let samples = pcm_util::downmix(frames, s.channels as u16);
+                    if out
+                        .send(Captured {
+                            id,
+                            rate: s.rate,
+                            samples,
+                        })
+                        .is_err()
+                    {
+                        return None;
+                    }
+                }
+                Err(e) => {
+                    if pcm.try_recover(e, true).is_ok() {
+                        let _ = pcm.start();
+                        continue;
+                    }
+                    let problem = format!("{} failed: {}", setup.capture, why(&e));
+                    tracing::warn!("microphone: {problem}; opening it again");
+                    health.set(true, Some(problem));
+                    break;
+                }
+            }
+        }
+        drop(pcm);
+        match rx.recv_timeout(delay) {
+            Ok(cmd) => return Some(cmd),
+            Err(RecvTimeoutError::Disconnected) => return None,
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        delay = (delay * 2).min(REOPEN_MAX);
+    }
+}
+
+/// The playback thread's state.
+struct Player {
+    setup: AudioSetup,
+    rx: Receiver<PlayCmd>,
+    played: mpsc::UnboundedSender<Played>,
+    events: broadcast::Sender<AudioEvent>,
+    health: Arc<AudioHealth>,
+    pcm: Option<(PCM, Setup)>,
+    /// When to try opening the device again, and the delay after that.
+    reopen_at: Instant,
+    reopen_delay: Duration,
+    /// The turn being played, its queued interleaved samples, whether it has ended.
+    current: Option<u64>,
+    queue: VecDeque<i16>,
+    ending: bool,
+    written: bool,
+    resampler: StreamResampler,
+    pacer: Pacer,
+    volume: u8,
+    /// The volume is applied by the mixer (else on the samples).
+    hardware_volume: bool,
+    running: bool,
+}
+
+impl Player {
+    fn new(
+        setup: AudioSetup,
+        rx: Receiver<PlayCmd>,
+        played: mpsc::UnboundedSender<Played>,
+        events: broadcast::Sender<AudioEvent>,
+        health: Arc<AudioHealth>,
+    ) -> Player {
+        Player {
+            setup,
+            rx,
+            played,
+            events,
+            health,
+            pcm: None,
+            reopen_at: Instant::now(),
+            reopen_delay: REOPEN_FIRST,
+            current: None,
+            queue: VecDeque::new(),
+            ending: false,
+            written: false,
+            resampler: StreamResampler::new(OUTPUT_RATE, OUTPUT_RATE),
+            pacer: Pacer::new(OUTPUT_RATE, 0),
+            volume: 100,
+            hardware_volume: false,
+            running: true,
+        }
+    }
+
+    fn run(mut self) {
+        while self.running {
+            let now = Instant::now();
+            if self.pcm.is_none() && now >= self.reopen_at {
+                self.open();
+            }
+            if self.current.is_some() {
+                self.write();
+                self.finish_if_done();
+            }
+            let timeout = self.sleep_time();
+            match self.rx.recv_timeout(timeout) {
+                Ok(cmd) => {
+                    self.handle(cmd);
+                    while let Ok(cmd) = self.rx.try_recv() {
+                        self.handle(cmd);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => self.running = false,
+            }
+        }
+        if self.current.is_some() {
+            self.stop();
+        }
+    }
+
+    /// How long to wait for a command before there is something to do.
+    fn sleep_time(&self) -> Duration {
+        let now = Instant::now();
+        let reopen = if self.pcm.is_none() {
+            self.reopen_at.saturating_duration_since(now)
+        } else {
+            Duration::from_secs(1)
+        };
+        let work = match (&self.pcm, self.current) {
+            (Some((_, s)), Some(_)) if !self.queue.is_empty() => {
+                if self.setup.sim {
+                    let frames = (self.queue.len() / s.channels as usize).min(s.period as usize);
+                    self.pacer
+                        .wait_for(frames as u64, now)
+                        .clamp(Duration::from_millis(1), PLAY_TICK)
+                } else {
+                    PLAY_TICK
+                }
+            }
+            (Some(_), Some(_)) if self.ending => PLAY_TICK,
+            _ => Duration::from_secs(1),
+        };
+        reopen.min(work)
+    }
+
+    fn open(&mut self) {
+        let opened = open_pcm(
+            &self.setup.playback,
+            Direction::Playback,
+            true,
+            self.setup.sim,
+        )
+        .and_then(|pcm| {
+            configure(&pcm, OUTPUT_RATE, self.setup.period, self.setup.buffer)
+                .map(|s| (pcm, s))
+                .map_err(|e| format!("cannot configure {}: {}", self.setup.playback, why(&e)))
+        });
+        match opened {
+            Ok((pcm, s)) => {
+                tracing::info!(
+                    device = %self.setup.playback,
+                    rate = s.rate,
+                    channels = s.channels,
+                    period = s.period,
+                    buffer = s.buffer,
+                    "speaker open"
+                );
+                self.resampler = StreamResampler::new(OUTPUT_RATE, s.rate);
+                self.pacer = Pacer::new(s.rate, s.buffer);
+                self.pcm = Some((pcm, s));
+                self.reopen_delay = REOPEN_FIRST;
+                self.health.set(false, None);
+                self.apply_volume();
+            }
+            Err(e) => {
+                if self.reopen_delay == REOPEN_FIRST {
+                    tracing::warn!("speaker: {e}; retrying");
+                }
+                self.health.set(false, Some(format!("{e}; retrying")));
+                self.reopen_at = Instant::now() + self.reopen_delay;
+                self.reopen_delay = (self.reopen_delay * 2).min(REOPEN_MAX);
+            }
+        }
+    }
+
+    /// The device failed beyond recovery: close it and open it again later.
+    fn lost(&mut self, e: &alsa::Error) {
+        let problem = format!("{} failed: {}", self.setup.playback, why(e));
+        tracing::warn!("speaker: {problem}; opening it again");
+        self.health.set(false, Some(problem));
+        self.pcm = None;
+        self.reopen_at = Instant::now() + self.reopen_delay;
+        self.reopen_delay = (self.reopen_delay * 2).min(REOPEN_MAX);
+        // What was queued cannot be played; the turn is over as far as the speaker goes.
+        if let Some(seq) = self.current.take() {
+            self.queue.clear();
+            let _ = self.played.send(Played::Finished { seq });
+        }
+    }
+
+    fn apply_volume(&mut self) {
+        self.hardware_volume = match &self.setup.mixer {
+            Some((card, control)) => match set_mixer_volume(card, control, self.volume) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::debug!("volume on the samples: {e}");
+                    false
+                }
+            },
+            None => false,
+        };
+    }
+
+    fn handle(&mut self, cmd: PlayCmd) {
+        match cmd {
+            PlayCmd::Begin { seq, volume } => {
+                if self.current.is_some() {
+                    self.stop();
+                }
+                if volume != self.volume {
+                    self.volume = volume;
+                    self.apply_volume();
+                }
+                self.current = Some(seq);
+                self.ending = false;
+                self.written = false;
+                self.queue.clear();
+                let rate = self.pcm.as_ref().map_or(OUTPUT_RATE, |(_, s)| s.rate);
+                self.resampler = StreamResampler::new(OUTPUT_RATE, rate);
+            }
+            PlayCmd::Chunk { seq, pcm } if self.current == Some(seq) => {
+                let Some((_, s)) = &self.pcm else {
+                    return;
+                };
+                let mut mono = pcm_util::samples_from_le(&pcm);
+                if !self.hardware_volume {
+                    apply_gain(&mut mono, self.volume);
+                }
+                let mut out =
+                    Vec::with_capacity(mono.len() * s.rate as usize / OUTPUT_RATE as usize + 2);
+                self.resampler.push(&mono, &mut out);
+                for v in out {
+                    for _ in 0..s.channels {
+                        self.queue.push_back(v);
+                    }
+                }
+                // Write at once rather than after the next wait.
+                self.write();
+            }
+            PlayCmd::Chunk { .. } => {}
+            PlayCmd::End { seq } if self.current == Some(seq) => {
+                self.ending = true;
+                if self.pcm.is_none() {
+                    self.current = None;
+                    self.queue.clear();
+                    let _ = self.played.send(Played::Finished { seq });
+                }
+            }
+            PlayCmd::End { .. } => {}
+            PlayCmd::Stop => {
+                if self.current.is_some() {
+                    self.stop();
+                }
+            }
+            PlayCmd::Volume(v) => {
+                if v != self.volume {
+                    self.volume = v;
+                    self.apply_volume();
+                }
+            }
+        }
+    }
+
+    /// Drops what the device holds and what is queued.
+    fn stop(&mut self) {
+        let seq = self.current.take().unwrap_or_default();
+        self.queue.clear();
+        self.ending = false;
+        self.pacer.reset();
+        if let Some((pcm, _)) = &self.pcm {
+            let _ = pcm.drop();
+            let _ = pcm.prepare();
+        }
+        let _ = self.events.send(AudioEvent::Stopped {
+            seq,
+            at: Instant::now(),
+        });
+    }
+
+    /// Writes as much of the queue as the device (and, simulated, the clock) takes.
+    fn write(&mut self) {
+        let Some(seq) = self.current else { return };
+        loop {
+            let Some((pcm, s)) = &self.pcm else { return };
+            let channels = s.channels as usize;
+            let queued = self.queue.len() / channels;
+            if queued == 0 {
+                return;
+            }
+            let now = Instant::now();
+            let mut room = match pcm.avail_update() {
+                Ok(n) => n.max(0) as usize,
+                Err(e) => {
+                    if pcm.try_recover(e, true).is_err() {
+                        self.lost(&e);
+                    }
+                    continue;
+                }
+            };
+            if self.setup.sim {
+                room = room.min(self.pacer.allowance(now) as usize);
+            }
+            let n = room.min(queued);
+            if n == 0 {
+                return;
+            }
+            self.queue.make_contiguous();
+            let (slice, _) = self.queue.as_slices();
+            let result = pcm
+                .io_i16()
+                .and_then(|io| io.writei(&slice[..n * channels]));
+            match result {
+                Ok(done) => {
+                    self.queue.drain(..done * channels);
+                    self.pacer.advance(done as u64, now);
+                    if !self.written && done > 0 {
+                        self.written = true;
+                        let _ = self.events.send(AudioEvent::Playing {
+                            seq,
+                            at: Instant::now(),
+                        });
+                    }
+                    if done < n {
+                        return;
+                    }
+                }
+                Err(e) if e.errno() == libc::EAGAIN => return,
+                Err(e) => {
+                    if pcm.try_recover(e, true).is_err() {
+                        self.lost(&e);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reports the turn finished once its last sample has been played.
+    fn finish_if_done(&mut self) {
+        let Some(seq) = self.current else { return };
+        if !self.ending || !self.queue.is_empty() {
+            return;
+        }
+        let Some((pcm, _)) = &self.pcm else { return };
+        let now = Instant::now();
+        if self.setup.sim && self.pacer.ahead(now) > 0 {
+            return;
+        }
+        match pcm.state() {
+            State::Running | State::Draining if pcm.delay().is_ok_and(|d| d > 0) => return,
+            // Fewer frames than the start threshold: start them, then wait for them.
+            State::Prepared if self.written && pcm.delay().is_ok_and(|d| d > 0) => {
+                let _ = pcm.start();
+                return;
+            }
+            _ => {}
+        }
+        let _ = pcm.drop();
+        let _ = pcm.prepare();
+        self.pacer.reset();
+        self.current = None;
+        self.ending = false;
+        let _ = self.played.send(Played::Finished { seq });
+        let _ = self.events.send(AudioEvent::Finished { seq, at: now });
+    }
+}
+
+/// Captured periods of one utterance, put together and resampled for the recogniser.
+pub fn utterance(parts: &[Captured]) -> Vec<i16> {
+    let rate = parts.first().map_or(RECOGNISER_RATE, |p| p.rate);
+    let all: Vec<i16> = parts
+        .iter()
+        .flat_map(|p| p.samples.iter().copied())
+        .collect();
+    pcm_util::resample(&all, rate, RECOGNISER_RATE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_resampling_matches_whole_resampling() {
+        let input: Vec<i16> = (0..2400)
+            .map(|i| ((i as f64 / 24_000.0 * 300.0 * std::f64::consts::TAU).sin() * 8000.0) as i16)
+            .collect();
+        for to in [48_000, 44_100, 16_000, 24_000] {
+            let mut r = StreamResampler::new(24_000, to);
+            let mut out = Vec::new();
+            for piece in input.chunks(317) {
+                r.push(piece, &mut out);
+            }
+            let whole = pcm_util::resample(&input, 24_000, to);
+            assert!(
+                (out.len() as i64 - whole.len() as i64).abs() <= 2,
+                "{to}: {} vs {}",
+                out.len(),
+                whole.len()
+            );
+            let worst = out
+                .iter()
+                .zip(&whole)
+                .map(|(a, b)| (*a as i32 - *b as i32).abs())
+                .max()
+                .unwrap();
+            assert!(worst <= 1, "{to}: seams differ by {worst}");
+        }
+    }
+
+    #[test]
+    fn pacer_keeps_to_the_clock() {
+        let t0 = Instant::now();
+        let mut p = Pacer::new(1000, 100);
+        assert_eq!(p.allowance(t0), 100);
+        p.advance(100, t0);
+        assert_eq!(p.allowance(t0), 0);
+        let t1 = t0 + Duration::from_millis(50);
+        assert_eq!(p.allowance(t1), 50);
+        assert_eq!(p.ahead(t1), 50);
+        assert_eq!(p.wait_for(80, t1), Duration::from_millis(30));
+        // Fell behind (underrun): the clock starts over.
+        let t2 = t0 + Duration::from_secs(5);
+        assert_eq!(p.ahead(t2), 0);
+        p.advance(10, t2);
+        assert_eq!(p.ahead(t2), 10);
+    }
+
+    #[test]
+    fn mixer_names_follow_the_pcm() {
+        assert_eq!(mixer_card("default"), "default");
+        assert_eq!(mixer_card("hw:1,0"), "hw:1");
+        assert_eq!(mixer_card("plughw:2"), "hw:2");
+        assert_eq!(mixer_card("sysdefault:CARD=Device"), "hw:Device");
+        assert_eq!(mixer_card("plughw:CARD=Loopback,DEV=0"), "hw:Loopback");
+    }
+
+    #[test]
+    fn gain_and_utterances() {
+        let mut s = [1000i16, -1000];
+        apply_gain(&mut s, 50);
+        assert_eq!(s, [250, -250]);
+        let parts = [
+            Captured {
+                id: 1,
+                rate: 48_000,
+                samples: vec![0; 4800],
+            },
+            Captured {
+                id: 1,
+                rate: 48_000,
+                samples: vec![0; 4800],
+            },
+        ];
+        assert_eq!(utterance(&parts).len(), 3200);
+    }
+
+    /// The real ALSA path over the simulation's file/null plugins: what is played lands in the
+    /// speaker file at the wall clock's pace; what is in the mic file is captured.
+    #[test]
+    fn sim_devices_play_and_capture_through_alsa() {
+        let dir = tempfile::tempdir().unwrap();
+        let mic = dir.path().join("mic.raw");
+        let speaker = dir.path().join("speaker.raw");
+        let question: Vec<i16> = (0..8000).map(|i| (i % 100) as i16).collect();
+        std::fs::write(&mic, pcm_util::samples_to_le(&question)).unwrap();
+        let setup = AudioSetup {
+            capture: sim_pcm("mic", &mic).unwrap(),
+            playback: sim_pcm("speaker", &speaker).unwrap(),
+            mixer: None,
+            period: 800,
+            buffer: 8000,
+            sim: true,
+        };
+        let board = Arc::new(HealthBoard::default());
+        let (audio, mut captured, mut played) = Audio::start(setup, board.clone()).unwrap();
+        let mut events = audio.subscribe();
+        let reply: Vec<i16> = (0..12_000).map(|i| (i % 50) as i16 + 1).collect();
+        let started = Instant::now();
+        audio.begin(7, 100);
+        for chunk in reply.chunks(2400) {
+            audio.play(7, Bytes::from(pcm_util::samples_to_le(chunk)));
+        }
+        audio.end(7);
+        assert_eq!(played.blocking_recv(), Some(Played::Finished { seq: 7 }));
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(450),
+            "0.5 s of audio played in {took:?}"
+        );
+        assert!(matches!(
+            events.try_recv(),
+            Ok(AudioEvent::Playing { seq: 7, .. })
+        ));
+        let out = pcm_util::samples_from_le(&std::fs::read(&speaker).unwrap());
+        assert_eq!(out, reply);
+        assert_eq!(board.get().audio, "sim");
+
+        audio.start_capture(1);
+        let mut got = Vec::new();
+        while got.len() < 9600 {
+            let c = captured.blocking_recv().unwrap();
+            assert_eq!((c.id, c.rate), (1, 16_000));
+            got.extend(c.samples);
+        }
+        audio.stop_capture();
+        assert_eq!(&got[..8000], &question[..], "the mic file, then silence");
+        assert!(got[8000..].iter().all(|s| *s == 0));
+    }
+
+    #[test]
+    fn sim_names_quote_the_path() {
+        assert_eq!(
+            sim_pcm("mic", std::path::Path::new("/d/sim/mic.raw")).unwrap(),
+            "docent_sim_mic:FILE=\"/d/sim/mic.raw\""
+        );
+        assert!(sim_pcm("mic", std::path::Path::new("/d/\"x")).is_err());
+    }
+}

@@ -1,1 +1,407 @@
 //! The kiosk loop: idle -> listening -> processing -> speaking -> idle, for the in-person visitor.
+//!
+//! One async task owns the loop. It drives one ordinary engine session (created at the first
+//! press, as the kiosk character; WebSocket watchers of that session see everything it does and
+//! its history is stored), and hears from the button thread (`PttEvent`), the capture thread
+//! (periods of the utterance), the playback thread (a reply played to its end) and the session's
+//! events (reply audio).
+//!
+//! - idle + press: the microphone opens, watchers see `listening`; LED on.
+//! - listening + release (or `max_utterance_ms`): the microphone closes; the utterance starts a
+//!   turn; processing. A release sooner than `min_press_ms` (a tap) starts nothing: idle.
+//! - processing + the turn's first audio: speaking; the audio goes to the speaker as it comes.
+//! - speaking + the last sample played: idle.
+//! - processing or speaking + press: playback stops at once, the turn is cancelled, listening.
+//! - `max_processing_ms` / `max_speaking_ms`: the turn is cancelled, idle.
+//!
+//! The microphone is open only while listening, so the kiosk never hears (and answers) itself;
+//! the one way to talk over it is a press (barge-in), which silences it first.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::KioskState;
+use super::audio::{self, Audio, Captured, Played};
+use super::ptt::{PttEvent, Wake};
+use crate::config::KioskConfig;
+use crate::engine::Engine;
+use crate::engine::live::{AudioWanted, Event, LiveSession, Status};
+use crate::engine::sessions::NewSession;
+use crate::engine::turn::TurnInput;
+
+/// How often the loop looks at the settings (volume, kiosk character).
+const HOUSEKEEPING: Duration = Duration::from_secs(1);
+
+/// Everything the loop runs with.
+pub struct KioskParts {
+    pub engine: Arc<Engine>,
+    pub config: KioskConfig,
+    pub audio: Option<Arc<Audio>>,
+    pub captured: Option<mpsc::UnboundedReceiver<Captured>>,
+    pub played: Option<mpsc::UnboundedReceiver<Played>>,
+    pub buttons: mpsc::UnboundedReceiver<PttEvent>,
+    pub state: watch::Sender<KioskState>,
+    /// Woken on every state change (the LED follows at once).
+    pub wake: Arc<Wake>,
+    pub stop: CancellationToken,
+}
+
+/// The visitor's session as the kiosk holds it.
+struct Visit {
+    live: Arc<LiveSession>,
+    /// Keeps reply audio synthesised.
+    _audio: AudioWanted,
+}
+
+struct Kiosk {
+    engine: Arc<Engine>,
+    config: KioskConfig,
+    audio: Option<Arc<Audio>>,
+    state: watch::Sender<KioskState>,
+    wake: Arc<Wake>,
+    status: Status,
+    deadline: Option<Instant>,
+    visit: Option<Visit>,
+    /// The kiosk's turn in progress (processing or speaking).
+    turn: Option<u64>,
+    utterance: u64,
+    parts: Vec<Captured>,
+    volume: u8,
+    character_id: String,
+}
+
+/// Runs the loop until `stop`.
+pub async fn run(parts: KioskParts) {
+    let KioskParts {
+        engine,
+        config,
+        audio,
+        captured,
+        played,
+        mut buttons,
+        state,
+        wake,
+        stop,
+    } = parts;
+    let mut captured = captured;
+    let mut played = played;
+    let volume = engine.settings().kiosk.volume;
+    if let Some(a) = &audio {
+        a.set_volume(volume);
+    }
+    let mut k = Kiosk {
+        engine,
+        config,
+        audio,
+        state,
+        wake,
+        status: Status::Idle,
+        deadline: None,
+        visit: None,
+        turn: None,
+        utterance: 0,
+        parts: Vec::new(),
+        volume,
+        character_id: String::new(),
+    };
+    k.housekeeping().await;
+    let mut events: Option<broadcast::Receiver<Event>> = None;
+    let mut tick = tokio::time::interval(HOUSEKEEPING);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let deadline = k.deadline;
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => break,
+            Some(e) = buttons.recv() => {
+                k.button(e, &mut events).await;
+            }
+            Some(p) = recv(&mut played) => k.played(p),
+            event = next_event(&mut events) => match event {
+                Ok(e) => k.event(e),
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!("kiosk: fell behind its session by {n} events");
+                }
+                Err(broadcast::error::RecvError::Closed) => {
+                    events = None;
+                    k.session_gone();
+                }
+            },
+            Some(c) = recv(&mut captured) => {
+                if k.status == Status::Listening && c.id == k.utterance {
+                    k.parts.push(c);
+                }
+            }
+            _ = sleep_until(deadline) => k.timeout(),
+            _ = tick.tick() => k.housekeeping().await,
+        }
+    }
+    if let Some(a) = &k.audio {
+        a.stop_capture();
+        a.stop_playback();
+    }
+}
+
+async fn recv<T>(rx: &mut Option<mpsc::UnboundedReceiver<T>>) -> Option<T> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn next_event(
+    rx: &mut Option<broadcast::Receiver<Event>>,
+) -> Result<Event, broadcast::error::RecvError> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Kiosk {
+    fn enter(&mut self, status: Status, bound_ms: Option<u64>) {
+        self.status = status;
+        self.deadline = bound_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
+        self.publish();
+    }
+
+    fn publish(&self) {
+        let next = KioskState {
+            status: self.status,
+            character_id: self.character_id.clone(),
+        };
+        self.state.send_if_modified(|s| {
+            if *s == next {
+                false
+            } else {
+                *s = next;
+                true
+            }
+        });
+        self.wake.notify();
+    }
+
+    async fn button(&mut self, e: PttEvent, events: &mut Option<broadcast::Receiver<Event>>) {
+        match (e, self.status) {
+            (PttEvent::Press, Status::Listening) => {}
+            (PttEvent::Press, previous) => {
+                // Silence first: nothing else stands between the press and the speaker stopping.
+                if let Some(a) = &self.audio {
+                    if previous != Status::Idle {
+                        a.stop_playback();
+                    }
+                    self.utterance += 1;
+                    a.start_capture(self.utterance);
+                }
+                self.parts.clear();
+                self.turn = None;
+                self.enter(Status::Listening, Some(self.config.max_utterance_ms));
+                if self.visit.is_none() {
+                    *events = self.open_visit().await;
+                }
+                if let Some(v) = &self.visit {
+                    self.engine.listen(&v.live);
+                }
+            }
+            (PttEvent::Release, Status::Listening) => self.end_utterance(),
+            (PttEvent::Tap, Status::Listening) => {
+                if let Some(a) = &self.audio {
+                    a.stop_capture();
+                }
+                self.parts.clear();
+                if let Some(v) = &self.visit {
+                    self.engine.interrupt(&v.live);
+                }
+                self.enter(Status::Idle, None);
+            }
+            // A release after the utterance already ended (it timed out while held).
+            (PttEvent::Release | PttEvent::Tap, _) => {}
+        }
+    }
+
+    /// The utterance is complete: it becomes a turn.
+    fn end_utterance(&mut self) {
+        if let Some(a) = &self.audio {
+            a.stop_capture();
+        }
+        let pcm = audio::utterance(&std::mem::take(&mut self.parts));
+        let Some(v) = &self.visit else {
+            self.enter(Status::Idle, None);
+            return;
+        };
+        let seq = self.engine.start_turn(&v.live, TurnInput::Audio(pcm));
+        self.turn = Some(seq);
+        self.enter(Status::Processing, Some(self.config.max_processing_ms));
+    }
+
+    fn event(&mut self, e: Event) {
+        let Some(turn) = self.turn else {
+            if matches!(e, Event::Closed) {
+                self.session_gone();
+            }
+            return;
+        };
+        // Another client of the session interrupted or started a turn: the kiosk's is over.
+        if let Event::Status { turn_seq, .. } = &e
+            && *turn_seq > turn
+        {
+            tracing::info!(turn, "kiosk: the turn was superseded by another client");
+            if let Some(a) = &self.audio {
+                a.stop_playback();
+            }
+            self.finish();
+            return;
+        }
+        match e {
+            Event::Status {
+                status: Status::Speaking,
+                turn_seq,
+            }
+            | Event::AudioStart { turn_seq }
+                if turn_seq == turn && self.status == Status::Processing =>
+            {
+                self.speak(turn);
+            }
+            Event::Audio { pcm, turn_seq } if turn_seq == turn => {
+                if self.status == Status::Processing {
+                    self.speak(turn);
+                }
+                if let Some(a) = &self.audio {
+                    a.play(turn, pcm);
+                }
+            }
+            Event::AudioEnd { turn_seq } if turn_seq == turn => match &self.audio {
+                Some(a) => a.end(turn),
+                None => self.finish(),
+            },
+            // The turn ended without a word spoken (text only, or it failed silently).
+            Event::Status {
+                status: Status::Idle,
+                turn_seq,
+            } if turn_seq == turn && self.status == Status::Processing => self.finish(),
+            Event::Closed => self.session_gone(),
+            _ => {}
+        }
+    }
+
+    fn speak(&mut self, turn: u64) {
+        if let Some(a) = &self.audio {
+            a.begin(turn, self.volume);
+        }
+        self.enter(Status::Speaking, Some(self.config.max_speaking_ms));
+    }
+
+    fn finish(&mut self) {
+        self.turn = None;
+        self.enter(Status::Idle, None);
+    }
+
+    fn played(&mut self, p: Played) {
+        let Played::Finished { seq } = p;
+        if self.turn == Some(seq) && self.status == Status::Speaking {
+            self.finish();
+        }
+    }
+
+    fn timeout(&mut self) {
+        let status = self.status;
+        tracing::info!(?status, "kiosk: state timed out");
+        match status {
+            Status::Listening => self.end_utterance(),
+            Status::Processing | Status::Speaking => {
+                if let Some(a) = &self.audio {
+                    a.stop_playback();
+                }
+                if let Some(v) = &self.visit {
+                    self.engine.interrupt(&v.live);
+                }
+                self.finish();
+            }
+            Status::Idle => self.deadline = None,
+        }
+    }
+
+    /// The session was deleted or expired: the next press opens a new one.
+    fn session_gone(&mut self) {
+        self.visit = None;
+        if self.status != Status::Idle {
+            if let Some(a) = &self.audio {
+                a.stop_capture();
+                a.stop_playback();
+            }
+            self.parts.clear();
+            self.finish();
+        }
+    }
+
+    /// Opens the visitor's session as the kiosk character; returns its event stream.
+    async fn open_visit(&mut self) -> Option<broadcast::Receiver<Event>> {
+        let engine = self.engine.clone();
+        let character = self.character_id.clone();
+        let opened = tokio::task::spawn_blocking(move || {
+            let created = engine.create_session(NewSession {
+                mode: None,
+                character_id: Some(character).filter(|c| !c.is_empty()),
+            })?;
+            engine.live(&created.session_id)
+        })
+        .await;
+        match opened {
+            Ok(Ok(live)) => {
+                tracing::info!(session = %live.id, character = %live.character_id, "kiosk: visitor session opened");
+                let events = live.subscribe();
+                self.visit = Some(Visit {
+                    _audio: live.want_audio(),
+                    live,
+                });
+                Some(events)
+            }
+            Ok(Err(e)) => {
+                tracing::warn!("kiosk: cannot open a session: {e}");
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// Follows the settings: the volume, and the kiosk character (a new character means a new
+    /// session at the next press).
+    async fn housekeeping(&mut self) {
+        let volume = self.engine.settings().kiosk.volume;
+        if volume != self.volume {
+            self.volume = volume;
+            if let Some(a) = &self.audio {
+                a.set_volume(volume);
+            }
+        }
+        let engine = self.engine.clone();
+        let character = tokio::task::spawn_blocking(move || engine.kiosk_character())
+            .await
+            .ok()
+            .and_then(|c| c.ok())
+            .map(|c| c.id)
+            .unwrap_or_default();
+        if character != self.character_id {
+            self.character_id = character;
+            self.publish();
+            if self.status == Status::Idle
+                && let Some(v) = self.visit.take()
+            {
+                let engine = self.engine.clone();
+                let id = v.live.id.clone();
+                tokio::task::spawn_blocking(move || engine.delete_session(&id));
+            }
+        }
+    }
+}

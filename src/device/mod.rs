@@ -5,16 +5,34 @@
 //! Every device has a simulated stand-in (`--devices sim`, chosen automatically when the real one
 //! is missing), so the whole loop runs on a laptop and in CI: ALSA's `file`/`null` plugins, an
 //! in-memory button, an in-memory framebuffer.
+//!
+//! Choice per device (`devices` = `auto` | `sim` | `real` | `none`):
+//! - audio: real when ALSA lists a sound card (`auto`) or always (`real`); else simulated: the
+//!   PCMs of `board/sim/asoundrc` over `DATA_DIR/sim/mic.raw` (read from its start at every
+//!   press; 16 kHz mono S16_LE) and `DATA_DIR/sim/speaker.raw` (everything played; 24 kHz mono
+//!   S16_LE).
+//! - button: real when the GPIO chip exists or an evdev key is configured (`auto`), or always
+//!   (`real`); else the in-memory `SimPin`s (button and LED).
+//! - display: see `display`.
+//!
+//! A device that is missing in `real` mode is reported in health and the kiosk goes on without
+//! it.
 
 pub mod audio;
 pub mod display;
 pub mod kiosk;
 pub mod ptt;
 
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde::Serialize;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
 
+use crate::engine::Engine;
 use crate::engine::live::Status;
 
 /// Which devices to use.
@@ -64,8 +82,23 @@ impl HealthBoard {
     }
 }
 
+/// The files behind the simulated microphone and speaker.
+#[derive(Debug, Clone)]
+pub struct SimAudio {
+    /// Raw 16 kHz mono S16_LE samples, read from the start at every press (then silence).
+    pub mic: PathBuf,
+    /// Raw 24 kHz mono S16_LE samples: everything the kiosk played since it started.
+    pub speaker: PathBuf,
+}
+
+impl SimAudio {
+    pub const MIC_RATE: u32 = 16_000;
+    pub const SPEAKER_RATE: u32 = 24_000;
+}
+
 /// Handles the rest of the program keeps on the running devices.
 pub struct Devices {
+    pub mode: DeviceMode,
     pub health: Arc<HealthBoard>,
     /// The simulated button, when the button is simulated (pressed by tests and the internal
     /// route).
@@ -74,4 +107,336 @@ pub struct Devices {
     pub sim_led: Option<Arc<ptt::SimPin>>,
     /// The in-memory framebuffer, when the display is simulated.
     pub sim_screen: Option<Arc<display::MemoryScreen>>,
+    /// The microphone and speaker files, when the audio is simulated.
+    pub sim_audio: Option<SimAudio>,
+    /// The audio threads, when there is audio (their `subscribe` reports playback with times).
+    pub audio: Option<Arc<audio::Audio>>,
+    /// The kiosk state, as the display follows it.
+    pub state: watch::Receiver<KioskState>,
+    running: Mutex<Option<Running>>,
+}
+
+struct Running {
+    stop: CancellationToken,
+    kiosk: Option<tokio::task::JoinHandle<()>>,
+    ptt_stop: Arc<AtomicBool>,
+    ptt_wake: Arc<ptt::Wake>,
+    ptt_thread: Option<std::thread::JoinHandle<()>>,
+    /// Holds the kiosk state channel open when there is no kiosk loop.
+    _state: Option<watch::Sender<KioskState>>,
+}
+
+/// Why the internal route cannot press the button.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PressError {
+    /// The kiosk runs with no devices.
+    NoDevices,
+    /// The button is a real one.
+    NotSimulated,
+}
+
+impl Devices {
+    /// No devices (what `--devices none` runs with).
+    pub fn none() -> Devices {
+        let (tx, rx) = watch::channel(KioskState {
+            status: Status::Idle,
+            character_id: String::new(),
+        });
+        Devices {
+            mode: DeviceMode::None,
+            health: Arc::new(HealthBoard(Mutex::new(DeviceHealth {
+                audio: "absent".into(),
+                ptt: "absent".into(),
+                display: "absent".into(),
+            }))),
+            sim_button: None,
+            sim_led: None,
+            sim_screen: None,
+            sim_audio: None,
+            audio: None,
+            state: rx,
+            running: Mutex::new(Some(Running {
+                stop: CancellationToken::new(),
+                kiosk: None,
+                ptt_stop: Arc::default(),
+                ptt_wake: Arc::default(),
+                ptt_thread: None,
+                _state: Some(tx),
+            })),
+        }
+    }
+
+    /// Starts the devices of `engine.config.devices` and the kiosk loop. `admin_url` is what
+    /// the display shows while no administrator password is set.
+    pub async fn start(engine: &Arc<Engine>, admin_url: String) -> Arc<Devices> {
+        let mode = engine.config.devices;
+        if mode == DeviceMode::None {
+            return Arc::new(Devices::none());
+        }
+        let health = Arc::new(HealthBoard::default());
+        let (state_tx, state_rx) = watch::channel(KioskState {
+            status: Status::Idle,
+            character_id: String::new(),
+        });
+
+        let (audio, captured, played, sim_audio) = start_audio(engine, mode, &health);
+
+        let (buttons_tx, buttons) = mpsc::unbounded_channel();
+        let ptt_stop = Arc::new(AtomicBool::new(false));
+        let (sim_button, sim_led, ptt_wake, ptt_thread) = start_ptt(
+            engine,
+            mode,
+            &health,
+            state_rx.clone(),
+            buttons_tx,
+            &ptt_stop,
+        );
+
+        // The display engineer's player: follows `state_rx`, draws the character's clips.
+        let (sim_screen, display_health) = display::start(
+            engine,
+            &engine.config.display,
+            mode,
+            admin_url,
+            state_rx.clone(),
+        );
+        health.set(|h| h.display = display_health);
+
+        let stop = CancellationToken::new();
+        let kiosk = tokio::spawn(kiosk::run(kiosk::KioskParts {
+            engine: engine.clone(),
+            config: engine.config.kiosk.clone(),
+            audio: audio.clone(),
+            captured,
+            played,
+            buttons,
+            state: state_tx,
+            wake: ptt_wake.clone(),
+            stop: stop.clone(),
+        }));
+        let h = health.get();
+        tracing::info!(audio = %h.audio, ptt = %h.ptt, display = %h.display, "devices started");
+        Arc::new(Devices {
+            mode,
+            health,
+            sim_button,
+            sim_led,
+            sim_screen,
+            sim_audio,
+            audio,
+            state: state_rx,
+            running: Mutex::new(Some(Running {
+                stop,
+                kiosk: Some(kiosk),
+                ptt_stop,
+                ptt_wake,
+                ptt_thread,
+                _state: None,
+            })),
+        })
+    }
+
+    /// Presses or releases the simulated button.
+    pub fn press(&self, pressed: bool) -> Result<(), PressError> {
+        match (&self.sim_button, self.mode) {
+            (Some(b), _) => {
+                b.set(pressed);
+                Ok(())
+            }
+            (None, DeviceMode::None) => Err(PressError::NoDevices),
+            (None, _) => Err(PressError::NotSimulated),
+        }
+    }
+
+    /// The LED's level, when it is simulated.
+    pub fn led(&self) -> Option<bool> {
+        self.sim_led.as_ref().map(|l| l.get())
+    }
+
+    /// Stops the kiosk loop and the device threads, and waits for them (the loop lets go of the
+    /// engine before this returns).
+    pub async fn stop(&self) {
+        let running = self.running.lock().expect("devices lock").take();
+        let Some(mut r) = running else { return };
+        r.stop.cancel();
+        if let Some(k) = r.kiosk.take() {
+            let _ = k.await;
+        }
+        r.ptt_stop.store(true, Ordering::SeqCst);
+        r.ptt_wake.notify();
+        let thread = r.ptt_thread.take();
+        let audio = self.audio.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Some(t) = thread {
+                let _ = t.join();
+            }
+            if let Some(a) = audio {
+                a.shutdown();
+            }
+        })
+        .await;
+    }
+}
+
+type AudioParts = (
+    Option<Arc<audio::Audio>>,
+    Option<mpsc::UnboundedReceiver<audio::Captured>>,
+    Option<mpsc::UnboundedReceiver<audio::Played>>,
+    Option<SimAudio>,
+);
+
+/// Whether ALSA lists any sound card.
+fn has_sound_card() -> bool {
+    alsa::card::Iter::new().next().is_some_and(|c| c.is_ok())
+}
+
+fn start_audio(engine: &Engine, mode: DeviceMode, health: &Arc<HealthBoard>) -> AudioParts {
+    let cfg = &engine.config.audio;
+    let sim = match mode {
+        DeviceMode::Sim => true,
+        DeviceMode::Auto => !has_sound_card(),
+        _ => false,
+    };
+    let period = cfg.period_frames.max(16);
+    let buffer = cfg.buffer_frames.max(period * 2);
+    let (setup, files) = if sim {
+        match sim_audio_files(&engine.config.data_dir) {
+            Ok((capture, playback, files)) => (
+                audio::AudioSetup {
+                    capture,
+                    playback,
+                    mixer: None,
+                    period,
+                    buffer,
+                    sim: true,
+                },
+                Some(files),
+            ),
+            Err(e) => {
+                tracing::warn!("simulated audio: {e}");
+                health.set(|h| h.audio = format!("sim: {e}"));
+                return (None, None, None, None);
+            }
+        }
+    } else {
+        let mixer = (!cfg.mixer_control.is_empty()).then(|| {
+            (
+                audio::mixer_card(&cfg.playback_device),
+                cfg.mixer_control.clone(),
+            )
+        });
+        let setup = audio::AudioSetup {
+            capture: cfg.capture_device.clone(),
+            playback: cfg.playback_device.clone(),
+            mixer,
+            period,
+            buffer,
+            sim: false,
+        };
+        (setup, None)
+    };
+    match audio::Audio::start(setup, health.clone()) {
+        Ok((a, captured, played)) => (Some(Arc::new(a)), Some(captured), Some(played), files),
+        Err(e) => {
+            health.set(|h| h.audio = format!("cannot start the audio threads: {e}"));
+            (None, None, None, None)
+        }
+    }
+}
+
+/// Prepares `DATA_DIR/sim`: the microphone file (empty unless a test or a person put samples
+/// in it), a fresh speaker file, and a copy of the ALSA configuration for reference.
+/// Returns the capture and playback PCM names and the files.
+fn sim_audio_files(data_dir: &std::path::Path) -> Result<(String, String, SimAudio), String> {
+    let dir = data_dir.join("sim");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let files = SimAudio {
+        mic: dir.join("mic.raw"),
+        speaker: dir.join("speaker.raw"),
+    };
+    if !files.mic.exists() {
+        std::fs::write(&files.mic, b"").map_err(|e| format!("{}: {e}", files.mic.display()))?;
+    }
+    // Created by the first sample played; an old one would mislead.
+    let _ = std::fs::remove_file(&files.speaker);
+    let _ = std::fs::write(dir.join("asoundrc"), audio::SIM_ASOUNDRC);
+    let capture = audio::sim_pcm("mic", &files.mic)?;
+    let playback = audio::sim_pcm("speaker", &files.speaker)?;
+    Ok((capture, playback, files))
+}
+
+type PttParts = (
+    Option<Arc<ptt::SimPin>>,
+    Option<Arc<ptt::SimPin>>,
+    Arc<ptt::Wake>,
+    Option<std::thread::JoinHandle<()>>,
+);
+
+fn start_ptt(
+    engine: &Engine,
+    mode: DeviceMode,
+    health: &Arc<HealthBoard>,
+    state: watch::Receiver<KioskState>,
+    events: mpsc::UnboundedSender<ptt::PttEvent>,
+    stop: &Arc<AtomicBool>,
+) -> PttParts {
+    let cfg = &engine.config.ptt;
+    let min_press = Duration::from_millis(engine.config.kiosk.min_press_ms);
+    let debounce = Duration::from_millis(cfg.debounce_ms as u64);
+    let key_configured = cfg.key.as_deref().is_some_and(|k| !k.is_empty());
+    let sim = match mode {
+        DeviceMode::Sim => true,
+        DeviceMode::Auto => !std::path::Path::new(&cfg.chip).exists() && !key_configured,
+        _ => false,
+    };
+    let mut sim_button = None;
+    let mut sim_led = None;
+    let (button, led, sampling, wake, healthy) = if sim {
+        let button = Arc::new(ptt::SimPin::default());
+        let led = Arc::new(ptt::SimPin::default());
+        sim_button = Some(button.clone());
+        sim_led = Some(led.clone());
+        let wake = button.wake();
+        (
+            ptt::Button::new(ptt::Line::Sim(button), false, debounce),
+            Some(ptt::Line::Sim(led)),
+            ptt::Sampling::OnWake,
+            wake,
+            "sim",
+        )
+    } else {
+        let wake = Arc::new(ptt::Wake::default());
+        match ptt::real_lines(cfg, &wake, stop) {
+            Ok((button, led, sampling)) => (
+                ptt::Button::new(button, cfg.active_low, debounce),
+                led,
+                sampling,
+                wake,
+                "ok",
+            ),
+            Err(e) => {
+                tracing::warn!("push-to-talk: {e}");
+                health.set(|h| h.ptt = format!("absent: {e}"));
+                return (None, None, wake, None);
+            }
+        }
+    };
+    health.set(|h| h.ptt = healthy.into());
+    let thread = ptt::spawn(ptt::PttThread {
+        ptt: ptt::Ptt::new(button, led, min_press),
+        sampling,
+        wake: wake.clone(),
+        state,
+        events,
+        stop: stop.clone(),
+        health: health.clone(),
+        healthy: healthy.into(),
+    });
+    match thread {
+        Ok(t) => (sim_button, sim_led, wake, Some(t)),
+        Err(e) => {
+            health.set(|h| h.ptt = format!("cannot start the button thread: {e}"));
+            (None, None, wake, None)
+        }
+    }
 }

@@ -1,7 +1,9 @@
 //! Launch configuration: the device and start-up parameters an administrator may change from
 //! the web, saved in the store and applied over the config file at the next start.
 //!
-//! Each parameter maps to a key of `Config`, so the type rules are the config file's own.
+//! Most parameters map to a key of `Config`, so the type rules are the config file's own, and
+//! take effect at the next start. A few map to a setting instead (the speaker volume,
+//! `kiosk.volume`): those apply at once and need no restart.
 
 use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
@@ -16,10 +18,12 @@ use crate::store::{self, Store};
 struct Param {
     path: &'static str,
     name: &'static str,
-    /// Dotted key in `Config`.
+    /// Dotted key in `Config` (or in the settings, for a live parameter).
     config_key: &'static str,
     readonly: bool,
     options: &'static [&'static str],
+    /// A setting that applies at once (no restart).
+    live: bool,
 }
 
 struct Section {
@@ -36,6 +40,15 @@ const fn p(path: &'static str, name: &'static str, config_key: &'static str) -> 
         config_key,
         readonly: false,
         options: &[],
+        live: false,
+    }
+}
+
+/// A parameter that is a setting (dotted key in `Settings`), applied at once.
+const fn live(path: &'static str, name: &'static str, settings_key: &'static str) -> Param {
+    Param {
+        live: true,
+        ..p(path, name, settings_key)
     }
 }
 
@@ -57,9 +70,20 @@ const SECTIONS: &[Section] = &[
             ),
             p(
                 "audio.mixer_control",
-                "Volume mixer control",
+                "Volume mixer control (empty: volume on the samples)",
                 "audio.mixer_control",
             ),
+            p(
+                "audio.period_frames",
+                "ALSA period (frames)",
+                "audio.period_frames",
+            ),
+            p(
+                "audio.buffer_frames",
+                "ALSA buffer (frames)",
+                "audio.buffer_frames",
+            ),
+            live("audio.volume", "Speaker volume (0-100)", "kiosk.volume"),
         ],
     },
     Section {
@@ -191,7 +215,7 @@ pub fn apply_saved(store: &Store, config: Config) -> Result<Config> {
     let saved = saved(store)?;
     let mut doc = serde_json::to_value(&config).expect("config serialises");
     for (path, value) in saved {
-        match find(&path).filter(|p| !p.readonly) {
+        match find(&path).filter(|p| !p.readonly && !p.live) {
             Some(param) => {
                 let mut trial = doc.clone();
                 set_key(&mut trial, param.config_key, value);
@@ -224,6 +248,7 @@ fn saved(store: &Store) -> Result<Vec<(String, Value)>> {
 impl Engine {
     pub fn launch_config(&self) -> Result<LaunchView> {
         let running = serde_json::to_value(&self.config).expect("config serialises");
+        let settings = serde_json::to_value(&*self.settings()).expect("settings serialise");
         let saved = saved(&self.store)?;
         let sections = SECTIONS
             .iter()
@@ -235,9 +260,11 @@ impl Engine {
                     .params
                     .iter()
                     .map(|p| {
-                        let value = get_key(&running, p.config_key).clone();
+                        let source = if p.live { &settings } else { &running };
+                        let value = get_key(source, p.config_key).clone();
                         let pending = saved
                             .iter()
+                            .filter(|_| !p.live)
                             .find(|(path, _)| path == p.path)
                             .map(|(_, v)| v.clone())
                             .filter(|v| *v != value);
@@ -247,7 +274,7 @@ impl Engine {
                             value,
                             pending,
                             readonly: p.readonly,
-                            requires_restart: true,
+                            requires_restart: !p.live,
                             options: p.options,
                         }
                     })
@@ -257,19 +284,27 @@ impl Engine {
         Ok(LaunchView { sections })
     }
 
-    /// Saves parameters for the next start: every one is checked before any is written.
+    /// Saves parameters for the next start (live ones apply at once): every one is checked
+    /// before any is written. Returns whether any needs a restart.
     pub fn update_launch_config(&self, update: LaunchUpdate) -> Result<bool> {
         if update.params.is_empty() {
             return Err(bad("params must name at least one parameter"));
         }
         let mut trial = serde_json::to_value(apply_saved(&self.store, self.config.clone())?)
             .expect("config serialises");
+        let mut live_patch = Value::Object(Default::default());
+        let mut restart = false;
         for u in &update.params {
             let param =
                 find(&u.path).ok_or_else(|| bad(format!("unknown parameter {}", u.path)))?;
             if param.readonly {
                 return Err(bad(format!("{} is read-only", u.path)));
             }
+            if param.live {
+                set_key(&mut live_patch, param.config_key, u.value.clone());
+                continue;
+            }
+            restart = true;
             if !param.options.is_empty()
                 && !u.value.as_str().is_some_and(|v| param.options.contains(&v))
             {
@@ -283,15 +318,27 @@ impl Engine {
             serde_json::from_value::<Config>(trial.clone())
                 .map_err(|e| bad(format!("{}: wrong type: {e}", u.path)))?;
         }
+        let has_live = live_patch.as_object().is_some_and(|o| !o.is_empty());
+        if has_live {
+            // Checked like any settings update before the launch values are written.
+            self.settings().merged(&live_patch)?;
+        }
         let tx = self.store.write()?;
         {
             let mut table = tx.open_table(LAUNCH)?;
-            for u in &update.params {
+            for u in update
+                .params
+                .iter()
+                .filter(|u| find(&u.path).is_some_and(|p| !p.live))
+            {
                 table.insert(u.path.as_str(), store::to_json(&u.value).as_slice())?;
             }
         }
         tx.commit()?;
-        Ok(true)
+        if has_live {
+            self.update_settings(&live_patch)?;
+        }
+        Ok(restart)
     }
 }
 
@@ -302,7 +349,7 @@ mod tests {
     #[test]
     fn every_param_names_a_config_key() {
         let doc = serde_json::to_value(Config::default()).unwrap();
-        for p in SECTIONS.iter().flat_map(|s| s.params) {
+        for p in SECTIONS.iter().flat_map(|s| s.params).filter(|p| !p.live) {
             let mut probe = doc.clone();
             let current = get_key(&doc, p.config_key).clone();
             assert!(

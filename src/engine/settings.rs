@@ -193,7 +193,7 @@ impl Settings {
 
     /// Applies a partial update: absent fields stay, `null` resets a field to its default, and
     /// a secret sent back as its mask stays unchanged.
-    fn merged(&self, patch: &Value) -> Result<Settings> {
+    pub(super) fn merged(&self, patch: &Value) -> Result<Settings> {
         let patch = patch
             .as_object()
             .ok_or_else(|| bad("settings must be a JSON object"))?;

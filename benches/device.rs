@@ -1,0 +1,252 @@
+//! Kiosk loop latencies, run by `cargo bench --bench device`.
+//!
+//! A kiosk with simulated devices (the real `alsa` calls over alsa-lib's file/null plugins, the
+//! in-memory button) runs in this process, with an instant provider: an OpenAI-compatible server
+//! written here that answers at once (recognition, the reply streamed as server-sent events, 3 s
+//! of speech), over loopback with TCP_NODELAY (without it, Nagle's algorithm meeting delayed ACKs
+//! adds 40 ms to a streamed reply, which is the test server's doing, not the kiosk's). The bench
+//! holds the simulated button like a visitor and measures, over `ROUNDS` rounds:
+//!
+//! - release -> the first reply sample written to ALSA (`writei` returned): the button thread's
+//!   debounce, the kiosk loop, recognition, reply and speech from the provider, the playback
+//!   thread;
+//! - press during speech -> playback stopped (`snd_pcm_drop` returned).
+//!
+//! Each round: hold 400 ms (longer than a tap), release, wait for the reply to play, 100 ms into
+//! it press again (the barge-in is the next round's press).
+
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::http::header::CONTENT_TYPE;
+use axum::routing::post;
+use axum::serve::ListenerExt;
+use docent::config::Config;
+use docent::device::DeviceMode;
+use docent::device::audio::AudioEvent;
+use docent::engine::audio::{OUTPUT_RATE, samples_to_le};
+use docent::engine::live::Status;
+use serde_json::json;
+use tokio::sync::{broadcast, oneshot};
+
+const ROUNDS: usize = 40;
+const HOLD: Duration = Duration::from_millis(400);
+const INTO_REPLY: Duration = Duration::from_millis(100);
+const TARGET_RELEASE_MS: f64 = 20.0;
+const TARGET_STOP_MS: f64 = 30.0;
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(run());
+}
+
+async fn run() {
+    let base = instant_provider().await;
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = Config {
+        data_dir: dir.path().to_path_buf(),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        devices: DeviceMode::Sim,
+        ..Config::default()
+    };
+    let (ready_tx, ready_rx) = oneshot::channel();
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let server = tokio::spawn(docent::run_with(
+        config,
+        move |r| {
+            let _ = ready_tx.send(r);
+        },
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    let ready = ready_rx.await.expect("kiosk started");
+    let engine = ready.engine.clone();
+    tokio::task::spawn_blocking(move || {
+        engine.update_settings(&json!({
+            "llm": {"provider": "openai", "base_url": base},
+            "asr": {"provider": "openai", "base_url": base},
+            "tts": {"provider": "openai", "base_url": base},
+        }))
+    })
+    .await
+    .unwrap()
+    .expect("settings");
+    // The default character speaks with the offline voice; this one speaks through the provider.
+    let http = reqwest::Client::new();
+    let site = format!("http://{}", ready.addr);
+    let characters: serde_json::Value = http
+        .get(format!("{site}/api/v1/characters"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut character = characters[0].clone();
+    let id = character["id"].as_str().expect("a character").to_string();
+    character["voice_provider"] = json!("openai");
+    character["voice_type"] = json!("alloy");
+    let res = http
+        .put(format!("{site}/api/v1/characters/{id}"))
+        .json(&character)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        res.status().is_success(),
+        "character updated: {}",
+        res.status()
+    );
+
+    let devices = ready.devices.clone();
+    let button = devices.sim_button.clone().expect("simulated button");
+    let audio = devices.audio.clone().expect("audio");
+    let mut events = audio.subscribe();
+    let mut state = devices.state.clone();
+
+    let mut release = Vec::new();
+    let mut stop = Vec::new();
+    button.set(true);
+    for round in 0..=ROUNDS {
+        state
+            .wait_for(|s| s.status == Status::Listening)
+            .await
+            .expect("listening");
+        tokio::time::sleep(HOLD).await;
+        drain(&mut events);
+        let released = Instant::now();
+        button.set(false);
+        let playing = next(&mut events, |e| match e {
+            AudioEvent::Playing { at, .. } => Some(at),
+            _ => None,
+        })
+        .await;
+        tokio::time::sleep(INTO_REPLY).await;
+        drain(&mut events);
+        let pressed = Instant::now();
+        button.set(true);
+        let stopped = next(&mut events, |e| match e {
+            AudioEvent::Stopped { at, .. } => Some(at),
+            _ => None,
+        })
+        .await;
+        // The first round warms up connections and caches.
+        if round > 0 {
+            release.push(ms(playing - released));
+            stop.push(ms(stopped - pressed));
+        }
+    }
+    button.set(false);
+
+    let (r50, r95, rmax) = stats(&mut release);
+    let (s50, s95, smax) = stats(&mut stop);
+    println!("\nkiosk loop, simulated devices, instant provider, {ROUNDS} rounds");
+    println!(
+        "{:58}  {:>7}  {:>7}  {:>7}  target",
+        "figure (ms)", "p50", "p95", "max"
+    );
+    println!("{}", "-".repeat(104));
+    row(
+        "button release -> first reply sample written to ALSA",
+        (r50, r95, rmax),
+        TARGET_RELEASE_MS,
+    );
+    row(
+        "press during speech -> playback stopped",
+        (s50, s95, smax),
+        TARGET_STOP_MS,
+    );
+    let _ = stop_tx.send(());
+    let _ = server.await;
+}
+
+/// An OpenAI-compatible provider that answers every request at once; returns its base URL.
+async fn instant_provider() -> String {
+    let speech: Vec<u8> = samples_to_le(
+        &(0..OUTPUT_RATE as usize * 3)
+            .map(|i| ((i as f32 * 0.06).sin() * 8000.0) as i16)
+            .collect::<Vec<_>>(),
+    );
+    let app = Router::new()
+        .route(
+            "/v1/audio/transcriptions",
+            post(|| async { axum::Json(json!({"text": "When does the museum open?"})) }),
+        )
+        .route(
+            "/v1/chat/completions",
+            post(|| async {
+                let delta =
+                    json!({"choices": [{"delta": {"content": "The museum opens at nine."}}]});
+                (
+                    [(CONTENT_TYPE, "text/event-stream")],
+                    format!("data: {delta}\n\ndata: [DONE]\n\n"),
+                )
+            }),
+        )
+        .route(
+            "/v1/audio/speech",
+            post(move || {
+                let speech = speech.clone();
+                async move { ([(CONTENT_TYPE, "audio/pcm")], speech) }
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("provider binds");
+    let addr = listener.local_addr().unwrap();
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    format!("http://{addr}/v1")
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn drain(rx: &mut broadcast::Receiver<AudioEvent>) {
+    while rx.try_recv().is_ok() {}
+}
+
+async fn next(
+    rx: &mut broadcast::Receiver<AudioEvent>,
+    pick: impl Fn(AudioEvent) -> Option<Instant>,
+) -> Instant {
+    let wait = async {
+        loop {
+            match rx.recv().await {
+                Ok(e) => {
+                    if let Some(at) = pick(e) {
+                        return at;
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(e) => panic!("audio events: {e}"),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), wait)
+        .await
+        .expect("the speaker reports within 10 s")
+}
+
+/// p50, p95 and max.
+fn stats(v: &mut [f64]) -> (f64, f64, f64) {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+    (at(0.5), at(0.95), v[v.len() - 1])
+}
+
+fn row(figure: &str, (p50, p95, max): (f64, f64, f64), target: f64) {
+    let verdict = if p95 <= target { "met" } else { "MISSED" };
+    println!("{figure:58}  {p50:7.2}  {p95:7.2}  {max:7.2}  p95 <= {target} ms ({verdict})");
+}

@@ -1,0 +1,239 @@
+//! Display benchmarks, run by `cargo bench --bench display` (release profile).
+//!
+//! 1. Decode + scale + draw, ms per frame: moving clips (a drifting gradient and a moving bar,
+//!    "calm"; the same with per-pixel noise in every frame, "noisy", a worst case; encoded here
+//!    with openh264's encoder at 25 fps) of 480p and 720p, decoded with the kiosk's
+//!    `ClipDecoder`, converted and letterboxed by `YuvScaler`, and presented to an in-memory
+//!    screen (a copy of the whole frame, as the fbdev/DRM back ends do). Decode alone is shown
+//!    too. Target: <= 4 ms/frame at 720p.
+//!    Times are the thread's CPU time (wall time alongside): on a shared, busy machine the
+//!    wall clock also counts waiting for a core.
+//! 2. CPU share while idling: the real player thread loops a 25 fps clip on an in-memory
+//!    screen for a few seconds; the process's CPU time (getrusage) over the wall time.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use docent::config::Config;
+use docent::device::KioskState;
+use docent::device::display::clip::{Clip, ClipDecoder};
+use docent::device::display::scale::YuvScaler;
+use docent::device::display::{self, MemoryScreen, testclip};
+use docent::engine::Engine;
+use docent::engine::characters::{CharacterInput, image_base};
+use docent::engine::live::Status;
+
+const FRAMES: usize = 50;
+const PASSES: usize = 4;
+const IDLE_SECS: u64 = 5;
+
+fn cpu_time() -> Duration {
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid rusage to fill.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// CPU time of the calling thread: frame costs measured this way hold up on a busy machine,
+/// where wall-clock times also count the time the thread waited for a core.
+fn thread_cpu() -> Duration {
+    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+struct Figure {
+    what: String,
+    /// Thread CPU time per frame, ms.
+    mean: f64,
+    p95: f64,
+    /// Wall-clock time per frame, ms.
+    wall: f64,
+}
+
+fn decode_figures(clip_size: (u16, u16), screen: (u32, u32), mp4: &[u8]) -> Vec<Figure> {
+    let mut out = Vec::new();
+    // Decode only.
+    let mut dec = ClipDecoder::new(Clip::from_bytes(mp4.to_vec()).unwrap()).unwrap();
+    let (mut times, wall) = (Vec::new(), Instant::now());
+    for _ in 0..FRAMES * PASSES {
+        let t = thread_cpu();
+        dec.next_frame(|pic| {
+            std::hint::black_box(pic.y[0]);
+        })
+        .unwrap();
+        times.push((thread_cpu() - t).as_secs_f64() * 1000.0);
+    }
+    let wall = wall.elapsed().as_secs_f64() * 1000.0 / times.len() as f64;
+    let mean = times.iter().sum::<f64>() / times.len() as f64;
+    out.push(Figure {
+        what: format!("decode {}p", clip_size.1),
+        mean,
+        p95: percentile(&mut times, 0.95),
+        wall,
+    });
+    // Decode + scale + draw.
+    let mem = Arc::new(MemoryScreen::new(screen.0, screen.1));
+    let mut frame = vec![0u32; (screen.0 * screen.1) as usize];
+    let scaler = YuvScaler::new((clip_size.0 as u32, clip_size.1 as u32), screen);
+    let mut dec = ClipDecoder::new(Clip::from_bytes(mp4.to_vec()).unwrap()).unwrap();
+    let (mut times, wall) = (Vec::new(), Instant::now());
+    let (mut scale_t, mut show_t) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..FRAMES * PASSES {
+        let t = thread_cpu();
+        dec.next_frame(|pic| {
+            let s = thread_cpu();
+            scaler.draw(pic, &mut frame);
+            scale_t += thread_cpu() - s;
+        })
+        .unwrap();
+        let s = thread_cpu();
+        mem.show(&frame);
+        show_t += thread_cpu() - s;
+        times.push((thread_cpu() - t).as_secs_f64() * 1000.0);
+    }
+    let n = times.len() as f64;
+    println!(
+        "  (of which scale {:.2} ms, present {:.2} ms)",
+        scale_t.as_secs_f64() * 1000.0 / n,
+        show_t.as_secs_f64() * 1000.0 / n
+    );
+    let wall = wall.elapsed().as_secs_f64() * 1000.0 / times.len() as f64;
+    let mean = times.iter().sum::<f64>() / times.len() as f64;
+    out.push(Figure {
+        what: format!(
+            "decode+scale+draw {}p -> {}x{}",
+            clip_size.1, screen.0, screen.1
+        ),
+        mean,
+        p95: percentile(&mut times, 0.95),
+        wall,
+    });
+    out
+}
+
+fn idle_cpu(clip_size: (u16, u16), screen: (u32, u32), mp4: &[u8]) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(Config {
+        data_dir: dir.path().to_path_buf(),
+        admin_password: Some("bench".into()),
+        ..Config::default()
+    })
+    .unwrap();
+    let id = engine
+        .create_character(CharacterInput {
+            name: "Bench".into(),
+            ..Default::default()
+        })
+        .unwrap()
+        .id;
+    let mut png = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut png, 2, 2);
+        enc.set_color(png::ColorType::Rgb);
+        let mut w = enc.write_header().unwrap();
+        w.write_image_data(&[0; 12]).unwrap();
+    }
+    let img = engine.add_image(&id, "a.png", &png).unwrap();
+    engine
+        .put_clip(&id, image_base(&img.filename), "idle", "idle.mp4", mp4)
+        .unwrap();
+    let mem = Arc::new(MemoryScreen::new(screen.0, screen.1));
+    let (tx, rx) = tokio::sync::watch::channel(KioskState {
+        status: Status::Idle,
+        character_id: id,
+    });
+    let player = display::play(&engine, Box::new(mem.clone()), String::new(), rx).unwrap();
+    // Let it settle, then measure.
+    std::thread::sleep(Duration::from_millis(500));
+    let (c0, t0, f0) = (cpu_time(), Instant::now(), mem.frame_count());
+    std::thread::sleep(Duration::from_secs(IDLE_SECS));
+    let (c1, t1, f1) = (cpu_time(), Instant::now(), mem.frame_count());
+    drop(tx);
+    let _ = player.join();
+    let share = (c1 - c0).as_secs_f64() / (t1 - t0).as_secs_f64() * 100.0;
+    let fps = (f1 - f0) as f64 / (t1 - t0).as_secs_f64();
+    println!(
+        "idle {}p clip at 25 fps on {}x{}: {share:.1} % of one core ({fps:.1} frames/s shown)",
+        clip_size.1, screen.0, screen.1
+    );
+    share
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing to parse.
+    let cases = [
+        ((854u16, 480u16), (800u32, 480u32)),
+        ((854, 480), (1280, 720)),
+        ((1280, 720), (1280, 720)),
+        ((1280, 720), (1920, 1080)),
+    ];
+    let mut figures = Vec::new();
+    let mut idle = Vec::new();
+    for (kind, noisy) in [("calm", false), ("noisy", true)] {
+        let mut clips = Vec::new();
+        for size in [(854u16, 480u16), (1280, 720)] {
+            let t = Instant::now();
+            let mp4 = testclip::moving_clip(size.0, size.1, 25, FRAMES, noisy).unwrap();
+            println!(
+                "encoded a {kind} {}x{} clip: {FRAMES} frames, {} KiB, in {:.1} s",
+                size.0,
+                size.1,
+                mp4.len() / 1024,
+                t.elapsed().as_secs_f64()
+            );
+            clips.push((size, mp4));
+        }
+        let clip_for = |s: (u16, u16)| &clips.iter().find(|c| c.0 == s).unwrap().1;
+        let mut decoded_only = std::collections::HashSet::new();
+        for (size, screen) in cases {
+            for mut f in decode_figures(size, screen, clip_for(size)) {
+                if f.what.starts_with("decode ") && !decoded_only.insert(f.what.clone()) {
+                    continue;
+                }
+                f.what = format!("{kind}: {}", f.what);
+                println!(
+                    "{:<48} {:>6.2} ms/frame CPU (p95 {:.2}; wall {:.2})",
+                    f.what, f.mean, f.p95, f.wall
+                );
+                figures.push(f);
+            }
+        }
+        for (size, screen) in [
+            ((854u16, 480u16), (800u32, 480u32)),
+            ((1280, 720), (1280, 720)),
+        ] {
+            let share = idle_cpu(size, screen, clip_for(size));
+            idle.push((kind, size, screen, share));
+        }
+    }
+
+    println!("\n| figure | CPU ms/frame | p95 | wall ms/frame | target |");
+    println!("|---|---|---|---|---|");
+    for f in &figures {
+        let target = if f.what.ends_with("decode+scale+draw 720p -> 1280x720") {
+            "<= 4"
+        } else {
+            ""
+        };
+        println!(
+            "| {} | {:.2} | {:.2} | {:.2} | {target} |",
+            f.what, f.mean, f.p95, f.wall
+        );
+    }
+    println!("\n| idle CPU, 25 fps clip | share of one core |");
+    println!("|---|---|");
+    for (kind, clip, screen, share) in idle {
+        println!(
+            "| {kind} {}p clip on {}x{} | {share:.1} % |",
+            clip.1, screen.0, screen.1
+        );
+    }
+}

@@ -1,0 +1,550 @@
+//! The player: one dedicated thread that follows the kiosk state and keeps the screen showing
+//! the right thing.
+//!
+//! What is shown, first that works wins (a source that fails to decode is remembered and
+//! skipped until it changes):
+//! 1. In setup mode (no administrator password) while idle: the setup screen with the admin URL.
+//! 2. The active image's clip for the status (`listening`, `speaking`, `idle`; `processing`
+//!    shows `idle`), then the `idle` clip, then a clip made for this screen size (`WxH`), then
+//!    the variant-less clip. Clips loop at their own frame rate.
+//! 3. The active image (PNG/JPEG), letterboxed.
+//! 4. A plain card with the character's name.
+//!
+//! A bottom band shows the name and the status over clips and images. The plan is made again
+//! on every state change (the wait for the next frame ends at once, so a new clip starts within
+//! a frame) and once a second (new uploads, another active image).
+//!
+//! Decoding runs on this thread, never on the async runtime; a small current-thread runtime
+//! only waits on the watch channel. The thread ends when the state sender or the engine is gone.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::clip::{Clip, ClipDecoder};
+use super::scale::{Rect, YuvScaler, draw_rgb_bilinear};
+use super::screen::Screen;
+use super::still;
+use super::text::{self, Canvas, GLYPH};
+use crate::device::KioskState;
+use crate::engine::Engine;
+use crate::engine::live::Status;
+use crate::store::blobs::BlobRef;
+
+/// How often the plan is made again without a state change.
+const RECHECK: Duration = Duration::from_secs(1);
+const CARD_TEXT: u32 = 0xF2F2F2;
+const SETUP_BG: u32 = 0x102A43;
+const ACCENT: u32 = 0xFFC857;
+
+/// Starts the player thread on `screen`.
+pub fn spawn(
+    engine: &Arc<Engine>,
+    screen: Box<dyn Screen>,
+    admin_url: String,
+    state: watch::Receiver<KioskState>,
+) -> std::io::Result<JoinHandle<()>> {
+    let engine = Arc::downgrade(engine);
+    std::thread::Builder::new()
+        .name("display".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!("display: no runtime for the player: {e}");
+                    return;
+                }
+            };
+            Player::new(engine, screen, admin_url, state).run(&rt);
+        })
+}
+
+/// Something the screen can show.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Source {
+    Setup,
+    Clip(String),
+    Image(String),
+    Card(String),
+}
+
+/// What to show for one state: sources in order of preference, and the overlay text.
+struct Plan {
+    sources: Vec<(Source, Option<BlobRef>)>,
+    name: String,
+    status: Status,
+}
+
+enum Showing {
+    Nothing,
+    Clip {
+        source: Source,
+        decoder: Box<ClipDecoder>,
+        scaler: YuvScaler,
+    },
+    Still {
+        source: Source,
+        /// The picture without the overlay.
+        base: Vec<u32>,
+    },
+}
+
+impl Showing {
+    fn source(&self) -> Option<&Source> {
+        match self {
+            Showing::Nothing => None,
+            Showing::Clip { source, .. } | Showing::Still { source, .. } => Some(source),
+        }
+    }
+}
+
+struct Player {
+    engine: Weak<Engine>,
+    screen: Box<dyn Screen>,
+    size: (u32, u32),
+    admin_url: String,
+    state: watch::Receiver<KioskState>,
+    frame: Vec<u32>,
+    showing: Showing,
+    bad: HashSet<Source>,
+    /// Overlay text in force (name, status).
+    name: String,
+    status: Status,
+    present_failed: bool,
+}
+
+impl Player {
+    fn new(
+        engine: Weak<Engine>,
+        screen: Box<dyn Screen>,
+        admin_url: String,
+        state: watch::Receiver<KioskState>,
+    ) -> Player {
+        let size = screen.size();
+        Player {
+            engine,
+            screen,
+            size,
+            admin_url,
+            state,
+            frame: vec![0; (size.0 * size.1) as usize],
+            showing: Showing::Nothing,
+            bad: HashSet::new(),
+            name: String::new(),
+            status: Status::Idle,
+            present_failed: false,
+        }
+    }
+
+    fn run(mut self, rt: &tokio::runtime::Runtime) {
+        let mut replan = true;
+        let mut planned = Instant::now();
+        // When the next clip frame is due; whether a still needs presenting, and when it was.
+        let mut due = Instant::now();
+        let mut dirty = true;
+        let mut still_shown = Instant::now();
+        loop {
+            if replan || planned.elapsed() >= RECHECK {
+                let state = self.state.borrow_and_update().clone();
+                let Some(engine) = self.engine.upgrade() else {
+                    return;
+                };
+                let plan = plan(&engine, &state, self.size);
+                if self.apply(&engine, plan) {
+                    due = Instant::now();
+                    dirty = true;
+                }
+                drop(engine);
+                planned = Instant::now();
+                replan = false;
+            }
+            let step = match &mut self.showing {
+                Showing::Clip {
+                    decoder, scaler, ..
+                } => {
+                    let frame = &mut self.frame;
+                    Some(
+                        decoder
+                            .next_frame(|pic| scaler.draw(pic, frame))
+                            .map(|d| (d, scaler.rect())),
+                    )
+                }
+                Showing::Still { .. } | Showing::Nothing => None,
+            };
+            let wait = match step {
+                Some(Ok((duration, rect))) => {
+                    self.draw_overlay(Some(rect));
+                    Some(duration)
+                }
+                Some(Err(e)) => {
+                    if let Some(source) = self.showing.source() {
+                        tracing::warn!("display: clip {source:?} cannot be played: {e:#}");
+                        self.bad.insert(source.clone());
+                    }
+                    self.showing = Showing::Nothing;
+                    replan = true;
+                    continue;
+                }
+                None => None,
+            };
+            match wait {
+                Some(duration) => {
+                    // Present the decoded frame when it is due, unless the state changes first.
+                    let now = Instant::now();
+                    if due + duration < now {
+                        // Fell behind by more than a frame (a slow decode): start counting anew.
+                        due = now;
+                    }
+                    match self.wait(rt, due.saturating_duration_since(now)) {
+                        Wake::Closed => return,
+                        Wake::Changed => {
+                            replan = true;
+                            continue;
+                        }
+                        Wake::Timeout => {}
+                    }
+                    self.present();
+                    due += duration;
+                }
+                None => {
+                    if dirty || still_shown.elapsed() >= RECHECK {
+                        // Stills are presented again now and then: a console may have drawn
+                        // over a real framebuffer.
+                        self.compose_still();
+                        self.present();
+                        dirty = false;
+                        still_shown = Instant::now();
+                    }
+                    let left = RECHECK.saturating_sub(planned.elapsed());
+                    match self.wait(rt, left) {
+                        Wake::Closed => return,
+                        Wake::Changed => replan = true,
+                        Wake::Timeout => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Switches to the first usable source of `plan`; true when what is shown changed (the
+    /// overlay text included).
+    fn apply(&mut self, engine: &Engine, plan: Plan) -> bool {
+        let overlay_changed = plan.name != self.name || plan.status != self.status;
+        self.name = plan.name;
+        self.status = plan.status;
+        for (source, blob) in plan.sources {
+            if self.bad.contains(&source) {
+                continue;
+            }
+            if self.showing.source() == Some(&source) {
+                return overlay_changed;
+            }
+            match self.load(engine, &source, blob.as_ref()) {
+                Ok(showing) => {
+                    self.showing = showing;
+                    return true;
+                }
+                Err(e) => {
+                    tracing::warn!("display: cannot show {source:?}: {e:#}");
+                    self.bad.insert(source);
+                }
+            }
+        }
+        self.showing = Showing::Nothing;
+        true
+    }
+
+    fn load(
+        &self,
+        engine: &Engine,
+        source: &Source,
+        blob: Option<&BlobRef>,
+    ) -> anyhow::Result<Showing> {
+        let (w, h) = self.size;
+        let mut base = vec![0u32; (w * h) as usize];
+        match (source, blob) {
+            (Source::Clip(_), Some(blob)) => {
+                let clip = Clip::open(engine.store.blobs().open_file(blob)?)?;
+                let scaler = YuvScaler::new(clip.size(), self.size);
+                return Ok(Showing::Clip {
+                    source: source.clone(),
+                    decoder: Box::new(ClipDecoder::new(clip)?),
+                    scaler,
+                });
+            }
+            (Source::Image(_), Some(blob)) => {
+                let img = still::decode(&engine.store.blobs().read(blob)?, self.size)?;
+                draw_rgb_bilinear(&img, self.size, &mut base);
+            }
+            (Source::Card(name), _) => draw_card(&mut base, self.size, name),
+            (Source::Setup, _) => draw_setup(&mut base, self.size, &self.admin_url),
+            _ => anyhow::bail!("no data"),
+        }
+        Ok(Showing::Still {
+            source: source.clone(),
+            base,
+        })
+    }
+
+    fn compose_still(&mut self) {
+        match &self.showing {
+            Showing::Still { base, source } => {
+                self.frame.copy_from_slice(base);
+                match source {
+                    Source::Setup => {}
+                    Source::Card(_) => self.draw_status_only(),
+                    _ => self.draw_overlay(None),
+                }
+            }
+            _ => self.frame.fill(0),
+        }
+    }
+
+    /// Text scale for the overlay on this screen.
+    fn overlay_scale(&self) -> u32 {
+        (self.size.1 / 30 / GLYPH).max(1)
+    }
+
+    /// The bottom band with the name and the status. `video` is where clip frames are drawn:
+    /// band pixels outside it are cleared, as nothing else redraws them.
+    fn draw_overlay(&mut self, video: Option<Rect>) {
+        let (w, h) = self.size;
+        let s = self.overlay_scale();
+        let line = GLYPH * s;
+        let band_h = (line * 2 + line / 2 + 2 * s * 2).min(h);
+        let band = Rect {
+            x: 0,
+            y: h - band_h,
+            w,
+            h: band_h,
+        };
+        if let Some(v) = video {
+            for row in band.y..h {
+                let start = (row * w) as usize;
+                let line_px = &mut self.frame[start..start + w as usize];
+                if row < v.y || row >= v.y + v.h {
+                    line_px.fill(0);
+                } else {
+                    line_px[..v.x as usize].fill(0);
+                    line_px[(v.x + v.w) as usize..].fill(0);
+                }
+            }
+        }
+        let name = text::ellipsize(&self.name, (w / (GLYPH * s)).saturating_sub(2) as usize);
+        let status = status_text(self.status);
+        let mut c = Canvas {
+            px: &mut self.frame,
+            w,
+            h,
+        };
+        c.darken(band);
+        let x = (line / 2) as i32;
+        let y = (band.y + s * 2) as i32;
+        c.text_shadowed(x, y, &name, s, CARD_TEXT);
+        c.text_shadowed(x, y + (line + line / 2) as i32, status, s, ACCENT);
+    }
+
+    fn draw_status_only(&mut self) {
+        let (w, h) = self.size;
+        let s = self.overlay_scale();
+        let status = status_text(self.status);
+        let mut c = Canvas {
+            px: &mut self.frame,
+            w,
+            h,
+        };
+        let y = h as i32 - (GLYPH * s * 2) as i32;
+        c.text_centered(y, status, s, ACCENT);
+    }
+
+    fn present(&mut self) {
+        match self.screen.present(&self.frame) {
+            Ok(()) => self.present_failed = false,
+            Err(e) => {
+                if !self.present_failed {
+                    tracing::warn!("display: presenting a frame failed: {e}");
+                }
+                self.present_failed = true;
+            }
+        }
+    }
+
+    fn wait(&mut self, rt: &tokio::runtime::Runtime, timeout: Duration) -> Wake {
+        if timeout.is_zero() {
+            return match self.state.has_changed() {
+                Ok(true) => Wake::Changed,
+                Ok(false) => Wake::Timeout,
+                Err(_) => Wake::Closed,
+            };
+        }
+        let state = &mut self.state;
+        rt.block_on(async {
+            match tokio::time::timeout(timeout, state.changed()).await {
+                Ok(Ok(())) => Wake::Changed,
+                Ok(Err(_)) => Wake::Closed,
+                Err(_) => Wake::Timeout,
+            }
+        })
+    }
+}
+
+enum Wake {
+    Changed,
+    Timeout,
+    Closed,
+}
+
+fn status_text(status: Status) -> &'static str {
+    match status {
+        Status::Idle => "Hold the button to talk",
+        Status::Listening => "Listening...",
+        Status::Processing => "Thinking...",
+        Status::Speaking => "Speaking",
+    }
+}
+
+/// The sources for a state, in order of preference.
+fn plan(engine: &Engine, state: &KioskState, size: (u32, u32)) -> Plan {
+    let mut sources = Vec::new();
+    let character = if state.character_id.is_empty() {
+        None
+    } else {
+        engine.character_record(&state.character_id).ok()
+    };
+    let name = character
+        .as_ref()
+        .map(|c| c.name.clone())
+        .unwrap_or_default();
+    if !engine.has_admin_password() && state.status == Status::Idle {
+        sources.push((Source::Setup, None));
+    }
+    if let Some(c) = &character {
+        let clips = engine.active_clips(&c.id).unwrap_or_default();
+        let wanted = match state.status {
+            Status::Listening => "listening",
+            Status::Speaking => "speaking",
+            Status::Idle | Status::Processing => "idle",
+        };
+        let screen_variant = format!("{}x{}", size.0, size.1);
+        for variant in [wanted, "idle", screen_variant.as_str(), ""] {
+            // The newest clip of a variant, if there are several files.
+            if let Some(clip) = clips
+                .iter()
+                .filter(|c| c.variant == variant)
+                .max_by(|a, b| a.added_at.cmp(&b.added_at))
+            {
+                let source = Source::Clip(clip.blob.id.clone());
+                if !sources.iter().any(|(s, _)| *s == source) {
+                    sources.push((source, Some(clip.blob.clone())));
+                }
+            }
+        }
+        if !c.active_image.is_empty()
+            && let Ok(image) = engine.image(&c.id, &c.active_image)
+        {
+            sources.push((Source::Image(image.blob.id.clone()), Some(image.blob)));
+        }
+    }
+    sources.push((Source::Card(name.clone()), None));
+    Plan {
+        sources,
+        name,
+        status: state.status,
+    }
+}
+
+/// A soft dark colour picked from the name, so each character's card looks its own.
+fn card_colour(name: &str) -> u32 {
+    let hash = name
+        .bytes()
+        .fold(2166136261u32, |h, b| (h ^ b as u32).wrapping_mul(16777619));
+    let palette = [0x1B3A4B, 0x3B1F4A, 0x1E4D3A, 0x4A2A1F, 0x23395B, 0x4B1D3F];
+    palette[(hash % palette.len() as u32) as usize]
+}
+
+fn draw_card(px: &mut [u32], (w, h): (u32, u32), name: &str) {
+    let mut c = Canvas { px, w, h };
+    c.fill(card_colour(name));
+    let name = if name.is_empty() { "Docent" } else { name };
+    let max_scale = (h / 5 / GLYPH).max(1);
+    let mut lines = vec![name.to_string()];
+    let mut scale = text::fit_scale(name, w * 9 / 10, max_scale);
+    // A long name is wrapped rather than shrunk to nothing.
+    if scale < max_scale / 2 {
+        scale = (max_scale / 2).max(1);
+        let per_line = ((w * 9 / 10) / (GLYPH * scale)).max(1) as usize;
+        lines = text::wrap(name, per_line);
+        lines.truncate(3);
+    }
+    let line_h = GLYPH * scale * 3 / 2;
+    let top = (h as i32 - (line_h * lines.len() as u32) as i32) / 2;
+    for (i, line) in lines.iter().enumerate() {
+        c.text_centered(top + (i as u32 * line_h) as i32, line, scale, CARD_TEXT);
+    }
+}
+
+fn draw_setup(px: &mut [u32], (w, h): (u32, u32), url: &str) {
+    let mut c = Canvas { px, w, h };
+    c.fill(SETUP_BG);
+    let body = (h / 240).max(1);
+    let title = (body * 2).min(text::fit_scale("Kiosk setup", w * 9 / 10, body * 3));
+    let per_line = ((w * 9 / 10) / (GLYPH * body)).max(1) as usize;
+    let para = text::wrap(
+        "No administrator password is set. Open this address from a device on the same \
+         network to set up the kiosk:",
+        per_line,
+    );
+    let url_scale = text::fit_scale(url, w * 9 / 10, body * 2);
+    let url_lines = text::wrap(url, ((w * 9 / 10) / (GLYPH * url_scale)).max(1) as usize);
+    let title_h = GLYPH * title * 2;
+    let para_h = (GLYPH * body * 3 / 2) * para.len() as u32 + GLYPH * body;
+    let url_h = (GLYPH * url_scale * 3 / 2) * url_lines.len() as u32;
+    // The address matters most: on a small screen the explanation, then the title, give way.
+    let show_para = title_h + para_h + url_h <= h * 9 / 10;
+    let show_title = show_para || title_h + url_h <= h * 9 / 10;
+    let total = url_h + if show_para { para_h } else { 0 } + if show_title { title_h } else { 0 };
+    let mut y = (h.saturating_sub(total) / 2) as i32;
+    if show_title {
+        c.text_centered(y, "Kiosk setup", title, ACCENT);
+        y += title_h as i32;
+    }
+    if show_para {
+        for line in &para {
+            c.text_centered(y, line, body, CARD_TEXT);
+            y += (GLYPH * body * 3 / 2) as i32;
+        }
+        y += (GLYPH * body) as i32;
+    }
+    for line in url_lines {
+        c.text_centered(y, &line, url_scale, 0xFFFFFF);
+        y += (GLYPH * url_scale * 3 / 2) as i32;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cards_and_setup_screens_draw_text() {
+        for (w, h) in [(64, 48), (160, 120), (800, 480), (1280, 720)] {
+            let mut px = vec![0u32; (w * h) as usize];
+            draw_card(
+                &mut px,
+                (w, h),
+                "Ada Lovelace, the first programmer of all time",
+            );
+            let bg = px[0];
+            assert!(px.contains(&CARD_TEXT), "{w}x{h}: name drawn");
+            assert!(px.contains(&bg));
+            draw_setup(&mut px, (w, h), "http://192.168.1.20:8080/admin");
+            assert!(px.contains(&0xFFFFFF), "{w}x{h}: url drawn");
+        }
+    }
+}

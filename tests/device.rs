@@ -1,0 +1,515 @@
+//! The kiosk's own loop through the real code paths: a server with simulated devices
+//! (`devices = "sim"`: alsa-lib's file/null plugins behind the real `alsa` calls, the in-memory
+//! button and LED), driven only from outside, as a person or a test rig would: the mic file, the
+//! internal button route, the speaker file, the device and health routes, a WebSocket watcher.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::Server;
+use docent::config::Config;
+use docent::device::{DeviceMode, SimAudio};
+use docent::engine::audio;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+/// Bytes per second of the simulated speaker (24 kHz mono S16_LE).
+const SPEAKER_BPS: u64 = SimAudio::SPEAKER_RATE as u64 * 2;
+
+async fn sim_server(tweak: impl FnOnce(&mut Config)) -> Server {
+    Server::start_with(|c| {
+        c.devices = DeviceMode::Sim;
+        tweak(c);
+    })
+    .await
+}
+
+async fn device(s: &Server) -> Value {
+    s.get_json("/api/v1/internal/device", 200).await
+}
+
+async fn press(s: &Server, pressed: bool) {
+    let v = s
+        .post_json(
+            "/api/v1/internal/device/ptt",
+            json!({ "pressed": pressed }),
+            200,
+        )
+        .await;
+    assert_eq!(v["pressed"], pressed);
+}
+
+/// Polls the kiosk until its status is `want`; returns the device view then.
+async fn wait_status(s: &Server, want: &str, within: Duration) -> Value {
+    let start = Instant::now();
+    loop {
+        let d = device(s).await;
+        if d["status"] == want {
+            return d;
+        }
+        assert!(
+            start.elapsed() < within,
+            "kiosk not {want} after {within:?}: {d}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Polls until the simulated LED is `lit` (the button thread sets it just after a state change).
+async fn wait_led(s: &Server, lit: bool) {
+    let start = Instant::now();
+    loop {
+        let d = device(s).await;
+        if d["led"] == lit {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_millis(500),
+            "LED not {lit} in a moment: {d}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Polls until idle, recording every status seen (in order, without repeats) and the LED
+/// level in each.
+async fn follow_until_idle(s: &Server, within: Duration) -> Vec<(String, bool)> {
+    let start = Instant::now();
+    let mut seen: Vec<(String, bool)> = Vec::new();
+    loop {
+        let d = device(s).await;
+        let status = d["status"].as_str().unwrap().to_string();
+        let led = d["led"].as_bool().unwrap();
+        if seen.last().is_none_or(|(st, l)| *st != status || *l != led) {
+            seen.push((status.clone(), led));
+        }
+        if status == "idle" {
+            return seen;
+        }
+        assert!(
+            start.elapsed() < within,
+            "not idle after {within:?}: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(15)).await;
+    }
+}
+
+/// A spoken question as the simulated microphone takes it (16 kHz mono S16_LE); returns the
+/// bytes and their duration.
+fn spoken(text: &str) -> (Vec<u8>, Duration) {
+    let wav = tempfile::NamedTempFile::new().unwrap();
+    let ok = std::process::Command::new("espeak-ng")
+        .arg("-w")
+        .arg(wav.path())
+        .arg(text)
+        .status()
+        .expect("espeak-ng runs (./x installs it)");
+    assert!(ok.success());
+    let w = audio::parse_wav(&std::fs::read(wav.path()).unwrap()).unwrap();
+    let pcm = audio::resample(
+        &audio::downmix(&w.samples, w.channels),
+        w.rate,
+        SimAudio::MIC_RATE,
+    );
+    let secs = pcm.len() as f64 / SimAudio::MIC_RATE as f64;
+    (audio::samples_to_le(&pcm), Duration::from_secs_f64(secs))
+}
+
+fn len(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+fn sim_paths(d: &Value) -> (PathBuf, PathBuf) {
+    let a = &d["sim_audio"];
+    (
+        PathBuf::from(a["mic"].as_str().unwrap()),
+        PathBuf::from(a["speaker"].as_str().unwrap()),
+    )
+}
+
+/// The statuses of `seen`, without the LED and without repeats.
+fn statuses(seen: &[(String, bool)]) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    for (s, _) in seen {
+        if out.last() != Some(&s.as_str()) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn an_in_person_turn_is_heard_and_a_press_cuts_the_reply() {
+    let s = sim_server(|_| {}).await;
+    let d = device(&s).await;
+    assert_eq!(d["mode"], "sim");
+    assert_eq!(
+        d["health"],
+        json!({"audio": "sim", "ptt": "sim", "display": "sim"})
+    );
+    assert_eq!(
+        s.get_json("/api/v1/health", 200).await["device"],
+        d["health"]
+    );
+    assert_eq!(
+        (d["status"].as_str(), d["led"].as_bool()),
+        (Some("idle"), Some(false))
+    );
+    let (mic, speaker) = sim_paths(&d);
+    let (question, spoken_for) = spoken("What time does the museum open today?");
+    std::fs::write(&mic, &question).unwrap();
+
+    // Turn 1: press, ask, release; the reply plays to its end.
+    press(&s, true).await;
+    wait_status(&s, "listening", Duration::from_secs(2)).await;
+    wait_led(&s, true).await;
+    tokio::time::sleep(spoken_for + Duration::from_millis(200)).await;
+    press(&s, false).await;
+    let seen = follow_until_idle(&s, Duration::from_secs(40)).await;
+    assert_eq!(
+        statuses(&seen),
+        ["listening", "processing", "speaking", "idle"],
+        "{seen:?}"
+    );
+    // The LED follows each state within a moment (it is set by the button thread): the last
+    // level seen in each state is that state's.
+    for (i, (status, led)) in seen.iter().enumerate() {
+        let last_in_state = seen.get(i + 1).is_none_or(|(next, _)| next != status);
+        if !last_in_state {
+            continue;
+        }
+        match status.as_str() {
+            "listening" => assert!(led, "LED on while listening: {seen:?}"),
+            "speaking" | "idle" => assert!(!led, "LED off while {status}: {seen:?}"),
+            _ => {}
+        }
+    }
+    let full = len(&speaker);
+    assert!(
+        full > SPEAKER_BPS,
+        "the reply plays for more than a second: {full} bytes"
+    );
+    let reply = audio::samples_from_le(&std::fs::read(&speaker).unwrap());
+    assert!(audio::rms(&reply) > 300.0, "the speaker file holds speech");
+
+    // The visitor's session is an ordinary one: listed, its history stored.
+    let sessions = s.get_json("/api/v1/sessions", 200).await;
+    let session = sessions["sessions"]
+        .as_array()
+        .or(sessions.as_array())
+        .and_then(|a| a.first())
+        .cloned()
+        .unwrap_or_else(|| panic!("the kiosk's session is listed: {sessions}"));
+    let session_id = session["id"].as_str().unwrap().to_string();
+    let character = session["character_id"].as_str().unwrap().to_string();
+    let history = s
+        .get_json(
+            &format!("/api/v1/characters/{character}/conversations/messages"),
+            200,
+        )
+        .await;
+    let roles: Vec<&str> = history["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["session_id"] == session_id.as_str())
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant"], "{history}");
+
+    // A WebSocket watcher of that session sees what the kiosk does next.
+    let (mut ws, _) =
+        tokio_tungstenite::connect_async(format!("ws://{}/ws/chat/{session_id}", s.addr))
+            .await
+            .unwrap();
+
+    // Turn 2: the same question; a press while the reply plays stops it at once.
+    press(&s, true).await;
+    wait_status(&s, "listening", Duration::from_secs(2)).await;
+    tokio::time::sleep(spoken_for + Duration::from_millis(200)).await;
+    press(&s, false).await;
+    wait_status(&s, "speaking", Duration::from_secs(30)).await;
+    let start = Instant::now();
+    while len(&speaker) < full + SPEAKER_BPS / 2 {
+        assert!(start.elapsed() < Duration::from_secs(5), "the reply plays");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    press(&s, true).await;
+    wait_status(&s, "listening", Duration::from_secs(1)).await;
+    wait_led(&s, true).await;
+    // Released within 300 ms: a tap, which starts no turn.
+    press(&s, false).await;
+    let seen = follow_until_idle(&s, Duration::from_secs(2)).await;
+    assert_eq!(statuses(&seen), ["listening", "idle"], "{seen:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cut = len(&speaker);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(
+        len(&speaker),
+        cut,
+        "playback stopped: the file stops growing"
+    );
+    let second = cut - full;
+    assert!(
+        second < full / 2,
+        "the cut reply ({second} bytes) is shorter than the full one ({full} bytes)"
+    );
+    assert_eq!(
+        device(&s).await["status"],
+        "idle",
+        "the tap started nothing"
+    );
+
+    let mut status_frames = Vec::new();
+    while let Ok(Some(Ok(msg))) = tokio::time::timeout(Duration::from_millis(200), ws.next()).await
+    {
+        if let Ok(v) = serde_json::from_str::<Value>(msg.to_text().unwrap_or(""))
+            && v["type"] == "avatar_status"
+        {
+            status_frames.push(v["status"].as_str().unwrap_or("").to_string());
+        }
+    }
+    for want in ["listening", "processing", "speaking"] {
+        assert!(
+            status_frames.iter().any(|s| s == want),
+            "the watcher saw {status_frames:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn utterance_and_speaking_timeouts_fire_and_a_held_button_is_ignored() {
+    let s = sim_server(|c| {
+        c.kiosk.max_utterance_ms = 600;
+        c.kiosk.max_speaking_ms = 1_000;
+    })
+    .await;
+    let (_, speaker) = sim_paths(&device(&s).await);
+    // The mic file is empty: silence, which the kiosk answers that it did not catch.
+    press(&s, true).await;
+    wait_status(&s, "listening", Duration::from_secs(2)).await;
+    let held = Instant::now();
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let d = device(&s).await;
+    assert_eq!(d["button"], true, "still held");
+    assert_ne!(
+        d["status"], "listening",
+        "the utterance ended at max_utterance_ms while the button was held"
+    );
+    wait_status(&s, "speaking", Duration::from_secs(30)).await;
+    let speaking = Instant::now();
+    wait_status(&s, "idle", Duration::from_secs(5)).await;
+    let spoke = speaking.elapsed();
+    assert!(
+        spoke >= Duration::from_millis(800) && spoke < Duration::from_millis(2_500),
+        "speaking ended by max_speaking_ms, after {spoke:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let played = len(&speaker);
+    assert!(
+        played < SPEAKER_BPS * 2,
+        "playback stopped at the timeout ({played} bytes)"
+    );
+    // Released at last, long after the utterance ended: nothing happens.
+    assert!(held.elapsed() > Duration::from_secs(1));
+    press(&s, false).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let d = device(&s).await;
+    assert_eq!(
+        (d["status"].as_str(), d["led"].as_bool()),
+        (Some("idle"), Some(false))
+    );
+    assert_eq!(len(&speaker), played);
+}
+
+#[tokio::test]
+async fn the_processing_timeout_fires_when_a_provider_hangs() {
+    // A speech recogniser that accepts connections and never answers.
+    let hang = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = hang.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = hang.accept().await {
+            held.push(conn);
+        }
+    });
+    let s = sim_server(|c| c.kiosk.max_processing_ms = 800).await;
+    s.put_json(
+        "/api/v1/settings",
+        json!({"asr": {"provider": "openai", "base_url": format!("http://{addr}/v1")}}),
+        200,
+    )
+    .await;
+    press(&s, true).await;
+    wait_status(&s, "listening", Duration::from_secs(2)).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    press(&s, false).await;
+    wait_status(&s, "processing", Duration::from_secs(2)).await;
+    let processing = Instant::now();
+    let seen = follow_until_idle(&s, Duration::from_secs(5)).await;
+    let took = processing.elapsed();
+    assert_eq!(statuses(&seen), ["processing", "idle"], "{seen:?}");
+    assert!(
+        took >= Duration::from_millis(600) && took < Duration::from_millis(2_500),
+        "processing ended by max_processing_ms, after {took:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_button_route_needs_a_simulated_button() {
+    let none = Server::start_with(|c| c.devices = DeviceMode::None).await;
+    let v = none
+        .post_json("/api/v1/internal/device/ptt", json!({"pressed": true}), 503)
+        .await;
+    common::assert_error(&v);
+    assert_eq!(
+        none.get_json("/api/v1/health", 200).await["device"],
+        json!({"audio": "absent", "ptt": "absent", "display": "absent"})
+    );
+    none.post_json(
+        "/api/v1/internal/device/ptt",
+        json!({"pressed": "yes"}),
+        400,
+    )
+    .await;
+
+    // Real devices only, on a machine that has none: each is reported, the server runs on.
+    let real = Server::start_with(|c| {
+        c.devices = DeviceMode::Real;
+        c.ptt.chip = "/dev/no-such-gpiochip".into();
+        c.audio.playback_device = "hw:77".into();
+        c.audio.capture_device = "hw:77".into();
+    })
+    .await;
+    let v = real
+        .post_json("/api/v1/internal/device/ptt", json!({"pressed": true}), 409)
+        .await;
+    common::assert_error(&v);
+    let health = real.get_json("/api/v1/health", 200).await["device"].clone();
+    assert!(
+        health["ptt"].as_str().unwrap().starts_with("absent"),
+        "{health}"
+    );
+    assert!(
+        health["audio"].as_str().unwrap().contains("playback"),
+        "{health}"
+    );
+}
+
+#[tokio::test]
+async fn launch_config_shows_the_device_settings_and_applies_the_volume_at_once() {
+    const LAUNCH: &str = "/api/v1/config/launch";
+    let s = Server::start_with(|c| {
+        c.devices = DeviceMode::None;
+        c.audio.period_frames = 400;
+    })
+    .await;
+    let param = |launch: &Value, path: &str| -> Value {
+        launch["sections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["params"].as_array().unwrap())
+            .find(|p| p["path"] == path)
+            .cloned()
+            .unwrap_or_else(|| panic!("no parameter {path}"))
+    };
+    let launch = s.get_json(LAUNCH, 200).await;
+    let volume = param(&launch, "audio.volume");
+    assert_eq!(
+        (&volume["value"], &volume["requires_restart"]),
+        (&json!(80), &json!(false))
+    );
+    let period = param(&launch, "audio.period_frames");
+    assert_eq!(
+        (&period["value"], &period["requires_restart"]),
+        (&json!(400), &json!(true))
+    );
+    for path in [
+        "audio.capture_device",
+        "ptt.chip",
+        "ptt.key",
+        "display.backend",
+    ] {
+        assert_eq!(param(&launch, path)["requires_restart"], true, "{path}");
+    }
+
+    // The volume alone: in force at once, no restart.
+    let put = |params: Value, status: u16| {
+        let s = &s;
+        async move {
+            s.put_json(LAUNCH, json!({ "params": params }), status)
+                .await
+        }
+    };
+    assert_eq!(
+        put(json!([{"path": "audio.volume", "value": 35}]), 200).await,
+        json!({"status": "saved", "requires_restart": false})
+    );
+    let settings = s.get_json("/api/v1/settings", 200).await;
+    assert_eq!(settings["kiosk"]["volume"], 35);
+    let volume = param(&s.get_json(LAUNCH, 200).await, "audio.volume");
+    assert_eq!(volume["value"], 35);
+    assert!(volume.get("pending").is_none(), "{volume}");
+
+    // Checked whole: a bad volume or a bad neighbour changes nothing.
+    common::assert_error(&put(json!([{"path": "audio.volume", "value": 101}]), 400).await);
+    common::assert_error(
+        &put(
+            json!([{"path": "audio.volume", "value": 10}, {"path": "audio.buffer_frames", "value": "big"}]),
+            400,
+        )
+        .await,
+    );
+    assert_eq!(
+        s.get_json("/api/v1/settings", 200).await["kiosk"]["volume"],
+        35
+    );
+
+    // With a restart parameter, the answer says so; the volume still applies at once.
+    assert_eq!(
+        put(
+            json!([{"path": "audio.period_frames", "value": 1024}, {"path": "audio.volume", "value": 60}]),
+            200
+        )
+        .await,
+        json!({"status": "saved", "requires_restart": true})
+    );
+    let launch = s.get_json(LAUNCH, 200).await;
+    assert_eq!(param(&launch, "audio.volume")["value"], 60);
+    let period = param(&launch, "audio.period_frames");
+    assert_eq!(
+        (&period["value"], &period["pending"]),
+        (&json!(400), &json!(1024))
+    );
+}
+
+#[tokio::test]
+async fn an_interrupt_from_a_watcher_silences_the_kiosk() {
+    let s = sim_server(|_| {}).await;
+    let (_, speaker) = sim_paths(&device(&s).await);
+    // Silence in the mic: the kiosk says it did not catch that.
+    press(&s, true).await;
+    wait_status(&s, "listening", Duration::from_secs(2)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    press(&s, false).await;
+    let sessions = s.get_json("/api/v1/sessions", 200).await;
+    let id = sessions[0]["id"].as_str().unwrap().to_string();
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws/chat/{id}", s.addr))
+        .await
+        .unwrap();
+    wait_status(&s, "speaking", Duration::from_secs(30)).await;
+    use futures_util::SinkExt;
+    ws.send(tokio_tungstenite::tungstenite::Message::text(
+        json!({"type": "interrupt"}).to_string(),
+    ))
+    .await
+    .unwrap();
+    wait_status(&s, "idle", Duration::from_millis(500)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stopped = len(&speaker);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(len(&speaker), stopped, "the speaker stopped");
+}

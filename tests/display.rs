@@ -1,0 +1,408 @@
+//! The display player on an in-memory screen: clips encoded here (openh264's encoder, muxed into
+//! MP4) are stored through the engine like uploads, and the screen must show their colours in
+//! order, at the clip's frame rate, switch clips on state changes, and fall back from a missing
+//! variant to the idle clip, from no clip to the image, and from no image to a name card.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use docent::config::Config;
+use docent::device::KioskState;
+use docent::device::display::testclip;
+use docent::device::display::{self, MemoryScreen};
+use docent::engine::Engine;
+use docent::engine::characters::{CharacterInput, image_base};
+use docent::engine::live::Status;
+use tokio::sync::watch;
+
+const W: u32 = 160;
+const H: u32 = 120;
+
+const RED: (u8, u8, u8) = (255, 0, 0);
+const GREEN: (u8, u8, u8) = (0, 255, 0);
+const BLUE: (u8, u8, u8) = (0, 0, 255);
+const YELLOW: (u8, u8, u8) = (255, 255, 0);
+const CYAN: (u8, u8, u8) = (0, 255, 255);
+const MAGENTA: (u8, u8, u8) = (255, 0, 255);
+const PALETTE: [(u8, u8, u8); 6] = [RED, GREEN, BLUE, YELLOW, CYAN, MAGENTA];
+
+type Rgb = (u8, u8, u8);
+
+fn engine(dir: &std::path::Path, password: bool) -> Arc<Engine> {
+    let config = Config {
+        data_dir: dir.to_path_buf(),
+        admin_password: password.then(|| "display-test".into()),
+        ..Config::default()
+    };
+    Engine::open(config).expect("engine")
+}
+
+fn character(engine: &Engine, name: &str) -> String {
+    engine
+        .create_character(CharacterInput {
+            name: name.into(),
+            ..Default::default()
+        })
+        .expect("character")
+        .id
+}
+
+fn png(w: u32, h: u32, c: (u8, u8, u8)) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut enc = png::Encoder::new(&mut out, w, h);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    let mut wr = enc.write_header().unwrap();
+    let data: Vec<u8> = (0..w * h).flat_map(|_| [c.0, c.1, c.2]).collect();
+    wr.write_image_data(&data).unwrap();
+    wr.finish().unwrap();
+    out
+}
+
+/// Adds an image and returns its clip base name.
+fn image(engine: &Engine, id: &str, c: (u8, u8, u8)) -> String {
+    let img = engine
+        .add_image(id, "face.png", &png(40, 30, c))
+        .expect("image");
+    image_base(&img.filename).to_string()
+}
+
+fn clip(engine: &Engine, id: &str, base: &str, variant: &str, colours: &[(u8, u8, u8)], ms: u32) {
+    let mp4 = testclip::solid_clip(64, 48, ms, colours).expect("encode");
+    engine
+        .put_clip(id, base, variant, "clip.mp4", &mp4)
+        .expect("store clip");
+}
+
+/// The palette entry nearest to a pixel, if it is near one at all.
+fn classify(p: u32) -> Option<(u8, u8, u8)> {
+    let (r, g, b) = (
+        (p >> 16) as i32 & 0xFF,
+        (p >> 8) as i32 & 0xFF,
+        p as i32 & 0xFF,
+    );
+    PALETTE.iter().copied().find(|&(pr, pg, pb)| {
+        (r - pr as i32).abs() <= 40 && (g - pg as i32).abs() <= 40 && (b - pb as i32).abs() <= 40
+    })
+}
+
+fn centre(frame: &display::SeenFrame) -> u32 {
+    frame.pixels[((H / 2) * W + W / 2) as usize]
+}
+
+struct Rig {
+    screen: Arc<MemoryScreen>,
+    tx: watch::Sender<KioskState>,
+    seen: u64,
+}
+
+impl Rig {
+    fn start(engine: &Arc<Engine>, id: &str, status: Status) -> Rig {
+        let screen = Arc::new(MemoryScreen::new(W, H));
+        let (tx, rx) = watch::channel(KioskState {
+            status,
+            character_id: id.into(),
+        });
+        display::play(
+            engine,
+            Box::new(screen.clone()),
+            "http://192.0.2.1:8080/".into(),
+            rx,
+        )
+        .expect("player");
+        Rig {
+            screen,
+            tx,
+            seen: 0,
+        }
+    }
+
+    fn set(&self, id: &str, status: Status) {
+        self.tx.send_replace(KioskState {
+            status,
+            character_id: id.into(),
+        });
+    }
+
+    fn next(&mut self) -> display::SeenFrame {
+        let f = self
+            .screen
+            .wait_for_frame(self.seen, Duration::from_secs(5))
+            .expect("a frame within 5 s");
+        self.seen = f.count;
+        f
+    }
+
+    /// Waits (at most 5 s) until the centre shows one of `colours`; returns that frame.
+    fn until(&mut self, colours: &[(u8, u8, u8)]) -> display::SeenFrame {
+        let end = Instant::now() + Duration::from_secs(5);
+        loop {
+            let f = self.next();
+            if classify(centre(&f)).is_some_and(|c| colours.contains(&c)) {
+                return f;
+            }
+            assert!(
+                Instant::now() < end,
+                "never showed {colours:?}; last {:06x}",
+                centre(&f)
+            );
+        }
+    }
+
+    /// Writes the screen to `$DISPLAY_TEST_SNAPSHOTS/NAME.png` when that variable is set (to look
+    /// at what the tests see).
+    fn save(&self, name: &str) {
+        if let Some(dir) = std::env::var_os("DISPLAY_TEST_SNAPSHOTS") {
+            let path = std::path::Path::new(&dir).join(format!("{name}.png"));
+            std::fs::write(path, self.screen.to_png()).unwrap();
+        }
+    }
+
+    /// Frames for `d`: (when, centre colour).
+    fn record(&mut self, d: Duration) -> Vec<(Instant, Option<Rgb>)> {
+        let end = Instant::now() + d;
+        let mut out = Vec::new();
+        while Instant::now() < end {
+            let f = self.next();
+            out.push((f.at, classify(centre(&f))));
+        }
+        out
+    }
+}
+
+#[test]
+fn clips_play_in_order_at_their_frame_rate_and_switch_on_state_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), true);
+    let id = character(&engine, "Ada");
+    let base = image(&engine, &id, MAGENTA);
+    clip(&engine, &id, &base, "idle", &[RED, GREEN, BLUE], 100);
+    clip(&engine, &id, &base, "speaking", &[YELLOW, CYAN], 100);
+    let mut rig = Rig::start(&engine, &id, Status::Idle);
+
+    // Idle: red, green, blue, red, ... each for 100 ms.
+    rig.until(&[RED]);
+    let frames = rig.record(Duration::from_millis(1600));
+    let colours: Vec<_> = frames.iter().map(|f| f.1.expect("a clip colour")).collect();
+    let order = [RED, GREEN, BLUE];
+    let start = order.iter().position(|c| *c == colours[0]).unwrap();
+    for (i, c) in colours.iter().enumerate() {
+        assert_eq!(*c, order[(start + i) % 3], "frame {i} of {colours:?}");
+    }
+    let span = frames.last().unwrap().0 - frames[0].0;
+    let per_frame = span.as_secs_f64() / (frames.len() - 1) as f64;
+    println!(
+        "idle clip: {} frames, {:.1} ms/frame",
+        frames.len(),
+        per_frame * 1000.0
+    );
+    assert!(
+        (0.090..=0.110).contains(&per_frame),
+        "frame period {per_frame:.4} s, want 0.100 s ±10 %"
+    );
+
+    // Speaking: the speaking clip, within a frame or so of the change.
+    let asked = Instant::now();
+    rig.set(&id, Status::Speaking);
+    let f = rig.until(&[YELLOW, CYAN]);
+    let switch = f.at.duration_since(asked);
+    println!(
+        "switch to the speaking clip: {:.1} ms",
+        switch.as_secs_f64() * 1000.0
+    );
+    assert!(
+        switch < Duration::from_millis(200),
+        "switch took {switch:?}"
+    );
+    let colours: Vec<_> = rig
+        .record(Duration::from_millis(500))
+        .iter()
+        .map(|f| f.1)
+        .collect();
+    assert!(
+        colours.iter().all(|c| matches!(c, Some(YELLOW | CYAN))),
+        "{colours:?}"
+    );
+    rig.save("speaking");
+
+    // Listening has no clip of its own: the idle clip. Processing shows idle too.
+    for status in [Status::Listening, Status::Processing, Status::Idle] {
+        rig.set(&id, status);
+        rig.until(&[RED, GREEN, BLUE]);
+        let colours: Vec<_> = rig
+            .record(Duration::from_millis(300))
+            .iter()
+            .map(|f| f.1)
+            .collect();
+        assert!(
+            colours
+                .iter()
+                .all(|c| matches!(c, Some(RED | GREEN | BLUE))),
+            "{status:?}: {colours:?}"
+        );
+    }
+}
+
+#[test]
+fn fallbacks_variantless_clip_then_image_then_name_card() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), true);
+
+    // Only a variant-less clip: shown for every status.
+    let plain = character(&engine, "Plain");
+    let base = image(&engine, &plain, MAGENTA);
+    clip(&engine, &plain, &base, "", &[CYAN], 40);
+    let mut rig = Rig::start(&engine, &plain, Status::Speaking);
+    rig.until(&[CYAN]);
+
+    // No clip: the active image.
+    let pictured = character(&engine, "Pictured");
+    image(&engine, &pictured, GREEN);
+    rig.set(&pictured, Status::Idle);
+    let f = rig.until(&[GREEN]);
+    assert_eq!(
+        classify(f.pixels[(10 * W + 10) as usize]),
+        Some(GREEN),
+        "image fills the screen"
+    );
+    rig.save("image");
+
+    // No image: a card with the name on a plain background.
+    let named = character(&engine, "Grace Hopper");
+    rig.set(&named, Status::Idle);
+    let end = Instant::now() + Duration::from_secs(5);
+    let card = loop {
+        let f = rig.next();
+        if classify(centre(&f)) != Some(GREEN) {
+            break f;
+        }
+        assert!(Instant::now() < end, "the card never came");
+    };
+    rig.save("card");
+    let background = card.pixels[0];
+    let text = card.pixels.iter().filter(|&&p| p != background).count();
+    assert!(text > 200, "only {text} pixels differ from the background");
+    let mut distinct: Vec<u32> = card.pixels.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert!(distinct.len() >= 2);
+
+    // A clip that cannot be decoded is skipped for the image.
+    let broken = character(&engine, "Broken");
+    let base = image(&engine, &broken, BLUE);
+    let mut mp4 = testclip::solid_clip(64, 48, 40, &[RED]).unwrap();
+    let mdat = mp4.windows(4).position(|w| w == b"mdat").unwrap();
+    let end = mp4.windows(4).position(|w| w == b"moov").unwrap() - 4;
+    mp4[mdat + 4..end].fill(0);
+    engine
+        .put_clip(&broken, &base, "idle", "bad.mp4", &mp4)
+        .unwrap();
+    rig.set(&broken, Status::Idle);
+    rig.until(&[BLUE]);
+
+    // The PNG snapshot is a readable picture of the screen.
+    let png_bytes = rig.screen.to_png();
+    let dec = png::Decoder::new(std::io::Cursor::new(png_bytes));
+    let info = dec.read_info().unwrap().info().clone();
+    assert_eq!((info.width, info.height), (W, H));
+}
+
+#[test]
+fn setup_mode_shows_the_admin_address_while_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), false);
+    let id = character(&engine, "Ada");
+    image(&engine, &id, GREEN);
+    let mut rig = Rig::start(&engine, &id, Status::Idle);
+    let f = rig.next();
+    assert_ne!(
+        classify(centre(&f)),
+        Some(GREEN),
+        "setup screen, not the character"
+    );
+    let white = f.pixels.iter().filter(|&&p| p == 0xFFFFFF).count();
+    assert!(white > 50, "the address is drawn ({white} white pixels)");
+    // A visitor talking sees the character.
+    rig.set(&id, Status::Listening);
+    rig.until(&[GREEN]);
+}
+
+#[test]
+fn player_stops_when_the_state_sender_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), true);
+    let id = character(&engine, "Ada");
+    let screen = Arc::new(MemoryScreen::new(W, H));
+    let (tx, rx) = watch::channel(KioskState {
+        status: Status::Idle,
+        character_id: id,
+    });
+    let thread = display::play(&engine, Box::new(screen.clone()), String::new(), rx).unwrap();
+    screen
+        .wait_for_frame(0, Duration::from_secs(5))
+        .expect("first frame");
+    drop(tx);
+    let end = Instant::now() + Duration::from_secs(5);
+    while !thread.is_finished() {
+        assert!(Instant::now() < end, "player still running");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `docent snapshot OUT.png` against a running `docent` (devices chosen automatically: no
+/// display here, so the simulated one): the file is the setup screen, as a PNG.
+#[test]
+fn snapshot_command_writes_the_simulated_screen() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_docent"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .env_remove("ADMIN_PASSWORD")
+        .env("DOCENT_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(dir.path().join("server.log")).unwrap())
+        .spawn()
+        .expect("docent serve");
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line.trim().rsplit("http://").next().unwrap().to_string();
+    let out = dir.path().join("screen.png");
+    let mut result = None;
+    let mut last = String::new();
+    // The player draws its first frame just after the listener is up.
+    for _ in 0..50 {
+        let run = Command::new(env!("CARGO_BIN_EXE_docent"))
+            .args(["snapshot", "--listen", &addr])
+            .arg(&out)
+            .output()
+            .unwrap();
+        last = String::from_utf8_lossy(&run.stderr).into_owned();
+        if run.status.success() {
+            let bytes = std::fs::read(&out).unwrap();
+            let mut reader = png::Decoder::new(std::io::Cursor::new(bytes))
+                .read_info()
+                .unwrap();
+            let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+            let info = reader.next_frame(&mut buf).unwrap();
+            if buf.iter().any(|&b| b != 0) {
+                result = Some((info.width, info.height, buf[..3].to_vec()));
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    let log = std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
+    let (w, h, corner) = result.unwrap_or_else(|| {
+        panic!("no snapshot with a picture from {addr}; last error: {last}\nserver log:\n{log}")
+    });
+    assert_eq!((w, h), (800, 480));
+    // The setup screen's background (no administrator password).
+    assert_eq!(corner, vec![0x10, 0x2A, 0x43]);
+}
