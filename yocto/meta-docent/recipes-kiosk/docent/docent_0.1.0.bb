@@ -1,0 +1,101 @@
+# nooelint: oelint.var.bbclassextend - a kiosk binary for the target only
+SUMMARY = "docent: firmware of a talking-character kiosk"
+DESCRIPTION = "Conversation server, engine and device loop (push-to-talk button, microphone, \
+               speaker, display) of a talking-character kiosk, in one Rust binary."
+# PLACEHOLDER, like SRC_URI below: the project's public address once it has one.
+# nooelint: oelint.vars.homepageping
+HOMEPAGE = "https://example.invalid/docent"
+BUGTRACKER = "https://example.invalid/docent/issues"
+SECTION = "multimedia"
+CVE_PRODUCT = "docent"
+# The project has no separate licence file; its licence is the `license` line of Cargo.toml.
+LICENSE = "MIT | Apache-2.0"
+LIC_FILES_CHKSUM = "file://Cargo.toml;beginline=6;endline=6;md5=86b31c7756a1a7962f28b62856ed4f05"
+
+# alsa-sys finds the target's alsa-lib through pkg-config: the binary is built by cargo here,
+# against the image's own (shared) libasound, not the static cross build of board/cross-aarch64.sh.
+# OpenH264 is built from the source bundled in the openh264-sys2 crate (C/C++ through the cc
+# crate with the target toolchain); nasm is only used for its x86 assembly.
+DEPENDS += "alsa-lib"
+DEPENDS:append:x86 = " nasm-native"
+DEPENDS:append:x86-64 = " nasm-native"
+
+# PLACEHOLDER: point this at the project's real repository and pin SRCREV to the commit whose
+# Cargo.lock docent-crates.inc was generated from (scripts/generate-crates-inc.py; CI checks it).
+# For development against a local checkout, use instead in local.conf:
+#   EXTERNALSRC:pn-docent = "/path/to/docent"   and   INHERIT += "externalsrc"
+SRC_URI = "git://git.example.invalid/docent.git;protocol=https;branch=main \
+           file://docent.toml \
+           file://asound.conf \
+           file://docent.service \
+           file://docent-simple.service \
+           file://docent-firstboot.service \
+           file://firstboot.sh \
+           "
+SRCREV = "0000000000000000000000000000000000000000"
+
+require docent-crates.inc
+
+inherit cargo cargo-update-recipe-crates systemd useradd
+
+# The build script compiles proto/ with protox (pure Rust): no protoc needed.
+# Cargo.toml asks for Rust >= 1.90 (edition 2024): wrynose's rust recipe must satisfy it.
+
+# Until docent sends READY=1 / WATCHDOG=1, the notify unit would restart it forever: by default
+# the Type=simple unit is installed under the name docent.service. Set DOCENT_SIMPLE_UNIT = "0"
+# (local.conf) once docent has sd_notify.
+DOCENT_SIMPLE_UNIT ??= "1"
+
+SYSTEMD_PACKAGES = "${PN}"
+SYSTEMD_SERVICE:${PN} = "docent.service docent-firstboot.service"
+SYSTEMD_AUTO_ENABLE:${PN} = "enable"
+
+# SupplementaryGroups=gpio in docent.service: the group must exist or the unit fails (216/GROUP).
+USERADD_PACKAGES = "${PN}"
+GROUPADD_PARAM:${PN} = "--system gpio"
+
+do_install:append() {
+    # cargo_do_install has put the binary in ${bindir}/docent.
+    install -d ${D}${sysconfdir}/docent
+    install -m 0644 ${UNPACKDIR}/docent.toml ${D}${sysconfdir}/docent/docent.toml
+    install -m 0644 ${UNPACKDIR}/asound.conf ${D}${sysconfdir}/asound.conf
+
+    install -d ${D}${systemd_system_unitdir}
+    if [ "${DOCENT_SIMPLE_UNIT}" = "1" ]; then
+        install -m 0644 ${UNPACKDIR}/docent-simple.service ${D}${systemd_system_unitdir}/docent.service
+    else
+        install -m 0644 ${UNPACKDIR}/docent.service ${D}${systemd_system_unitdir}/docent.service
+    fi
+    install -m 0644 ${UNPACKDIR}/docent-firstboot.service ${D}${systemd_system_unitdir}/docent-firstboot.service
+    # Both variants for reference (see board/README.md).
+    install -d ${D}${datadir}/docent
+    install -m 0644 ${UNPACKDIR}/docent.service ${D}${datadir}/docent/docent-notify.service
+    install -m 0644 ${UNPACKDIR}/docent-simple.service ${D}${datadir}/docent/docent-simple.service
+
+    install -d ${D}${libexecdir}/docent
+    install -m 0755 ${UNPACKDIR}/firstboot.sh ${D}${libexecdir}/docent/firstboot.sh
+
+    # Mount point of the data partition (the root file system is read-only).
+    install -d ${D}/data
+}
+
+# /etc/asound.conf for the reference board in its own package (alsa-state also ships one).
+PACKAGES =+ "${PN}-asound-conf"
+
+FILES:${PN}-asound-conf += "${sysconfdir}/asound.conf"
+FILES:${PN} += "${systemd_system_unitdir}/docent.service \
+                ${systemd_system_unitdir}/docent-firstboot.service \
+                ${libexecdir}/docent/firstboot.sh \
+                ${sysconfdir}/docent/docent.toml \
+                /data \
+                "
+
+CONFFILES:${PN} = "${sysconfdir}/docent/docent.toml"
+CONFFILES:${PN}-asound-conf = "${sysconfdir}/asound.conf"
+
+# The offline engine runs these programs: espeak-ng (speech) and pocketsphinx_continuous with
+# the en-us model in /usr/share/pocketsphinx/model/en-us (recognition). alsa-lib is picked up
+# from the binary's shared-library dependencies; it is named here for clarity.
+RDEPENDS:${PN} = "alsa-lib espeak-ng pocketsphinx"
+
+RCONFLICTS:${PN}-asound-conf = "alsa-state"

@@ -1,0 +1,36 @@
+#!/bin/sh
+# First boot of the docent appliance: write a random administrator password to the data
+# partition. Run by docent-firstboot.service before docent.service, only while
+# /data/admin-password does not exist (ConditionPathExists=!/data/admin-password).
+#
+# The password is 16 characters from [A-Za-z0-9] read from /dev/urandom. docent reads the first
+# line of the file (admin_password_file in /etc/docent/docent.toml).
+set -eu
+
+DATA_DIR=${DOCENT_DATA_DIR:-/data}
+FILE="$DATA_DIR/admin-password"
+TMP="$FILE.tmp.$$"
+
+if [ -e "$FILE" ]; then
+    exit 0
+fi
+if ! mountpoint -q "$DATA_DIR" 2>/dev/null; then
+    echo "docent-firstboot: warning: $DATA_DIR is not a mount point; writing anyway" >&2
+fi
+
+umask 077
+# tr -dc keeps only the alphabet; head -c takes 16 of them (busybox and coreutils alike).
+PASSWORD=$(tr -dc 'A-Za-z0-9' </dev/urandom | head -c 16)
+if [ "${#PASSWORD}" -ne 16 ]; then
+    echo "docent-firstboot: could not read 16 random characters" >&2
+    exit 1
+fi
+
+printf '%s\n' "$PASSWORD" >"$TMP"
+chmod 0600 "$TMP"
+sync "$TMP" 2>/dev/null || sync
+mv "$TMP" "$FILE"
+sync
+# Shown on the serial console and in the (volatile) journal for the person who flashed the board
+# (StandardOutput=journal+console in docent-firstboot.service).
+echo "docent-firstboot: administrator password written to $FILE: $PASSWORD"

@@ -1,0 +1,31 @@
+#!/bin/sh
+# The layer carries copies of the board files (a layer may not point outside itself).
+# Exit 1 when a copy in recipes-kiosk/docent/files/ differs from its source under board/.
+#   yocto/meta-docent/scripts/check-board-files.sh [PROJECT_ROOT]     (default: ../..)
+# With --sync, copy board/ over the layer's files instead.
+set -eu
+LAYER=$(cd "$(dirname "$0")/.." && pwd)
+SYNC=0
+if [ "${1:-}" = "--sync" ]; then SYNC=1; shift; fi
+ROOT=${1:-$LAYER/../..}
+FILES=$LAYER/recipes-kiosk/docent/files
+status=0
+for pair in \
+    systemd/docent.service:docent.service \
+    systemd/docent-simple.service:docent-simple.service \
+    systemd/docent-firstboot.service:docent-firstboot.service \
+    firstboot.sh:firstboot.sh \
+    rpi4/docent.toml:docent.toml \
+    rpi4/asound.conf:asound.conf
+do
+    src=$ROOT/board/${pair%%:*}
+    dst=$FILES/${pair#*:}
+    if [ "$SYNC" = 1 ]; then
+        cp "$src" "$dst"
+    elif ! cmp -s "$src" "$dst"; then
+        echo "stale: $dst differs from $src (run $0 --sync)" >&2
+        status=1
+    fi
+done
+[ "$status" = 0 ] && [ "$SYNC" = 0 ] && echo "layer files match board/"
+exit $status
