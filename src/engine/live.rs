@@ -146,6 +146,37 @@ impl LiveSession {
         true
     }
 
+    /// Publishes the status of turn `seq`.
+    pub fn set_status(&self, seq: u64, status: Status) -> bool {
+        self.publish(
+            seq,
+            Event::Status {
+                status,
+                turn_seq: seq,
+            },
+        )
+    }
+
+    /// Publishes what the user was heard saying in turn `seq`.
+    pub fn user_said(&self, seq: u64, text: &str) {
+        self.publish(
+            seq,
+            Event::UserSpeech {
+                text: text.to_string(),
+                turn_seq: seq,
+            },
+        );
+        self.publish(
+            seq,
+            Event::Transcript {
+                speaker: "user",
+                text: text.to_string(),
+                is_final: true,
+                turn_seq: seq,
+            },
+        );
+    }
+
     /// Publishes an event that belongs to no turn (task events, closing).
     pub fn publish_any(&self, event: Event) {
         let _ = self.events.send(event);

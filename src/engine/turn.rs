@@ -67,26 +67,14 @@ impl Engine {
     /// The user started speaking: any reply in progress stops, and watchers see `listening`.
     pub fn listen(self: &Arc<Self>, live: &Arc<LiveSession>) -> u64 {
         let (seq, _) = live.next_turn();
-        live.publish(
-            seq,
-            Event::Status {
-                status: Status::Listening,
-                turn_seq: seq,
-            },
-        );
+        live.set_status(seq, Status::Listening);
         seq
     }
 
     /// Cancels the current turn; the interrupt itself takes a turn number, which it returns.
     pub fn interrupt(self: &Arc<Self>, live: &Arc<LiveSession>) -> u64 {
         let (seq, _) = live.next_turn();
-        live.publish(
-            seq,
-            Event::Status {
-                status: Status::Idle,
-                turn_seq: seq,
-            },
-        );
+        live.set_status(seq, Status::Idle);
         let engine = self.clone();
         let id = live.id.clone();
         tokio::task::spawn_blocking(move || engine.save_turn_seq(&id, seq));
@@ -137,23 +125,11 @@ impl Engine {
                         turn_seq: seq,
                     },
                 );
-                live.publish(
-                    seq,
-                    Event::Status {
-                        status: Status::Idle,
-                        turn_seq: seq,
-                    },
-                );
+                live.set_status(seq, Status::Idle);
                 return;
             }
         };
-        live.publish(
-            seq,
-            Event::Status {
-                status: Status::Processing,
-                turn_seq: seq,
-            },
-        );
+        live.set_status(seq, Status::Processing);
         if is_omni(&plan.llm) && !matches!(input, TurnInput::Greeting) {
             self.run_omni_turn(live, seq, &plan, input, said).await;
             return;
@@ -167,13 +143,7 @@ impl Engine {
                 // Stored whole: a cancel from here on must not store it again as a partial.
                 said.lock().expect("said lock").clear();
                 self.store_message(live, "assistant", text, seq).await;
-                live.publish(
-                    seq,
-                    Event::Status {
-                        status: Status::Idle,
-                        turn_seq: seq,
-                    },
-                );
+                live.set_status(seq, Status::Idle);
                 return;
             }
             TurnInput::Text { text, stored } => {
@@ -182,34 +152,13 @@ impl Engine {
             }
             TurnInput::Audio(pcm) => match self.recognise(&plan, &pcm).await {
                 Ok(text) if !text.trim().is_empty() => {
-                    live.publish(
-                        seq,
-                        Event::UserSpeech {
-                            text: text.clone(),
-                            turn_seq: seq,
-                        },
-                    );
-                    live.publish(
-                        seq,
-                        Event::Transcript {
-                            speaker: "user",
-                            text: text.clone(),
-                            is_final: true,
-                            turn_seq: seq,
-                        },
-                    );
+                    live.user_said(seq, &text);
                     self.store_message(live, "user", text.clone(), seq).await;
                     text
                 }
                 Ok(_) => {
                     self.reply_fixed(live, seq, &plan, NOT_HEARD, said).await;
-                    live.publish(
-                        seq,
-                        Event::Status {
-                            status: Status::Idle,
-                            turn_seq: seq,
-                        },
-                    );
+                    live.set_status(seq, Status::Idle);
                     return;
                 }
                 Err(e) => {
@@ -247,13 +196,7 @@ impl Engine {
                         turn_seq: seq,
                     },
                 );
-                live.publish(
-                    seq,
-                    Event::Status {
-                        status: Status::Idle,
-                        turn_seq: seq,
-                    },
-                );
+                live.set_status(seq, Status::Idle);
             }
             Err((code, e)) => self.fail(live, seq, &plan, code, &e, said).await,
         }
@@ -427,13 +370,7 @@ impl Engine {
         let pcm = self.synthesise(plan, sentence).await?;
         if !*started {
             *started = true;
-            live.publish(
-                seq,
-                Event::Status {
-                    status: Status::Speaking,
-                    turn_seq: seq,
-                },
-            );
+            live.set_status(seq, Status::Speaking);
             live.publish(seq, Event::AudioStart { turn_seq: seq });
         }
         {
@@ -542,13 +479,7 @@ impl Engine {
             },
         );
         self.reply_fixed(live, seq, plan, APOLOGY, said).await;
-        live.publish(
-            seq,
-            Event::Status {
-                status: Status::Idle,
-                turn_seq: seq,
-            },
-        );
+        live.set_status(seq, Status::Idle);
     }
 
     /// The conversation sent to a language model: persona and knowledge, recent history, the
@@ -662,22 +593,7 @@ impl Engine {
             while let Some(event) = rx.recv().await {
                 match event {
                     OmniEvent::UserText(text) if !text.is_empty() => {
-                        live.publish(
-                            seq,
-                            Event::UserSpeech {
-                                text: text.clone(),
-                                turn_seq: seq,
-                            },
-                        );
-                        live.publish(
-                            seq,
-                            Event::Transcript {
-                                speaker: "user",
-                                text: text.clone(),
-                                is_final: true,
-                                turn_seq: seq,
-                            },
-                        );
+                        live.user_said(seq, &text);
                         self.store_message(live, "user", text, seq).await;
                     }
                     OmniEvent::UserText(_) => {}
@@ -697,13 +613,7 @@ impl Engine {
                     OmniEvent::Audio(pcm) if live.audio_wanted() => {
                         if !audio_started {
                             audio_started = true;
-                            live.publish(
-                                seq,
-                                Event::Status {
-                                    status: Status::Speaking,
-                                    turn_seq: seq,
-                                },
-                            );
+                            live.set_status(seq, Status::Speaking);
                             live.publish(seq, Event::AudioStart { turn_seq: seq });
                         }
                         for chunk in pcm.chunks(AUDIO_CHUNK_SAMPLES) {
@@ -741,13 +651,7 @@ impl Engine {
                 if !text.is_empty() {
                     self.store_message(live, "assistant", text, seq).await;
                 }
-                live.publish(
-                    seq,
-                    Event::Status {
-                        status: Status::Idle,
-                        turn_seq: seq,
-                    },
-                );
+                live.set_status(seq, Status::Idle);
             }
             Err(e) => {
                 self.fail(live, seq, plan, ErrorCode::LlmFailed, &e, said)
