@@ -60,6 +60,19 @@ impl From<Error> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let mut res = self.body();
+        // A refused body may still be arriving: the connection is closed after this answer, so
+        // say so, or a client could send its next request on a connection about to go away.
+        if res.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            res.headers_mut()
+                .insert("connection", axum::http::HeaderValue::from_static("close"));
+        }
+        res
+    }
+}
+
+impl ApiError {
+    fn body(self) -> Response {
         if self.plain {
             (
                 self.status,
