@@ -14,7 +14,8 @@ TMP="$FILE.tmp.$$"
 if [ -e "$FILE" ]; then
     exit 0
 fi
-if ! mountpoint -q "$DATA_DIR" 2>/dev/null; then
+# /proc/mounts rather than mountpoint(1), which minimal busybox builds lack.
+if ! grep -q " $DATA_DIR " /proc/mounts 2>/dev/null; then
     echo "docent-firstboot: warning: $DATA_DIR is not a mount point; writing anyway" >&2
 fi
 
