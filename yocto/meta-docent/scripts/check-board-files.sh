@@ -10,20 +10,29 @@ if [ "${1:-}" = "--sync" ]; then SYNC=1; shift; fi
 ROOT=${1:-$LAYER/../..}
 FILES=$LAYER/recipes-kiosk/docent/files
 status=0
-for pair in \
-    systemd/docent.service:docent.service \
-    systemd/docent-simple.service:docent-simple.service \
-    systemd/docent-firstboot.service:docent-firstboot.service \
-    firstboot.sh:firstboot.sh \
-    rpi4/docent.toml:docent.toml \
-    rpi4/asound.conf:asound.conf
-do
+PAIRS="systemd/docent.service:docent.service
+systemd/docent-firstboot.service:docent-firstboot.service
+firstboot.sh:firstboot.sh
+rpi4/docent.toml:docent.toml
+rpi4/asound.conf:asound.conf"
+for pair in $PAIRS; do
     src=$ROOT/board/${pair%%:*}
     dst=$FILES/${pair#*:}
     if [ "$SYNC" = 1 ]; then
         cp "$src" "$dst"
     elif ! cmp -s "$src" "$dst"; then
         echo "stale: $dst differs from $src (run $0 --sync)" >&2
+        status=1
+    fi
+done
+# A file left in files/ without a source under board/ (e.g. a removed unit) is stale too.
+for f in "$FILES"/*; do
+    known=0
+    for pair in $PAIRS; do
+        [ "${pair#*:}" = "${f##*/}" ] && known=1
+    done
+    if [ "$known" = 0 ]; then
+        echo "stale: $f has no source under board/ (delete it, or add it to $0)" >&2
         status=1
     fi
 done

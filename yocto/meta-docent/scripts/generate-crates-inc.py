@@ -115,8 +115,11 @@ def main():
         sys.stdout.writelines(difflib.unified_diff(
             current.splitlines(True), text.splitlines(True),
             fromfile=args.output, tofile=f"from {lock}"))
+        script = os.path.relpath(__file__)
+        if script.startswith(".."):
+            script = os.path.abspath(__file__)
         print(f"{args.output} is stale: regenerate it with "
-              f"python3 {os.path.relpath(__file__)} {args.project_root}", file=sys.stderr)
+              f"python3 {script} {args.project_root}", file=sys.stderr)
         return 1
 
     tmp = args.output + ".tmp"

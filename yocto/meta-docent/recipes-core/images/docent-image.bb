@@ -1,4 +1,4 @@
-# nooelint: oelint.var.suggestedvar.BUGTRACKER,oelint.var.suggestedvar.CVE_PRODUCT - an image, not software
+# nooelint: oelint.var.suggestedvar.BUGTRACKER,oelint.var.suggestedvar.CVE_PRODUCT - an image: its packages carry these
 SUMMARY = "docent kiosk appliance image"
 DESCRIPTION = "Read-only root file system with the docent kiosk, espeak-ng and the offline \
                speech model; persistent data on its own ext4 partition mounted at /data; no \
@@ -27,9 +27,14 @@ IMAGE_INSTALL = "packagegroup-core-boot \
 # systemd boots to multi-user (no graphical target, no display manager).
 SYSTEMD_DEFAULT_TARGET = "multi-user.target"
 
-# The image is partitioned by wic: boot, read-only root, /data (wic/docent.wks).
+# The image is partitioned by wic: boot, read-only root, and the data partition, which wic adds
+# to /etc/fstab so that systemd mounts it at /data (the docent recipe ships the mount point).
+# Set with "=", not "?=": meta-raspberrypi's machine configuration already sets
+# WKS_FILE ?= "sdimage-raspberrypi.wks" (no data partition). Another layout for this image:
+# WKS_FILE:pn-docent-image in local.conf.
 IMAGE_FSTYPES += "wic wic.bmap"
-WKS_FILE ?= "docent.wks"
+WKS_FILE = "docent.wks"
+WKS_FILE:qemuarm64 = "docent-qemu.wks"
 
 # No shell login on the display: docent owns it (DRM/fbdev). Only the serial console
 # (SERIAL_CONSOLES, serial-getty@) offers a login. Mask the getty on tty1 and turn autovt off.

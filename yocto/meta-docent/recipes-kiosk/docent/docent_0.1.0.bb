@@ -1,8 +1,9 @@
-# nooelint: oelint.var.bbclassextend - a kiosk binary for the target only
+# nooelint: oelint.var.bbclassextend - target-only firmware: no native/nativesdk variant makes sense
 SUMMARY = "docent: firmware of a talking-character kiosk"
 DESCRIPTION = "Conversation server, engine and device loop (push-to-talk button, microphone, \
                speaker, display) of a talking-character kiosk, in one Rust binary."
 # PLACEHOLDER, like SRC_URI below: the project's public address once it has one.
+# homepageping fetches HOMEPAGE over the network: CI lints offline, so it stays off here.
 # nooelint: oelint.vars.homepageping
 HOMEPAGE = "https://example.invalid/docent"
 BUGTRACKER = "https://example.invalid/docent/issues"
@@ -28,7 +29,6 @@ SRC_URI = "git://git.example.invalid/docent.git;protocol=https;branch=main \
            file://docent.toml \
            file://asound.conf \
            file://docent.service \
-           file://docent-simple.service \
            file://docent-firstboot.service \
            file://firstboot.sh \
            "
@@ -41,11 +41,9 @@ inherit cargo cargo-update-recipe-crates systemd useradd
 # The build script compiles proto/ with protox (pure Rust): no protoc needed.
 # Cargo.toml asks for Rust >= 1.90 (edition 2024): wrynose's rust recipe must satisfy it.
 
-# Until docent sends READY=1 / WATCHDOG=1, the notify unit would restart it forever: by default
-# the Type=simple unit is installed under the name docent.service. Set DOCENT_SIMPLE_UNIT = "0"
-# (local.conf) once docent has sd_notify.
-DOCENT_SIMPLE_UNIT ??= "1"
-
+# docent.service is Type=notify with WatchdogSec=10 (docent sends READY=1 and WATCHDOG=1);
+# docent-firstboot.service writes the administrator password to /data before it starts.
+# Both are enabled (multi-user.target) by the systemd class.
 SYSTEMD_PACKAGES = "${PN}"
 SYSTEMD_SERVICE:${PN} = "docent.service docent-firstboot.service"
 SYSTEMD_AUTO_ENABLE:${PN} = "enable"
@@ -61,16 +59,8 @@ do_install:append() {
     install -m 0644 ${UNPACKDIR}/asound.conf ${D}${sysconfdir}/asound.conf
 
     install -d ${D}${systemd_system_unitdir}
-    if [ "${DOCENT_SIMPLE_UNIT}" = "1" ]; then
-        install -m 0644 ${UNPACKDIR}/docent-simple.service ${D}${systemd_system_unitdir}/docent.service
-    else
-        install -m 0644 ${UNPACKDIR}/docent.service ${D}${systemd_system_unitdir}/docent.service
-    fi
+    install -m 0644 ${UNPACKDIR}/docent.service ${D}${systemd_system_unitdir}/docent.service
     install -m 0644 ${UNPACKDIR}/docent-firstboot.service ${D}${systemd_system_unitdir}/docent-firstboot.service
-    # Both variants for reference (see board/README.md).
-    install -d ${D}${datadir}/docent
-    install -m 0644 ${UNPACKDIR}/docent.service ${D}${datadir}/docent/docent-notify.service
-    install -m 0644 ${UNPACKDIR}/docent-simple.service ${D}${datadir}/docent/docent-simple.service
 
     install -d ${D}${libexecdir}/docent
     install -m 0755 ${UNPACKDIR}/firstboot.sh ${D}${libexecdir}/docent/firstboot.sh
