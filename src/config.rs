@@ -44,6 +44,12 @@ pub struct Config {
     pub history_messages: usize,
     /// Memory for redb's page cache.
     pub store_cache_bytes: usize,
+    /// Stall limit of the watchdog when systemd sets none (`WATCHDOG_USEC`): the engine or the
+    /// kiosk loop making no progress this long makes docent exit with code 70; 0 turns that off.
+    pub watchdog_secs: u64,
+    /// Enables `POST /api/v1/internal/debug/stall`, which really blocks a loop so the watchdog
+    /// can be tested. Never on a kiosk in service.
+    pub test_hooks: bool,
     pub limits: Limits,
     /// Which devices the kiosk uses: `auto` (real where present, simulated for the rest), `sim`,
     /// `real` or `none` (a pure server).
@@ -135,6 +141,8 @@ impl Default for Config {
             history_messages: 12,
             vad_silence_ms: 0,
             store_cache_bytes: 16 << 20,
+            watchdog_secs: 10,
+            test_hooks: false,
             limits: Limits::default(),
             devices: crate::device::DeviceMode::Auto,
             audio: AudioConfig::default(),
@@ -271,10 +279,13 @@ mod tests {
     #[test]
     fn keys_override_defaults() {
         let c = Config::from_toml(
-            "image_store = false\nmax_sessions = 2\n[limits]\njson_bytes = 10\n[ptt]\nled_line = 27",
+            "image_store = false\nmax_sessions = 2\nwatchdog_secs = 0\ntest_hooks = true\n\
+             [limits]\njson_bytes = 10\n[ptt]\nled_line = 27",
         )
         .unwrap();
         assert!(!c.image_store);
+        assert_eq!(c.watchdog_secs, 0);
+        assert!(c.test_hooks);
         assert_eq!(c.max_sessions, 2);
         assert_eq!(c.limits.json_bytes, 10);
         assert_eq!(c.limits.image_bytes, 10 << 20);

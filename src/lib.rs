@@ -10,6 +10,7 @@ pub mod device;
 pub mod engine;
 pub mod proto;
 pub mod store;
+pub mod watchdog;
 
 use std::sync::Arc;
 
@@ -32,6 +33,8 @@ pub struct Ready {
     pub addr: std::net::SocketAddr,
     pub engine: Arc<Engine>,
     pub devices: Arc<device::Devices>,
+    /// The loops the watchdog watches: the engine, and the kiosk loop when there are devices.
+    pub loops: Vec<watchdog::Watched>,
 }
 
 /// `run`, handing the engine and the devices to `on_ready` as well.
@@ -51,11 +54,24 @@ pub async fn run_with(
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "serving");
     spawn_sweeper(engine.clone());
+    let probe_stop = tokio_util::sync::CancellationToken::new();
+    let (engine_beat, probe) = watchdog::spawn_engine_probe(engine.clone(), probe_stop.clone());
     let devices = device::Devices::start(&engine, device::display::admin_url(addr)).await;
+    let mut loops = vec![watchdog::Watched {
+        name: "engine",
+        heartbeat: engine_beat,
+    }];
+    if let Some(heartbeat) = devices.heartbeat.clone() {
+        loops.push(watchdog::Watched {
+            name: "device",
+            heartbeat,
+        });
+    }
     on_ready(Ready {
         addr,
         engine: engine.clone(),
         devices: devices.clone(),
+        loops,
     });
     let served = api::serve(
         listener,
@@ -63,9 +79,11 @@ pub async fn run_with(
         shutdown,
     )
     .await;
-    // The kiosk loop and the indexer let go of the store before `run` returns, so that the data
-    // directory can be opened again at once (a restart within the same process).
+    // The kiosk loop, the engine probe and the indexer let go of the store before `run` returns,
+    // so that the data directory can be opened again at once (a restart within the same process).
     devices.stop().await;
+    probe_stop.cancel();
+    let _ = probe.await;
     tokio::task::spawn_blocking(move || engine.knowledge.stop()).await?;
     served?;
     Ok(())

@@ -25,6 +25,38 @@ enum Command {
     Serve(ServeArgs),
     /// Save the running kiosk's simulated screen as a PNG file.
     Snapshot(SnapshotArgs),
+    /// Check a sound card: play a file to an ALSA device, or record one to a WAV file.
+    #[command(subcommand)]
+    Audio(AudioCommand),
+}
+
+#[derive(Subcommand)]
+enum AudioCommand {
+    /// Play raw S16_LE mono samples (or a 16-bit mono WAV file) to DEVICE.
+    Play {
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// ALSA PCM name
+        #[arg(long, default_value = "default")]
+        device: String,
+        /// Sample rate of FILE in Hz
+        #[arg(long, default_value_t = 16000)]
+        rate: u32,
+    },
+    /// Record DEVICE into a mono 16-bit WAV file.
+    Record {
+        #[arg(value_name = "OUT.wav")]
+        file: PathBuf,
+        /// ALSA PCM name
+        #[arg(long, default_value = "default")]
+        device: String,
+        /// Sample rate in Hz
+        #[arg(long, default_value_t = 24000)]
+        rate: u32,
+        /// How long to record
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+    },
 }
 
 #[derive(clap::Args)]
@@ -100,11 +132,14 @@ fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colours for a person at a terminal; plain lines for the journal and log files.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     let args = match cli.command {
         Some(Command::Serve(args)) => args,
         Some(Command::Snapshot(args)) => return snapshot(args),
+        Some(Command::Audio(command)) => return audio(command),
         None => cli.serve,
     };
     let config = match args.config() {
@@ -114,14 +149,23 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
+    // systemd's READY/WATCHDOG/STOPPING notifications and the stall limit (docs/watchdog.md).
+    let watchdog = std::sync::Arc::new(docent::watchdog::Watchdog::from_env(config.watchdog_secs));
+    let stopping = watchdog.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match runtime.block_on(docent::run(
+    match runtime.block_on(docent::run_with(
         config,
-        |addr| println!("docent listening on http://{addr}"),
-        shutdown_signal(),
+        move |ready| {
+            println!("docent listening on http://{}", ready.addr);
+            watchdog.ready(&format!("serving on http://{}", ready.addr), ready.loops);
+        },
+        async move {
+            shutdown_signal().await;
+            stopping.stopping();
+        },
     )) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -137,6 +181,27 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+    }
+}
+
+/// `docent audio play|record`.
+fn audio(command: AudioCommand) -> std::process::ExitCode {
+    use docent::device::audio_check;
+    let done = match command {
+        AudioCommand::Play { file, device, rate } => audio_check::play(&file, &device, rate),
+        AudioCommand::Record {
+            file,
+            device,
+            rate,
+            seconds,
+        } => audio_check::record(&file, &device, rate, seconds),
+    };
+    match done {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("docent audio: {e}");
+            std::process::ExitCode::FAILURE
+        }
     }
 }
 

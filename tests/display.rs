@@ -327,6 +327,194 @@ fn setup_mode_shows_the_admin_address_while_idle() {
     rig.until(&[GREEN]);
 }
 
+/// The first-boot password, as `board/firstboot.sh` makes them: 16 of `[A-Za-z0-9]`.
+const FIRST_BOOT_PASSWORD: &str = "Qx7RmT2vLp9KwZ3a";
+const SETUP_BG: u32 = 0x102A43;
+/// The colour of the password on the first-boot screen (the only text in it).
+const PASSWORD_TEXT: u32 = 0xFFFFFF;
+
+/// An engine whose password comes from a first-boot password file, as on the board.
+fn first_boot_engine(dir: &std::path::Path) -> Arc<Engine> {
+    let file = dir.join("admin-password");
+    std::fs::write(&file, format!("{FIRST_BOOT_PASSWORD}\n")).unwrap();
+    let config = Config {
+        data_dir: dir.join("data"),
+        admin_password_file: Some(file),
+        ..Config::default()
+    };
+    Engine::open(config).expect("engine")
+}
+
+/// Bounding box (x0, y0, x1, y1), exclusive ends, of the pixels of `colour`.
+fn bbox(px: &[u32], w: u32, colour: u32) -> Option<(u32, u32, u32, u32)> {
+    let mut b: Option<(u32, u32, u32, u32)> = None;
+    for (i, _) in px.iter().enumerate().filter(|(_, p)| **p == colour) {
+        let (x, y) = (i as u32 % w, i as u32 / w);
+        b = Some(match b {
+            None => (x, y, x + 1, y + 1),
+            Some((x0, y0, x1, y1)) => (x0.min(x), y0.min(y), x1.max(x + 1), y1.max(y + 1)),
+        });
+    }
+    b
+}
+
+/// The scale at which the pixels of `colour` in a frame are exactly `line`, drawn centred by the
+/// display's text module (at some height), if they are.
+fn drawn_line(px: &[u32], (w, h): (u32, u32), line: &str, colour: u32) -> Option<u32> {
+    use docent::device::display::text::{Canvas, GLYPH, text_width};
+    let (_, y0, _, y1) = bbox(px, w, colour)?;
+    (1..=h / GLYPH).find(|&scale| {
+        let tw = text_width(line, scale);
+        if tw > w {
+            return false;
+        }
+        let band = GLYPH * scale;
+        let mut want = vec![0u32; (w * band) as usize];
+        Canvas {
+            px: &mut want,
+            w,
+            h: band,
+        }
+        .text(((w - tw) / 2) as i32, 0, line, scale, colour);
+        let Some((_, wy0, _, wy1)) = bbox(&want, w, colour) else {
+            return false;
+        };
+        let Some(top) = y0.checked_sub(wy0) else {
+            return false;
+        };
+        wy1 - wy0 == y1 - y0
+            && px.iter().enumerate().all(|(i, p)| {
+                let (x, y) = (i as u32 % w, i as u32 / w);
+                let expected =
+                    (top..top + band).contains(&y) && want[((y - top) * w + x) as usize] == colour;
+                (*p == colour) == expected
+            })
+    })
+}
+
+/// Waits (at most 5 s) for a frame after `*seen` that passes `ok`.
+fn frame_where(
+    screen: &MemoryScreen,
+    seen: &mut u64,
+    what: &str,
+    ok: impl Fn(&display::SeenFrame) -> bool,
+) -> display::SeenFrame {
+    let within = Duration::from_secs(5);
+    let end = Instant::now() + within;
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        let f = screen
+            .wait_for_frame(*seen, left.max(Duration::from_millis(1)))
+            .unwrap_or_else(|| panic!("no frame showing {what} within {within:?}"));
+        *seen = f.count;
+        if ok(&f) {
+            return f;
+        }
+    }
+}
+
+#[test]
+fn first_boot_shows_the_address_and_password_until_the_first_login() {
+    use docent::engine::auth::Login;
+    const SW: u32 = 640;
+    const SH: u32 = 480;
+    let mid = |f: &display::SeenFrame| classify(f.pixels[((SH / 2) * SW + SW / 2) as usize]);
+    let setup = |f: &display::SeenFrame| f.pixels[0] == SETUP_BG;
+
+    let dir = tempfile::tempdir().unwrap();
+    let engine = first_boot_engine(dir.path());
+    assert_eq!(
+        engine.first_boot_password().as_deref(),
+        Some(FIRST_BOOT_PASSWORD)
+    );
+    let id = character(&engine, "Ada");
+    image(&engine, &id, GREEN);
+    let screen = Arc::new(MemoryScreen::new(SW, SH));
+    let (tx, rx) = watch::channel(KioskState {
+        status: Status::Idle,
+        character_id: id.clone(),
+    });
+    let player = display::play(
+        &engine,
+        Box::new(screen.clone()),
+        "http://192.0.2.1:8080/".into(),
+        rx,
+    )
+    .expect("player");
+    let mut seen = 0;
+
+    // Idle in first boot: the setup screen, the password in large type, exactly as the text
+    // module draws it.
+    let f = frame_where(&screen, &mut seen, "a frame", |_| true);
+    if let Some(dir) = std::env::var_os("DISPLAY_TEST_SNAPSHOTS") {
+        std::fs::write(
+            std::path::Path::new(&dir).join("first-boot.png"),
+            screen.to_png(),
+        )
+        .unwrap();
+    }
+    assert!(setup(&f), "the setup screen, not the character");
+    assert_ne!(mid(&f), Some(GREEN));
+    let scale = drawn_line(&f.pixels, (SW, SH), FIRST_BOOT_PASSWORD, PASSWORD_TEXT)
+        .expect("the password is drawn, whole, on one line");
+    assert!(scale >= 4, "password glyphs {} pixels high", scale * 8);
+
+    // A visitor talking sees the character; idle again, the password again.
+    tx.send_replace(KioskState {
+        status: Status::Listening,
+        character_id: id.clone(),
+    });
+    frame_where(&screen, &mut seen, "the image", |f| mid(f) == Some(GREEN));
+    tx.send_replace(KioskState {
+        status: Status::Idle,
+        character_id: id.clone(),
+    });
+    frame_where(&screen, &mut seen, "setup", setup);
+
+    // A wrong password does not end first boot.
+    assert_eq!(
+        engine.login("192.0.2.7", "Qx7RmT2vLp9KwZ3b").unwrap(),
+        Login::WrongPassword
+    );
+    assert!(engine.first_boot_password().is_some());
+    std::thread::sleep(Duration::from_millis(1500));
+    let f = frame_where(&screen, &mut seen, "a frame", |_| true);
+    assert!(setup(&f), "still the setup screen after a wrong password");
+
+    // The first login: the idle image within about a second (the plan is made once a second).
+    let Login::Success(_) = engine.login("192.0.2.7", FIRST_BOOT_PASSWORD).unwrap() else {
+        panic!("login failed");
+    };
+    let asked = Instant::now();
+    assert_eq!(engine.first_boot_password(), None);
+    let f = frame_where(&screen, &mut seen, "the image", |f| mid(f) == Some(GREEN));
+    let took = f.at.duration_since(asked);
+    assert!(took < Duration::from_millis(2500), "took {took:?}");
+    assert!(!setup(&f) && bbox(&f.pixels, SW, PASSWORD_TEXT).is_none());
+
+    // After a restart on the same data directory: never the password again.
+    drop(tx);
+    player.join().unwrap();
+    engine.knowledge.stop();
+    drop(engine);
+    let engine = first_boot_engine(dir.path());
+    assert!(engine.has_admin_password());
+    assert_eq!(engine.first_boot_password(), None);
+    let screen = Arc::new(MemoryScreen::new(SW, SH));
+    let (_tx, rx) = watch::channel(KioskState {
+        status: Status::Idle,
+        character_id: id,
+    });
+    display::play(&engine, Box::new(screen.clone()), String::new(), rx).expect("player");
+    let mut seen = 0;
+    let f = frame_where(&screen, &mut seen, "a frame", |_| true);
+    assert_eq!(
+        mid(&f),
+        Some(GREEN),
+        "the idle image from the first frame on"
+    );
+}
+
 #[test]
 fn player_stops_when_the_state_sender_goes() {
     let dir = tempfile::tempdir().unwrap();

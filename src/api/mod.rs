@@ -5,6 +5,7 @@
 
 mod auth;
 mod characters;
+mod debug;
 mod device;
 mod error;
 mod extract;
@@ -52,6 +53,11 @@ impl AppState {
 
 /// The whole HTTP application.
 pub fn router(state: AppState) -> Router {
+    let hooks = if state.engine.config.test_hooks {
+        debug::routes()
+    } else {
+        Router::new()
+    };
     Router::new()
         .merge(system::routes())
         .merge(site::routes())
@@ -61,6 +67,7 @@ pub fn router(state: AppState) -> Router {
         .merge(ws::routes())
         .merge(grpc::routes(state.engine.clone()))
         .merge(characters::routes(&state.engine.config.limits))
+        .merge(hooks)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

@@ -106,7 +106,12 @@ pub fn sim_pcm(kind: &str, file: &std::path::Path) -> Result<String, String> {
     Ok(format!("docent_sim_{kind}:FILE=\"{path}\""))
 }
 
-fn open_pcm(name: &str, dir: Direction, nonblock: bool, sim: bool) -> Result<PCM, String> {
+pub(super) fn open_pcm(
+    name: &str,
+    dir: Direction,
+    nonblock: bool,
+    sim: bool,
+) -> Result<PCM, String> {
     let _lock = ALSA_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     if sim {
         ensure_sim_config()?;
@@ -116,7 +121,7 @@ fn open_pcm(name: &str, dir: Direction, nonblock: bool, sim: bool) -> Result<PCM
 }
 
 /// An ALSA error as a person reads it.
-fn why(e: &alsa::Error) -> String {
+pub(super) fn why(e: &alsa::Error) -> String {
     std::io::Error::from_raw_os_error(e.errno()).to_string()
 }
 
@@ -131,7 +136,12 @@ pub struct Setup {
 
 /// Sets S16_LE interleaved at (near) `rate`, as few channels as the device allows, and the
 /// period and buffer asked for.
-fn configure(pcm: &PCM, rate: u32, period: u32, buffer: u32) -> Result<Setup, alsa::Error> {
+pub(super) fn configure(
+    pcm: &PCM,
+    rate: u32,
+    period: u32,
+    buffer: u32,
+) -> Result<Setup, alsa::Error> {
     {
         let hw = HwParams::any(pcm)?;
         hw.set_access(Access::RWInterleaved)?;

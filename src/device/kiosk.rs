@@ -20,7 +20,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{Notify, broadcast, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -32,6 +32,7 @@ use crate::engine::Engine;
 use crate::engine::live::{AudioWanted, Event, LiveSession, Status};
 use crate::engine::sessions::NewSession;
 use crate::engine::turn::TurnInput;
+use crate::watchdog::{self, Heartbeat};
 
 /// How often the loop looks at the settings (volume, kiosk character).
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
@@ -48,6 +49,10 @@ pub struct KioskParts {
     /// Woken on every state change (the LED follows at once).
     pub wake: Arc<Wake>,
     pub stop: CancellationToken,
+    /// Beaten at every turn of the loop, which wakes at least every `watchdog::BEAT`.
+    pub heartbeat: Arc<Heartbeat>,
+    /// Test hook (`test_hooks`): when notified, the loop stops turning until `stop`.
+    pub stall: Arc<Notify>,
 }
 
 /// The visitor's session as the kiosk holds it.
@@ -86,6 +91,8 @@ pub async fn run(parts: KioskParts) {
         state,
         wake,
         stop,
+        heartbeat,
+        stall,
     } = parts;
     let mut captured = captured;
     let mut played = played;
@@ -112,11 +119,19 @@ pub async fn run(parts: KioskParts) {
     let mut events: Option<broadcast::Receiver<Event>> = None;
     let mut tick = tokio::time::interval(HOUSEKEEPING);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut beat = tokio::time::interval(watchdog::BEAT);
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        heartbeat.beat();
         let deadline = k.deadline;
         tokio::select! {
             biased;
             _ = stop.cancelled() => break,
+            _ = stall.notified() => {
+                tracing::warn!("test hook: the kiosk loop stalls until it is stopped");
+                stop.cancelled().await;
+                break;
+            }
             Some(e) = buttons.recv() => {
                 k.button(e, &mut events).await;
             }
@@ -138,6 +153,7 @@ pub async fn run(parts: KioskParts) {
             }
             _ = sleep_until(deadline) => k.timeout(),
             _ = tick.tick() => k.housekeeping().await,
+            _ = beat.tick() => {}
         }
     }
     if let Some(a) = &k.audio {

@@ -19,6 +19,7 @@
 //! it.
 
 pub mod audio;
+pub mod audio_check;
 pub mod display;
 pub mod kiosk;
 pub mod ptt;
@@ -29,11 +30,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::Engine;
 use crate::engine::live::Status;
+use crate::watchdog::Heartbeat;
 
 /// Which devices to use.
 #[derive(
@@ -113,6 +115,10 @@ pub struct Devices {
     pub audio: Option<Arc<audio::Audio>>,
     /// The kiosk state, as the display follows it.
     pub state: watch::Receiver<KioskState>,
+    /// The kiosk loop's heartbeat, for the watchdog (none without devices).
+    pub heartbeat: Option<Arc<Heartbeat>>,
+    /// Stalls the kiosk loop (the test hook).
+    stall: Option<Arc<Notify>>,
     running: Mutex<Option<Running>>,
 }
 
@@ -155,6 +161,8 @@ impl Devices {
             sim_audio: None,
             audio: None,
             state: rx,
+            heartbeat: None,
+            stall: None,
             running: Mutex::new(Some(Running {
                 stop: CancellationToken::new(),
                 kiosk: None,
@@ -203,6 +211,8 @@ impl Devices {
         health.set(|h| h.display = display_health);
 
         let stop = CancellationToken::new();
+        let heartbeat = Arc::new(Heartbeat::default());
+        let stall = Arc::new(Notify::new());
         let kiosk = tokio::spawn(kiosk::run(kiosk::KioskParts {
             engine: engine.clone(),
             config: engine.config.kiosk.clone(),
@@ -213,6 +223,8 @@ impl Devices {
             state: state_tx,
             wake: ptt_wake.clone(),
             stop: stop.clone(),
+            heartbeat: heartbeat.clone(),
+            stall: stall.clone(),
         }));
         let h = health.get();
         tracing::info!(audio = %h.audio, ptt = %h.ptt, display = %h.display, "devices started");
@@ -225,6 +237,8 @@ impl Devices {
             sim_audio,
             audio,
             state: state_rx,
+            heartbeat: Some(heartbeat),
+            stall: Some(stall),
             running: Mutex::new(Some(Running {
                 stop,
                 kiosk: Some(kiosk),
@@ -246,6 +260,12 @@ impl Devices {
             (None, DeviceMode::None) => Err(PressError::NoDevices),
             (None, _) => Err(PressError::NotSimulated),
         }
+    }
+
+    /// Test hook (`test_hooks`): the kiosk loop stops turning (and beating) until the devices
+    /// stop. False when there is no kiosk loop.
+    pub fn stall_for_test(&self) -> bool {
+        self.stall.as_ref().map(|s| s.notify_one()).is_some()
     }
 
     /// The LED's level, when it is simulated.

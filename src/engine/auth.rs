@@ -1,7 +1,14 @@
 //! The appliance's one administrator login: a password, kept only as an Argon2id hash, exchanged
 //! for session tokens that live in redb (so they survive a restart), with failed attempts
 //! counted per client address, also in redb.
+//!
+//! First boot: a password that came from `admin_password_file` (written by the image's first-boot
+//! step) is also kept in clear text, in memory only, until the administrator's first successful
+//! login, so that the display can show it ([`Engine::first_boot_password`]). That login is
+//! recorded once, durably, as the `admin_first_login` flag in `META`; from then on, restarts
+//! included, the clear text is never kept again.
 
+use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use argon2::{Algorithm, Argon2, Params, Version};
@@ -13,14 +20,18 @@ use subtle::ConstantTimeEq;
 use super::Engine;
 use super::error::{Error, Result};
 use crate::store::records::{AdminSession, LoginFailures};
-use crate::store::tables::{ADMIN_SESSIONS, LOGIN_FAILURES};
+use crate::store::tables::{ADMIN_SESSIONS, LOGIN_FAILURES, META};
 use crate::store::{self, blobs::hex};
 
 /// Argon2id cost: 19 MiB and two passes (OWASP's baseline), about 30 ms per login here.
 const M_COST_KIB: u32 = 19 * 1024;
 const T_COST: u32 = 2;
 
-/// The configured password as a salted hash; the clear text is dropped after start.
+/// `META` flag set by the administrator's first successful login.
+const FIRST_LOGIN: &str = "admin_first_login";
+
+/// The configured password as a salted hash; the clear text is dropped after start (except a
+/// first-boot password, see [`FirstBoot`]).
 pub struct Password {
     salt: [u8; 16],
     hash: [u8; 32],
@@ -50,6 +61,43 @@ fn derive(password: &str, salt: &[u8]) -> [u8; 32] {
     out
 }
 
+/// The first-boot password in clear text while no administrator has logged in yet; `None` when
+/// the password did not come from `admin_password_file` or the first login has happened.
+///
+/// Deliberately not `Debug`: the clear text must never reach a log line.
+#[derive(Default)]
+pub struct FirstBoot(Mutex<Option<String>>);
+
+impl FirstBoot {
+    /// What to keep at start: `clear` only when it came from the password file (no
+    /// `admin_password`, which `ADMIN_PASSWORD` and `--admin-password` also set) and `store`
+    /// has no record of a login.
+    pub(super) fn load(
+        config: &crate::config::Config,
+        clear: Option<&str>,
+        store: &store::Store,
+    ) -> Result<FirstBoot> {
+        let from_file = config.admin_password.is_none() && config.admin_password_file.is_some();
+        let keep = match clear {
+            Some(p) if from_file && !p.is_empty() => {
+                let tx = store.read()?;
+                let logged_in = tx.open_table(META)?.get(FIRST_LOGIN)?.is_some();
+                (!logged_in).then(|| p.to_string())
+            }
+            _ => None,
+        };
+        Ok(FirstBoot(Mutex::new(keep)))
+    }
+
+    fn get(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn end(&self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
 /// What a login attempt came to.
 #[derive(Debug, PartialEq)]
 pub enum Login {
@@ -76,6 +124,16 @@ impl Engine {
         self.password.is_some()
     }
 
+    /// The administrator password in clear text, for the kiosk's own display only, while the
+    /// kiosk is in first boot: the password came from `admin_password_file` (not from
+    /// `admin_password` or `ADMIN_PASSWORD`) and no administrator has ever logged in on this
+    /// data directory. `None` from the first successful login on, restarts included.
+    ///
+    /// Never return this from an API route and never log it.
+    pub fn first_boot_password(&self) -> Option<String> {
+        self.first_boot.get()
+    }
+
     /// Seconds `client` must still wait before trying to log in, if it is rate limited.
     pub fn login_wait(&self, client: &str) -> Result<Option<u64>> {
         let tx = self.store.read()?;
@@ -87,8 +145,9 @@ impl Engine {
         }))
     }
 
-    /// Checks a password for `client`; a success opens a session and clears the address's
-    /// failures, a failure is counted. Without a configured password this is an error.
+    /// Checks a password for `client`; a success opens a session, clears the address's
+    /// failures and, the first time, records that the administrator has logged in (which ends
+    /// first boot); a failure is counted. Without a configured password this is an error.
     pub fn login(&self, client: &str, password: &str) -> Result<Login> {
         let configured = self
             .password
@@ -144,7 +203,15 @@ impl Engine {
                 store::to_json(&session).as_slice(),
             )?;
         }
+        let first = !store::meta_flag(&tx, FIRST_LOGIN)?;
+        if first {
+            store::set_meta_flag(&tx, FIRST_LOGIN)?;
+        }
         tx.commit()?;
+        if first {
+            tracing::info!("first administrator login: first boot is over");
+        }
+        self.first_boot.end();
         Ok(Login::Success(token))
     }
 

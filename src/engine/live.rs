@@ -259,6 +259,22 @@ impl Engine {
             .cloned()
     }
 
+    /// One round trip through the engine for the watchdog: the registry lock every live session
+    /// goes through, the settings and a store read. A deadlocked engine never returns.
+    pub fn probe(&self) -> Result<()> {
+        drop(self.live.0.lock().expect("registry lock"));
+        self.settings();
+        self.store.schema_version()?;
+        Ok(())
+    }
+
+    /// Test hook (`test_hooks`): takes the registry lock and never lets it go, as a deadlock
+    /// would; every later use of a live session, and the watchdog's probe, blocks on it.
+    pub fn stall_for_test(&self) {
+        tracing::warn!("test hook: the engine's session registry is locked for good");
+        std::mem::forget(self.live.0.lock().expect("registry lock"));
+    }
+
     /// Ends the live side of a session: its turn stops and its watchers are told to go.
     pub(super) fn close_live(&self, session_id: &str) {
         if let Some(live) = self

@@ -38,6 +38,7 @@ pub struct Engine {
     pub knowledge: knowledge::Indexer,
     settings: settings::Live,
     password: Option<auth::Password>,
+    first_boot: auth::FirstBoot,
     live: live::Registry,
     /// Client for HTTP providers (TLS through rustls with ring).
     http: reqwest::Client,
@@ -49,19 +50,18 @@ impl Engine {
     /// sources interrupted by a crash queued for indexing again. Launch parameters saved from the
     /// web are applied over `config`.
     pub fn open(config: Config) -> Result<Arc<Engine>> {
-        let password = config
+        let clear = config
             .resolve_admin_password()
-            .map_err(|e| Error::BadRequest(e.to_string()))?
-            .map(|p| auth::Password::new(&p));
+            .map_err(|e| Error::BadRequest(e.to_string()))?;
+        let password = clear.as_deref().map(auth::Password::new);
         let store = Store::open(&config.data_dir, config.store_cache_bytes)?;
+        let first_boot = auth::FirstBoot::load(&config, clear.as_deref(), &store)?;
+        drop(clear);
         let config = launch::apply_saved(&store, config)?;
         let settings = settings::Live::load(&store)?;
         // Several engines may open in one process (tests); the first installation wins.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .connect_timeout(std::time::Duration::from_millis(config.provider_timeout_ms))
-            .build()
-            .map_err(|e| Error::Internal(format!("HTTP client: {e}")))?;
+        let http = http_client(config.provider_timeout_ms)?;
         let scratch = config.data_dir.join("tmp");
         if scratch.exists() {
             std::fs::remove_dir_all(&scratch)?;
@@ -75,6 +75,7 @@ impl Engine {
             knowledge: knowledge::Indexer::default(),
             settings,
             password,
+            first_boot,
             live: live::Registry::default(),
             http,
             grammars: providers::GrammarCache::default(),
@@ -120,6 +121,23 @@ pub fn is_id(s: &str) -> bool {
 
 pub fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
+}
+
+/// The providers' HTTP client. An appliance without a CA store (no `ca-certificates`) still
+/// starts: plain-HTTP providers on the LAN work, and HTTPS ones fail their certificate check
+/// with a clear error instead of the whole kiosk refusing to run.
+fn http_client(connect_timeout_ms: u64) -> Result<reqwest::Client> {
+    let builder = || {
+        reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_millis(connect_timeout_ms))
+    };
+    builder().build().or_else(|e| {
+        tracing::warn!("no usable CA certificates ({e}); HTTPS providers cannot be verified");
+        builder()
+            .tls_certs_only([])
+            .build()
+            .map_err(|e| Error::Internal(format!("HTTP client: {e}")))
+    })
 }
 
 #[cfg(test)]

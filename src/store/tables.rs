@@ -7,7 +7,9 @@ use redb::{TableDefinition, WriteTransaction};
 
 use super::Result;
 
-/// Schema version and named counters (big-endian u64 values).
+/// Schema version and named counters (big-endian u64 values), and one-time flags (`[1]`):
+/// `default_character` (the default character was created once), `admin_first_login` (an
+/// administrator has logged in: first boot is over, see `engine::auth`).
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// Blob id -> `BlobRef`: the blob files that committed records own.
 pub const BLOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("blobs");

@@ -3,7 +3,10 @@
 //!
 //! What is shown, first that works wins (a source that fails to decode is remembered and
 //! skipped until it changes):
-//! 1. In setup mode (no administrator password) while idle: the setup screen with the admin URL.
+//! 1. While idle, in first boot (the password came from `admin_password_file` and no
+//!    administrator has logged in yet, `Engine::first_boot_password`): the setup screen with the
+//!    admin URL and that password in large type. In setup mode (no administrator password) while
+//!    idle: the setup screen with the admin URL.
 //! 2. The active image's clip for the status (`listening`, `speaking`, `idle`; `processing`
 //!    shows `idle`), then the `idle` clip, then a clip made for this screen size (`WxH`), then
 //!    the variant-less clip. Clips loop at their own frame rate.
@@ -12,7 +15,7 @@
 //!
 //! A bottom band shows the name and the status over clips and images. The plan is made again
 //! on every state change (the wait for the next frame ends at once, so a new clip starts within
-//! a frame) and once a second (new uploads, another active image).
+//! a frame) and once a second (new uploads, another active image, the end of first boot).
 //!
 //! Decoding runs on this thread, never on the async runtime; a small current-thread runtime
 //! only waits on the watch channel. The thread ends when the state sender or the engine is gone.
@@ -39,6 +42,8 @@ const RECHECK: Duration = Duration::from_secs(1);
 const CARD_TEXT: u32 = 0xF2F2F2;
 const SETUP_BG: u32 = 0x102A43;
 const ACCENT: u32 = 0xFFC857;
+/// The first-boot password, the only text in this colour on the first-boot screen.
+const PASSWORD_TEXT: u32 = 0xFFFFFF;
 
 /// Starts the player thread on `screen`.
 pub fn spawn(
@@ -69,6 +74,9 @@ pub fn spawn(
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Source {
     Setup,
+    /// The setup screen with the first-boot password. The password itself is not part of the
+    /// source: sources are logged.
+    FirstBoot,
     Clip(String),
     Image(String),
     Card(String),
@@ -284,6 +292,12 @@ impl Player {
             }
             (Source::Card(name), _) => draw_card(&mut base, self.size, name),
             (Source::Setup, _) => draw_setup(&mut base, self.size, &self.admin_url),
+            (Source::FirstBoot, _) => {
+                let password = engine
+                    .first_boot_password()
+                    .ok_or_else(|| anyhow::anyhow!("first boot is over"))?;
+                draw_first_boot(&mut base, self.size, &self.admin_url, &password);
+            }
             _ => anyhow::bail!("no data"),
         }
         Ok(Showing::Still {
@@ -297,7 +311,7 @@ impl Player {
             Showing::Still { base, source } => {
                 self.frame.copy_from_slice(base);
                 match source {
-                    Source::Setup => {}
+                    Source::Setup | Source::FirstBoot => {}
                     Source::Card(_) => self.draw_status_only(),
                     _ => self.draw_overlay(None),
                 }
@@ -421,8 +435,12 @@ fn plan(engine: &Engine, state: &KioskState, size: (u32, u32)) -> Plan {
         .as_ref()
         .map(|c| c.name.clone())
         .unwrap_or_default();
-    if !engine.has_admin_password() && state.status == Status::Idle {
-        sources.push((Source::Setup, None));
+    if state.status == Status::Idle {
+        if engine.first_boot_password().is_some() {
+            sources.push((Source::FirstBoot, None));
+        } else if !engine.has_admin_password() {
+            sources.push((Source::Setup, None));
+        }
     }
     if let Some(c) = &character {
         let clips = engine.active_clips(&c.id).unwrap_or_default();
@@ -527,6 +545,82 @@ fn draw_setup(px: &mut [u32], (w, h): (u32, u32), url: &str) {
     }
 }
 
+/// The first-boot screen: where to go and the password to log in with, the password as large
+/// as the width allows (a 16-character password is drawn with 32-pixel glyphs or larger from
+/// 640 pixels wide up). The explanation, then the title, give way on a small screen; a password
+/// too long for one line is cut into several.
+fn draw_first_boot(px: &mut [u32], (w, h): (u32, u32), url: &str, password: &str) {
+    let mut c = Canvas { px, w, h };
+    c.fill(SETUP_BG);
+    let width = w * 9 / 10;
+    let body = (h / 240).max(1);
+    let title = (body * 2).min(text::fit_scale("Kiosk setup", width, body * 3));
+    let para = text::wrap(
+        "Open this address from a device on the same network and log in with the password \
+         below. It is shown here until the first login.",
+        (width / (GLYPH * body)).max(1) as usize,
+    );
+    let url_scale = text::fit_scale(url, width, body * 2);
+    let url_lines = text::wrap(url, (width / (GLYPH * url_scale)).max(1) as usize);
+    let line = |scale: u32| GLYPH * scale * 3 / 2;
+    let title_h = GLYPH * title * 2;
+    let para_h = line(body) * para.len() as u32 + GLYPH * body;
+    let url_h = line(url_scale) * url_lines.len() as u32 + GLYPH * body;
+    let label_h = line(body);
+    let room = h * 9 / 10;
+    // As large as one line across allows, at most an eighth of the height; a long password
+    // rather takes several lines than shrinks below twice the body text, unless they do not
+    // fit on the screen.
+    let pw_max = (h / 8 / GLYPH).max(1);
+    let mut pw_scale = text::fit_scale(password, width, pw_max).max((body * 2).min(pw_max));
+    // Cut by characters, not at spaces: every character of a password counts.
+    let chars: Vec<char> = password.chars().collect();
+    let pw_lines = loop {
+        let lines: Vec<String> = chars
+            .chunks((width / (GLYPH * pw_scale)).max(1) as usize)
+            .map(|l| l.iter().collect())
+            .collect();
+        if pw_scale == 1 || url_h + line(pw_scale) * lines.len() as u32 <= room {
+            break lines;
+        }
+        pw_scale -= 1;
+    };
+    let pw_h = line(pw_scale) * pw_lines.len() as u32;
+    let needed = url_h + pw_h;
+    let show_label = needed + label_h <= room;
+    let show_title = show_label && needed + label_h + title_h <= room;
+    let show_para = show_title && needed + label_h + title_h + para_h <= room;
+    let total = needed
+        + if show_label { label_h } else { 0 }
+        + if show_title { title_h } else { 0 }
+        + if show_para { para_h } else { 0 };
+    let mut y = (h.saturating_sub(total) / 2) as i32;
+    if show_title {
+        c.text_centered(y, "Kiosk setup", title, ACCENT);
+        y += title_h as i32;
+    }
+    if show_para {
+        for l in &para {
+            c.text_centered(y, l, body, CARD_TEXT);
+            y += line(body) as i32;
+        }
+        y += (GLYPH * body) as i32;
+    }
+    for l in &url_lines {
+        c.text_centered(y, l, url_scale, ACCENT);
+        y += line(url_scale) as i32;
+    }
+    y += (GLYPH * body) as i32;
+    if show_label {
+        c.text_centered(y, "Administrator password", body, CARD_TEXT);
+        y += line(body) as i32;
+    }
+    for l in &pw_lines {
+        c.text_centered(y, l, pw_scale, PASSWORD_TEXT);
+        y += line(pw_scale) as i32;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -546,5 +640,93 @@ mod tests {
             draw_setup(&mut px, (w, h), "http://192.168.1.20:8080/admin");
             assert!(px.contains(&0xFFFFFF), "{w}x{h}: url drawn");
         }
+    }
+
+    /// Bounding box (x0, y0, x1, y1), exclusive ends, of the pixels of `colour`.
+    fn bbox(px: &[u32], w: u32, colour: u32) -> Option<(u32, u32, u32, u32)> {
+        let mut b: Option<(u32, u32, u32, u32)> = None;
+        for (i, _) in px.iter().enumerate().filter(|(_, p)| **p == colour) {
+            let (x, y) = (i as u32 % w, i as u32 / w);
+            b = Some(match b {
+                None => (x, y, x + 1, y + 1),
+                Some((x0, y0, x1, y1)) => (x0.min(x), y0.min(y), x1.max(x + 1), y1.max(y + 1)),
+            });
+        }
+        b
+    }
+
+    /// The scale at which the pixels of `colour` are exactly `line` drawn centred by the text
+    /// module (at some height), if they are.
+    fn drawn_line(px: &[u32], (w, h): (u32, u32), line: &str, colour: u32) -> Option<u32> {
+        let (_, y0, _, y1) = bbox(px, w, colour)?;
+        (1..=h / GLYPH).find(|&scale| {
+            let tw = text::text_width(line, scale);
+            if tw > w {
+                return false;
+            }
+            let band = GLYPH * scale;
+            let mut want = vec![0u32; (w * band) as usize];
+            Canvas {
+                px: &mut want,
+                w,
+                h: band,
+            }
+            .text(((w - tw) / 2) as i32, 0, line, scale, colour);
+            let Some((_, wy0, _, wy1)) = bbox(&want, w, colour) else {
+                return false;
+            };
+            let Some(top) = y0.checked_sub(wy0) else {
+                return false;
+            };
+            wy1 - wy0 == y1 - y0
+                && px.iter().enumerate().all(|(i, p)| {
+                    let (x, y) = (i as u32 % w, i as u32 / w);
+                    let expected = (top..top + band).contains(&y)
+                        && want[((y - top) * w + x) as usize] == colour;
+                    (*p == colour) == expected
+                })
+        })
+    }
+
+    #[test]
+    fn first_boot_screen_shows_the_password_large_and_whole() {
+        let pw = "Qx7RmT2vLp9KwZ3a";
+        let url = "http://192.168.1.20:8080/";
+        for (w, h, min_glyph) in [
+            (640, 480, 32),
+            (800, 480, 40),
+            (1024, 600, 56),
+            (1280, 720, 72),
+            (1920, 1080, 104),
+            (480, 320, 24),
+            (160, 120, 8),
+        ] {
+            let mut px = vec![0u32; (w * h) as usize];
+            draw_first_boot(&mut px, (w, h), url, pw);
+            assert_eq!(px[0], SETUP_BG, "{w}x{h}: background");
+            assert!(px.contains(&ACCENT), "{w}x{h}: address drawn");
+            let scale = drawn_line(&px, (w, h), pw, PASSWORD_TEXT)
+                .unwrap_or_else(|| panic!("{w}x{h}: the password is not drawn as one line"));
+            assert!(
+                GLYPH * scale >= min_glyph,
+                "{w}x{h}: {}-pixel glyphs",
+                GLYPH * scale
+            );
+        }
+    }
+
+    #[test]
+    fn a_long_first_boot_password_is_cut_into_lines_not_lost() {
+        let pw: String = ('a'..='z').cycle().take(70).collect();
+        let (w, h) = (640, 480);
+        let mut px = vec![0u32; (w * h) as usize];
+        draw_first_boot(&mut px, (w, h), "http://10.0.0.2:8080/", &pw);
+        let (x0, _, x1, _) = bbox(&px, w, PASSWORD_TEXT).expect("password drawn");
+        assert!(x1 <= w - x0 + GLYPH * 4, "inside the screen");
+        let rows = (0..h)
+            .filter(|y| (0..w).any(|x| px[(y * w + x) as usize] == PASSWORD_TEXT))
+            .count();
+        // Several lines of 32-pixel glyphs (28 lit rows each), not one line of tiny ones.
+        assert!(rows >= 3 * 28, "several large lines ({rows} rows)");
     }
 }

@@ -1,0 +1,624 @@
+//! The appliance test: the simulated board (board/sim) boots the image, and the test plays the
+//! two people who meet a kiosk. The administrator reads the first-boot password off the
+//! console, logs in over the network and sets up a character with a knowledge file and clips;
+//! the visitor presses the button (the GPIO simulator line), asks a question into the loopback
+//! microphone and hears the answer on the loopback speaker, while the test watches the screen
+//! (QEMU's screendump) and the conversation (a WebSocket watcher). Then the power is cut during
+//! a burst of admin writes, and a stalled loop is left to the watchdog.
+//!
+//! Ignored by `cargo test`: it needs the board images. `./x appliance` (part of `./x test`)
+//! builds them and runs these tests.
+
+mod board;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use board::{Arch, Board, Screen};
+use docent::device::display::testclip;
+use docent::engine::audio;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::runtime::Runtime;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+const KNOWLEDGE: &str = "The museum closes at 6 pm on weekdays. On weekends it stays open until 8 pm.\n\n\
+Tickets cost 12 euros for adults. Children under twelve enter free.\n\n\
+The lighthouse lens in the main hall was made in Paris in 1872.\n";
+const QUESTION: &str = "When does the museum close?";
+/// The setup screen's background (src/device/display/player.rs).
+const SETUP_BACKGROUND: (u8, u8, u8) = (16, 42, 67);
+const IDLE_COLOUR: (u8, u8, u8) = (0, 0, 255);
+const SPEAKING_COLOUR: (u8, u8, u8) = (0, 255, 0);
+/// Speaker recording: rate and length (covers the question, processing and the answer).
+const TAP_RATE: u32 = 24_000;
+const TAP_SECONDS: u32 = 45;
+
+#[test]
+#[ignore = "boots the simulated board: run by ./x appliance"]
+fn x86_64_board_serves_a_visitor_survives_a_power_cut_and_restarts_a_stuck_kiosk() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data.img");
+    std::fs::copy(board::images(Arch::X86_64).join("data-blank.img"), &data).unwrap();
+
+    // --- First boot: the password on the console and the screen, until the first login ---
+    let mut b = Board::boot(Arch::X86_64, &data, dir.path());
+    let ready = rt.block_on(wait_health(&b, Duration::from_secs(120)));
+    let boot_to_ready = ready - b.powered_on;
+    println!(
+        "boot to ready (x86_64, TCG): {:.1} s",
+        boot_to_ready.as_secs_f64()
+    );
+    let password = first_boot_password(&b.transcript());
+    let setup = |s: &Screen| s.fraction(|p| p == SETUP_BACKGROUND);
+    let shown = b.screendump(&dir.path().join("setup.ppm"));
+    assert!(
+        setup(&shown) > 0.5,
+        "the first-boot setup screen shows ({:.0} % background)",
+        100.0 * setup(&shown)
+    );
+    let admin = rt.block_on(Admin::login(&b, &password));
+    wait_screen(
+        &b,
+        dir.path(),
+        "the setup screen goes after the first login",
+        |s| setup(s) < 0.1,
+    );
+
+    // --- The administrator sets the kiosk up ---
+    let cid = rt.block_on(admin.character_with_clips_and_knowledge());
+    wait_screen(&b, dir.path(), "the idle clip plays", |s| {
+        s.fraction(|p| near(p, IDLE_COLOUR)) > 0.5
+    });
+
+    // --- The visitor ---
+    let question = spoken_question();
+    put_file(
+        &mut b,
+        "/tmp/question.raw",
+        &audio::samples_to_le(&question),
+    );
+    b.sh(&format!(
+        "docent audio record /run/www/speaker.wav --device speaker_tap --rate {TAP_RATE} \
+         --seconds {TAP_SECONDS} > /run/record.log 2>&1 &"
+    ));
+    b.sh("button press");
+    let session = rt.block_on(admin.kiosk_session());
+    let frames = rt.block_on(watch(&b, &session));
+    let said = b.sh_within(
+        "docent audio play /tmp/question.raw --device mic_feed --rate 16000 && button release \
+         && echo RELEASED_AT=$(date +%s.%N)",
+        Duration::from_secs(60),
+    );
+    let released_at: f64 = value_after(&said, "RELEASED_AT=")
+        .unwrap_or_else(|| panic!("the question played and the button was released: {said}"));
+    wait_frame(&frames, "the kiosk speaks", Duration::from_secs(120), |f| {
+        f["type"] == "avatar_status" && f["status"] == "speaking"
+    });
+    let speaking = b.screendump(&dir.path().join("speaking.ppm"));
+    let green = speaking.fraction(|p| near(p, SPEAKING_COLOUR));
+    wait_frame(&frames, "the reply ends", Duration::from_secs(120), |f| {
+        f["type"] == "audio_end"
+    });
+    wait_screen(&b, dir.path(), "the idle clip plays again", |s| {
+        s.fraction(|p| near(p, IDLE_COLOUR)) > 0.5
+    });
+    assert!(
+        green > 0.5,
+        "the speaking clip shows while the kiosk speaks ({:.0} % green)",
+        100.0 * green
+    );
+    let (heard, answer) = conversation(&frames.lock().unwrap());
+    assert!(
+        heard.contains("museum") || heard.contains("close"),
+        "the kiosk heard the question: {heard:?}"
+    );
+    assert!(
+        answer.contains("6 pm"),
+        "the answer comes from the knowledge file: {answer:?}"
+    );
+
+    // The loopback speaker: audible speech, and how long after the release it began.
+    b.sh_within("wait", Duration::from_secs(u64::from(TAP_SECONDS) + 30));
+    let record_log = b.sh("cat /run/record.log");
+    let record_start: f64 = value_after(&record_log, "first frame at unix ")
+        .unwrap_or_else(|| panic!("the recorder ran: {record_log}"));
+    let wav = rt.block_on(fetch(&format!("http://{}/speaker.wav", b.www)));
+    let tap = audio::parse_wav(&wav).expect("the recording is a WAV file");
+    let first = tap
+        .samples
+        .iter()
+        .position(|s| s.unsigned_abs() > 1000)
+        .expect("the speaker played something");
+    let first_sound = record_start + first as f64 / f64::from(TAP_RATE);
+    let voiced = tap
+        .samples
+        .iter()
+        .filter(|s| s.unsigned_abs() > 1000)
+        .count();
+    let level = audio::rms(&tap.samples[first..]);
+    assert!(
+        voiced as f64 / f64::from(TAP_RATE) > 0.3 && level > 300.0,
+        "the reply is audible: {voiced} loud samples, rms {level:.0}"
+    );
+    let release_to_sound = first_sound - released_at;
+    assert!(
+        release_to_sound > 0.0,
+        "the reply starts after the release ({release_to_sound:.3} s)"
+    );
+    println!(
+        "button release -> first reply sample on the loopback speaker (offline engine, TCG): \
+         {:.0} ms; heard {heard:?}, answered {answer:?}",
+        release_to_sound * 1000.0
+    );
+    drop(frames);
+
+    // --- Power cut during a burst of admin writes ---
+    let writer = rt.spawn(admin.clone().write_until_failure());
+    std::thread::sleep(Duration::from_secs(4));
+    b.power_cut();
+    let acknowledged = rt
+        .block_on(async { tokio::time::timeout(Duration::from_secs(30), writer).await })
+        .expect("the writers give up once the board is off")
+        .unwrap();
+    let mut b = Board::boot(Arch::X86_64, &data, dir.path());
+    rt.block_on(wait_health(&b, Duration::from_secs(120)));
+    let found = rt.block_on(admin.count_characters(&acknowledged));
+    println!(
+        "power cut: {} writes acknowledged, {found} found after the reboot",
+        acknowledged.len()
+    );
+    assert!(
+        !acknowledged.is_empty(),
+        "writes were acknowledged before the cut"
+    );
+    assert_eq!(
+        found,
+        acknowledged.len(),
+        "every acknowledged write survives"
+    );
+    assert!(
+        !b.transcript().contains("administrator password written"),
+        "the first boot is not repeated"
+    );
+    rt.block_on(async {
+        let fresh = Admin::login(&b, &password).await;
+        fresh.get(&format!("/api/v1/characters/{cid}")).await
+    });
+    wait_screen(&b, dir.path(), "no setup screen after a reboot", |s| {
+        s.fraction(|p| near(p, IDLE_COLOUR)) > 0.5
+    });
+
+    // --- A stuck kiosk loop: the watchdog gives up, the unit's restart policy brings it back ---
+    let mark = b.mark();
+    let stalled = Instant::now();
+    let reply = b.sh(
+        "wget -qO- --header 'Content-Type: application/json' --post-data '{\"loop\":\"device\"}' \
+         http://127.0.0.1:8080/api/v1/internal/debug/stall",
+    );
+    assert!(
+        reply.contains("stalled"),
+        "the stall hook answered: {reply}"
+    );
+    let end = b.wait_for("docent exited with status ", mark, Duration::from_secs(60));
+    let exited = Instant::now();
+    let status: String = b.transcript()[end..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    assert!(
+        status.parse::<u32>().is_ok_and(|s| s != 0),
+        "docent exits non-zero when a loop stalls (status {status:?})"
+    );
+    let serving = rt.block_on(wait_health(&b, Duration::from_secs(60)));
+    let back = serving - exited;
+    println!(
+        "stuck device loop: docent exited {:.1} s after the stall (status {status}), serving \
+         again {:.1} s after the exit",
+        (exited - stalled).as_secs_f64(),
+        back.as_secs_f64()
+    );
+    assert!(
+        back < Duration::from_secs(10),
+        "serving again within 10 s of the exit ({back:?})"
+    );
+}
+
+#[test]
+#[ignore = "boots the simulated board: run by ./x appliance"]
+fn aarch64_board_boots_the_static_binary_and_answers_health() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data.img");
+    std::fs::copy(board::images(Arch::Aarch64).join("data-blank.img"), &data).unwrap();
+    let b = Board::boot(Arch::Aarch64, &data, dir.path());
+    let ready = rt.block_on(wait_health(&b, Duration::from_secs(180)));
+    println!(
+        "boot to ready (aarch64, static release binary, TCG): {:.1} s",
+        (ready - b.powered_on).as_secs_f64()
+    );
+    let health: Value = rt.block_on(async {
+        reqwest::get(format!("http://{}/api/v1/health", b.docent))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    });
+    for device in ["audio", "ptt", "display"] {
+        assert_eq!(
+            health["device"][device], "ok",
+            "the board's {device} works: {health}"
+        );
+    }
+    first_boot_password(&b.transcript());
+}
+
+fn runtime() -> Runtime {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Runtime::new().unwrap()
+}
+
+/// Waits until docent answers health over the forwarded port; returns when it did.
+async fn wait_health(b: &Board, within: Duration) -> Instant {
+    let url = format!("http://{}/api/v1/health", b.docent);
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        if let Ok(r) = client.get(&url).send().await
+            && r.status().is_success()
+        {
+            return Instant::now();
+        }
+        assert!(
+            start.elapsed() < within,
+            "no health answer within {within:?}; console:\n{}",
+            b.tail()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The password the first-boot step printed on the console.
+fn first_boot_password(console: &str) -> String {
+    let password: String = value_after(console, "/data/admin-password: ")
+        .unwrap_or_else(|| panic!("the first boot prints the password: {console}"));
+    assert_eq!(password.len(), 16, "{password:?}");
+    password
+}
+
+/// The word after `key` in `text` (as a string, or parsed by the caller through `FromStr`).
+fn value_after<T: std::str::FromStr>(text: &str, key: &str) -> Option<T> {
+    let rest = &text[text.find(key)? + key.len()..];
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+fn near(p: (u8, u8, u8), want: (u8, u8, u8)) -> bool {
+    let d = |a: u8, b: u8| a.abs_diff(b) <= 40;
+    d(p.0, want.0) && d(p.1, want.1) && d(p.2, want.2)
+}
+
+fn wait_screen(b: &Board, dir: &Path, what: &str, ok: impl Fn(&Screen) -> bool) {
+    let start = Instant::now();
+    loop {
+        let s = b.screendump(&dir.join("screen.ppm"));
+        if ok(&s) {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{what}: the screen shows {:?} at its centre",
+            s.pixel(s.width / 2, s.height / 2)
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// The question as espeak-ng says it, at the microphone's 16 kHz.
+fn spoken_question() -> Vec<i16> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q.wav");
+    let ok = std::process::Command::new("espeak-ng")
+        .args(["-v", "en-us", "-w"])
+        .arg(&path)
+        .arg(QUESTION)
+        .status()
+        .expect("espeak-ng runs (./x installs it)")
+        .success();
+    assert!(ok);
+    let wav = audio::parse_wav(&std::fs::read(&path).unwrap()).unwrap();
+    audio::resample(&wav.samples, wav.rate, 16_000)
+}
+
+/// Copies `bytes` to `path` on the board through the console (base64, a line at a time).
+fn put_file(b: &mut Board, path: &str, bytes: &[u8]) {
+    use base64::Engine;
+    let text = base64::engine::general_purpose::STANDARD.encode(bytes);
+    b.sh(&format!(": > {path}.b64"));
+    for chunk in text.as_bytes().chunks(3000) {
+        b.sh(&format!(
+            "echo {} >> {path}.b64",
+            std::str::from_utf8(chunk).unwrap()
+        ));
+    }
+    b.sh(&format!("base64 -d {path}.b64 > {path} && rm {path}.b64"));
+    let size = b.sh(&format!("wc -c < {path}"));
+    assert_eq!(size.trim(), bytes.len().to_string(), "{path} arrived whole");
+}
+
+async fn fetch(url: &str) -> Vec<u8> {
+    let r = reqwest::get(url).await.unwrap();
+    assert!(r.status().is_success(), "{url}: {}", r.status());
+    r.bytes().await.unwrap().to_vec()
+}
+
+type Frames = Arc<Mutex<Vec<Value>>>;
+
+/// A WebSocket watcher of `session`: every JSON frame it receives, in order.
+async fn watch(b: &Board, session: &str) -> Frames {
+    let request = format!("ws://{}/ws/chat/{session}", b.docent)
+        .into_client_request()
+        .unwrap();
+    let (mut ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let frames = Frames::default();
+    let sink = frames.clone();
+    tokio::spawn(async move {
+        while let Some(Ok(msg)) = ws.next().await {
+            if let Ok(v) = serde_json::from_str::<Value>(msg.to_text().unwrap_or("")) {
+                sink.lock().unwrap().push(v);
+            }
+        }
+    });
+    frames
+}
+
+fn wait_frame(frames: &Frames, what: &str, within: Duration, ok: impl Fn(&Value) -> bool) {
+    let start = Instant::now();
+    loop {
+        if frames.lock().unwrap().iter().any(&ok) {
+            return;
+        }
+        assert!(
+            start.elapsed() < within,
+            "{what}: not within {within:?}; the watcher saw {:?}",
+            frames.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// What the watcher saw the visitor say (final transcript) and the kiosk answer.
+fn conversation(frames: &[Value]) -> (String, String) {
+    let heard = frames
+        .iter()
+        .filter(|f| f["type"] == "transcript" && f["speaker"] == "user")
+        .filter_map(|f| f["text"].as_str())
+        .next_back()
+        .unwrap_or_default()
+        .to_lowercase();
+    let answer = frames
+        .iter()
+        .filter(|f| f["type"] == "assistant_message")
+        .filter_map(|f| f["text"].as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    (heard, answer)
+}
+
+/// The administrator's side: an admin session over the forwarded port.
+#[derive(Clone)]
+struct Admin {
+    base: String,
+    cookie: String,
+    http: reqwest::Client,
+}
+
+impl Admin {
+    async fn login(b: &Board, password: &str) -> Admin {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        let base = format!("http://{}", b.docent);
+        let r = http
+            .post(format!("{base}/api/auth"))
+            .json(&json!({ "password": password }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "login with the first-boot password");
+        let cookie = r
+            .headers()
+            .get("set-cookie")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .expect("a session cookie")
+            .to_string();
+        Admin { base, cookie, http }
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, format!("{}{path}", self.base))
+            .header("cookie", &self.cookie)
+    }
+
+    async fn expect(&self, r: reqwest::RequestBuilder, status: u16) -> Value {
+        let r = r.send().await.unwrap();
+        let got = r.status().as_u16();
+        let body = r.text().await.unwrap();
+        assert_eq!(got, status, "{body}");
+        serde_json::from_str(&body).unwrap_or(Value::Null)
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        self.expect(self.request(reqwest::Method::GET, path), 200)
+            .await
+    }
+
+    /// A character with an avatar, an idle (blue) and a speaking (green) clip and the museum
+    /// knowledge file, made the kiosk's character. Returns its id.
+    async fn character_with_clips_and_knowledge(&self) -> String {
+        let created = self
+            .expect(
+                self.request(reqwest::Method::POST, "/api/v1/characters")
+                    .json(&json!({ "name": "Harbour guide", "welcome_message": "" })),
+                201,
+            )
+            .await;
+        let cid = created["id"].as_str().unwrap().to_string();
+        let form = reqwest::multipart::Form::new().part(
+            "avatar",
+            reqwest::multipart::Part::bytes(png_of(IDLE_COLOUR))
+                .file_name("guide.png")
+                .mime_str("image/png")
+                .unwrap(),
+        );
+        let avatar = self
+            .expect(
+                self.request(
+                    reqwest::Method::POST,
+                    &format!("/api/v1/characters/{cid}/avatar"),
+                )
+                .multipart(form),
+                200,
+            )
+            .await;
+        let image = avatar["filename"].as_str().expect("the image's name");
+        let base = image.split('.').next().unwrap().to_string();
+        for (variant, colour) in [("idle", IDLE_COLOUR), ("speaking", SPEAKING_COLOUR)] {
+            let clip = testclip::solid_clip(320, 240, 100, &[colour; 10]).unwrap();
+            self.expect(
+                self.request(
+                    reqwest::Method::PUT,
+                    &format!("/api/v1/characters/{cid}/idle-videos/{base}/{variant}/{variant}.mp4"),
+                )
+                .body(clip),
+                201,
+            )
+            .await;
+        }
+        let form = reqwest::multipart::Form::new().part(
+            "file",
+            reqwest::multipart::Part::bytes(KNOWLEDGE.as_bytes().to_vec()).file_name("museum.txt"),
+        );
+        self.expect(
+            self.request(
+                reqwest::Method::POST,
+                &format!("/api/v1/characters/{cid}/knowledge/files"),
+            )
+            .multipart(form),
+            201,
+        )
+        .await;
+        let start = Instant::now();
+        loop {
+            let k = self
+                .get(&format!("/api/v1/characters/{cid}/knowledge"))
+                .await;
+            if k["sources"][0]["status"] == "ready" {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "indexed: {k}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        self.expect(
+            self.request(reqwest::Method::PUT, "/api/v1/settings")
+                .json(&json!({ "kiosk": { "character_id": cid } })),
+            200,
+        )
+        .await;
+        cid
+    }
+
+    /// The kiosk's session, opened by the first press.
+    async fn kiosk_session(&self) -> String {
+        let start = Instant::now();
+        loop {
+            let list = self.get("/api/v1/sessions").await;
+            let first = list["sessions"]
+                .as_array()
+                .or(list.as_array())
+                .and_then(|a| a.first())
+                .and_then(|s| s["id"].as_str())
+                .map(str::to_string);
+            if let Some(id) = first {
+                return id;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "the press opens a session"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Creates characters from four writers until the board stops answering; returns the ids
+    /// whose creation was acknowledged (201).
+    async fn write_until_failure(self) -> Vec<String> {
+        let acked = Arc::new(Mutex::new(Vec::new()));
+        let writers = (0..4).map(|w| {
+            let admin = self.clone();
+            let acked = acked.clone();
+            tokio::spawn(async move {
+                for n in 0.. {
+                    let sent = admin
+                        .request(reqwest::Method::POST, "/api/v1/characters")
+                        .timeout(Duration::from_secs(10))
+                        .json(&json!({ "name": format!("power cut {w}-{n}") }))
+                        .send()
+                        .await;
+                    let Ok(r) = sent else { break };
+                    if r.status() != 201 {
+                        break;
+                    }
+                    let Ok(v) = r.json::<Value>().await else {
+                        break;
+                    };
+                    acked
+                        .lock()
+                        .unwrap()
+                        .push(v["id"].as_str().unwrap().to_string());
+                }
+            })
+        });
+        for w in writers.collect::<Vec<_>>() {
+            let _ = w.await;
+        }
+        Arc::try_unwrap(acked).unwrap().into_inner().unwrap()
+    }
+
+    /// How many of `ids` exist (after a reboot the old cookie still names a stored session).
+    async fn count_characters(&self, ids: &[String]) -> usize {
+        let mut found = 0;
+        for id in ids {
+            let r = self
+                .request(reqwest::Method::GET, &format!("/api/v1/characters/{id}"))
+                .send()
+                .await
+                .unwrap();
+            found += usize::from(r.status() == 200);
+        }
+        found
+    }
+}
+
+fn png_of(colour: (u8, u8, u8)) -> Vec<u8> {
+    let mut out = Vec::new();
+    {
+        let mut e = png::Encoder::new(&mut out, 64, 64);
+        e.set_color(png::ColorType::Rgb);
+        e.set_depth(png::BitDepth::Eight);
+        let mut w = e.write_header().unwrap();
+        let px: Vec<u8> = (0..64 * 64)
+            .flat_map(|_| [colour.0, colour.1, colour.2])
+            .collect();
+        w.write_image_data(&px).unwrap();
+    }
+    out
+}

@@ -1,0 +1,356 @@
+//! The simulated board under QEMU, driven as a test rig drives a real one: power (start and
+//! kill QEMU), the serial console (a root shell: the button's simulator line, playing into the
+//! loopback microphone, recording the loopback speaker), the display (QEMU's screendump) and
+//! the network (ports forwarded from 127.0.0.1).
+//!
+//! Images come from `board/sim/mkimage.sh` in `$DOCENT_SIM_HOME/img/<arch>` (default
+//! `~/.cache/docent-sim`); `./x appliance` builds them and runs these tests.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Debian's and QEMU's names of a board architecture.
+#[derive(Clone, Copy, Debug)]
+pub enum Arch {
+    X86_64,
+    Aarch64,
+}
+
+impl Arch {
+    fn debian(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "amd64",
+            Arch::Aarch64 => "arm64",
+        }
+    }
+}
+
+/// The board's images: kernel, initramfs, read-only root and a blank data partition.
+pub fn images(arch: Arch) -> PathBuf {
+    let home = std::env::var_os("DOCENT_SIM_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/docent-sim")
+        });
+    let dir = home.join("img").join(arch.debian());
+    assert!(
+        dir.join("rootfs.img").is_file(),
+        "no simulated board image in {}: run ./x appliance (board/sim/mkimage.sh)",
+        dir.display()
+    );
+    dir
+}
+
+/// A running simulated board.
+pub struct Board {
+    qemu: Child,
+    console: ChildStdin,
+    transcript: Arc<Mutex<Vec<u8>>>,
+    /// Where the next shell command's output starts.
+    read_pos: usize,
+    commands: u32,
+    monitor: PathBuf,
+    /// docent's listener (guest port 8080), forwarded.
+    pub docent: SocketAddr,
+    /// The guest's httpd (port 80, serving /run/www), forwarded.
+    pub www: SocketAddr,
+    pub powered_on: Instant,
+}
+
+impl Board {
+    /// Powers the board on with `data` as its data partition and waits for the board's
+    /// `BOARD-READY` (docent starts next); `dir` holds the monitor socket and screendumps.
+    pub fn boot(arch: Arch, data: &Path, dir: &Path) -> Board {
+        let img = images(arch);
+        let docent = free_port();
+        let www = free_port();
+        let monitor = dir.join("mon.sock");
+        let _ = std::fs::remove_file(&monitor);
+        // restrict=on: the board reaches nothing outside; only the forwarded ports reach it.
+        let net = format!(
+            "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{www}-:80,\
+             hostfwd=tcp:127.0.0.1:{docent}-:8080"
+        );
+        let mut cmd = match arch {
+            Arch::X86_64 => {
+                let mut c = Command::new("qemu-system-x86_64");
+                c.args(["-machine", "q35,accel=tcg"]);
+                c
+            }
+            Arch::Aarch64 => {
+                let mut c = Command::new("qemu-system-aarch64");
+                c.args(["-machine", "virt", "-cpu", "cortex-a72"]);
+                c.args(["-accel", "tcg,thread=multi"]);
+                c
+            }
+        };
+        let console = match arch {
+            Arch::X86_64 => "ttyS0",
+            Arch::Aarch64 => "ttyAMA0",
+        };
+        let nic = match arch {
+            Arch::X86_64 => "e1000,netdev=n0,romfile=",
+            Arch::Aarch64 => "virtio-net-pci,netdev=n0,romfile=",
+        };
+        cmd.args(["-nodefaults", "-no-user-config", "-display", "none"])
+            .args(["-m", "768", "-smp", "2"])
+            .arg("-kernel")
+            .arg(img.join("vmlinuz"))
+            .arg("-initrd")
+            .arg(img.join("initrd.gz"))
+            .arg("-append")
+            .arg(format!(
+                "console={console} quiet panic=-1 vt.global_cursor_default=0"
+            ))
+            .arg("-drive")
+            .arg(format!(
+                "file={},format=raw,if=virtio,readonly=on",
+                img.join("rootfs.img").display()
+            ))
+            .arg("-drive")
+            .arg(format!("file={},format=raw,if=virtio", data.display()))
+            .args(["-device", "virtio-gpu-pci", "-device", nic])
+            .args(["-netdev", &net, "-serial", "stdio"])
+            .arg("-monitor")
+            .arg(format!("unix:{},server=on,wait=off", monitor.display()))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let powered_on = Instant::now();
+        let mut qemu = cmd
+            .spawn()
+            .expect("qemu-system runs (./x appliance installs it)");
+        let mut out = qemu.stdout.take().expect("serial out");
+        let transcript = Arc::new(Mutex::new(Vec::new()));
+        let sink = transcript.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = out.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        let console = qemu.stdin.take().expect("serial in");
+        let mut board = Board {
+            qemu,
+            console,
+            transcript,
+            read_pos: 0,
+            commands: 0,
+            monitor,
+            docent: SocketAddr::from(([127, 0, 0, 1], docent)),
+            www: SocketAddr::from(([127, 0, 0, 1], www)),
+            powered_on,
+        };
+        board.wait_for("BOARD-READY", 0, Duration::from_secs(180));
+        // A quiet shell: no echo, no prompt; every command ends with a marker the echo of the
+        // command itself cannot produce.
+        let prompt = board.wait_for("# ", 0, Duration::from_secs(30));
+        board.read_pos = prompt;
+        board.send("stty -echo; PS1=''; PS2=''");
+        std::thread::sleep(Duration::from_millis(500));
+        board.sh("true");
+        board
+    }
+
+    fn send(&mut self, line: &str) {
+        self.console
+            .write_all(format!("{line}\n").as_bytes())
+            .and_then(|()| self.console.flush())
+            .expect("serial console");
+    }
+
+    /// The serial console so far, as text.
+    pub fn transcript(&self) -> String {
+        String::from_utf8_lossy(&self.transcript.lock().unwrap()).into_owned()
+    }
+
+    /// Where the console's output ends now (for `wait_for` of later output).
+    pub fn mark(&self) -> usize {
+        self.transcript.lock().unwrap().len()
+    }
+
+    /// Waits for `token` on the console after byte `since`; returns the offset just past it.
+    pub fn wait_for(&mut self, token: &str, since: usize, within: Duration) -> usize {
+        let start = Instant::now();
+        loop {
+            {
+                let t = self.transcript.lock().unwrap();
+                if let Some(i) = find(&t[since.min(t.len())..], token.as_bytes()) {
+                    return since + i + token.len();
+                }
+            }
+            if let Ok(Some(status)) = self.qemu.try_wait() {
+                panic!("QEMU exited ({status}); console:\n{}", self.tail());
+            }
+            assert!(
+                start.elapsed() < within,
+                "no {token:?} on the console within {within:?}; console:\n{}",
+                self.tail()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The end of the console, for failure messages.
+    pub fn tail(&self) -> String {
+        let t = self.transcript.lock().unwrap();
+        strip_ansi(&String::from_utf8_lossy(&t[t.len().saturating_sub(3000)..]))
+    }
+
+    /// Runs `command` in the board's root shell; returns its output.
+    pub fn sh(&mut self, command: &str) -> String {
+        self.sh_within(command, Duration::from_secs(60))
+    }
+
+    pub fn sh_within(&mut self, command: &str, within: Duration) -> String {
+        self.commands += 1;
+        let n = self.commands;
+        self.send(command);
+        // `$((0))` keeps the marker out of the shell's echo, should echo come back.
+        self.send(&format!("echo __done{n}$((0))__"));
+        let end = self.wait_for(&format!("__done{n}0__"), self.read_pos, within);
+        let raw = {
+            let t = self.transcript.lock().unwrap();
+            t[self.read_pos..end].to_vec()
+        };
+        self.read_pos = end;
+        let text = strip_ansi(&String::from_utf8_lossy(&raw));
+        let body = text.rsplit_once("__done").map_or(&*text, |(b, _)| b);
+        body.replace('\r', "").trim().to_string()
+    }
+
+    /// One command on QEMU's human monitor; returns its reply.
+    pub fn monitor(&self, command: &str) -> String {
+        let mut s = UnixStream::connect(&self.monitor).expect("QEMU monitor socket");
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let read_prompt = |s: &mut UnixStream| {
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !got.ends_with(b"(qemu) ") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+            String::from_utf8_lossy(&got).into_owned()
+        };
+        read_prompt(&mut s);
+        s.write_all(format!("{command}\n").as_bytes()).unwrap();
+        read_prompt(&mut s)
+    }
+
+    /// What the display shows now.
+    pub fn screendump(&self, path: &Path) -> Screen {
+        let _ = std::fs::remove_file(path);
+        self.monitor(&format!("screendump {}", path.display()));
+        let start = Instant::now();
+        loop {
+            if let Ok(bytes) = std::fs::read(path)
+                && let Some(screen) = Screen::from_ppm(&bytes)
+            {
+                return screen;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "no screendump");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Cuts the power: QEMU is killed, whatever the guest had not written to its disk is lost.
+    pub fn power_cut(mut self) {
+        let _ = self.qemu.kill();
+        let _ = self.qemu.wait();
+    }
+}
+
+impl Drop for Board {
+    fn drop(&mut self) {
+        let _ = self.qemu.kill();
+        let _ = self.qemu.wait();
+    }
+}
+
+/// A screendump (QEMU writes binary PPM).
+pub struct Screen {
+    pub width: usize,
+    pub height: usize,
+    rgb: Vec<u8>,
+}
+
+impl Screen {
+    fn from_ppm(bytes: &[u8]) -> Option<Screen> {
+        let mut fields = Vec::new();
+        let mut at = 0;
+        while fields.len() < 4 {
+            while bytes.get(at)?.is_ascii_whitespace() {
+                at += 1;
+            }
+            let start = at;
+            while !bytes.get(at)?.is_ascii_whitespace() {
+                at += 1;
+            }
+            fields.push(std::str::from_utf8(&bytes[start..at]).ok()?);
+        }
+        let (width, height): (usize, usize) = (fields[1].parse().ok()?, fields[2].parse().ok()?);
+        let rgb = bytes.get(at + 1..)?.to_vec();
+        (fields[0] == "P6" && rgb.len() == width * height * 3).then_some(Screen {
+            width,
+            height,
+            rgb,
+        })
+    }
+
+    pub fn pixel(&self, x: usize, y: usize) -> (u8, u8, u8) {
+        let i = 3 * (y * self.width + x);
+        (self.rgb[i], self.rgb[i + 1], self.rgb[i + 2])
+    }
+
+    /// The share of a grid of sample points whose colour passes `matches`.
+    pub fn fraction(&self, matches: impl Fn((u8, u8, u8)) -> bool) -> f64 {
+        let (mut hits, mut all) = (0, 0);
+        for y in (0..self.height).step_by(16) {
+            for x in (0..self.width).step_by(16) {
+                all += 1;
+                hits += usize::from(matches(self.pixel(x, y)));
+            }
+        }
+        hits as f64 / all.max(1) as f64
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The console's text without terminal escapes (busybox's shell asks for the cursor position).
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
