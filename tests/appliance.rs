@@ -24,13 +24,18 @@ use tokio::runtime::Runtime;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 const KNOWLEDGE: &str = "The museum closes at 6 pm on weekdays. On weekends it stays open until 8 pm.\n\n\
-Tickets cost 12 euros for adults. Children under twelve enter free.\n\n\
+Tickets cost 12 euros for adults, 8 euros for students and 6 euros for seniors, and children \
+under twelve enter free of charge on every day of the week.\n\n\
 The lighthouse lens in the main hall was made in Paris in 1872.\n";
-const QUESTION: &str = "When does the museum close?";
+/// PocketSphinx (with its grammar of the character's words) hears espeak-ng's "tickets" and
+/// "cost" reliably; its "museum" much less so.
+const QUESTION: &str = "How much do tickets cost?";
 /// The setup screen's background (src/device/display/player.rs).
 const SETUP_BACKGROUND: (u8, u8, u8) = (16, 42, 67);
 const IDLE_COLOUR: (u8, u8, u8) = (0, 0, 255);
 const SPEAKING_COLOUR: (u8, u8, u8) = (0, 255, 0);
+/// The avatar image, shown only when no clip can be.
+const IMAGE_COLOUR: (u8, u8, u8) = (255, 0, 0);
 /// Speaker recording: rate and length (covers the question, processing and the answer).
 const TAP_RATE: u32 = 24_000;
 const TAP_SECONDS: u32 = 45;
@@ -88,35 +93,50 @@ fn x86_64_board_serves_a_visitor_survives_a_power_cut_and_restarts_a_stuck_kiosk
     let session = rt.block_on(admin.kiosk_session());
     let frames = rt.block_on(watch(&b, &session));
     let said = b.sh_within(
+        // busybox's date has no sub-second format; adjtimex shows the clock in microseconds.
         "docent audio play /tmp/question.raw --device mic_feed --rate 16000 && button release \
-         && echo RELEASED_AT=$(date +%s.%N)",
+         && adjtimex | grep time.tv_",
         Duration::from_secs(60),
     );
-    let released_at: f64 = value_after(&said, "RELEASED_AT=")
+    let released_at = value_after::<f64>(&said, "time.tv_sec:")
+        .zip(value_after::<f64>(&said, "time.tv_usec:"))
+        .map(|(s, us)| s + us / 1e6)
         .unwrap_or_else(|| panic!("the question played and the button was released: {said}"));
     wait_frame(&frames, "the kiosk speaks", Duration::from_secs(120), |f| {
         f["type"] == "avatar_status" && f["status"] == "speaking"
     });
-    let speaking = b.screendump(&dir.path().join("speaking.ppm"));
-    let green = speaking.fraction(|p| near(p, SPEAKING_COLOUR));
+    // The speaking clip, while the reply plays (the engine's "speaking" comes as synthesis
+    // starts; the kiosk speaks from the first sample played to the last).
+    // (The reply is long enough to leave a debug build under emulation time to switch.)
+    let mut green = 0.0f64;
+    let mut centre = (0, 0, 0);
+    let looking = Instant::now();
+    while green < 0.5 && looking.elapsed() < Duration::from_secs(15) {
+        let s = b.screendump(&dir.path().join("speaking.ppm"));
+        green = green.max(s.fraction(|p| near(p, SPEAKING_COLOUR)));
+        centre = s.pixel(s.width / 2, s.height / 2);
+    }
     wait_frame(&frames, "the reply ends", Duration::from_secs(120), |f| {
-        f["type"] == "audio_end"
+        f["type"] == "transcript" && f["speaker"] == "assistant" && f["is_final"] == true
     });
+    if green < 0.5 {
+        eprintln!("docent's log:\n{}", b.sh("tail -n 40 /run/docent.log"));
+    }
     wait_screen(&b, dir.path(), "the idle clip plays again", |s| {
         s.fraction(|p| near(p, IDLE_COLOUR)) > 0.5
     });
     assert!(
         green > 0.5,
-        "the speaking clip shows while the kiosk speaks ({:.0} % green)",
+        "the speaking clip shows while the kiosk speaks ({:.0} % green; centre {centre:?})",
         100.0 * green
     );
     let (heard, answer) = conversation(&frames.lock().unwrap());
     assert!(
-        heard.contains("museum") || heard.contains("close"),
+        heard.contains("ticket") || heard.contains("cost"),
         "the kiosk heard the question: {heard:?}"
     );
     assert!(
-        answer.contains("6 pm"),
+        answer.contains("12 euros"),
         "the answer comes from the knowledge file: {answer:?}"
     );
 
@@ -165,6 +185,8 @@ fn x86_64_board_serves_a_visitor_survives_a_power_cut_and_restarts_a_stuck_kiosk
         .unwrap();
     let mut b = Board::boot(Arch::X86_64, &data, dir.path());
     rt.block_on(wait_health(&b, Duration::from_secs(120)));
+    // The cookie from before the cut still names a stored admin session.
+    let admin = admin.on(&b);
     let found = rt.block_on(admin.count_characters(&acknowledged));
     println!(
         "power cut: {} writes acknowledged, {found} found after the reboot",
@@ -335,18 +357,19 @@ fn spoken_question() -> Vec<i16> {
     audio::resample(&wav.samples, wav.rate, 16_000)
 }
 
-/// Copies `bytes` to `path` on the board through the console (base64, a line at a time).
+/// Copies `bytes` to `path` on the board through the console (base64 in a here-document).
 fn put_file(b: &mut Board, path: &str, bytes: &[u8]) {
     use base64::Engine;
     let text = base64::engine::general_purpose::STANDARD.encode(bytes);
-    b.sh(&format!(": > {path}.b64"));
-    for chunk in text.as_bytes().chunks(3000) {
-        b.sh(&format!(
-            "echo {} >> {path}.b64",
-            std::str::from_utf8(chunk).unwrap()
-        ));
-    }
-    b.sh(&format!("base64 -d {path}.b64 > {path} && rm {path}.b64"));
+    let lines: Vec<&str> = text
+        .as_bytes()
+        .chunks(76)
+        .map(|l| std::str::from_utf8(l).unwrap())
+        .collect();
+    b.sh(&format!(
+        "base64 -d > {path} <<'EOF'\n{}\nEOF",
+        lines.join("\n")
+    ));
     let size = b.sh(&format!("wc -c < {path}"));
     assert_eq!(size.trim(), bytes.len().to_string(), "{path} arrived whole");
 }
@@ -392,22 +415,19 @@ fn wait_frame(frames: &Frames, what: &str, within: Duration, ok: impl Fn(&Value)
     }
 }
 
-/// What the watcher saw the visitor say (final transcript) and the kiosk answer.
+/// What the watcher saw the visitor say and the kiosk answer (final transcripts).
 fn conversation(frames: &[Value]) -> (String, String) {
-    let heard = frames
-        .iter()
-        .filter(|f| f["type"] == "transcript" && f["speaker"] == "user")
-        .filter_map(|f| f["text"].as_str())
-        .next_back()
-        .unwrap_or_default()
-        .to_lowercase();
-    let answer = frames
-        .iter()
-        .filter(|f| f["type"] == "assistant_message")
-        .filter_map(|f| f["text"].as_str())
-        .collect::<Vec<_>>()
-        .join(" ");
-    (heard, answer)
+    let last_final = |speaker: &str| {
+        frames
+            .iter()
+            .filter(|f| f["type"] == "transcript" && f["speaker"] == speaker)
+            .filter(|f| f["is_final"] == true)
+            .filter_map(|f| f["text"].as_str())
+            .next_back()
+            .unwrap_or_default()
+            .to_string()
+    };
+    (last_final("user").to_lowercase(), last_final("assistant"))
 }
 
 /// The administrator's side: an admin session over the forwarded port.
@@ -442,6 +462,14 @@ impl Admin {
         Admin { base, cookie, http }
     }
 
+    /// The same administrator session on a board booted again (new forwarded ports).
+    fn on(self, b: &Board) -> Admin {
+        Admin {
+            base: format!("http://{}", b.docent),
+            ..self
+        }
+    }
+
     fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         self.http
             .request(method, format!("{}{path}", self.base))
@@ -461,7 +489,7 @@ impl Admin {
             .await
     }
 
-    /// A character with an avatar, an idle (blue) and a speaking (green) clip and the museum
+    /// A character with an avatar (red), an idle (blue) and a speaking (green) clip and the museum
     /// knowledge file, made the kiosk's character. Returns its id.
     async fn character_with_clips_and_knowledge(&self) -> String {
         let created = self
@@ -474,7 +502,7 @@ impl Admin {
         let cid = created["id"].as_str().unwrap().to_string();
         let form = reqwest::multipart::Form::new().part(
             "avatar",
-            reqwest::multipart::Part::bytes(png_of(IDLE_COLOUR))
+            reqwest::multipart::Part::bytes(png_of(IMAGE_COLOUR))
                 .file_name("guide.png")
                 .mime_str("image/png")
                 .unwrap(),
