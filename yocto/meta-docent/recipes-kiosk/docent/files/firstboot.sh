@@ -32,6 +32,6 @@ chmod 0600 "$TMP"
 sync "$TMP" 2>/dev/null || sync
 mv "$TMP" "$FILE"
 sync
-# Shown on the serial console and in the (volatile) journal for the person who flashed the board
-# (StandardOutput=journal+console in docent-firstboot.service).
+# Shown on the console (serial and display) for the person who flashed the board, and never in
+# the journal: docent-firstboot.service sends this script's output to /dev/console only.
 echo "docent-firstboot: administrator password written to $FILE: $PASSWORD"
