@@ -150,7 +150,13 @@ fn idle_cpu(clip_size: (u16, u16), screen: (u32, u32), mp4: &[u8]) -> f64 {
         status: Status::Idle,
         character_id: id,
     });
-    let player = display::play(&engine, Box::new(mem.clone()), String::new(), rx).unwrap();
+    let player = display::play(
+        &engine,
+        Box::new(mem.clone()),
+        "127.0.0.1:8080".parse().unwrap(),
+        rx,
+    )
+    .unwrap();
     // Let it settle, then measure.
     std::thread::sleep(Duration::from_millis(500));
     let (c0, t0, f0) = (cpu_time(), Instant::now(), mem.frame_count());

@@ -56,7 +56,7 @@ pub async fn run_with(
     spawn_sweeper(engine.clone());
     let probe_stop = tokio_util::sync::CancellationToken::new();
     let (engine_beat, probe) = watchdog::spawn_engine_probe(engine.clone(), probe_stop.clone());
-    let devices = device::Devices::start(&engine, device::display::admin_url(addr)).await;
+    let devices = device::Devices::start(&engine, addr).await;
     let mut loops = vec![watchdog::Watched {
         name: "engine",
         heartbeat: engine_beat,

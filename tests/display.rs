@@ -28,6 +28,10 @@ const PALETTE: [(u8, u8, u8); 6] = [RED, GREEN, BLUE, YELLOW, CYAN, MAGENTA];
 
 type Rgb = (u8, u8, u8);
 
+/// The listen address the players are given: a fixed one is its own admin URL.
+const LISTEN: &str = "127.0.0.1:8080";
+const ADMIN_URL: &str = "http://127.0.0.1:8080/";
+
 fn engine(dir: &std::path::Path, password: bool) -> Arc<Engine> {
     let config = Config {
         data_dir: dir.to_path_buf(),
@@ -106,7 +110,7 @@ impl Rig {
         display::play(
             engine,
             Box::new(screen.clone()),
-            "http://192.0.2.1:8080/".into(),
+            LISTEN.parse().unwrap(),
             rx,
         )
         .expect("player");
@@ -327,6 +331,32 @@ fn setup_mode_shows_the_admin_address_while_idle() {
     rig.until(&[GREEN]);
 }
 
+#[test]
+fn the_setup_screen_shows_the_admin_url_of_the_listen_address() {
+    const SW: u32 = 640;
+    const SH: u32 = 480;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), false);
+    let screen = Arc::new(MemoryScreen::new(SW, SH));
+    let (_tx, rx) = watch::channel(KioskState {
+        status: Status::Idle,
+        character_id: String::new(),
+    });
+    display::play(
+        &engine,
+        Box::new(screen.clone()),
+        LISTEN.parse().unwrap(),
+        rx,
+    )
+    .expect("player");
+    let mut seen = 0;
+    let f = frame_where(&screen, &mut seen, "a frame", |_| true);
+    assert_eq!(f.pixels[0], SETUP_BG, "the setup screen");
+    // The address is the only white text: exactly the URL, on one line.
+    drawn_line(&f.pixels, (SW, SH), ADMIN_URL, 0xFFFFFF)
+        .expect("the admin URL is drawn, whole, on one line");
+}
+
 /// The first-boot password, as `board/firstboot.sh` makes them: 16 of `[A-Za-z0-9]`.
 const FIRST_BOOT_PASSWORD: &str = "Qx7RmT2vLp9KwZ3a";
 const SETUP_BG: u32 = 0x102A43;
@@ -437,7 +467,7 @@ fn first_boot_shows_the_address_and_password_until_the_first_login() {
     let player = display::play(
         &engine,
         Box::new(screen.clone()),
-        "http://192.0.2.1:8080/".into(),
+        LISTEN.parse().unwrap(),
         rx,
     )
     .expect("player");
@@ -505,7 +535,13 @@ fn first_boot_shows_the_address_and_password_until_the_first_login() {
         status: Status::Idle,
         character_id: id,
     });
-    display::play(&engine, Box::new(screen.clone()), String::new(), rx).expect("player");
+    display::play(
+        &engine,
+        Box::new(screen.clone()),
+        LISTEN.parse().unwrap(),
+        rx,
+    )
+    .expect("player");
     let mut seen = 0;
     let f = frame_where(&screen, &mut seen, "a frame", |_| true);
     assert_eq!(
@@ -525,7 +561,13 @@ fn player_stops_when_the_state_sender_goes() {
         status: Status::Idle,
         character_id: id,
     });
-    let thread = display::play(&engine, Box::new(screen.clone()), String::new(), rx).unwrap();
+    let thread = display::play(
+        &engine,
+        Box::new(screen.clone()),
+        LISTEN.parse().unwrap(),
+        rx,
+    )
+    .unwrap();
     screen
         .wait_for_frame(0, Duration::from_secs(5))
         .expect("first frame");

@@ -24,6 +24,7 @@ pub mod display;
 pub mod kiosk;
 pub mod ptt;
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -174,9 +175,10 @@ impl Devices {
         }
     }
 
-    /// Starts the devices of `engine.config.devices` and the kiosk loop. `admin_url` is what
-    /// the display shows while no administrator password is set.
-    pub async fn start(engine: &Arc<Engine>, admin_url: String) -> Arc<Devices> {
+    /// Starts the devices of `engine.config.devices` and the kiosk loop. `listen` is the address
+    /// the kiosk serves on: the display's setup screens show where to reach it from there (see
+    /// `display::admin_url`).
+    pub async fn start(engine: &Arc<Engine>, listen: SocketAddr) -> Arc<Devices> {
         let mode = engine.config.devices;
         if mode == DeviceMode::None {
             return Arc::new(Devices::none());
@@ -205,7 +207,7 @@ impl Devices {
             engine,
             &engine.config.display,
             mode,
-            admin_url,
+            listen,
             state_rx.clone(),
         );
         health.set(|h| h.display = display_health);

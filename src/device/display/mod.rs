@@ -5,8 +5,12 @@
 //!
 //! ```ignore
 //! let (sim_screen, health) = display::start(&engine, &config.display, config.devices,
-//!                                           display::admin_url(addr), state_rx);
+//!                                           listen_addr, state_rx);
 //! ```
+//!
+//! The listen address is what the setup screens are about: the player works out the admin URL
+//! from it ([`admin_url`]) each time it makes its plan again, so a board that gets its address
+//! from DHCP after `docent` started shows it within about a second.
 //!
 //! It picks a screen (below), starts the player thread on it and returns the in-memory screen
 //! when the display is simulated (for `Devices::sim_screen`, the snapshot route and tests) and
@@ -40,7 +44,7 @@ pub mod still;
 pub mod testclip;
 pub mod text;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -62,27 +66,28 @@ pub fn start(
     engine: &Arc<Engine>,
     config: &DisplayConfig,
     mode: DeviceMode,
-    admin_url: String,
+    listen: SocketAddr,
     state: watch::Receiver<KioskState>,
 ) -> (Option<Arc<MemoryScreen>>, String) {
     let (screen, sim, health) = open_screen(config, mode);
     let Some(screen) = screen else {
         return (None, health);
     };
-    match play(engine, screen, admin_url, state) {
+    match play(engine, screen, listen, state) {
         Ok(_) => (sim, health),
         Err(e) => (None, format!("display thread: {e}")),
     }
 }
 
-/// Runs the player on `screen` (its own thread); see [`player`].
+/// Runs the player on `screen` (its own thread); see [`player`]. `listen` is the address the
+/// kiosk serves on, which the setup screens show (see [`admin_url`]).
 pub fn play(
     engine: &Arc<Engine>,
     screen: Box<dyn Screen>,
-    admin_url: String,
+    listen: SocketAddr,
     state: watch::Receiver<KioskState>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    player::spawn(engine, screen, admin_url, state)
+    player::spawn(engine, screen, listen, state)
 }
 
 type Opened = (Option<Box<dyn Screen>>, Option<Arc<MemoryScreen>>, String);
@@ -190,51 +195,120 @@ pub fn parse_size(s: &str) -> Option<(u32, u32)> {
     ((1..=8192).contains(&w) && (1..=8192).contains(&h)).then_some((w, h))
 }
 
-/// The address a person types to reach the kiosk's administration from another device: the
-/// listen address, or when that is a wildcard, the first non-loopback IPv4 address of the board.
-pub fn admin_url(listen: SocketAddr) -> String {
-    let ip = if listen.ip().is_unspecified() {
-        local_ipv4().unwrap_or(listen.ip())
-    } else {
-        listen.ip()
-    };
-    match ip {
-        IpAddr::V6(v6) => format!("http://[{v6}]:{}/", listen.port()),
-        IpAddr::V4(v4) => format!("http://{v4}:{}/", listen.port()),
+/// What the setup screens show as the address of the kiosk's administration.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum AdminUrl {
+    /// The address a person types on another device, e.g. `http://192.168.1.5:8080/`.
+    Url(String),
+    /// The kiosk listens on every address but has no IPv4 address yet (the network is not up, or
+    /// DHCP has not answered): there is nothing to type yet, only the port is known.
+    NoNetwork { port: u16 },
+}
+
+impl AdminUrl {
+    /// The line drawn on the screen.
+    pub fn text(&self) -> String {
+        match self {
+            AdminUrl::Url(url) => url.clone(),
+            AdminUrl::NoNetwork { port } => format!("Waiting for the network... (port {port})"),
+        }
     }
 }
 
-/// The first IPv4 address of an interface that is up and not loopback.
-fn local_ipv4() -> Option<IpAddr> {
+impl std::fmt::Display for AdminUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text())
+    }
+}
+
+/// One address of a network interface, as `getifaddrs` lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InterfaceAddr {
+    /// `IFF_UP`: the interface is configured up.
+    pub up: bool,
+    /// `IFF_RUNNING`: it has a carrier (a cable plugged in, an associated access point).
+    pub running: bool,
+    /// `IFF_LOOPBACK`.
+    pub loopback: bool,
+    pub addr: IpAddr,
+}
+
+/// The address a person types to reach the kiosk's administration from another device: the
+/// listen address, or when that is a wildcard, an IPv4 address of the board (see
+/// [`choose_ipv4`]; the interfaces are listed with `getifaddrs` at each call, which is cheap).
+/// While the board has none, [`AdminUrl::NoNetwork`].
+pub fn admin_url(listen: SocketAddr) -> AdminUrl {
+    if listen.ip().is_unspecified() {
+        admin_url_among(listen, &interface_addrs())
+    } else {
+        admin_url_among(listen, &[])
+    }
+}
+
+/// [`admin_url`] with the board's interface addresses given.
+pub fn admin_url_among(listen: SocketAddr, interfaces: &[InterfaceAddr]) -> AdminUrl {
+    let ip = if listen.ip().is_unspecified() {
+        match choose_ipv4(interfaces) {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                return AdminUrl::NoNetwork {
+                    port: listen.port(),
+                };
+            }
+        }
+    } else {
+        listen.ip()
+    };
+    AdminUrl::Url(match ip {
+        IpAddr::V6(v6) => format!("http://[{v6}]:{}/", listen.port()),
+        IpAddr::V4(v4) => format!("http://{v4}:{}/", listen.port()),
+    })
+}
+
+/// The IPv4 address to show among the board's interface addresses: of an interface that is up
+/// and not loopback, preferring one with a carrier, then one that is not link-local
+/// (169.254.0.0/16, what a board gives itself when DHCP does not answer); among equals, the
+/// first listed. None when there is no such address.
+pub fn choose_ipv4(interfaces: &[InterfaceAddr]) -> Option<Ipv4Addr> {
+    interfaces
+        .iter()
+        .filter(|i| i.up && !i.loopback)
+        .filter_map(|i| match i.addr {
+            IpAddr::V4(v4) if !v4.is_unspecified() && !v4.is_loopback() => Some((i, v4)),
+            _ => None,
+        })
+        .min_by_key(|(i, v4)| (!i.running, v4.is_link_local()))
+        .map(|(_, v4)| v4)
+}
+
+/// The IPv4 addresses of the board's interfaces (empty when `getifaddrs` fails).
+fn interface_addrs() -> Vec<InterfaceAddr> {
     let mut ifs: *mut libc::ifaddrs = std::ptr::null_mut();
+    let mut found = Vec::new();
     // SAFETY: getifaddrs fills a list freed below with freeifaddrs; entries are read only while
     // it is alive.
     unsafe {
         if libc::getifaddrs(&mut ifs) != 0 {
-            return None;
+            return found;
         }
-        let mut found = None;
         let mut cur = ifs;
         while !cur.is_null() {
             let ifa = &*cur;
-            let up = ifa.ifa_flags & libc::IFF_UP as u32 != 0;
-            let lo = ifa.ifa_flags & libc::IFF_LOOPBACK as u32 != 0;
-            if up
-                && !lo
-                && !ifa.ifa_addr.is_null()
-                && (*ifa.ifa_addr).sa_family as i32 == libc::AF_INET
-            {
+            if !ifa.ifa_addr.is_null() && (*ifa.ifa_addr).sa_family as i32 == libc::AF_INET {
                 let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
-                found = Some(IpAddr::from(
-                    u32::from_be(sin.sin_addr.s_addr).to_be_bytes(),
-                ));
-                break;
+                let flag = |f: libc::c_int| ifa.ifa_flags & f as u32 != 0;
+                found.push(InterfaceAddr {
+                    up: flag(libc::IFF_UP),
+                    running: flag(libc::IFF_RUNNING),
+                    loopback: flag(libc::IFF_LOOPBACK),
+                    addr: IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr))),
+                });
             }
             cur = ifa.ifa_next;
         }
         libc::freeifaddrs(ifs);
-        found
     }
+    found
 }
 
 #[cfg(test)]
@@ -275,13 +349,77 @@ mod tests {
         assert!(h.starts_with("fbdev /nonexistent/fb7"), "{h}");
     }
 
+    fn addr(up: bool, running: bool, loopback: bool, ip: &str) -> InterfaceAddr {
+        InterfaceAddr {
+            up,
+            running,
+            loopback,
+            addr: ip.parse().unwrap(),
+        }
+    }
+
     #[test]
     fn admin_url_names_a_reachable_address() {
+        // A fixed listen address is the address, whatever the interfaces.
         assert_eq!(
             admin_url("192.168.1.5:8080".parse().unwrap()),
-            "http://192.168.1.5:8080/"
+            AdminUrl::Url("http://192.168.1.5:8080/".into())
         );
-        let any = admin_url("0.0.0.0:80".parse().unwrap());
-        assert!(any.starts_with("http://") && any.ends_with(":80/"), "{any}");
+        assert_eq!(
+            admin_url("[fd00::5]:80".parse().unwrap()).text(),
+            "http://[fd00::5]:80/"
+        );
+        let lo = addr(true, true, true, "127.0.0.1");
+        let eth = addr(true, true, false, "192.168.1.20");
+        let wildcard: SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        assert_eq!(
+            admin_url_among(wildcard, &[lo, eth]),
+            AdminUrl::Url("http://192.168.1.20:8080/".into())
+        );
+        assert_eq!(
+            admin_url_among("[::]:8080".parse().unwrap(), &[lo, eth]).text(),
+            "http://192.168.1.20:8080/"
+        );
+        // No network yet: no 0.0.0.0 on the screen, words and the port instead.
+        let waiting = admin_url_among(wildcard, &[lo]);
+        assert_eq!(waiting, AdminUrl::NoNetwork { port: 8080 });
+        assert_eq!(waiting.text(), "Waiting for the network... (port 8080)");
+        assert_eq!(
+            admin_url_among(wildcard, &[]),
+            AdminUrl::NoNetwork { port: 8080 }
+        );
+        // The real interfaces: some answer, never the wildcard.
+        let any = admin_url("0.0.0.0:80".parse().unwrap()).text();
+        assert!(!any.contains("0.0.0.0"), "{any}");
+    }
+
+    #[test]
+    fn the_shown_ipv4_is_up_not_loopback_preferably_running_and_not_link_local() {
+        let pick = |ifs: &[InterfaceAddr]| choose_ipv4(ifs).map(|a| a.to_string());
+        let lo = addr(true, true, true, "127.0.0.1");
+        let down = addr(false, false, false, "10.0.0.9");
+        let v6 = addr(true, true, false, "fe80::1");
+        let eth = addr(true, true, false, "192.168.1.20");
+        let wlan = addr(true, true, false, "192.168.4.7");
+        // Nothing usable: loopback, an interface that is down, IPv6 only, a zero address.
+        assert_eq!(pick(&[]), None);
+        assert_eq!(
+            pick(&[lo, down, v6, addr(true, true, false, "0.0.0.0")]),
+            None
+        );
+        // The first usable one, in the listed order.
+        assert_eq!(
+            pick(&[lo, down, v6, eth, wlan]).as_deref(),
+            Some("192.168.1.20")
+        );
+        assert_eq!(pick(&[wlan, eth]).as_deref(), Some("192.168.4.7"));
+        // A cable pulled out keeps its address for a while: one with a carrier first.
+        let unplugged = addr(true, false, false, "192.168.1.20");
+        assert_eq!(pick(&[unplugged, wlan]).as_deref(), Some("192.168.4.7"));
+        assert_eq!(pick(&[unplugged]).as_deref(), Some("192.168.1.20"));
+        // A link-local address only when there is nothing better.
+        let autoip = addr(true, true, false, "169.254.3.4");
+        assert_eq!(pick(&[autoip, wlan]).as_deref(), Some("192.168.4.7"));
+        assert_eq!(pick(&[lo, autoip]).as_deref(), Some("169.254.3.4"));
     }
 }

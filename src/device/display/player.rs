@@ -6,7 +6,10 @@
 //! 1. While idle, in first boot (the password came from `admin_password_file` and no
 //!    administrator has logged in yet, `Engine::first_boot_password`): the setup screen with the
 //!    admin URL and that password in large type. In setup mode (no administrator password) while
-//!    idle: the setup screen with the admin URL.
+//!    idle: the setup screen with the admin URL. The URL is worked out from the listen address
+//!    at every plan ([`super::admin_url`]): an address the board got after `docent` started (DHCP)
+//!    is shown within about a second, and while it has none the screen says it is waiting for
+//!    the network.
 //! 2. The active image's clip for the status (`listening`, `speaking`, `idle`; `processing`
 //!    shows `idle`), then the `idle` clip, then a clip made for this screen size (`WxH`), then
 //!    the variant-less clip. Clips loop at their own frame rate.
@@ -15,12 +18,14 @@
 //!
 //! A bottom band shows the name and the status over clips and images. The plan is made again
 //! on every state change (the wait for the next frame ends at once, so a new clip starts within
-//! a frame) and once a second (new uploads, another active image, the end of first boot).
+//! a frame) and once a second (new uploads, another active image, the end of first boot, a new
+//! network address).
 //!
 //! Decoding runs on this thread, never on the async runtime; a small current-thread runtime
 //! only waits on the watch channel. The thread ends when the state sender or the engine is gone.
 
 use std::collections::HashSet;
+use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -32,6 +37,7 @@ use super::scale::{Rect, YuvScaler, draw_rgb_bilinear};
 use super::screen::Screen;
 use super::still;
 use super::text::{self, Canvas, GLYPH};
+use super::{AdminUrl, admin_url};
 use crate::device::KioskState;
 use crate::engine::Engine;
 use crate::engine::live::Status;
@@ -45,11 +51,23 @@ const ACCENT: u32 = 0xFFC857;
 /// The first-boot password, the only text in this colour on the first-boot screen.
 const PASSWORD_TEXT: u32 = 0xFFFFFF;
 
-/// Starts the player thread on `screen`.
+/// Where the setup screens' address comes from: asked at each plan that shows one.
+type AdminSource = Box<dyn FnMut() -> AdminUrl + Send>;
+
+/// Starts the player thread on `screen`; the setup screens show the admin URL for `listen`.
 pub fn spawn(
     engine: &Arc<Engine>,
     screen: Box<dyn Screen>,
-    admin_url: String,
+    listen: SocketAddr,
+    state: watch::Receiver<KioskState>,
+) -> std::io::Result<JoinHandle<()>> {
+    spawn_with(engine, screen, Box::new(move || admin_url(listen)), state)
+}
+
+fn spawn_with(
+    engine: &Arc<Engine>,
+    screen: Box<dyn Screen>,
+    admin_url: AdminSource,
     state: watch::Receiver<KioskState>,
 ) -> std::io::Result<JoinHandle<()>> {
     let engine = Arc::downgrade(engine);
@@ -73,10 +91,12 @@ pub fn spawn(
 /// Something the screen can show.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Source {
-    Setup,
-    /// The setup screen with the first-boot password. The password itself is not part of the
-    /// source: sources are logged.
-    FirstBoot,
+    /// The setup screen with this address line ([`AdminUrl::text`]): another address is another
+    /// source, so the screen is drawn again when the board's address changes.
+    Setup(String),
+    /// The setup screen with the first-boot password and this address line. The password itself
+    /// is not part of the source: sources are logged.
+    FirstBoot(String),
     Clip(String),
     Image(String),
     Card(String),
@@ -116,7 +136,9 @@ struct Player {
     engine: Weak<Engine>,
     screen: Box<dyn Screen>,
     size: (u32, u32),
-    admin_url: String,
+    admin_url: AdminSource,
+    /// The admin URL last worked out, to log a change once.
+    last_admin_url: Option<AdminUrl>,
     state: watch::Receiver<KioskState>,
     frame: Vec<u32>,
     showing: Showing,
@@ -131,7 +153,7 @@ impl Player {
     fn new(
         engine: Weak<Engine>,
         screen: Box<dyn Screen>,
-        admin_url: String,
+        admin_url: AdminSource,
         state: watch::Receiver<KioskState>,
     ) -> Player {
         let size = screen.size();
@@ -140,6 +162,7 @@ impl Player {
             screen,
             size,
             admin_url,
+            last_admin_url: None,
             state,
             frame: vec![0; (size.0 * size.1) as usize],
             showing: Showing::Nothing,
@@ -163,7 +186,8 @@ impl Player {
                 let Some(engine) = self.engine.upgrade() else {
                     return;
                 };
-                let plan = plan(&engine, &state, self.size);
+                let size = self.size;
+                let plan = plan(&engine, &state, size, &mut || self.admin_url_text());
                 if self.apply(&engine, plan) {
                     due = Instant::now();
                     dirty = true;
@@ -240,6 +264,23 @@ impl Player {
         }
     }
 
+    /// The address line of the setup screens, worked out now (the interfaces are listed only
+    /// when a setup screen is planned: about once a second, and at state changes).
+    fn admin_url_text(&mut self) -> String {
+        let url = (self.admin_url)();
+        if self.last_admin_url.as_ref() != Some(&url) {
+            match &url {
+                AdminUrl::Url(u) => tracing::info!("display: the admin URL is {u}"),
+                AdminUrl::NoNetwork { port } => {
+                    tracing::info!("display: no IPv4 address yet for the admin URL (port {port})")
+                }
+            }
+        }
+        let text = url.text();
+        self.last_admin_url = Some(url);
+        text
+    }
+
     /// Switches to the first usable source of `plan`; true when what is shown changed (the
     /// overlay text included).
     fn apply(&mut self, engine: &Engine, plan: Plan) -> bool {
@@ -291,12 +332,12 @@ impl Player {
                 draw_rgb_bilinear(&img, self.size, &mut base);
             }
             (Source::Card(name), _) => draw_card(&mut base, self.size, name),
-            (Source::Setup, _) => draw_setup(&mut base, self.size, &self.admin_url),
-            (Source::FirstBoot, _) => {
+            (Source::Setup(url), _) => draw_setup(&mut base, self.size, url),
+            (Source::FirstBoot(url), _) => {
                 let password = engine
                     .first_boot_password()
                     .ok_or_else(|| anyhow::anyhow!("first boot is over"))?;
-                draw_first_boot(&mut base, self.size, &self.admin_url, &password);
+                draw_first_boot(&mut base, self.size, url, &password);
             }
             _ => anyhow::bail!("no data"),
         }
@@ -311,7 +352,7 @@ impl Player {
             Showing::Still { base, source } => {
                 self.frame.copy_from_slice(base);
                 match source {
-                    Source::Setup | Source::FirstBoot => {}
+                    Source::Setup(_) | Source::FirstBoot(_) => {}
                     Source::Card(_) => self.draw_status_only(),
                     _ => self.draw_overlay(None),
                 }
@@ -423,8 +464,14 @@ fn status_text(status: Status) -> &'static str {
     }
 }
 
-/// The sources for a state, in order of preference.
-fn plan(engine: &Engine, state: &KioskState, size: (u32, u32)) -> Plan {
+/// The sources for a state, in order of preference. `admin_url` gives the setup screens'
+/// address line; it is called only when one of them is planned.
+fn plan(
+    engine: &Engine,
+    state: &KioskState,
+    size: (u32, u32),
+    admin_url: &mut dyn FnMut() -> String,
+) -> Plan {
     let mut sources = Vec::new();
     let character = if state.character_id.is_empty() {
         None
@@ -437,9 +484,9 @@ fn plan(engine: &Engine, state: &KioskState, size: (u32, u32)) -> Plan {
         .unwrap_or_default();
     if state.status == Status::Idle {
         if engine.first_boot_password().is_some() {
-            sources.push((Source::FirstBoot, None));
+            sources.push((Source::FirstBoot(admin_url()), None));
         } else if !engine.has_admin_password() {
-            sources.push((Source::Setup, None));
+            sources.push((Source::Setup(admin_url()), None));
         }
     }
     if let Some(c) = &character {
@@ -713,6 +760,75 @@ mod tests {
                 GLYPH * scale
             );
         }
+    }
+
+    /// Waits (at most 5 s) for a frame after `*seen` whose pixels are `want`.
+    fn frame_of(screen: &super::super::MemoryScreen, seen: &mut u64, want: &[u32], what: &str) {
+        let end = Instant::now() + Duration::from_secs(5);
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            let f = screen
+                .wait_for_frame(*seen, left.max(Duration::from_millis(1)))
+                .unwrap_or_else(|| panic!("no frame showing {what} within 5 s"));
+            *seen = f.count;
+            if f.pixels == want {
+                return;
+            }
+        }
+    }
+
+    #[test]
+    fn the_setup_screen_is_drawn_again_when_the_board_gets_an_address() {
+        use super::super::MemoryScreen;
+        use std::sync::Mutex;
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(crate::config::Config {
+            data_dir: dir.path().to_path_buf(),
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(!engine.has_admin_password(), "setup mode");
+        let (w, h) = (320, 240);
+        let setup = |url: &AdminUrl| {
+            let mut px = vec![0u32; (w * h) as usize];
+            draw_setup(&mut px, (w, h), &url.text());
+            px
+        };
+        let url = Arc::new(Mutex::new(AdminUrl::NoNetwork { port: 8080 }));
+        let shown = url.clone();
+        let screen = Arc::new(MemoryScreen::new(w, h));
+        let (tx, rx) = watch::channel(KioskState {
+            status: Status::Idle,
+            character_id: String::new(),
+        });
+        let player = spawn_with(
+            &engine,
+            Box::new(screen.clone()),
+            Box::new(move || shown.lock().unwrap().clone()),
+            rx,
+        )
+        .unwrap();
+        let mut seen = 0;
+        // No address yet: the screen says so, with the port.
+        let waiting = setup(&AdminUrl::NoNetwork { port: 8080 });
+        assert_ne!(
+            waiting,
+            setup(&AdminUrl::Url("http://0.0.0.0:8080/".into()))
+        );
+        frame_of(&screen, &mut seen, &waiting, "the wait for the network");
+        // DHCP answers: the new address within about a second, with no state change.
+        let first = AdminUrl::Url("http://192.168.1.20:8080/".into());
+        *url.lock().unwrap() = first.clone();
+        let asked = Instant::now();
+        frame_of(&screen, &mut seen, &setup(&first), "the first address");
+        assert!(asked.elapsed() < Duration::from_millis(2500));
+        // Another address (a new lease, another network): that one.
+        let second = AdminUrl::Url("http://10.1.2.3:8080/".into());
+        *url.lock().unwrap() = second.clone();
+        frame_of(&screen, &mut seen, &setup(&second), "the second address");
+        drop(tx);
+        player.join().unwrap();
+        engine.knowledge.stop();
     }
 
     #[test]
