@@ -69,7 +69,9 @@ cp -r /usr/share/alsa "$F/usr/share/alsa"        # alsa-lib's configuration (sta
 if [ -f /etc/ssl/certs/ca-certificates.crt ]; then      # as the image's ca-certificates
   mkdir -p "$F/etc/ssl/certs"; cp /etc/ssl/certs/ca-certificates.crt "$F/etc/ssl/certs/"
 fi
-objcopy --strip-debug "$BIN" "$F/usr/bin/docent"
+# A native build loses its debug info (a debug binary is 250 MB with it); the cross-built
+# release binary is stripped already, and this machine's objcopy cannot read it anyway.
+objcopy --strip-debug "$BIN" "$F/usr/bin/docent" 2>/dev/null || cp "$BIN" "$F/usr/bin/docent"
 # Shared libraries of dynamic programs, as ldd resolves them on this machine.
 copy_libs() {
   ldd "$@" 2>/dev/null | awk '/=> \//{print $3} /^\t\/.*ld-linux/{print $1}' | sort -u | while read -r lib; do
