@@ -47,18 +47,68 @@ fn x86_64_board_serves_a_visitor_survives_a_power_cut_and_restarts_a_stuck_kiosk
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data.img");
     std::fs::copy(board::images(Arch::X86_64).join("data-blank.img"), &data).unwrap();
+    let (mut b, admin, password) = first_boot(Arch::X86_64, &rt, &data, dir.path());
+    let cid = set_up_the_kiosk(&b, &rt, &admin, dir.path());
+    visit(&mut b, &rt, &admin, dir.path());
 
-    // --- First boot: the password on the console and the screen, until the first login ---
+    // --- Power cut during a burst of admin writes ---
+    let writer = rt.spawn(admin.clone().write_until_failure());
+    std::thread::sleep(Duration::from_secs(4));
+    b.power_cut();
+    let acknowledged = rt
+        .block_on(async { tokio::time::timeout(Duration::from_secs(30), writer).await })
+        .expect("the writers give up once the board is off")
+        .unwrap();
     let mut b = Board::boot(Arch::X86_64, &data, dir.path());
+    rt.block_on(wait_health(&b, Duration::from_secs(120)));
+    // The cookie from before the cut still names a stored admin session.
+    let admin = admin.on(&b);
+    let found = rt.block_on(admin.count_characters(&acknowledged));
+    println!(
+        "power cut: {} writes acknowledged, {found} found after the reboot",
+        acknowledged.len()
+    );
+    assert!(
+        !acknowledged.is_empty(),
+        "writes were acknowledged before the cut"
+    );
+    assert_eq!(
+        found,
+        acknowledged.len(),
+        "every acknowledged write survives"
+    );
+    assert!(
+        !b.transcript().contains("administrator password written"),
+        "the first boot is not repeated"
+    );
+    rt.block_on(async {
+        let fresh = Admin::login(&b, &password).await;
+        fresh.get(&format!("/api/v1/characters/{cid}")).await
+    });
+    wait_screen(&b, dir.path(), "no setup screen after a reboot", |s| {
+        s.fraction(|p| near(p, IDLE_COLOUR)) > 0.5
+    });
+
+    // --- A stuck loop: the watchdog gives up, the unit's restart policy brings docent back ---
+    for stuck in ["device", "engine"] {
+        stall_and_recover(&mut b, &rt, stuck);
+    }
+}
+
+/// Boots a board for the first time: the password on the console and the setup screen, until
+/// the administrator's first login. Returns the board, the admin session and the password.
+fn first_boot(arch: Arch, rt: &Runtime, data: &Path, dir: &Path) -> (Board, Admin, String) {
+    // --- First boot: the password on the console and the screen, until the first login ---
+    let b = Board::boot(arch, data, dir);
     let ready = rt.block_on(wait_health(&b, Duration::from_secs(120)));
     let boot_to_ready = ready - b.powered_on;
     println!(
-        "boot to ready (x86_64, TCG): {:.1} s",
+        "boot to ready ({arch:?}, TCG): {:.1} s",
         boot_to_ready.as_secs_f64()
     );
     let password = first_boot_password(&b.transcript());
     let setup = |s: &Screen| s.fraction(|p| p == SETUP_BACKGROUND);
-    let shown = b.screendump(&dir.path().join("setup.ppm"));
+    let shown = b.screendump(&dir.join("setup.ppm"));
     assert!(
         setup(&shown) > 0.5,
         "the first-boot setup screen shows ({:.0} % background)",
@@ -67,31 +117,36 @@ fn x86_64_board_serves_a_visitor_survives_a_power_cut_and_restarts_a_stuck_kiosk
     let admin = rt.block_on(Admin::login(&b, &password));
     wait_screen(
         &b,
-        dir.path(),
+        dir,
         "the setup screen goes after the first login",
         |s| setup(s) < 0.1,
     );
 
-    // --- The administrator sets the kiosk up ---
+    (b, admin, password)
+}
+
+/// The administrator's part: a character with clips and knowledge, shown idle. Returns its id.
+fn set_up_the_kiosk(b: &Board, rt: &Runtime, admin: &Admin, dir: &Path) -> String {
     let cid = rt.block_on(admin.character_with_clips_and_knowledge());
-    wait_screen(&b, dir.path(), "the idle clip plays", |s| {
+    wait_screen(b, dir, "the idle clip plays", |s| {
         s.fraction(|p| near(p, IDLE_COLOUR)) > 0.5
     });
 
-    // --- The visitor ---
+    cid
+}
+
+/// The visitor's part: a spoken question with the button held, the answer heard on the
+/// speaker, seen on the screen and in the conversation. Prints the release-to-sound time.
+fn visit(b: &mut Board, rt: &Runtime, admin: &Admin, dir: &Path) {
     let question = spoken_question();
-    put_file(
-        &mut b,
-        "/tmp/question.raw",
-        &audio::samples_to_le(&question),
-    );
+    put_file(b, "/tmp/question.raw", &audio::samples_to_le(&question));
     b.sh(&format!(
         "docent audio record /run/www/speaker.wav --device speaker_tap --rate {TAP_RATE} \
          --seconds {TAP_SECONDS} > /run/record.log 2>&1 &"
     ));
     b.sh("button press");
     let session = rt.block_on(admin.kiosk_session());
-    let frames = rt.block_on(watch(&b, &session));
+    let frames = rt.block_on(watch(b, &session));
     let said = b.sh_within(
         // busybox's date has no sub-second format; adjtimex shows the clock in microseconds.
         "docent audio play /tmp/question.raw --device mic_feed --rate 16000 && button release \
@@ -112,7 +167,7 @@ fn x86_64_board_serves_a_visitor_survives_a_power_cut_and_restarts_a_stuck_kiosk
     let mut centre = (0, 0, 0);
     let looking = Instant::now();
     while green < 0.5 && looking.elapsed() < Duration::from_secs(15) {
-        let s = b.screendump(&dir.path().join("speaking.ppm"));
+        let s = b.screendump(&dir.join("speaking.ppm"));
         green = green.max(s.fraction(|p| near(p, SPEAKING_COLOUR)));
         centre = s.pixel(s.width / 2, s.height / 2);
     }
@@ -122,7 +177,7 @@ fn x86_64_board_serves_a_visitor_survives_a_power_cut_and_restarts_a_stuck_kiosk
     if green < 0.5 {
         eprintln!("docent's log:\n{}", b.sh("tail -n 40 /run/docent.log"));
     }
-    wait_screen(&b, dir.path(), "the idle clip plays again", |s| {
+    wait_screen(b, dir, "the idle clip plays again", |s| {
         s.fraction(|p| near(p, IDLE_COLOUR)) > 0.5
     });
     assert!(
@@ -169,54 +224,12 @@ fn x86_64_board_serves_a_visitor_survives_a_power_cut_and_restarts_a_stuck_kiosk
         "the reply starts after the release ({release_to_sound:.3} s)"
     );
     println!(
-        "button release -> first reply sample on the loopback speaker (offline engine, TCG): \
-         {:.0} ms; heard {heard:?}, answered {answer:?}",
+        "button release -> first reply sample on the loopback speaker ({:?}, offline engine, \
+         TCG): {:.0} ms; heard {heard:?}, answered {answer:?}",
+        b.arch,
         release_to_sound * 1000.0
     );
     drop(frames);
-
-    // --- Power cut during a burst of admin writes ---
-    let writer = rt.spawn(admin.clone().write_until_failure());
-    std::thread::sleep(Duration::from_secs(4));
-    b.power_cut();
-    let acknowledged = rt
-        .block_on(async { tokio::time::timeout(Duration::from_secs(30), writer).await })
-        .expect("the writers give up once the board is off")
-        .unwrap();
-    let mut b = Board::boot(Arch::X86_64, &data, dir.path());
-    rt.block_on(wait_health(&b, Duration::from_secs(120)));
-    // The cookie from before the cut still names a stored admin session.
-    let admin = admin.on(&b);
-    let found = rt.block_on(admin.count_characters(&acknowledged));
-    println!(
-        "power cut: {} writes acknowledged, {found} found after the reboot",
-        acknowledged.len()
-    );
-    assert!(
-        !acknowledged.is_empty(),
-        "writes were acknowledged before the cut"
-    );
-    assert_eq!(
-        found,
-        acknowledged.len(),
-        "every acknowledged write survives"
-    );
-    assert!(
-        !b.transcript().contains("administrator password written"),
-        "the first boot is not repeated"
-    );
-    rt.block_on(async {
-        let fresh = Admin::login(&b, &password).await;
-        fresh.get(&format!("/api/v1/characters/{cid}")).await
-    });
-    wait_screen(&b, dir.path(), "no setup screen after a reboot", |s| {
-        s.fraction(|p| near(p, IDLE_COLOUR)) > 0.5
-    });
-
-    // --- A stuck loop: the watchdog gives up, the unit's restart policy brings docent back ---
-    for stuck in ["device", "engine"] {
-        stall_and_recover(&mut b, &rt, stuck);
-    }
 }
 
 /// Stalls one of docent's loops through the test hook; docent must exit non-zero and, restarted
@@ -260,22 +273,18 @@ fn stall_and_recover(b: &mut Board, rt: &Runtime, stuck: &str) {
 
 #[test]
 #[ignore = "boots the simulated board: run by ./x appliance"]
-fn aarch64_board_boots_the_static_binary_and_answers_health() {
+fn aarch64_board_runs_the_static_release_binary_for_a_visitor() {
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data.img");
     std::fs::copy(board::images(Arch::Aarch64).join("data-blank.img"), &data).unwrap();
-    let b = Board::boot(Arch::Aarch64, &data, dir.path());
-    let ready = rt.block_on(wait_health(&b, Duration::from_secs(180)));
-    println!(
-        "boot to ready (aarch64, static release binary, TCG): {:.1} s",
-        (ready - b.powered_on).as_secs_f64()
-    );
+    let (mut b, admin, _) = first_boot(Arch::Aarch64, &rt, &data, dir.path());
     assert!(
         rt.block_on(devices_ok(&b, Duration::from_secs(20))),
         "the board's audio, button and display work"
     );
-    first_boot_password(&b.transcript());
+    set_up_the_kiosk(&b, &rt, &admin, dir.path());
+    visit(&mut b, &rt, &admin, dir.path());
 }
 
 fn runtime() -> Runtime {

@@ -7,9 +7,9 @@
 #   rootfs.img      ext4, mounted read-only: busybox, /sbin/init (guest/board-init), docent,
 #                   the board profile (board/qemu-ARCH: docent.toml, asound.conf), the systemd
 #                   unit and first-boot script from board/ (run by guest/unit-run), alsa-lib's
-#                   /usr/share/alsa; on amd64 also the offline speech engine (espeak-ng,
-#                   PocketSphinx with its en-us model) with their shared libraries, from this
-#                   machine's Debian packages
+#                   /usr/share/alsa, and the offline speech engine (espeak-ng, PocketSphinx
+#                   with its en-us model) with their shared libraries: on amd64 as installed on
+#                   this machine, on arm64 from Debian's arm64 packages
 #   data-blank.img  an empty ext4 data partition (the test copies it for each board)
 # BIN may be static (the aarch64 release) or dynamic (a native build: its libraries are copied).
 set -euo pipefail
@@ -83,7 +83,28 @@ if file -b "$F/usr/bin/docent" | grep -q 'dynamically linked'; then
   copy_libs "$F/usr/bin/docent"
 fi
 SPEECH=no
-if [ "$A" = "$(dpkg --print-architecture)" ] && command -v espeak-ng >/dev/null && command -v pocketsphinx_continuous >/dev/null; then
+if [ "$A" != "$(dpkg --print-architecture)" ]; then
+  # Another architecture: the same Debian packages for it, with their dependencies (one of each
+  # alternative: reference BLAS, libsystemd0), unpacked once into the cache.
+  S=$SIM_HOME/speech/$A
+  if [ ! -f "$S/.done" ]; then
+    apt_priv_update
+    mapfile -t PKGS < <(apt_cache_priv depends --recurse --no-recommends --no-suggests --no-conflicts \
+        --no-breaks --no-replaces --no-enhances "espeak-ng:$A" "pocketsphinx:$A" pocketsphinx-en-us 2>/dev/null \
+      | grep -v '^[ <]' | grep -Ev '^(libatlas|libblis|libopenblas|libelogind|libgomp)' | sort -u)
+    fetch_debs "${PKGS[@]}"
+    rm -rf "$S"; mkdir -p "$S"
+    for p in "${PKGS[@]}"; do dpkg -x "$(deb_path "${p%%:*}" "$A")" "$S"; done
+    rm -rf "$S"/usr/share/{doc,man,locale,lintian,bug,bash-completion} "$S"/usr/share/pocketsphinx/model/en-us/*.lm.bin
+    # The links update-alternatives would make at installation (BLAS and LAPACK).
+    for f in "$S"/usr/lib/*/blas/libblas.so.3 "$S"/usr/lib/*/lapack/liblapack.so.3; do
+      [ -f "$f" ] && ln -sf "$(basename "$(dirname "$f")")/$(basename "$f")" "$(dirname "$(dirname "$f")")/"
+    done
+    touch "$S/.done"
+  fi
+  cp -a "$S/." "$F/"; rm -f "$F/.done"
+  SPEECH=yes
+elif command -v espeak-ng >/dev/null && command -v pocketsphinx_continuous >/dev/null; then
   # The offline engine: espeak-ng (a separate process: GPL) and PocketSphinx with the en-us
   # acoustic model and pronouncing dictionary (the language model is not used: docent builds a
   # grammar from the character's knowledge).

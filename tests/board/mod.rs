@@ -48,6 +48,7 @@ pub fn images(arch: Arch) -> PathBuf {
 
 /// A running simulated board.
 pub struct Board {
+    pub arch: Arch,
     qemu: Child,
     console: ChildStdin,
     transcript: Arc<Mutex<Vec<u8>>>,
@@ -139,6 +140,7 @@ impl Board {
         });
         let console = qemu.stdin.take().expect("serial in");
         let mut board = Board {
+            arch,
             qemu,
             console,
             transcript,
