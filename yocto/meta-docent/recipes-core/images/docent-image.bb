@@ -12,7 +12,9 @@ IMAGE_FEATURES += "read-only-rootfs"
 IMAGE_LINGUAS = ""
 
 # alsa-utils is split per program in oe-core (there is no "alsa-utils-minimal" package):
-# aplay/arecord and amixer are enough to check the card on the kiosk.
+# aplay/arecord and amixer are enough to check the card on the kiosk. ca-certificates: the
+# cloud providers' HTTPS certificates are checked against it (docent starts without it, but
+# then no HTTPS provider can be reached).
 IMAGE_INSTALL = "packagegroup-core-boot \
                  docent \
                  docent-asound-conf \
@@ -21,6 +23,7 @@ IMAGE_INSTALL = "packagegroup-core-boot \
                  alsa-utils-aplay \
                  alsa-utils-amixer \
                  e2fsprogs-e2fsck \
+                 ca-certificates \
                  ${CORE_IMAGE_EXTRA_INSTALL} \
                  "
 
