@@ -2,8 +2,13 @@
 //! on loopback): end of user input to the first reply audio byte over WebSocket and gRPC,
 //! interrupt to the last audio byte of the old turn, and many WebSocket sessions taking turns.
 //!
+//! Also the offline engine's voice: end of user input to the first and the last reply audio
+//! byte of a long one-sentence answer read out of the knowledge and spoken by espeak-ng.
+//!
 //! `cargo bench --bench turns`. The server runs in this process (like the integration tests),
 //! so the RSS figure includes the load generator; `BENCH_SESSIONS_SECS` shortens the soak.
+//! `BENCH_ONLY=local` runs only the offline voice figures; `BENCH_ESPEAK_EMULATED=1` runs
+//! espeak-ng under `qemu-x86_64-static` (software emulation, like the simulated board).
 
 #[path = "../tests/support/fake_openai.rs"]
 mod fake_openai;
@@ -23,6 +28,10 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
 const TURNS: usize = 1_000;
+const LOCAL_TURNS: usize = 20;
+/// The offline engine's answer to "How much do tickets cost?": one long sentence.
+const LONG_ANSWER: &str = "Tickets cost 12 euros for adults, 8 euros for students and 6 euros \
+for seniors, and children under twelve enter free of charge on every day of the week.";
 const INTERRUPTS: usize = 50;
 const SESSIONS: usize = 200;
 
@@ -30,6 +39,7 @@ type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 fn main() {
+    let _emulated = std::env::var_os("BENCH_ESPEAK_EMULATED").map(|_| emulate_espeak());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -45,6 +55,34 @@ async fn run() {
     fake.set_speech(Speech::millis(300));
     let dir = tempfile::tempdir().expect("temp dir");
     let addr = start_server(dir.path(), &fake.base_url()).await;
+
+    if docent::engine::providers::find_program("espeak-ng").is_some() {
+        let (first, last) = local_voice(addr).await;
+        let how = if std::env::var_os("BENCH_ESPEAK_EMULATED").is_some() {
+            "espeak-ng emulated"
+        } else {
+            "espeak-ng native"
+        };
+        report(
+            &format!(
+                "Offline voice ({how}): text_input to first audio byte, {}-character sentence",
+                LONG_ANSWER.len()
+            ),
+            &first,
+            None,
+        );
+        report(
+            &format!("Offline voice ({how}): text_input to last audio byte"),
+            &last,
+            None,
+        );
+    } else {
+        println!("espeak-ng is not installed: no offline voice figures");
+    }
+    if std::env::var("BENCH_ONLY").is_ok_and(|o| o == "local") {
+        return;
+    }
+
     let character = openai_character(addr).await;
 
     let ws = ws_latency(addr, &character).await;
@@ -115,6 +153,127 @@ async fn openai_character(addr: SocketAddr) -> String {
         .expect("character");
     let v: Value = res.json().await.expect("character JSON");
     v["id"].as_str().expect("id").to_string()
+}
+
+/// Puts an `espeak-ng` that runs the real one under user-mode emulation first on `PATH`; the
+/// directory lives as long as the returned guard. Before any thread starts.
+fn emulate_espeak() -> tempfile::TempDir {
+    let real = docent::engine::providers::find_program("espeak-ng").expect("espeak-ng");
+    let qemu = docent::engine::providers::find_program("qemu-x86_64-static")
+        .expect("qemu-x86_64-static (qemu-user-static) for BENCH_ESPEAK_EMULATED");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let wrapper = dir.path().join("espeak-ng");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec '{}' '{}' \"$@\"\n",
+            qemu.display(),
+            real.display()
+        ),
+    )
+    .expect("wrapper");
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("wrapper mode");
+    let path = std::env::join_paths(std::iter::once(dir.path().to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .expect("PATH");
+    // SAFETY: called first thing in `main`, before the runtime or any other thread exists.
+    unsafe { std::env::set_var("PATH", path) };
+    dir
+}
+
+/// A character on the offline engine that knows `LONG_ANSWER`; `LOCAL_TURNS` questions whose
+/// answer is that sentence, each timed to its first and its last audio frame.
+async fn local_voice(addr: SocketAddr) -> (Vec<Duration>, Vec<Duration>) {
+    let http = reqwest::Client::new();
+    let body = json!({"name": "Offline", "voice_provider": "local", "voice_type": "en-us",
+                      "components": {"llm": "local", "asr": "local", "tts": "local"}});
+    let v: Value = http
+        .post(format!("http://{addr}/api/v1/characters"))
+        .json(&body)
+        .send()
+        .await
+        .expect("character")
+        .json()
+        .await
+        .expect("character JSON");
+    let character = v["id"].as_str().expect("id").to_string();
+    let form = reqwest::multipart::Form::new().part(
+        "file",
+        reqwest::multipart::Part::bytes(LONG_ANSWER.as_bytes().to_vec()).file_name("tickets.txt"),
+    );
+    let res = http
+        .post(format!(
+            "http://{addr}/api/v1/characters/{character}/knowledge/files"
+        ))
+        .multipart(form)
+        .send()
+        .await
+        .expect("knowledge upload");
+    assert_eq!(res.status().as_u16(), 201, "knowledge upload");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let all: Value = http
+            .get(format!(
+                "http://{addr}/api/v1/characters/{character}/knowledge"
+            ))
+            .send()
+            .await
+            .expect("knowledge")
+            .json()
+            .await
+            .expect("knowledge JSON");
+        if all["sources"][0]["status"] == "ready" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "knowledge indexed: {all}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let id = session(addr, &character).await;
+    let mut ws = socket(addr, &id).await;
+    let (mut first, mut last) = (Vec::new(), Vec::new());
+    for _ in 0..LOCAL_TURNS {
+        ws.send(Message::text(
+            json!({"type": "text_input", "text": "How much do tickets cost?"}).to_string(),
+        ))
+        .await
+        .expect("send");
+        let sent = Instant::now();
+        let mut audio = None;
+        loop {
+            let msg = tokio::time::timeout(Duration::from_secs(30), ws.next())
+                .await
+                .expect("reply in time")
+                .expect("socket open")
+                .expect("frame");
+            match msg {
+                Message::Binary(_) => {
+                    let at = sent.elapsed();
+                    audio = Some((audio.map_or(at, |(f, _)| f), at));
+                }
+                Message::Text(t) => {
+                    let v: Value = serde_json::from_str(&t).expect("JSON");
+                    assert_ne!(v["type"], "error", "{v}");
+                    if v["type"] == "transcript"
+                        && v["speaker"] == "assistant"
+                        && v["is_final"] == true
+                    {
+                        assert_eq!(v["text"], LONG_ANSWER);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let (f, l) = audio.expect("audio before the final");
+        first.push(f);
+        last.push(l);
+    }
+    (first, last)
 }
 
 async fn session(addr: SocketAddr, character: &str) -> String {

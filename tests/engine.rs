@@ -2195,6 +2195,46 @@ async fn provider_failure_on_grpc_ends_the_turn_with_a_final_apology() {
     check_grpc_reply(&outs, "Hello from the fake model.", true);
 }
 
+/// A long sentence is synthesised in clauses by a provider that answers whole, the first one
+/// short, so that it sounds sooner; the text clients see is the sentence as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ws_a_long_sentence_is_synthesised_clause_by_clause() {
+    let Rig { s, fake, cid } = rig().await;
+    let sid = new_session(&s, &cid).await;
+    let mut ws = Ws::connect(&s, &sid).await;
+    let reply = format!("{LONG_ANSWER} See you soon.");
+    fake.set_chat(Chat::reply(&reply).deltas(12));
+    fake.set_speech(Speech::millis(300));
+    ws.send(json!({"type": "audio_output", "enabled": true}))
+        .await;
+    ws.send(json!({"type": "text_input", "text": "How much are tickets?"}))
+        .await;
+    let frames = ws.turn("the spoken reply").await;
+    let (deltas, whole) = assistant_text(&frames);
+    assert_eq!((deltas.as_str(), whole.as_str()), (&*reply, &*reply));
+    let inputs: Vec<String> = fake
+        .speeches()
+        .iter()
+        .map(|sp| sp.body["input"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        inputs,
+        [
+            "Tickets cost 12 euros for adults,",
+            "8 euros for students and 6 euros for seniors, and children under twelve enter free \
+             of charge on every day of the week.",
+            "See you soon."
+        ]
+    );
+    let bytes: usize = frames
+        .iter()
+        .map(|f| if let Frame::Binary(n) = f { *n } else { 0 })
+        .sum();
+    assert_eq!(bytes, 3 * 300 * 24 * 2, "three pieces of 300 ms");
+    assert_eq!(frames.iter().filter(|f| f.is("audio_start")).count(), 1);
+    assert_eq!(frames.iter().filter(|f| f.is("audio_end")).count(), 1);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The offline engine
 
@@ -2256,4 +2296,153 @@ async fn offline_engine_answers_spoken_questions_from_knowledge() {
         audio > 24_000,
         "about a second of speech or more, got {audio} bytes"
     );
+}
+
+/// One long sentence, as the offline engine reads out a knowledge passage.
+const LONG_ANSWER: &str = "Tickets cost 12 euros for adults, 8 euros for students and 6 euros \
+for seniors, and children under twelve enter free of charge on every day of the week.";
+
+/// A server in a process of its own whose espeak-ng is slow, as on a slow board: a wrapper that
+/// writes the start of the real espeak-ng's speech at once and the rest after `pause`, noting
+/// its pid in `pids`. Its default character knows `LONG_ANSWER`. None without espeak-ng.
+async fn slow_espeak_server(pause: Duration) -> Option<(Server, String, tempfile::TempDir)> {
+    let Some(real) = docent::engine::providers::find_program("espeak-ng") else {
+        eprintln!("note: espeak-ng is missing; the offline speech test is skipped");
+        return None;
+    };
+    let bin = tempfile::tempdir().unwrap();
+    let script = format!(
+        "#!/bin/sh\n\
+         echo $$ >> '{dir}/pids'\n\
+         out=\"$(mktemp)\"\n\
+         '{real}' \"$@\" > \"$out\" || exit $?\n\
+         head -c 60000 \"$out\"\n\
+         sleep {pause}\n\
+         tail -c +60001 \"$out\"\n\
+         rm -f \"$out\"\n",
+        dir = bin.path().display(),
+        real = real.display(),
+        pause = pause.as_secs_f64(),
+    );
+    let wrapper = bin.path().join("espeak-ng");
+    std::fs::write(&wrapper, script).unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let path = std::env::join_paths(std::iter::once(bin.path().to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .unwrap();
+    let s = Server::start_process(&[("PATH", path.as_os_str())]).await;
+    let cid = s.default_character().await;
+    upload_knowledge(&s, &cid, "tickets.txt", LONG_ANSWER).await;
+    Some((s, cid, bin))
+}
+
+/// Whether process `pid` has ended (gone, or a zombie not reaped yet) within `within`.
+async fn process_ends(pid: &str, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return true,
+            Ok(stat) if stat.rsplit(')').next().unwrap().trim().starts_with('Z') => return true,
+            Ok(_) if Instant::now() > deadline => return false,
+            Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+/// A long answer of the offline engine is heard while espeak-ng still synthesises it: its
+/// speech is passed on as espeak-ng writes it, not once the whole sentence is done, and none of
+/// it is lost on the way; the text clients see is the sentence as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offline_engine_speaks_a_long_answer_while_synthesising_it() {
+    let pause = Duration::from_secs(1);
+    let Some((s, cid, _bin)) = slow_espeak_server(pause).await else {
+        return;
+    };
+    // What espeak-ng says for the sentence, at the rate replies are sent.
+    let out = tokio::process::Command::new("espeak-ng")
+        .args(["--stdout", "-v", "en-us", "--", LONG_ANSWER])
+        .output()
+        .await
+        .unwrap();
+    let wav = docent::engine::audio::parse_wav(&out.stdout).unwrap();
+    let expected = docent::engine::audio::resample(&wav.samples, wav.rate, 24_000);
+
+    let sid = new_session(&s, &cid).await;
+    let mut ws = Ws::connect(&s, &sid).await;
+    ws.send(json!({"type": "audio_output", "enabled": true}))
+        .await;
+    ws.send(json!({"type": "text_input", "text": "How much do tickets cost?"}))
+        .await;
+    let sent = Instant::now();
+    let mut frames = Vec::new();
+    let mut arrivals = Vec::new();
+    while !frames.last().is_some_and(is_final_assistant) {
+        let f = ws.next(sent + WAIT, "the spoken long answer").await;
+        if let Frame::Binary(n) = f {
+            arrivals.push((sent.elapsed(), n));
+        }
+        frames.push(f);
+    }
+    let (deltas, text) = assistant_text(&frames);
+    assert_eq!((deltas.trim(), text.as_str()), (LONG_ANSWER, LONG_ANSWER));
+    let bytes: usize = arrivals.iter().map(|a| a.1).sum();
+    assert_eq!(bytes, expected.len() * 2, "all of the speech, once");
+    assert!(arrivals.len() > 10, "{} audio chunks", arrivals.len());
+    let (first, last) = (arrivals[0].0, arrivals.last().unwrap().0);
+    eprintln!(
+        "first audio {first:?}, last {last:?} after the question ({} chunks; espeak-ng slowed by {pause:?})",
+        arrivals.len()
+    );
+    assert!(
+        last - first > pause * 7 / 10,
+        "the first audio ({first:?}) comes before espeak-ng has finished (the last at {last:?})"
+    );
+    let h = wait_history(&s, &cid, &sid, 2).await;
+    assert_eq!(h[1], pair("assistant", LONG_ANSWER));
+}
+
+/// An interrupt while the offline engine speaks stops espeak-ng at once, and nothing more of
+/// the turn follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offline_engine_interrupt_stops_the_speech_synthesis() {
+    let Some((s, cid, bin)) = slow_espeak_server(Duration::from_secs(5)).await else {
+        return;
+    };
+    let sid = new_session(&s, &cid).await;
+    let mut ws = Ws::connect(&s, &sid).await;
+    ws.send(json!({"type": "audio_output", "enabled": true}))
+        .await;
+    ws.send(json!({"type": "text_input", "text": "How much do tickets cost?"}))
+        .await;
+    let frames = ws
+        .until("the first audio", |f| matches!(f, Frame::Binary(_)))
+        .await;
+    let old = frames.iter().rev().find_map(Frame::turn).unwrap();
+    ws.send(json!({"type": "interrupt"})).await;
+    let interrupted = Instant::now();
+    let pids = std::fs::read_to_string(bin.path().join("pids")).unwrap();
+    let pid = pids.lines().last().unwrap().trim().to_string();
+    assert!(
+        process_ends(&pid, Duration::from_secs(2)).await,
+        "espeak-ng (pid {pid}) still runs {:?} after the interrupt",
+        interrupted.elapsed()
+    );
+    ws.until("idle after the interrupt", |f| {
+        is_status(f, "idle") && f.turn().is_some_and(|t| t > old)
+    })
+    .await;
+    let after = ws.quiet(Duration::from_millis(1_500)).await;
+    assert!(
+        after
+            .iter()
+            .all(|f| !matches!(f, Frame::Binary(_)) && f.turn().is_none_or(|t| t > old)),
+        "nothing of the interrupted turn after the interrupt:\n  {}",
+        summary(&after)
+    );
+    assert!(!after.iter().any(is_final_assistant));
 }

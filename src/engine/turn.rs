@@ -319,7 +319,7 @@ impl Engine {
     ) -> Result<String, ProviderError> {
         let mut whole = String::new();
         let mut splitter = Sentences::default();
-        let mut audio_started = false;
+        let mut out = AudioOut::new(live, seq, said);
         let speaking = live.audio_wanted();
         loop {
             let delta = rx.recv().await;
@@ -344,57 +344,30 @@ impl Engine {
             };
             if speaking {
                 for sentence in sentences {
-                    self.speak_sentence(live, seq, plan, &sentence, &mut audio_started, said)
-                        .await?;
+                    self.speak_sentence(&mut out, plan, &sentence).await?;
                 }
             }
             if delta.is_none() {
                 break;
             }
         }
-        if audio_started {
-            live.publish(seq, Event::AudioEnd { turn_seq: seq });
-        }
+        out.end();
         Ok(whole.trim().to_string())
     }
 
+    /// Speaks one sentence, its audio published as soon as it can be: espeak-ng's as it writes
+    /// it (it works clause by clause), a provider that answers whole (OpenAI speech) one piece
+    /// of a long sentence at a time (see `clauses`), so that a long sentence starts sounding
+    /// after its first clause rather than after all of it.
     async fn speak_sentence(
         &self,
-        live: &LiveSession,
-        seq: u64,
+        out: &mut AudioOut<'_>,
         plan: &Plan,
         sentence: &str,
-        started: &mut bool,
-        said: &Arc<Mutex<String>>,
     ) -> Result<(), ProviderError> {
-        let pcm = self.synthesise(plan, sentence).await?;
-        if !*started {
-            *started = true;
-            live.set_status(seq, Status::Speaking);
-            live.publish(seq, Event::AudioStart { turn_seq: seq });
+        if !out.current {
+            return Ok(());
         }
-        {
-            let mut s = said.lock().expect("said lock");
-            if !s.is_empty() {
-                s.push(' ');
-            }
-            s.push_str(sentence.trim());
-        }
-        for chunk in pcm.chunks(AUDIO_CHUNK_SAMPLES) {
-            if !live.publish(
-                seq,
-                Event::Audio {
-                    pcm: Bytes::from(audio::samples_to_le(chunk)),
-                    turn_seq: seq,
-                },
-            ) {
-                break;
-            }
-        }
-        Ok(())
-    }
-
-    async fn synthesise(&self, plan: &Plan, text: &str) -> Result<Vec<i16>, ProviderError> {
         match plan.tts.as_str() {
             "openai" => {
                 let s = self.settings();
@@ -408,10 +381,30 @@ impl Engine {
                     api_key: &s.tts.api_key,
                     model: &s.tts.model,
                 };
-                openai::speak(&self.http, &ep, text, &plan.voice, plan.timeout).await
+                for piece in clauses(sentence) {
+                    let pcm =
+                        openai::speak(&self.http, &ep, piece, &plan.voice, plan.timeout).await?;
+                    out.begin(piece);
+                    if !out.push(&pcm) {
+                        break;
+                    }
+                    out.flush();
+                }
             }
-            _ => local::speak(text, &plan.voice, plan.timeout).await,
+            _ => {
+                let mut begun = false;
+                local::speak(sentence, &plan.voice, plan.timeout, |pcm| {
+                    if !begun {
+                        begun = true;
+                        out.begin(sentence);
+                    }
+                    out.push(pcm)
+                })
+                .await?;
+                out.flush();
+            }
         }
+        Ok(())
     }
 
     /// Says a fixed line (greeting, "didn't catch that", apology) as text and, if wanted, speech.
@@ -431,14 +424,9 @@ impl Engine {
             },
         );
         if live.audio_wanted() {
-            let mut started = false;
-            match self
-                .speak_sentence(live, seq, plan, text, &mut started, said)
-                .await
-            {
-                Ok(()) => {
-                    live.publish(seq, Event::AudioEnd { turn_seq: seq });
-                }
+            let mut out = AudioOut::new(live, seq, said);
+            match self.speak_sentence(&mut out, plan, text).await {
+                Ok(()) => out.end(),
                 Err(e) => tracing::warn!("cannot speak a fixed line: {e}"),
             }
         }
@@ -809,6 +797,173 @@ fn fallback(c: &Character) -> String {
     )
 }
 
+/// A turn's reply audio on its way to the watchers: the speaking status and `audio_start` with
+/// the first samples, then chunks of `AUDIO_CHUNK_SAMPLES` as the samples are synthesised, and
+/// `audio_end` once after the last.
+struct AudioOut<'a> {
+    live: &'a LiveSession,
+    seq: u64,
+    /// What has been spoken so far, stored if the turn is cut short.
+    said: &'a Mutex<String>,
+    started: bool,
+    pending: Vec<i16>,
+    /// Whether the turn is still the current one (it may publish).
+    current: bool,
+}
+
+impl<'a> AudioOut<'a> {
+    fn new(live: &'a LiveSession, seq: u64, said: &'a Mutex<String>) -> AudioOut<'a> {
+        AudioOut {
+            live,
+            seq,
+            said,
+            started: false,
+            pending: Vec::with_capacity(AUDIO_CHUNK_SAMPLES),
+            current: true,
+        }
+    }
+
+    /// The speech of `text` starts: the turn is speaking, and `text` counts as said.
+    fn begin(&mut self, text: &str) {
+        if !self.started {
+            self.started = true;
+            self.live.set_status(self.seq, Status::Speaking);
+            self.live
+                .publish(self.seq, Event::AudioStart { turn_seq: self.seq });
+        }
+        let mut s = self.said.lock().expect("said lock");
+        if !s.is_empty() {
+            s.push(' ');
+        }
+        s.push_str(text.trim());
+    }
+
+    /// Publishes every whole chunk; false once the turn may publish no more.
+    fn push(&mut self, samples: &[i16]) -> bool {
+        self.pending.extend_from_slice(samples);
+        let whole = self.pending.len() / AUDIO_CHUNK_SAMPLES * AUDIO_CHUNK_SAMPLES;
+        let pending = std::mem::take(&mut self.pending);
+        for chunk in pending[..whole].chunks(AUDIO_CHUNK_SAMPLES) {
+            self.send(chunk);
+        }
+        if self.current {
+            self.pending.extend_from_slice(&pending[whole..]);
+        }
+        self.current
+    }
+
+    /// Publishes what is left (the end of a sentence).
+    fn flush(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        if !pending.is_empty() {
+            self.send(&pending);
+        }
+    }
+
+    fn send(&mut self, chunk: &[i16]) {
+        self.current = self.current
+            && self.live.publish(
+                self.seq,
+                Event::Audio {
+                    pcm: Bytes::from(audio::samples_to_le(chunk)),
+                    turn_seq: self.seq,
+                },
+            );
+    }
+
+    /// The reply's audio is over.
+    fn end(&self) {
+        if self.started {
+            self.live
+                .publish(self.seq, Event::AudioEnd { turn_seq: self.seq });
+        }
+    }
+}
+
+/// Cuts a long sentence into pieces synthesised one after the other, at clause boundaries (a
+/// comma, semicolon or colon followed by a space, a dash followed by one (a hyphen only between
+/// spaces); before " and " or " but " only where there is none): the first piece short, so that it sounds soon, the later
+/// ones longer, as they are synthesised while the earlier ones play. A sentence of up to
+/// `SPLIT_ABOVE` characters is one piece; numbers ("12,000", "3.5") are never cut. The pieces,
+/// joined with spaces, are the sentence.
+fn clauses(sentence: &str) -> Vec<&str> {
+    /// Sentences up to this many characters are spoken whole.
+    const SPLIT_ABOVE: usize = 70;
+    /// Bounds of the first piece and of the later ones, in characters.
+    const FIRST: (usize, usize) = (20, 60);
+    const LATER: (usize, usize) = (40, 160);
+    /// The last piece is never shorter than this.
+    const MIN_TAIL: usize = 20;
+
+    let text = sentence.trim();
+    let chars = |s: &str| s.chars().count();
+    if chars(text) <= SPLIT_ABOVE {
+        return if text.is_empty() { vec![] } else { vec![text] };
+    }
+    // Where a piece may start (byte offsets), and whether the cut is at punctuation.
+    let mut cuts: Vec<(usize, bool)> = Vec::new();
+    let mut it = text.char_indices().peekable();
+    let mut prev_space = false;
+    while let Some((i, c)) = it.next() {
+        let space_after = it.peek().is_some_and(|&(_, n)| n.is_whitespace());
+        let strong = matches!(c, '，' | '；' | '：')
+            || (space_after
+                && (matches!(c, ',' | ';' | ':' | '—' | '–') || (c == '-' && prev_space)));
+        if strong {
+            let rest = text[i + c.len_utf8()..].trim_start();
+            if !rest.is_empty() {
+                cuts.push((text.len() - rest.len(), true));
+            }
+        } else if prev_space && c.is_alphabetic() {
+            let word = text[i..]
+                .split(|ch: char| !ch.is_alphabetic())
+                .next()
+                .unwrap_or("");
+            if (word.eq_ignore_ascii_case("and") || word.eq_ignore_ascii_case("but"))
+                && text[i + word.len()..].starts_with(char::is_whitespace)
+                && cuts.last().is_none_or(|&(at, _)| at != i)
+            {
+                cuts.push((i, false));
+            }
+        }
+        prev_space = c.is_whitespace();
+    }
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    loop {
+        let rest = &text[start..];
+        let first = pieces.is_empty();
+        let (min, max) = if first { FIRST } else { LATER };
+        if !first && chars(rest) <= max {
+            pieces.push(rest);
+            break;
+        }
+        let len = |at: usize| chars(text[start..at].trim_end());
+        let candidates = || {
+            cuts.iter()
+                .copied()
+                .filter(|&(at, _)| at > start && len(at) >= min && chars(&text[at..]) >= MIN_TAIL)
+        };
+        let within = |strong: bool| {
+            let mut c = candidates().filter(|&(at, s)| s == strong && len(at) <= max);
+            // The first piece as short as it may be, the later ones as long.
+            if first { c.next() } else { c.next_back() }
+        };
+        let beyond = |strong: bool| candidates().find(|&(_, s)| s == strong);
+        let Some((at, _)) = within(true)
+            .or_else(|| within(false))
+            .or_else(|| beyond(true))
+            .or_else(|| beyond(false))
+        else {
+            pieces.push(rest);
+            break;
+        };
+        pieces.push(text[start..at].trim_end());
+        start = at;
+    }
+    pieces
+}
+
 /// Cuts streamed text into sentences, so speech can start before the reply is complete.
 #[derive(Default)]
 struct Sentences {
@@ -851,7 +1006,133 @@ impl Sentences {
 
 #[cfg(test)]
 mod tests {
-    use super::Sentences;
+    use super::{Sentences, clauses};
+
+    const TICKETS: &str = "Tickets cost 12 euros for adults, 8 euros for students and 6 euros for \
+        seniors, and children under twelve enter free of charge on every day of the week.";
+
+    /// The pieces, put back together, are the sentence (up to whitespace).
+    fn rejoin(pieces: &[&str]) -> String {
+        pieces
+            .join(" ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    fn words(s: &str) -> String {
+        s.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn long_sentences_are_spoken_clause_by_clause() {
+        assert_eq!(
+            clauses(TICKETS),
+            [
+                "Tickets cost 12 euros for adults,",
+                "8 euros for students and 6 euros for seniors, and children under twelve enter \
+                 free of charge on every day of the week."
+            ]
+        );
+        // Later pieces are longer than the first; each ends at a clause.
+        let long = "The harbour museum, which opened in 1901, shows ship models, maps and \
+            instruments in the old customs house; its lighthouse lens, made in Paris in 1872, \
+            stands in the main hall, where visitors can walk around it, look through it and \
+            read how it turned, night after night, for almost a hundred years, guiding ships \
+            past the rocks at the mouth of the harbour.";
+        let pieces = clauses(long);
+        assert_eq!(rejoin(&pieces), words(long));
+        assert!(pieces.len() >= 3, "{pieces:?}");
+        assert_eq!(pieces[0], "The harbour museum, which opened in 1901,");
+        for p in &pieces[1..pieces.len() - 1] {
+            assert!(
+                (41..=160).contains(&p.chars().count()),
+                "later pieces are longer: {pieces:?}"
+            );
+        }
+        for p in &pieces[..pieces.len() - 1] {
+            assert!(p.ends_with([',', ';']), "cut at a clause: {pieces:?}");
+        }
+    }
+
+    #[test]
+    fn a_clause_without_punctuation_is_cut_before_and_or_but() {
+        let s = "The keeper counted every ship that passed the harbour every night for forty \
+            years and wrote each of them down in a thick leather book.";
+        let pieces = clauses(s);
+        assert_eq!(pieces.len(), 2, "{pieces:?}");
+        assert!(pieces[1].starts_with("and wrote"), "{pieces:?}");
+        assert_eq!(rejoin(&pieces), words(s));
+        // A comma wins over a conjunction.
+        let s = "The cafe on the first floor serves soup and sandwiches, cakes and coffee, \
+            and it is open whenever the museum is.";
+        assert_eq!(
+            clauses(s)[0],
+            "The cafe on the first floor serves soup and sandwiches,"
+        );
+        // "and" inside a word is no cut ("Andrew", "band", "butter").
+        let s = "Andrew's brass band plays every Sunday morning on the butter market square \
+            in front of the old town hall";
+        assert_eq!(clauses(s), [s]);
+    }
+
+    #[test]
+    fn short_sentences_and_numbers_stay_whole() {
+        for s in [
+            "We close at 6 pm.",
+            "The museum closes at 6 pm on weekdays, and at 8 pm on weekends.",
+            "",
+        ] {
+            let expected: Vec<&str> = if s.is_empty() { vec![] } else { vec![s] };
+            assert_eq!(clauses(s), expected);
+        }
+        let s = "The archive holds 12,000 letters and 1,250 maps on 3.5 kilometres of \
+            shelves: opening hours are 9:30 to 17:00, and entry costs 4,50 euros for everyone.";
+        let pieces = clauses(s);
+        assert!(pieces.len() > 1, "{pieces:?}");
+        assert_eq!(rejoin(&pieces), words(s));
+        for number in ["12,000", "1,250", "3.5", "9:30", "17:00", "4,50"] {
+            assert!(
+                pieces.iter().any(|p| p.contains(number)),
+                "{number} is cut: {pieces:?}"
+            );
+        }
+        // No last piece too short to sound natural.
+        let s =
+            "Tickets cost twelve euros for adults and eight euros for students on weekdays, too.";
+        assert!(
+            clauses(s).iter().all(|p| p.chars().count() >= 20),
+            "{:?}",
+            clauses(s)
+        );
+    }
+
+    #[test]
+    fn pieces_always_make_up_the_sentence() {
+        let samples = [
+            TICKETS,
+            "  Spaces   around,   and   between  words  are  fine,  and  trailing  ones  too,  \
+               even  with  many  clauses  in  a  row,  like  this  one.  ",
+            "A dash — like this one — is a pause, and so is a hyphen - between spaces - but a \
+             well-known compound is not, nor are long, long, long, long, long, long lists.",
+            "博物馆早上九点开门，晚上六点关门，周五开放到晚上八点，儿童免费入场，成人门票十二欧元，学生八欧元，老人六欧元，欢迎大家来参观我们的灯塔展览。",
+            "Supercalifragilisticexpialidociousandmore words that go on and on without any \
+             punctuation whatsoever until the very end",
+        ];
+        for s in samples {
+            let pieces = clauses(s);
+            assert!(!pieces.is_empty());
+            assert!(
+                pieces.iter().all(|p| !p.is_empty() && *p == p.trim()),
+                "{pieces:?}"
+            );
+            assert_eq!(
+                rejoin(&pieces).replace(' ', ""),
+                words(s).replace(' ', ""),
+                "{pieces:?}"
+            );
+        }
+    }
 
     #[test]
     fn sentences_are_cut_as_the_text_streams() {

@@ -27,30 +27,102 @@ const QUESTION_WORDS: &str = "what when where who why how which is are was were 
 /// Longest answer read out, in characters.
 const ANSWER_MAX_CHARS: usize = 400;
 
-/// Synthesises `text` with espeak-ng as 24 kHz mono samples.
-pub async fn speak(text: &str, voice: &str, timeout: Duration) -> Result<Vec<i16>, ProviderError> {
+/// Synthesises `text` with espeak-ng, handing the speech to `out` (24 kHz mono) as espeak-ng
+/// writes it: it works clause by clause, so a long sentence starts sounding long before it is
+/// all synthesised. When `out` answers false, espeak-ng is stopped and nothing more is handed;
+/// dropping the future stops it as well.
+pub async fn speak(
+    text: &str,
+    voice: &str,
+    timeout: Duration,
+    out: impl FnMut(&[i16]) -> bool,
+) -> Result<(), ProviderError> {
     let program = super::find_program("espeak-ng")
         .ok_or_else(|| ProviderError::Unavailable("espeak-ng is not installed".into()))?;
     let voice = if voice.is_empty() { "en-us" } else { voice };
-    let run = tokio::process::Command::new(program)
-        .args(["--stdout", "-v", voice, "--", text])
+    stream_wav(
+        &program,
+        &["--stdout", "-v", voice, "--", text],
+        timeout,
+        out,
+    )
+    .await
+}
+
+/// Runs a program that writes a WAV file to its standard output and hands the samples to `out`
+/// as they arrive (see `speak`); the whole run is bounded by `timeout`.
+async fn stream_wav(
+    program: &Path,
+    args: &[&str],
+    timeout: Duration,
+    mut out: impl FnMut(&[i16]) -> bool,
+) -> Result<(), ProviderError> {
+    use tokio::io::AsyncReadExt;
+
+    let name = program.file_name().map_or_else(
+        || program.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let mut child = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(timeout, run)
+        .spawn()
+        .map_err(|e| ProviderError::Unavailable(format!("cannot run {name}: {e}")))?;
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let run = async {
+        let mut wav = audio::WavStream::new(audio::OUTPUT_RATE);
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut errors = Vec::new();
+        let read = async {
+            loop {
+                let n = stdout.read(&mut buf).await.map_err(|e| {
+                    ProviderError::Failed(format!("cannot read the speech of {name}: {e}"))
+                })?;
+                if n == 0 {
+                    return Ok(true);
+                }
+                let samples = wav.push(&buf[..n]).map_err(ProviderError::Garbage)?;
+                if !samples.is_empty() && !out(&samples) {
+                    return Ok(false);
+                }
+            }
+        };
+        // Its messages are read meanwhile, so that it cannot block on a full pipe.
+        let messages = async {
+            let _ = stderr.read_to_end(&mut errors).await;
+            std::future::pending::<std::convert::Infallible>().await
+        };
+        let completed = tokio::select! {
+            r = read => r,
+            never = messages => match never {},
+        };
+        // Stopped early (or garbled): returning drops the child, which kills it.
+        if !completed? {
+            return Ok(());
+        }
+        let status = child
+            .wait()
+            .await
+            .map_err(|e| ProviderError::Failed(format!("cannot wait for {name}: {e}")))?;
+        if !status.success() {
+            let _ = stderr.read_to_end(&mut errors).await;
+            return Err(ProviderError::Failed(
+                String::from_utf8_lossy(&errors).trim().to_string(),
+            ));
+        }
+        let rest = wav.finish().map_err(ProviderError::Garbage)?;
+        if !rest.is_empty() {
+            out(&rest);
+        }
+        Ok(())
+    };
+    tokio::time::timeout(timeout, run)
         .await
-        .map_err(|_| ProviderError::Timeout("espeak-ng did not finish in time".into()))?
-        .map_err(|e| ProviderError::Unavailable(format!("cannot run espeak-ng: {e}")))?;
-    if !out.status.success() {
-        return Err(ProviderError::Failed(
-            String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        ));
-    }
-    let wav = audio::parse_wav(&out.stdout).map_err(ProviderError::Garbage)?;
-    Ok(audio::resample(
-        &audio::downmix(&wav.samples, wav.channels),
-        wav.rate,
-        audio::OUTPUT_RATE,
-    ))
+        .map_err(|_| ProviderError::Timeout(format!("{name} did not finish in time")))?
 }
 
 /// Whether the recogniser and its model are installed.
@@ -300,6 +372,191 @@ mod tests {
     fn no_relevant_sentence_means_no_answer() {
         assert!(answer("dinosaurs", &[passage("Tickets cost 12 euros.")]).is_none());
         assert!(answer("tickets", &[]).is_none());
+    }
+
+    /// A stand-in for espeak-ng: writes the start of a WAV stream, waits until `go` exists,
+    /// writes the rest (a shell script, so its pid file tells whether it still runs).
+    struct Slow {
+        dir: tempfile::TempDir,
+        head: Vec<i16>,
+        tail: Vec<i16>,
+    }
+
+    impl Slow {
+        fn new() -> Slow {
+            let dir = tempfile::tempdir().unwrap();
+            let head: Vec<i16> = (0..6_000).map(|i| (i % 300) as i16).collect();
+            let tail: Vec<i16> = (0..9_000).map(|i| -((i % 200) as i16)).collect();
+            let mut wav = audio::wav_bytes(&head, 24_000);
+            // As espeak-ng writes it: sizes not known yet.
+            wav[40..44].copy_from_slice(&0x7fff_f000u32.to_le_bytes());
+            std::fs::write(dir.path().join("head"), wav).unwrap();
+            std::fs::write(dir.path().join("tail"), audio::samples_to_le(&tail)).unwrap();
+            std::fs::write(
+                dir.path().join("speak.sh"),
+                "echo $$ > \"$1/pid\"; cat \"$1/head\"\n\
+                 while [ ! -e \"$1/go\" ]; do sleep 0.01; done\n\
+                 cat \"$1/tail\"\n",
+            )
+            .unwrap();
+            Slow { dir, head, tail }
+        }
+
+        fn path(&self, name: &str) -> PathBuf {
+            self.dir.path().join(name)
+        }
+
+        async fn run(
+            &self,
+            timeout: Duration,
+            out: impl FnMut(&[i16]) -> bool,
+        ) -> Result<(), ProviderError> {
+            let script = self.path("speak.sh");
+            let dir = self.dir.path().to_str().unwrap();
+            stream_wav(
+                Path::new("/bin/sh"),
+                &[script.to_str().unwrap(), dir],
+                timeout,
+                out,
+            )
+            .await
+        }
+
+        /// Whether the script has ended (gone, or a zombie waiting to be reaped).
+        async fn ended(&self) -> bool {
+            let pid = std::fs::read_to_string(self.path("pid")).unwrap();
+            for _ in 0..200 {
+                match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
+                    Err(_) => return true,
+                    Ok(stat) if stat.rsplit(')').next().unwrap().trim().starts_with('Z') => {
+                        return true;
+                    }
+                    Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                }
+            }
+            false
+        }
+    }
+
+    #[tokio::test]
+    async fn speech_is_handed_on_while_it_is_synthesised() {
+        let slow = Slow::new();
+        let mut got: Vec<i16> = Vec::new();
+        let mut before_go = 0;
+        // The program writes its tail only once the head has come out: were the output read
+        // whole, this would time out.
+        slow.run(Duration::from_secs(10), |pcm| {
+            if !slow.path("go").exists() {
+                before_go += pcm.len();
+                std::fs::write(slow.path("go"), b"").unwrap();
+            }
+            got.extend_from_slice(pcm);
+            true
+        })
+        .await
+        .unwrap();
+        assert!(before_go > 0 && before_go <= slow.head.len());
+        let all: Vec<i16> = slow.head.iter().chain(&slow.tail).copied().collect();
+        assert_eq!(got, all, "every sample, once, in order");
+    }
+
+    #[tokio::test]
+    async fn stopping_or_dropping_the_speech_ends_the_program() {
+        // The receiver wants no more: the program is killed, the call returns at once.
+        let slow = Slow::new();
+        let mut calls = 0;
+        let started = std::time::Instant::now();
+        slow.run(Duration::from_secs(10), |_| {
+            calls += 1;
+            false
+        })
+        .await
+        .unwrap();
+        assert_eq!(calls, 1);
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(slow.ended().await, "the program is stopped");
+
+        // The turn is cancelled (its future dropped) while the program still runs.
+        let slow = Slow::new();
+        let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+        let mut first_tx = Some(first_tx);
+        let speaking = slow.run(Duration::from_secs(30), |_| {
+            if let Some(tx) = first_tx.take() {
+                let _ = tx.send(());
+            }
+            true
+        });
+        tokio::select! {
+            r = speaking => panic!("the program cannot finish before `go`: {r:?}"),
+            _ = first_rx => {}
+        }
+        assert!(slow.ended().await, "dropping the future kills the program");
+
+        // A program that does not finish in time.
+        let slow = Slow::new();
+        let r = slow.run(Duration::from_millis(300), |_| true).await;
+        assert!(matches!(r, Err(ProviderError::Timeout(_))), "{r:?}");
+        assert!(slow.ended().await);
+    }
+
+    #[tokio::test]
+    async fn failing_or_garbled_programs_are_errors() {
+        let r = stream_wav(
+            Path::new("/bin/sh"),
+            &["-c", "echo broken >&2; exit 3"],
+            Duration::from_secs(5),
+            |_| true,
+        )
+        .await;
+        assert_eq!(r, Err(ProviderError::Failed("broken".into())));
+        let r = stream_wav(
+            Path::new("/bin/sh"),
+            &["-c", "echo hello there"],
+            Duration::from_secs(5),
+            |_| true,
+        )
+        .await;
+        assert!(matches!(r, Err(ProviderError::Garbage(_))), "{r:?}");
+        let r = stream_wav(
+            Path::new("/nonexistent/espeak-ng"),
+            &[],
+            Duration::from_secs(5),
+            |_| true,
+        )
+        .await;
+        assert!(matches!(r, Err(ProviderError::Unavailable(_))), "{r:?}");
+    }
+
+    #[tokio::test]
+    async fn espeak_ng_speech_streams_as_24k_mono() {
+        if super::super::find_program("espeak-ng").is_none() {
+            eprintln!("note: espeak-ng is not installed; skipped");
+            return;
+        }
+        let text = "Tickets cost 12 euros for adults, 8 euros for students and 6 euros for \
+            seniors, and children under twelve enter free of charge on every day of the week.";
+        let mut pieces = 0;
+        let mut streamed = Vec::new();
+        speak(text, "en-us", Duration::from_secs(20), |pcm| {
+            pieces += 1;
+            streamed.extend_from_slice(pcm);
+            true
+        })
+        .await
+        .unwrap();
+        let out = tokio::process::Command::new("espeak-ng")
+            .args(["--stdout", "-v", "en-us", "--", text])
+            .output()
+            .await
+            .unwrap();
+        let wav = audio::parse_wav(&out.stdout).unwrap();
+        let whole = audio::resample(
+            &audio::downmix(&wav.samples, wav.channels),
+            wav.rate,
+            24_000,
+        );
+        assert!(pieces > 1, "handed on in pieces, got {pieces}");
+        assert_eq!(streamed, whole, "the same speech as a whole run gives");
     }
 
     #[test]
