@@ -228,6 +228,16 @@ fn visit(b: &mut Board, rt: &Runtime, admin: &Admin, dir: &Path) {
         release_to_sound * 1000.0
     );
     drop(frames);
+    // docent's memory on the board after a turn (the server, not the audio tools).
+    let rss = b.sh(
+        "for p in $(pidof docent); do grep -q serve /proc/$p/cmdline && grep VmRSS /proc/$p/status; done",
+    );
+    let rss_kb: u64 = value_after(&rss, "VmRSS:").unwrap_or_else(|| panic!("docent's RSS: {rss}"));
+    println!(
+        "docent resident memory on the board after the turn ({:?}): {:.1} MB",
+        b.arch,
+        rss_kb as f64 / 1024.0
+    );
 }
 
 /// Stalls one of docent's loops through the test hook; docent must exit non-zero and, restarted

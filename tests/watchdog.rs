@@ -75,6 +75,21 @@ impl NotifySocket {
     fn drain(&mut self) -> Vec<(Instant, String)> {
         std::iter::from_fn(|| self.messages.try_recv().ok()).collect()
     }
+
+    /// Every message until one starting with `prefix` (or `within` passes): datagrams the
+    /// process sent just before it exited may still be on their way to the reader task.
+    async fn drain_until(&mut self, prefix: &str, within: Duration) -> Vec<(Instant, String)> {
+        let deadline = tokio::time::Instant::now() + within;
+        let mut got = Vec::new();
+        while let Ok(Some(m)) = tokio::time::timeout_at(deadline, self.messages.recv()).await {
+            let done = m.1.starts_with(prefix);
+            got.push(m);
+            if done {
+                break;
+            }
+        }
+        got
+    }
 }
 
 /// A running `docent serve`.
@@ -228,7 +243,9 @@ async fn stall_then_restart(which: &str) {
     let status = kiosk.exited(PERIOD + SLACK * 2).await;
     let exited_at = Instant::now();
     assert_eq!(status.code(), Some(EXIT_STALLED), "{}", kiosk.stderr());
-    let messages = notify.drain();
+    let messages = notify
+        .drain_until(&format!("STATUS={which} loop stalled"), SLACK)
+        .await;
     let pings: Vec<_> = messages
         .iter()
         .filter(|(_, m)| m == "WATCHDOG=1")
