@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use docent::config::Config;
 use docent::device::KioskState;
 use docent::device::display::testclip;
+use docent::device::display::text::{bbox, drawn_line};
 use docent::device::display::{self, MemoryScreen};
 use docent::engine::Engine;
 use docent::engine::characters::{CharacterInput, image_base};
@@ -373,53 +374,6 @@ fn first_boot_engine(dir: &std::path::Path) -> Arc<Engine> {
         ..Config::default()
     };
     Engine::open(config).expect("engine")
-}
-
-/// Bounding box (x0, y0, x1, y1), exclusive ends, of the pixels of `colour`.
-fn bbox(px: &[u32], w: u32, colour: u32) -> Option<(u32, u32, u32, u32)> {
-    let mut b: Option<(u32, u32, u32, u32)> = None;
-    for (i, _) in px.iter().enumerate().filter(|(_, p)| **p == colour) {
-        let (x, y) = (i as u32 % w, i as u32 / w);
-        b = Some(match b {
-            None => (x, y, x + 1, y + 1),
-            Some((x0, y0, x1, y1)) => (x0.min(x), y0.min(y), x1.max(x + 1), y1.max(y + 1)),
-        });
-    }
-    b
-}
-
-/// The scale at which the pixels of `colour` in a frame are exactly `line`, drawn centred by the
-/// display's text module (at some height), if they are.
-fn drawn_line(px: &[u32], (w, h): (u32, u32), line: &str, colour: u32) -> Option<u32> {
-    use docent::device::display::text::{Canvas, GLYPH, text_width};
-    let (_, y0, _, y1) = bbox(px, w, colour)?;
-    (1..=h / GLYPH).find(|&scale| {
-        let tw = text_width(line, scale);
-        if tw > w {
-            return false;
-        }
-        let band = GLYPH * scale;
-        let mut want = vec![0u32; (w * band) as usize];
-        Canvas {
-            px: &mut want,
-            w,
-            h: band,
-        }
-        .text(((w - tw) / 2) as i32, 0, line, scale, colour);
-        let Some((_, wy0, _, wy1)) = bbox(&want, w, colour) else {
-            return false;
-        };
-        let Some(top) = y0.checked_sub(wy0) else {
-            return false;
-        };
-        wy1 - wy0 == y1 - y0
-            && px.iter().enumerate().all(|(i, p)| {
-                let (x, y) = (i as u32 % w, i as u32 / w);
-                let expected =
-                    (top..top + band).contains(&y) && want[((y - top) * w + x) as usize] == colour;
-                (*p == colour) == expected
-            })
-    })
 }
 
 /// Waits (at most 5 s) for a frame after `*seen` that passes `ok`.
