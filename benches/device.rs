@@ -22,7 +22,7 @@ use axum::http::header::CONTENT_TYPE;
 use axum::routing::post;
 use axum::serve::ListenerExt;
 use docent::config::Config;
-use docent::device::DeviceMode;
+use docent::config::DeviceMode;
 use docent::device::audio::AudioEvent;
 use docent::engine::audio::{OUTPUT_RATE, samples_to_le};
 use docent::engine::live::Status;

@@ -667,7 +667,7 @@ fn binary_sizes() -> Vec<Row> {
         .target("<= 20 MB", size <= 20_000_000),
         None => Row::new(
             "binary size, static aarch64 release",
-            "not built; run ./x cross (or ../shared/tools/cross-aarch64.sh build)",
+            "not built; run ./x cross",
         )
         .target("<= 20 MB", false),
     };

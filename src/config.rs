@@ -53,7 +53,7 @@ pub struct Config {
     pub limits: Limits,
     /// Which devices the kiosk uses: `auto` (real where present, simulated for the rest), `sim`,
     /// `real` or `none` (a pure server).
-    pub devices: crate::device::DeviceMode,
+    pub devices: DeviceMode,
     pub audio: AudioConfig,
     pub ptt: PttConfig,
     pub display: DisplayConfig,
@@ -113,13 +113,59 @@ pub struct PttConfig {
     pub key: Option<String>,
 }
 
+/// Which devices to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceMode {
+    /// Real devices where present, simulated ones for the rest.
+    #[default]
+    Auto,
+    /// Simulated devices only.
+    Sim,
+    /// Real devices only; a missing one is reported in health and the kiosk goes on without it.
+    Real,
+    /// No devices at all (a pure server).
+    None,
+}
+
+impl DeviceMode {
+    /// The one rule for every device: whether to run its simulated stand-in, given whether the
+    /// real one is present (asked only in `auto`). `sim` always simulates; `real` and `none`
+    /// never do, so a missing real device shows as such in health instead.
+    pub fn simulates(self, present: impl FnOnce() -> bool) -> bool {
+        match self {
+            DeviceMode::Sim => true,
+            DeviceMode::Auto => !present(),
+            DeviceMode::Real | DeviceMode::None => false,
+        }
+    }
+}
+
 /// Where idle clips are drawn.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct DisplayConfig {
-    /// `auto`, `drm`, `fbdev`, `sim` or `none`.
-    pub backend: String,
+    pub backend: DisplayBackend,
+    /// `/dev/dri/cardN` or `/dev/fbN` (empty: the first found); for `sim`, `WIDTHxHEIGHT`.
     pub device: String,
+}
+
+/// The kind of screen the clips are drawn on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum DisplayBackend {
+    /// DRM/KMS first, then `/dev/fb0`; simulated when neither opens and devices are `auto`.
+    #[default]
+    Auto,
+    Drm,
+    Fbdev,
+    Sim,
+    None,
+}
+
+impl DisplayBackend {
+    /// Every backend's name, as the configuration and the launch parameters spell it.
+    pub const NAMES: &[&str] = &["auto", "drm", "fbdev", "sim", "none"];
 }
 
 impl Default for Config {
@@ -144,7 +190,7 @@ impl Default for Config {
             watchdog_secs: 10,
             test_hooks: false,
             limits: Limits::default(),
-            devices: crate::device::DeviceMode::Auto,
+            devices: DeviceMode::Auto,
             audio: AudioConfig::default(),
             ptt: PttConfig::default(),
             display: DisplayConfig::default(),
@@ -205,7 +251,7 @@ impl Default for PttConfig {
 impl Default for DisplayConfig {
     fn default() -> Self {
         DisplayConfig {
-            backend: "auto".into(),
+            backend: DisplayBackend::Auto,
             device: String::new(),
         }
     }
@@ -295,5 +341,57 @@ mod tests {
     #[test]
     fn wrong_type_is_an_error() {
         assert!(Config::from_toml("max_sessions = \"many\"").is_err());
+    }
+
+    #[test]
+    fn display_backend_names_round_trip_and_a_typo_is_an_error() {
+        for name in DisplayBackend::NAMES {
+            let c = Config::from_toml(&format!("[display]\nbackend = \"{name}\"")).unwrap();
+            assert_eq!(
+                toml::Value::try_from(c.display.backend).unwrap().as_str(),
+                Some(*name)
+            );
+        }
+        let err = Config::from_toml("[display]\nbackend = \"drn\"").unwrap_err();
+        assert!(err.0.contains("drn"), "{err}");
+    }
+
+    #[test]
+    fn only_auto_asks_whether_the_real_device_is_present() {
+        let never = || -> bool { panic!("asked") };
+        assert!(DeviceMode::Sim.simulates(never));
+        assert!(!DeviceMode::Real.simulates(never));
+        assert!(!DeviceMode::None.simulates(never));
+        assert!(DeviceMode::Auto.simulates(|| false));
+        assert!(!DeviceMode::Auto.simulates(|| true));
+    }
+
+    /// Every TOML block of the README and of docs/ is a configuration a reader may copy: each
+    /// must load with the real loader (unknown keys are errors).
+    #[test]
+    fn documented_configurations_load() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files = vec![root.join("README.md")];
+        for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "md") {
+                files.push(path);
+            }
+        }
+        let mut blocks = 0;
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for block in text.split("```toml\n").skip(1) {
+                let block = block.split("```").next().unwrap();
+                if let Err(e) = Config::from_toml(block) {
+                    panic!(
+                        "{}: a TOML block does not load: {e}\n{block}",
+                        file.display()
+                    );
+                }
+                blocks += 1;
+            }
+        }
+        assert!(blocks >= 1, "the README documents the configuration file");
     }
 }

@@ -99,7 +99,7 @@ struct ServeArgs {
     /// Devices: real where present and simulated for the rest (auto), simulated only (sim),
     /// real only (real), or none [default: auto]
     #[arg(long, env = "DOCENT_DEVICES", value_name = "MODE")]
-    devices: Option<docent::device::DeviceMode>,
+    devices: Option<docent::config::DeviceMode>,
 }
 
 impl ServeArgs {

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use docent::config::Config;
-use docent::device::DeviceMode;
+use docent::config::DeviceMode;
 
 fn profile(board: &str) -> Config {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use common::Server;
 use docent::config::Config;
-use docent::device::{DeviceMode, SimAudio};
+use docent::config::DeviceMode;
+use docent::device::SimAudio;
 use docent::engine::audio;
 use futures_util::StreamExt;
 use serde_json::{Value, json};

@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use docent::config::Config;
+use docent::config::DeviceMode;
+use docent::device::Devices;
 use docent::device::display::MemoryScreen;
-use docent::device::{DeviceMode, Devices};
 use docent::engine::Engine;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};

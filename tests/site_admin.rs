@@ -1,7 +1,6 @@
 //! The site administration API over real HTTP (`/api/auth`, `/api/data`, `/api/img/{name}`),
-//! following the processing orders of `shared/seeds/site-admin.md` step by step, the decisions of
-//! `shared/spec/site-admin.md`, who may call what on every route (`shared/spec/http-api.md`), and
-//! a full run of the real binary whose log must hold no secret.
+//! following each handler's fixed order of checks step by step, the decisions of docs/api.md, who
+//! may call what on every route, and a full run of the real binary whose log must hold no secret.
 
 mod common;
 
@@ -1288,8 +1287,8 @@ enum Access {
 
 use Access::{Admin, Internal, Public};
 
-/// Table 4.1 of `shared/seeds/conversation-server.md`, as written there.
-const SEED_TABLE_4_1: &[(&str, &str)] = &[
+/// The routes of the CyberVerse conversation server's API, which its web front end calls.
+const CYBERVERSE_ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/health"),
     ("GET", "/api/v1/components"),
     ("POST", "/api/v1/sessions"),
@@ -1340,8 +1339,8 @@ const SEED_TABLE_4_1: &[(&str, &str)] = &[
     ("PUT", "/api/v1/config/launch"),
 ];
 
-/// Every route of the kiosk with who may call it: the seed's table 4.1 (each exactly once), the
-/// added idle-clip routes of http-api.md, and the site administration routes. Admin rows that
+/// Every route of the kiosk with who may call it: the CyberVerse routes (each exactly once), the
+/// added idle-clip routes, and the site administration routes. Admin rows that
 /// destroy something come after the rows that need it.
 const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/api/v1/health", Public),
@@ -1649,25 +1648,25 @@ fn route_request(s: &Server, fx: &Fixture, m: &str, template: &str) -> reqwest::
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_route_is_listed_once_and_guarded_as_listed() {
-    // The table covers the seed's table 4.1 exactly once per route.
+    // The table covers every CyberVerse route exactly once.
     for (i, (m, t, _)) in ROUTES.iter().enumerate() {
         assert!(
             !ROUTES[i + 1..].iter().any(|(m2, t2, _)| m2 == m && t2 == t),
             "{m} {t} is listed twice"
         );
     }
-    for (m, t) in SEED_TABLE_4_1 {
+    for (m, t) in CYBERVERSE_ROUTES {
         let n = ROUTES
             .iter()
             .filter(|(m2, t2, _)| m2 == m && t2 == t)
             .count();
-        assert_eq!(n, 1, "{m} {t} of the seed's table 4.1 appears {n} times");
+        assert_eq!(n, 1, "{m} {t} of the CyberVerse routes appears {n} times");
     }
     let added = ROUTES
         .iter()
-        .filter(|(m, t, _)| !SEED_TABLE_4_1.contains(&(*m, *t)))
+        .filter(|(m, t, _)| !CYBERVERSE_ROUTES.contains(&(*m, *t)))
         .count();
-    assert_eq!(ROUTES.len(), SEED_TABLE_4_1.len() + added);
+    assert_eq!(ROUTES.len(), CYBERVERSE_ROUTES.len() + added);
     assert_eq!(
         added, 13,
         "4 idle-clip routes, 3 of /api/data, 3 of /api/img, 3 of /api/auth"

@@ -199,7 +199,7 @@ async fn image(
         .engine
         .image(&id, &filename)
         .map_err(|e| ApiError::from(e).plain())?;
-    files::serve(s.engine.store.blobs(), &image.blob, &headers).await
+    files::serve(s.engine.blobs(), &image.blob, &headers).await
 }
 
 async fn delete_image(
@@ -231,7 +231,7 @@ async fn avatar(
         .engine
         .avatar(&filename)
         .map_err(|e| ApiError::from(e).plain())?;
-    files::serve(s.engine.store.blobs(), &image.blob, &headers).await
+    files::serve(s.engine.blobs(), &image.blob, &headers).await
 }
 
 /// Path parameters of a clip, with or without the variant segment.
@@ -254,7 +254,7 @@ async fn get_clip(
         .engine
         .clip(&p.id, &p.imgbase, &p.variant, &p.filename)
         .map_err(|e| ApiError::from(e).plain())?;
-    files::serve(s.engine.store.blobs(), &clip.blob, &headers).await
+    files::serve(s.engine.blobs(), &clip.blob, &headers).await
 }
 
 async fn put_clip(
@@ -312,7 +312,7 @@ async fn upload_knowledge(
     s.engine.sources(&id)?;
     let mut staged: Vec<(String, BlobRef)> = Vec::new();
     let received = receive_files(req, &s, &limits, &mut staged).await;
-    let blobs = s.engine.store.blobs();
+    let blobs = s.engine.blobs();
     let paths = match received {
         Ok(paths) => paths,
         Err(e) => {
@@ -365,7 +365,7 @@ async fn receive_files(
                     ));
                 }
                 let filename = field.file_name().unwrap_or("").to_string();
-                let mut writer = s.engine.store.blobs().create().map_err(io_error)?;
+                let mut writer = s.engine.blobs().create().map_err(io_error)?;
                 while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
                     if writer.size() + chunk.len() as u64 > limits.knowledge_file_bytes as u64 {
                         return Err(ApiError::new(

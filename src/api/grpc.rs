@@ -1,6 +1,6 @@
-//! The gRPC `VoiceLLMService` on the main listener (HTTP/2 without TLS), behaving as
-//! shared/spec/realtime.md describes: Converse is one more watcher and input of an engine
-//! session, CheckVoice asks a provider, Interrupt cancels a session's turn.
+//! The gRPC `VoiceLLMService` on the main listener (HTTP/2 without TLS): Converse is one more
+//! watcher and input of an engine session, CheckVoice asks a provider, Interrupt cancels a
+//! session's turn. The decisions are in docs/api.md, "Realtime".
 
 use std::collections::HashMap;
 use std::pin::Pin;

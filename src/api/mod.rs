@@ -1,7 +1,8 @@
 //! The front doors: the HTTP API (and, on the same listener, WebSocket and gRPC).
 //!
 //! Handlers translate HTTP to engine calls and back; rules live in the engine. Every response
-//! carries the CORS headers of the seed (4.2) and any OPTIONS request is answered 200 at once.
+//! carries the CORS headers (`*` origin; methods GET, POST, PUT, DELETE, OPTIONS; headers
+//! Content-Type, Authorization), and any OPTIONS request is answered 200 at once, before routing.
 
 mod auth;
 mod characters;
@@ -79,7 +80,7 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn(cors))
 }
 
-/// CORS exactly as the seed says, on every response; OPTIONS is answered before routing.
+/// The CORS headers on every response; OPTIONS is answered before routing.
 async fn cors(req: Request, next: Next) -> Response {
     let mut res = if req.method() == Method::OPTIONS {
         StatusCode::OK.into_response()

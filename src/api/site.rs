@@ -1,6 +1,7 @@
 //! The site administration API: `/api/auth` (the appliance login), `/api/data` (the site
-//! document) and `/api/img/{name}` (the image store). The seed's processing orders are followed
-//! step by step; each step is marked in the handlers.
+//! document) and `/api/img/{name}` (the image store). Each handler checks in a fixed order
+//! (authentication, then whether the store is configured, then the key, then the body), marked
+//! step by step, so that every failure answers the same status whatever else is wrong.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -293,8 +294,8 @@ fn image_response(c: &Cached, req: &HeaderMap) -> Response {
 }
 
 /// The key of a `{name}` segment. One that does not decode to UTF-8 becomes an invalid key, so
-/// that the seed's earlier steps (authentication, store configured) still come first and the
-/// key step answers it.
+/// that the earlier steps (authentication, store configured) still come first and the key step
+/// answers it.
 fn key_of(name: Result<Params<String>, ApiError>) -> String {
     name.map_or_else(|_| String::new(), |Params(n)| n)
 }
@@ -356,7 +357,7 @@ async fn serve_image(s: &AppState, key: &str, uri: &Uri, req: &HeaderMap) -> Api
         }
         let engine = s.engine.clone();
         let read = blob.clone();
-        match tokio::task::spawn_blocking(move || engine.store.blobs().read(&read))
+        match tokio::task::spawn_blocking(move || engine.blobs().read(&read))
             .await
             .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error"))?
         {

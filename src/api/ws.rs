@@ -1,4 +1,4 @@
-//! WebSocket chat, `/ws/chat/{session_id}` (see shared/spec/realtime.md for the messages).
+//! WebSocket chat, `/ws/chat/{session_id}` (the messages and decisions: docs/api.md, "Realtime").
 //!
 //! Each socket is a watcher of the session's live events plus a source of input. Outgoing frames
 //! go through a bounded queue: a socket that cannot keep up is closed with 1013 instead of

@@ -36,8 +36,8 @@ use alsa::{Direction, ValueOr};
 use bytes::Bytes;
 use tokio::sync::{broadcast, mpsc};
 
-use super::HealthBoard;
-use crate::engine::audio::{self as pcm_util, OUTPUT_RATE, RECOGNISER_RATE};
+use super::{Health, HealthBoard};
+use crate::engine::audio::{self as pcm_util, OUTPUT_RATE, RECOGNISER_RATE, Resampler};
 
 /// The project's simulated-audio ALSA configuration (see the file).
 pub const SIM_ASOUNDRC: &str = include_str!("../../board/sim/asoundrc");
@@ -223,55 +223,6 @@ impl Pacer {
     }
 }
 
-/// Linear resampling of a stream that arrives in pieces (no clicks at the seams).
-#[derive(Debug)]
-pub struct StreamResampler {
-    from: u32,
-    to: u32,
-    /// Position of the next output sample, in input samples from the start of the next piece
-    /// (-1..0: between the previous piece's last sample and the next piece's first).
-    pos: f64,
-    last: i16,
-}
-
-impl StreamResampler {
-    pub fn new(from: u32, to: u32) -> StreamResampler {
-        StreamResampler {
-            from,
-            to,
-            pos: 0.0,
-            last: 0,
-        }
-    }
-
-    pub fn push(&mut self, input: &[i16], out: &mut Vec<i16>) {
-        if self.from == self.to || self.from == 0 || self.to == 0 {
-            out.extend_from_slice(input);
-            return;
-        }
-        if input.is_empty() {
-            return;
-        }
-        let step = self.from as f64 / self.to as f64;
-        let at = |i: isize| -> f64 {
-            if i < 0 {
-                self.last as f64
-            } else {
-                input[i as usize] as f64
-            }
-        };
-        while self.pos + 1.0 < input.len() as f64 {
-            let i = self.pos.floor();
-            let frac = self.pos - i;
-            let (a, b) = (at(i as isize), at(i as isize + 1));
-            out.push((a + (b - a) * frac).round() as i16);
-            self.pos += step;
-        }
-        self.pos -= input.len() as f64;
-        self.last = *input.last().expect("not empty");
-    }
-}
-
 /// Scales samples by a volume of 0..100 (squared, so the steps sound even).
 fn apply_gain(samples: &mut [i16], volume: u8) {
     if volume >= 100 {
@@ -385,7 +336,7 @@ pub enum AudioEvent {
 /// Health of each direction, combined into `DeviceHealth::audio`.
 struct AudioHealth {
     board: Arc<HealthBoard>,
-    ok: &'static str,
+    ok: Health,
     capture: Mutex<Option<String>>,
     playback: Mutex<Option<String>>,
 }
@@ -400,18 +351,20 @@ impl AudioHealth {
         *slot.lock().expect("audio health lock") = problem;
         let c = self.capture.lock().expect("audio health lock").clone();
         let p = self.playback.lock().expect("audio health lock").clone();
-        let text = match (p, c) {
-            (None, None) => self.ok.to_string(),
-            (p, c) => [
-                p.map(|p| format!("playback: {p}")),
-                c.map(|c| format!("capture: {c}")),
-            ]
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>()
-            .join("; "),
+        let health = match (p, c) {
+            (None, None) => self.ok.clone(),
+            (p, c) => Health::Problem(
+                [
+                    p.map(|p| format!("playback: {p}")),
+                    c.map(|c| format!("capture: {c}")),
+                ]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join("; "),
+            ),
         };
-        self.board.set(|h| h.audio = text);
+        self.board.set(|h| h.audio = health);
     }
 }
 
@@ -437,7 +390,7 @@ impl Audio {
     )> {
         let health = Arc::new(AudioHealth {
             board,
-            ok: if setup.sim { "sim" } else { "ok" },
+            ok: Health::working(setup.sim),
             capture: Mutex::new(None),
             playback: Mutex::new(None),
         });
@@ -664,7 +617,7 @@ struct Player {
     queue: VecDeque<i16>,
     ending: bool,
     written: bool,
-    resampler: StreamResampler,
+    resampler: Resampler,
     pacer: Pacer,
     volume: u8,
     /// The volume is applied by the mixer (else on the samples).
@@ -693,7 +646,7 @@ impl Player {
             queue: VecDeque::new(),
             ending: false,
             written: false,
-            resampler: StreamResampler::new(OUTPUT_RATE, OUTPUT_RATE),
+            resampler: Resampler::new(OUTPUT_RATE, OUTPUT_RATE),
             pacer: Pacer::new(OUTPUT_RATE, 0),
             volume: 100,
             hardware_volume: false,
@@ -775,7 +728,7 @@ impl Player {
                     buffer = s.buffer,
                     "speaker open"
                 );
-                self.resampler = StreamResampler::new(OUTPUT_RATE, s.rate);
+                self.resampler = Resampler::new(OUTPUT_RATE, s.rate);
                 self.pacer = Pacer::new(s.rate, s.buffer);
                 self.pcm = Some((pcm, s));
                 self.reopen_delay = REOPEN_FIRST;
@@ -821,6 +774,21 @@ impl Player {
         };
     }
 
+    /// Queues resampled mono samples on every channel and writes at once rather than after
+    /// the next wait.
+    fn enqueue(&mut self, mono: &[i16]) {
+        let Some((_, s)) = &self.pcm else {
+            return;
+        };
+        let channels = s.channels;
+        for &v in mono {
+            for _ in 0..channels {
+                self.queue.push_back(v);
+            }
+        }
+        self.write();
+    }
+
     fn handle(&mut self, cmd: PlayCmd) {
         match cmd {
             PlayCmd::Begin { seq, volume } => {
@@ -836,7 +804,7 @@ impl Player {
                 self.written = false;
                 self.queue.clear();
                 let rate = self.pcm.as_ref().map_or(OUTPUT_RATE, |(_, s)| s.rate);
-                self.resampler = StreamResampler::new(OUTPUT_RATE, rate);
+                self.resampler = Resampler::new(OUTPUT_RATE, rate);
             }
             PlayCmd::Chunk { seq, pcm } if self.current == Some(seq) => {
                 let Some((_, s)) = &self.pcm else {
@@ -849,16 +817,13 @@ impl Player {
                 let mut out =
                     Vec::with_capacity(mono.len() * s.rate as usize / OUTPUT_RATE as usize + 2);
                 self.resampler.push(&mono, &mut out);
-                for v in out {
-                    for _ in 0..s.channels {
-                        self.queue.push_back(v);
-                    }
-                }
-                // Write at once rather than after the next wait.
-                self.write();
+                self.enqueue(&out);
             }
             PlayCmd::Chunk { .. } => {}
             PlayCmd::End { seq } if self.current == Some(seq) => {
+                let mut last = Vec::new();
+                self.resampler.finish(&mut last);
+                self.enqueue(&last);
                 self.ending = true;
                 if self.pcm.is_none() {
                     self.current = None;
@@ -1000,34 +965,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stream_resampling_matches_whole_resampling() {
-        let input: Vec<i16> = (0..2400)
-            .map(|i| ((i as f64 / 24_000.0 * 300.0 * std::f64::consts::TAU).sin() * 8000.0) as i16)
-            .collect();
-        for to in [48_000, 44_100, 16_000, 24_000] {
-            let mut r = StreamResampler::new(24_000, to);
-            let mut out = Vec::new();
-            for piece in input.chunks(317) {
-                r.push(piece, &mut out);
-            }
-            let whole = pcm_util::resample(&input, 24_000, to);
-            assert!(
-                (out.len() as i64 - whole.len() as i64).abs() <= 2,
-                "{to}: {} vs {}",
-                out.len(),
-                whole.len()
-            );
-            let worst = out
-                .iter()
-                .zip(&whole)
-                .map(|(a, b)| (*a as i32 - *b as i32).abs())
-                .max()
-                .unwrap();
-            assert!(worst <= 1, "{to}: seams differ by {worst}");
-        }
-    }
-
-    #[test]
     fn pacer_keeps_to_the_clock() {
         let t0 = Instant::now();
         let mut p = Pacer::new(1000, 100);
@@ -1113,7 +1050,7 @@ mod tests {
         ));
         let out = pcm_util::samples_from_le(&std::fs::read(&speaker).unwrap());
         assert_eq!(out, reply);
-        assert_eq!(board.get().audio, "sim");
+        assert_eq!(board.get().audio, Health::Sim);
 
         audio.start_capture(1);
         let mut got = Vec::new();

@@ -34,26 +34,10 @@ use serde::Serialize;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::config::DeviceMode;
 use crate::engine::Engine;
 use crate::engine::live::Status;
 use crate::watchdog::Heartbeat;
-
-/// Which devices to use.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, serde::Deserialize, Default,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum DeviceMode {
-    /// Real devices where present, simulated ones for the rest.
-    #[default]
-    Auto,
-    /// Simulated devices only.
-    Sim,
-    /// Real devices only; a missing one is reported in health and the kiosk goes on without it.
-    Real,
-    /// No devices at all (a pure server).
-    None,
-}
 
 /// What the kiosk shows and does right now; the display follows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,12 +47,55 @@ pub struct KioskState {
     pub character_id: String,
 }
 
-/// How each device is doing, for the health route: `"ok"`, `"sim"`, `"absent"` or a problem.
+/// How one device is doing. The health route shows it as `"ok"`, `"sim"`, `"absent"` or the
+/// problem's text.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Health {
+    /// The real device works.
+    Ok,
+    /// Its simulated stand-in runs.
+    Sim,
+    /// There is none: devices are off, or it was never started.
+    #[default]
+    Absent,
+    /// It is missing or failing: what is wrong.
+    Problem(String),
+}
+
+impl Health {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Health::Ok => "ok",
+            Health::Sim => "sim",
+            Health::Absent => "absent",
+            Health::Problem(p) => p,
+        }
+    }
+
+    /// `Ok` or `Sim`, depending on which kind of device runs.
+    pub fn working(sim: bool) -> Health {
+        if sim { Health::Sim } else { Health::Ok }
+    }
+}
+
+impl std::fmt::Display for Health {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Health {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// How each device is doing, for the health route.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct DeviceHealth {
-    pub audio: String,
-    pub ptt: String,
-    pub display: String,
+    pub audio: Health,
+    pub ptt: Health,
+    pub display: Health,
 }
 
 /// Shared, updatable device health.
@@ -151,11 +178,7 @@ impl Devices {
         });
         Devices {
             mode: DeviceMode::None,
-            health: Arc::new(HealthBoard(Mutex::new(DeviceHealth {
-                audio: "absent".into(),
-                ptt: "absent".into(),
-                display: "absent".into(),
-            }))),
+            health: Arc::new(HealthBoard::default()),
             sim_button: None,
             sim_led: None,
             sim_screen: None,
@@ -189,11 +212,21 @@ impl Devices {
             character_id: String::new(),
         });
 
-        let (audio, captured, played, sim_audio) = start_audio(engine, mode, &health);
+        let AudioParts {
+            audio,
+            captured,
+            played,
+            sim: sim_audio,
+        } = start_audio(engine, mode, &health);
 
         let (buttons_tx, buttons) = mpsc::unbounded_channel();
         let ptt_stop = Arc::new(AtomicBool::new(false));
-        let (sim_button, sim_led, ptt_wake, ptt_thread) = start_ptt(
+        let PttParts {
+            sim_button,
+            sim_led,
+            wake: ptt_wake,
+            thread: ptt_thread,
+        } = start_ptt(
             engine,
             mode,
             &health,
@@ -203,14 +236,15 @@ impl Devices {
         );
 
         // The display engineer's player: follows `state_rx`, draws the character's clips.
-        let (sim_screen, display_health) = display::start(
+        let display = display::start(
             engine,
             &engine.config.display,
             mode,
             listen,
             state_rx.clone(),
         );
-        health.set(|h| h.display = display_health);
+        let sim_screen = display.sim_screen;
+        health.set(|h| h.display = display.health);
 
         let stop = CancellationToken::new();
         let heartbeat = Arc::new(Heartbeat::default());
@@ -300,12 +334,14 @@ impl Devices {
     }
 }
 
-type AudioParts = (
-    Option<Arc<audio::Audio>>,
-    Option<mpsc::UnboundedReceiver<audio::Captured>>,
-    Option<mpsc::UnboundedReceiver<audio::Played>>,
-    Option<SimAudio>,
-);
+/// What `start_audio` started: all `None` when there is no audio.
+#[derive(Default)]
+struct AudioParts {
+    audio: Option<Arc<audio::Audio>>,
+    captured: Option<mpsc::UnboundedReceiver<audio::Captured>>,
+    played: Option<mpsc::UnboundedReceiver<audio::Played>>,
+    sim: Option<SimAudio>,
+}
 
 /// Whether ALSA lists any sound card.
 fn has_sound_card() -> bool {
@@ -314,14 +350,9 @@ fn has_sound_card() -> bool {
 
 fn start_audio(engine: &Engine, mode: DeviceMode, health: &Arc<HealthBoard>) -> AudioParts {
     let cfg = &engine.config.audio;
-    let sim = match mode {
-        DeviceMode::Sim => true,
-        DeviceMode::Auto => !has_sound_card(),
-        _ => false,
-    };
     let period = cfg.period_frames.max(16);
     let buffer = cfg.buffer_frames.max(period * 2);
-    let (setup, files) = if sim {
+    let (setup, files) = if mode.simulates(has_sound_card) {
         match sim_audio_files(&engine.config.data_dir) {
             Ok((capture, playback, files)) => (
                 audio::AudioSetup {
@@ -336,8 +367,8 @@ fn start_audio(engine: &Engine, mode: DeviceMode, health: &Arc<HealthBoard>) -> 
             ),
             Err(e) => {
                 tracing::warn!("simulated audio: {e}");
-                health.set(|h| h.audio = format!("sim: {e}"));
-                return (None, None, None, None);
+                health.set(|h| h.audio = Health::Problem(format!("sim: {e}")));
+                return AudioParts::default();
             }
         }
     } else {
@@ -358,10 +389,16 @@ fn start_audio(engine: &Engine, mode: DeviceMode, health: &Arc<HealthBoard>) -> 
         (setup, None)
     };
     match audio::Audio::start(setup, health.clone()) {
-        Ok((a, captured, played)) => (Some(Arc::new(a)), Some(captured), Some(played), files),
+        Ok((a, captured, played)) => AudioParts {
+            audio: Some(Arc::new(a)),
+            captured: Some(captured),
+            played: Some(played),
+            sim: files,
+        },
         Err(e) => {
-            health.set(|h| h.audio = format!("cannot start the audio threads: {e}"));
-            (None, None, None, None)
+            health
+                .set(|h| h.audio = Health::Problem(format!("cannot start the audio threads: {e}")));
+            AudioParts::default()
         }
     }
 }
@@ -387,12 +424,26 @@ fn sim_audio_files(data_dir: &std::path::Path) -> Result<(String, String, SimAud
     Ok((capture, playback, files))
 }
 
-type PttParts = (
-    Option<Arc<ptt::SimPin>>,
-    Option<Arc<ptt::SimPin>>,
-    Arc<ptt::Wake>,
-    Option<std::thread::JoinHandle<()>>,
-);
+/// What `start_ptt` started.
+struct PttParts {
+    /// The simulated button and LED, when the button is simulated.
+    sim_button: Option<Arc<ptt::SimPin>>,
+    sim_led: Option<Arc<ptt::SimPin>>,
+    wake: Arc<ptt::Wake>,
+    /// The button thread, unless the button could not be started.
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl PttParts {
+    fn failed(wake: Arc<ptt::Wake>) -> PttParts {
+        PttParts {
+            sim_button: None,
+            sim_led: None,
+            wake,
+            thread: None,
+        }
+    }
+}
 
 fn start_ptt(
     engine: &Engine,
@@ -406,14 +457,10 @@ fn start_ptt(
     let min_press = Duration::from_millis(engine.config.kiosk.min_press_ms);
     let debounce = Duration::from_millis(cfg.debounce_ms as u64);
     let key_configured = cfg.key.as_deref().is_some_and(|k| !k.is_empty());
-    let sim = match mode {
-        DeviceMode::Sim => true,
-        DeviceMode::Auto => !std::path::Path::new(&cfg.chip).exists() && !key_configured,
-        _ => false,
-    };
+    let sim = mode.simulates(|| std::path::Path::new(&cfg.chip).exists() || key_configured);
     let mut sim_button = None;
     let mut sim_led = None;
-    let (button, led, sampling, wake, healthy) = if sim {
+    let (button, led, sampling, wake) = if sim {
         let button = Arc::new(ptt::SimPin::default());
         let led = Arc::new(ptt::SimPin::default());
         sim_button = Some(button.clone());
@@ -424,7 +471,6 @@ fn start_ptt(
             Some(ptt::Line::Sim(led)),
             ptt::Sampling::OnWake,
             wake,
-            "sim",
         )
     } else {
         let wake = Arc::new(ptt::Wake::default());
@@ -434,16 +480,16 @@ fn start_ptt(
                 led,
                 sampling,
                 wake,
-                "ok",
             ),
             Err(e) => {
                 tracing::warn!("push-to-talk: {e}");
-                health.set(|h| h.ptt = format!("absent: {e}"));
-                return (None, None, wake, None);
+                health.set(|h| h.ptt = Health::Problem(format!("absent: {e}")));
+                return PttParts::failed(wake);
             }
         }
     };
-    health.set(|h| h.ptt = healthy.into());
+    let healthy = Health::working(sim);
+    health.set(|h| h.ptt = healthy.clone());
     let thread = ptt::spawn(ptt::PttThread {
         ptt: ptt::Ptt::new(button, led, min_press),
         sampling,
@@ -452,13 +498,18 @@ fn start_ptt(
         events,
         stop: stop.clone(),
         health: health.clone(),
-        healthy: healthy.into(),
+        healthy,
     });
     match thread {
-        Ok(t) => (sim_button, sim_led, wake, Some(t)),
+        Ok(t) => PttParts {
+            sim_button,
+            sim_led,
+            wake,
+            thread: Some(t),
+        },
         Err(e) => {
-            health.set(|h| h.ptt = format!("cannot start the button thread: {e}"));
-            (None, None, wake, None)
+            health.set(|h| h.ptt = Health::Problem(format!("cannot start the button thread: {e}")));
+            PttParts::failed(wake)
         }
     }
 }

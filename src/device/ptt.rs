@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use embedded_hal::digital::{ErrorType, InputPin, OutputPin, StatefulOutputPin};
 use tokio::sync::{mpsc, watch};
 
-use super::{HealthBoard, KioskState};
+use super::{Health, HealthBoard, KioskState};
 use crate::config::PttConfig;
 use crate::engine::live::Status;
 
@@ -410,8 +410,8 @@ pub struct PttThread {
     pub events: mpsc::UnboundedSender<PttEvent>,
     pub stop: Arc<AtomicBool>,
     pub health: Arc<HealthBoard>,
-    /// What health says while the button works ("ok", "sim", ...).
-    pub healthy: String,
+    /// What health says while the button works (`Ok` or `Sim`).
+    pub healthy: Health,
 }
 
 /// Runs the button and LED on a plain thread until `stop` is set (and the wake notified).
@@ -435,7 +435,8 @@ pub fn spawn(mut t: PttThread) -> std::io::Result<JoinHandle<()>> {
                     Err(e) => {
                         if !failing {
                             tracing::warn!("push-to-talk: {e}");
-                            t.health.set(|h| h.ptt = format!("error: {e}"));
+                            t.health
+                                .set(|h| h.ptt = Health::Problem(format!("error: {e}")));
                             failing = true;
                         }
                         t.wake.wait(&mut seen, Duration::from_secs(1));

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::Engine;
 use super::error::{Result, bad};
-use crate::config::Config;
+use crate::config::{Config, DisplayBackend};
 use crate::store::tables::LAUNCH;
 use crate::store::{self, Store};
 
@@ -109,7 +109,7 @@ const SECTIONS: &[Section] = &[
         badge: "DRM/fbdev",
         params: &[
             Param {
-                options: &["auto", "drm", "fbdev", "sim", "none"],
+                options: DisplayBackend::NAMES,
                 ..p("display.backend", "Display output", "display.backend")
             },
             p(

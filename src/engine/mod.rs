@@ -24,6 +24,7 @@ use std::time::Instant;
 
 use crate::config::Config;
 use crate::store::Store;
+pub use crate::store::blobs::{BlobRef, Blobs};
 pub use error::{Error, Result};
 
 /// Provider ids a character or the settings may name.
@@ -31,7 +32,7 @@ pub const PROVIDERS: &[&str] = &["local", "openai", "openai_realtime", "remote"]
 
 /// The one engine of the process, shared by every front door.
 pub struct Engine {
-    pub store: Store,
+    store: Store,
     pub config: Config,
     pub started: Instant,
     characters: characters::ListCache,
@@ -88,6 +89,12 @@ impl Engine {
 }
 
 impl Engine {
+    /// The stored files (avatars, clips, knowledge sources, site images): what front doors
+    /// serve and stage uploads in. Records that name them are written through the engine.
+    pub fn blobs(&self) -> &Blobs {
+        self.store.blobs()
+    }
+
     /// A directory for short-lived working files, emptied at every start.
     pub fn scratch_dir(&self) -> std::path::PathBuf {
         self.config.data_dir.join("tmp")

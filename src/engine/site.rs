@@ -22,7 +22,8 @@ pub struct Counts {
     pub exhibitions: usize,
 }
 
-/// Checks an image key: one non-empty segment without `/` or `..` (seed 2.3).
+/// Checks an image key: one non-empty segment without `/` or `..`, so a key can never name a
+/// path.
 pub fn check_image_key(key: &str) -> Result<()> {
     if key.is_empty() || key.contains('/') || key.contains("..") {
         Err(bad(

@@ -4,8 +4,7 @@
 //! The device layer calls [`start`] once with the kiosk state channel:
 //!
 //! ```ignore
-//! let (sim_screen, health) = display::start(&engine, &config.display, config.devices,
-//!                                           listen_addr, state_rx);
+//! let started = display::start(&engine, &config.display, config.devices, listen_addr, state_rx);
 //! ```
 //!
 //! The listen address is what the setup screens are about: the player works out the admin URL
@@ -14,7 +13,7 @@
 //!
 //! It picks a screen (below), starts the player thread on it and returns the in-memory screen
 //! when the display is simulated (for `Devices::sim_screen`, the snapshot route and tests) and
-//! the health string: `"ok"`, `"sim"`, `"absent"` or a problem. A missing or failing display
+//! the display's [`Health`]. A missing or failing display
 //! never stops the kiosk: the player simply has nowhere to draw. The player thread ends when the
 //! state sender is dropped or the engine is gone. Tests can run a player on their own screen
 //! with [`play`].
@@ -52,30 +51,45 @@ use tokio::sync::watch;
 
 pub use screen::{MemoryScreen, Screen, SeenFrame};
 
-use super::{DeviceMode, KioskState};
-use crate::config::DisplayConfig;
+use super::{Health, KioskState};
+use crate::config::{DeviceMode, DisplayBackend, DisplayConfig};
 use crate::engine::Engine;
 
 /// Size of the simulated screen when `display.device` does not give one.
 pub const SIM_SIZE: (u32, u32) = (800, 480);
 
-/// Opens the configured screen and starts the player on it. Returns the in-memory screen when
-/// the display is simulated, and the display's health (`"ok"`, `"sim"`, `"absent"` or a
-/// problem).
+/// What [`start`] started.
+pub struct Started {
+    /// The in-memory screen, when the display is simulated.
+    pub sim_screen: Option<Arc<MemoryScreen>>,
+    pub health: Health,
+}
+
+/// Opens the configured screen and starts the player on it.
 pub fn start(
     engine: &Arc<Engine>,
     config: &DisplayConfig,
     mode: DeviceMode,
     listen: SocketAddr,
     state: watch::Receiver<KioskState>,
-) -> (Option<Arc<MemoryScreen>>, String) {
-    let (screen, sim, health) = open_screen(config, mode);
+) -> Started {
+    let Opened {
+        screen,
+        sim_screen,
+        health,
+    } = open_screen(config, mode);
     let Some(screen) = screen else {
-        return (None, health);
+        return Started {
+            sim_screen: None,
+            health,
+        };
     };
     match play(engine, screen, listen, state) {
-        Ok(_) => (sim, health),
-        Err(e) => (None, format!("display thread: {e}")),
+        Ok(_) => Started { sim_screen, health },
+        Err(e) => Started {
+            sim_screen: None,
+            health: Health::Problem(format!("display thread: {e}")),
+        },
     }
 }
 
@@ -90,20 +104,48 @@ pub fn play(
     player::spawn(engine, screen, listen, state)
 }
 
-type Opened = (Option<Box<dyn Screen>>, Option<Arc<MemoryScreen>>, String);
+/// A screen to draw on (none when absent or failing), the same screen again when it is the
+/// in-memory one, and the display's health.
+struct Opened {
+    screen: Option<Box<dyn Screen>>,
+    sim_screen: Option<Arc<MemoryScreen>>,
+    health: Health,
+}
+
+impl Opened {
+    fn real(screen: Box<dyn Screen>) -> Opened {
+        Opened {
+            screen: Some(screen),
+            sim_screen: None,
+            health: Health::Ok,
+        }
+    }
+
+    fn none(health: Health) -> Opened {
+        Opened {
+            screen: None,
+            sim_screen: None,
+            health,
+        }
+    }
+}
 
 fn sim_screen(config: &DisplayConfig) -> Opened {
     let (w, h) = parse_size(&config.device).unwrap_or(SIM_SIZE);
     let screen = Arc::new(MemoryScreen::new(w, h));
     tracing::info!("display: simulated {w}x{h}");
-    (Some(Box::new(screen.clone())), Some(screen), "sim".into())
+    Opened {
+        screen: Some(Box::new(screen.clone())),
+        sim_screen: Some(screen),
+        health: Health::Sim,
+    }
 }
 
 fn open_screen(config: &DisplayConfig, mode: DeviceMode) -> Opened {
     if mode == DeviceMode::None {
-        return (None, None, "absent".into());
+        return Opened::none(Health::Absent);
     }
-    if mode == DeviceMode::Sim || config.backend == "sim" {
+    if config.backend == DisplayBackend::Sim || mode.simulates(|| true) {
         return sim_screen(config);
     }
     let device = config.device.trim();
@@ -113,16 +155,17 @@ fn open_screen(config: &DisplayConfig, mode: DeviceMode) -> Opened {
             _ => open_fb(Path::new(path)),
         };
         match opened {
-            Ok(s) => (Some(s), None, "ok".into()),
+            Ok(s) => Opened::real(s),
             Err(e) => {
                 tracing::warn!("display: {kind} {path}: {e}");
-                (None, None, format!("{kind} {path}: {e}"))
+                Opened::none(Health::Problem(format!("{kind} {path}: {e}")))
             }
         }
     };
-    match config.backend.as_str() {
-        "none" => (None, None, "absent".into()),
-        "drm" => {
+    match config.backend {
+        DisplayBackend::None => Opened::none(Health::Absent),
+        DisplayBackend::Sim => sim_screen(config),
+        DisplayBackend::Drm => {
             let path = if device.is_empty() {
                 drm::cards()
                     .first()
@@ -133,7 +176,7 @@ fn open_screen(config: &DisplayConfig, mode: DeviceMode) -> Opened {
             };
             explicit(&path, "drm")
         }
-        "fbdev" => explicit(
+        DisplayBackend::Fbdev => explicit(
             if device.is_empty() {
                 "/dev/fb0"
             } else {
@@ -141,8 +184,8 @@ fn open_screen(config: &DisplayConfig, mode: DeviceMode) -> Opened {
             },
             "fbdev",
         ),
-        _ => {
-            // auto: a named node first, then every card, then the first framebuffer.
+        DisplayBackend::Auto => {
+            // A named node first, then every card, then the first framebuffer.
             let mut tried = Vec::new();
             let mut drm_paths = drm::cards();
             let mut fb_paths = vec![std::path::PathBuf::from("/dev/fb0")];
@@ -154,23 +197,23 @@ fn open_screen(config: &DisplayConfig, mode: DeviceMode) -> Opened {
             }
             for p in &drm_paths {
                 match open_drm(p) {
-                    Ok(s) => return (Some(s), None, "ok".into()),
+                    Ok(s) => return Opened::real(s),
                     Err(e) => tried.push(format!("drm {}: {e}", p.display())),
                 }
             }
             for p in fb_paths.iter().filter(|p| p.exists()) {
                 match open_fb(p) {
-                    Ok(s) => return (Some(s), None, "ok".into()),
+                    Ok(s) => return Opened::real(s),
                     Err(e) => tried.push(format!("fbdev {}: {e}", p.display())),
                 }
             }
             if !tried.is_empty() {
                 tracing::info!("display: no usable display ({})", tried.join("; "));
             }
-            if mode == DeviceMode::Auto {
+            if mode.simulates(|| false) {
                 sim_screen(config)
             } else {
-                (None, None, "absent".into())
+                Opened::none(Health::Absent)
             }
         }
     }
@@ -326,26 +369,30 @@ mod tests {
     #[test]
     fn sim_and_none_backends() {
         let cfg = DisplayConfig {
-            backend: "sim".into(),
+            backend: DisplayBackend::Sim,
             device: "320x200".into(),
         };
-        let (screen, sim, health) = open_screen(&cfg, DeviceMode::Auto);
-        assert!(screen.is_some());
-        assert_eq!(health, "sim");
-        assert_eq!(sim.map(|s| (s.width, s.height)), Some((320, 200)));
+        let opened = open_screen(&cfg, DeviceMode::Auto);
+        assert!(opened.screen.is_some());
+        assert_eq!(opened.health, Health::Sim);
+        assert_eq!(
+            opened.sim_screen.map(|s| (s.width, s.height)),
+            Some((320, 200))
+        );
         let none = DisplayConfig {
-            backend: "none".into(),
+            backend: DisplayBackend::None,
             device: String::new(),
         };
-        assert_eq!(open_screen(&none, DeviceMode::Auto).2, "absent");
-        assert_eq!(open_screen(&cfg, DeviceMode::None).2, "absent");
+        assert_eq!(open_screen(&none, DeviceMode::Auto).health, Health::Absent);
+        assert_eq!(open_screen(&cfg, DeviceMode::None).health, Health::Absent);
         // A missing explicit framebuffer is a problem, not a panic.
         let fb = DisplayConfig {
-            backend: "fbdev".into(),
+            backend: DisplayBackend::Fbdev,
             device: "/nonexistent/fb7".into(),
         };
-        let (s, _, h) = open_screen(&fb, DeviceMode::Real);
-        assert!(s.is_none());
+        let opened = open_screen(&fb, DeviceMode::Real);
+        assert!(opened.screen.is_none());
+        let h = opened.health.to_string();
         assert!(h.starts_with("fbdev /nonexistent/fb7"), "{h}");
     }
 

@@ -39,9 +39,9 @@ use super::still;
 use super::text::{self, Canvas, GLYPH};
 use super::{AdminUrl, admin_url};
 use crate::device::KioskState;
+use crate::engine::BlobRef;
 use crate::engine::Engine;
 use crate::engine::live::Status;
-use crate::store::blobs::BlobRef;
 
 /// How often the plan is made again without a state change.
 const RECHECK: Duration = Duration::from_secs(1);
@@ -319,7 +319,7 @@ impl Player {
         let mut base = vec![0u32; (w * h) as usize];
         match (source, blob) {
             (Source::Clip(_), Some(blob)) => {
-                let clip = Clip::open(engine.store.blobs().open_file(blob)?)?;
+                let clip = Clip::open(engine.blobs().open_file(blob)?)?;
                 let scaler = YuvScaler::new(clip.size(), self.size);
                 return Ok(Showing::Clip {
                     source: source.clone(),
@@ -328,7 +328,7 @@ impl Player {
                 });
             }
             (Source::Image(_), Some(blob)) => {
-                let img = still::decode(&engine.store.blobs().read(blob)?, self.size)?;
+                let img = still::decode(&engine.blobs().read(blob)?, self.size)?;
                 draw_rgb_bilinear(&img, self.size, &mut base);
             }
             (Source::Card(name), _) => draw_card(&mut base, self.size, name),

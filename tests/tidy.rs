@@ -1,0 +1,330 @@
+//! Checks on the source tree itself: the layers name each other only in the directions
+//! ARCHITECTURE.md allows, ARCHITECTURE.md names files that exist and every module of a layer,
+//! and no comment or document sends the reader to a document outside the repository.
+
+use std::path::{Path, PathBuf};
+
+/// What each layer must not name. The front doors (`api`) may name every layer; the device
+/// layer is a client of the engine like any front door, so it names neither the store nor the
+/// front doors; the engine and the store know nothing of HTTP or of the board.
+const FORBIDDEN: &[(&str, &[&str])] = &[
+    ("store", &["engine", "api", "device"]),
+    ("engine", &["api", "device"]),
+    ("config", &["engine", "api", "device", "store"]),
+    ("device", &["store", "api"]),
+];
+
+/// Phrases that cite a document the repository does not contain.
+const OUTSIDE_CITATIONS: &[&str] = &[
+    "shared/spec",
+    "shared/seeds",
+    "shared/tools",
+    "../shared",
+    "the seed (",
+    "the seed's",
+    "seed 1.",
+    "seed 2.",
+    "seed 3.",
+    "seed 4.",
+];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The module path of a file under `src/` (`src/engine/providers/local.rs` is
+/// `engine::providers::local`, `src/engine/mod.rs` is `engine`).
+fn module_path(relative: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = relative
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop().unwrap_or_default();
+    let stem = last.trim_end_matches(".rs");
+    if !matches!(stem, "mod" | "lib" | "main") {
+        parts.push(stem.to_string());
+    }
+    parts
+}
+
+/// The code without `//` comments (doc comments included), lines kept.
+fn strip_comments(code: &str) -> String {
+    code.lines()
+        .map(|l| match l.find("//") {
+            Some(i) if !l[..i].contains('"') => &l[..i],
+            _ => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn ident_at(s: &str) -> &str {
+    let end = s
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(s.len());
+    &s[..end]
+}
+
+/// The names a path starting at `rest` takes from the crate root: one ident, or each item of a
+/// `{...}` group.
+fn names_after(rest: &str) -> Vec<String> {
+    let rest = rest.trim_start();
+    if let Some(group) = rest.strip_prefix('{') {
+        let mut depth = 1;
+        let mut item_start = true;
+        let mut names = Vec::new();
+        for (i, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                ',' if depth == 1 => item_start = true,
+                c if item_start && depth == 1 && (c.is_alphanumeric() || c == '_') => {
+                    names.push(ident_at(&group[i..]).to_string());
+                    item_start = false;
+                }
+                _ => {}
+            }
+        }
+        names
+    } else {
+        vec![ident_at(rest).to_string()]
+    }
+}
+
+/// Every top-level module of the crate that `code` (in module `module`) names, with its line.
+fn crate_names(module: &[String], code: &str) -> Vec<(usize, String)> {
+    let code = strip_comments(code);
+    let mut found = Vec::new();
+    let line_of = |at: usize| code[..at].matches('\n').count() + 1;
+    for prefix in ["crate::", "docent::"] {
+        for (at, _) in code.match_indices(prefix) {
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            for name in names_after(&code[at + prefix.len()..]) {
+                found.push((line_of(at), name));
+            }
+        }
+    }
+    // `super::super::x` reaches the crate root from a module as deep as the chain is long.
+    let mut at = 0;
+    while let Some(i) = code[at..].find("super::") {
+        let start = at + i;
+        let mut supers = 0;
+        let mut rest = &code[start..];
+        while let Some(r) = rest.strip_prefix("super::") {
+            supers += 1;
+            rest = r;
+        }
+        if supers >= module.len() {
+            for name in names_after(rest) {
+                found.push((line_of(start), name));
+            }
+        }
+        at = start + supers * "super::".len();
+    }
+    found
+}
+
+/// The violations of the layer rules in one file.
+fn violations(relative: &Path, code: &str) -> Vec<String> {
+    let module = module_path(relative);
+    let Some(layer) = module.first() else {
+        return Vec::new();
+    };
+    let Some((_, forbidden)) = FORBIDDEN.iter().find(|(l, _)| l == layer) else {
+        return Vec::new();
+    };
+    crate_names(&module, code)
+        .into_iter()
+        .filter(|(_, name)| forbidden.contains(&name.as_str()))
+        .map(|(line, name)| {
+            format!(
+                "src/{}:{line}: the {layer} layer names `{name}`",
+                relative.display()
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn layers_name_each_other_only_as_allowed() {
+    let src = root().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut all = Vec::new();
+    for file in &files {
+        let code = std::fs::read_to_string(file).unwrap();
+        all.extend(violations(file.strip_prefix(&src).unwrap(), &code));
+    }
+    assert!(all.is_empty(), "layer violations:\n{}", all.join("\n"));
+}
+
+#[test]
+fn a_planted_violation_is_found() {
+    let store = Path::new("store/blobs.rs");
+    assert_eq!(
+        violations(store, "use crate::engine::Engine;").len(),
+        1,
+        "a plain path"
+    );
+    assert_eq!(
+        violations(store, "use crate::{\n    config::Config,\n    api::x,\n};").len(),
+        1,
+        "a group over lines"
+    );
+    assert!(violations(store, "use crate::config::Config; // crate::engine").is_empty());
+    let deep = Path::new("device/display/player.rs");
+    assert_eq!(
+        violations(deep, "let b = super::super::super::store::BlobRef;").len(),
+        1,
+        "super chain to the root"
+    );
+    assert!(violations(deep, "use super::super::audio;").is_empty());
+    assert_eq!(
+        violations(Path::new("config.rs"), "let m: docent::device::X;").len(),
+        1
+    );
+    assert!(violations(Path::new("api/mod.rs"), "use crate::store::Store;").is_empty());
+}
+
+/// Paths in backquotes that name something in the repository.
+fn named_paths(text: &str) -> Vec<String> {
+    const TOP: &[&str] = &[
+        "src/", "tests/", "benches/", "board/", "docs/", "proto/", "yocto/", "assets/",
+    ];
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| TOP.iter().any(|t| s.starts_with(t)))
+        .filter(|s| !s.contains(['*', '{', '<', ' ']))
+        .map(|s| s.trim_end_matches('/').to_string())
+        .collect()
+}
+
+#[test]
+fn architecture_names_what_exists_and_every_module() {
+    let root = root();
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let missing: Vec<_> = named_paths(&text)
+        .into_iter()
+        .filter(|p| !root.join(p).exists())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names what does not exist: {missing:?}"
+    );
+    let mut unnamed = Vec::new();
+    for layer in std::fs::read_dir(root.join("src")).unwrap() {
+        let layer = layer.unwrap().path();
+        let name = layer.file_name().unwrap().to_string_lossy().into_owned();
+        if !layer.is_dir() {
+            if !text.contains(&format!("`src/{name}`")) && !text.contains(&format!("`{name}`")) {
+                unnamed.push(format!("src/{name}"));
+            }
+            continue;
+        }
+        if !text.contains(&format!("`src/{name}`")) {
+            unnamed.push(format!("src/{name}"));
+        }
+        for entry in std::fs::read_dir(&layer).unwrap() {
+            let entry = entry.unwrap().path();
+            let file = entry.file_name().unwrap().to_string_lossy().into_owned();
+            if file == "mod.rs" {
+                continue;
+            }
+            let stem = file.trim_end_matches(".rs");
+            let named = [
+                format!("`{file}`"),
+                format!("`{stem}`"),
+                format!("`{stem}/`"),
+                format!("`src/{name}/{file}`"),
+                format!("`src/{name}/{stem}/`"),
+            ]
+            .iter()
+            .any(|n| text.contains(n.as_str()));
+            if !named {
+                unnamed.push(format!("src/{name}/{file}"));
+            }
+        }
+    }
+    assert!(
+        unnamed.is_empty(),
+        "ARCHITECTURE.md does not mention: {unnamed:?}"
+    );
+}
+
+#[test]
+fn nothing_cites_a_document_outside_the_repository() {
+    let root = root();
+    let mut files = Vec::new();
+    for dir in ["src", "tests", "benches", "proto", "docs", "board"] {
+        collect_text_files(&root.join(dir), &mut files);
+    }
+    for f in [
+        "README.md",
+        "ARCHITECTURE.md",
+        "x",
+        "build.rs",
+        "Cargo.toml",
+    ] {
+        files.push(root.join(f));
+    }
+    let this_file = root.join("tests").join(file!().rsplit('/').next().unwrap());
+    let mut found = Vec::new();
+    for file in files.iter().filter(|f| **f != this_file) {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        for (n, line) in text.lines().enumerate() {
+            if let Some(p) = OUTSIDE_CITATIONS.iter().find(|p| line.contains(*p)) {
+                found.push(format!(
+                    "{}:{}: cites `{p}`",
+                    file.strip_prefix(&root).unwrap().display(),
+                    n + 1
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "state the rule instead of citing an outside document:\n{}",
+        found.join("\n")
+    );
+}
+
+fn collect_text_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            collect_text_files(&path, out);
+        } else if path.extension().is_some_and(|e| {
+            matches!(
+                e.to_str(),
+                Some("rs" | "md" | "proto" | "sh" | "toml" | "conf" | "service" | "py")
+            )
+        }) {
+            out.push(path);
+        }
+    }
+}
