@@ -1,10 +1,10 @@
 //! Kiosk loop latencies, run by `cargo bench --bench device`.
 //!
 //! A kiosk with simulated devices (the real `alsa` calls over alsa-lib's file/null plugins, the
-//! in-memory button) runs in this process, with an instant provider: an OpenAI-compatible server
-//! written here that answers at once (recognition, the reply streamed as server-sent events, 3 s
-//! of speech), over loopback with TCP_NODELAY (without it, Nagle's algorithm meeting delayed ACKs
-//! adds 40 ms to a streamed reply, which is the test server's doing, not the kiosk's). The bench
+//! in-memory button) runs in this process, with an instant provider: the tests' OpenAI-compatible
+//! fake (`fake-openai`) answering at once (recognition, the reply streamed as server-sent events,
+//! 3 s of speech), over loopback with TCP_NODELAY (without it, Nagle's algorithm meeting delayed
+//! ACKs adds 40 ms to a streamed reply, which is the test server's doing, not the kiosk's). The bench
 //! holds the simulated button like a visitor and measures, over `ROUNDS` rounds:
 //!
 //! - release -> the first reply sample written to ALSA (`writei` returned): the button thread's
@@ -17,15 +17,11 @@
 
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::http::header::CONTENT_TYPE;
-use axum::routing::post;
-use axum::serve::ListenerExt;
 use docent::config::Config;
 use docent::config::DeviceMode;
 use docent::device::audio::AudioEvent;
-use docent::engine::audio::{OUTPUT_RATE, samples_to_le};
 use docent::engine::live::Status;
+use fake_openai::{Chat, FakeOpenAi, Speech, Transcription};
 use serde_json::json;
 use tokio::sync::{broadcast, oneshot};
 
@@ -45,7 +41,8 @@ fn main() {
 }
 
 async fn run() {
-    let base = instant_provider().await;
+    let provider = instant_provider().await;
+    let base = provider.base_url();
 
     let dir = tempfile::tempdir().expect("temp dir");
     let config = Config {
@@ -166,47 +163,14 @@ async fn run() {
     let _ = server.await;
 }
 
-/// An OpenAI-compatible provider that answers every request at once; returns its base URL.
-async fn instant_provider() -> String {
-    let speech: Vec<u8> = samples_to_le(
-        &(0..OUTPUT_RATE as usize * 3)
-            .map(|i| ((i as f32 * 0.06).sin() * 8000.0) as i16)
-            .collect::<Vec<_>>(),
-    );
-    let app = Router::new()
-        .route(
-            "/v1/audio/transcriptions",
-            post(|| async { axum::Json(json!({"text": "When does the museum open?"})) }),
-        )
-        .route(
-            "/v1/chat/completions",
-            post(|| async {
-                let delta =
-                    json!({"choices": [{"delta": {"content": "The museum opens at nine."}}]});
-                (
-                    [(CONTENT_TYPE, "text/event-stream")],
-                    format!("data: {delta}\n\ndata: [DONE]\n\n"),
-                )
-            }),
-        )
-        .route(
-            "/v1/audio/speech",
-            post(move || {
-                let speech = speech.clone();
-                async move { ([(CONTENT_TYPE, "audio/pcm")], speech) }
-            }),
-        );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("provider binds");
-    let addr = listener.local_addr().unwrap();
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://{addr}/v1")
+/// The tests' OpenAI-compatible fake, answering every request at once: recognition, the reply
+/// streamed in one delta, 3 s of speech.
+async fn instant_provider() -> FakeOpenAi {
+    let fake = FakeOpenAi::start().await;
+    fake.set_transcription(Transcription::text("When does the museum open?"));
+    fake.set_chat(Chat::reply("The museum opens at nine.").deltas(1));
+    fake.set_speech(Speech::millis(3_000));
+    fake
 }
 
 fn ms(d: Duration) -> f64 {

@@ -10,9 +10,6 @@
 //! `BENCH_ONLY=local` runs only the offline voice figures; `BENCH_ESPEAK_EMULATED=1` runs
 //! espeak-ng under `qemu-x86_64-static` (software emulation, like the simulated board).
 
-#[path = "../tests/support/fake_openai.rs"]
-mod fake_openai;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -2,25 +2,22 @@
 //! following each handler's fixed order of checks step by step, the decisions of docs/api.md, who
 //! may call what on every route, and a full run of the real binary whose log must hold no secret.
 
-mod common;
-
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::{PNG, Process, Server, mp4_h264};
 use base64::Engine as _;
-use common::{PNG, Server, mp4_h264};
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE, HeaderMap};
 use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const PW: &str = "correct horse battery staple";
 const COOKIE_NAME: &str = "docent_session";
-const DEFAULT_DOCUMENT: &str = include_str!("../assets/site-default.json");
+const DEFAULT_DOCUMENT: &str = include_str!("../../assets/site-default.json");
 const IMAGE_CACHE_CONTROL: &str = "public, max-age=31536000, immutable";
 const DATA_CACHE_CONTROL: &str = "public, max-age=30, stale-while-revalidate=300";
 /// Address the helper logins come from, so they never touch a counter a test is watching.
@@ -1779,25 +1776,6 @@ async fn setup_mode_opens_the_admin_routes() {
 // =============================================================================================
 // 5. No secret in any log line
 
-/// Reads `from` line by line into `into` until it closes.
-fn collect(
-    from: impl tokio::io::AsyncRead + Unpin + Send + 'static,
-    into: Arc<Mutex<Vec<String>>>,
-    ready: Option<tokio::sync::mpsc::UnboundedSender<String>>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(from).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let (Some(tx), Some(addr)) =
-                (&ready, line.strip_prefix("docent listening on http://"))
-            {
-                let _ = tx.send(addr.to_string());
-            }
-            into.lock().unwrap().push(line);
-        }
-    })
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_appears_in_any_log_line() {
     const PASSWORD: &str = "Pw-LeakProbe-Quokka-77413";
@@ -1806,39 +1784,13 @@ async fn no_secret_appears_in_any_log_line() {
     const ACCESS_TOKEN: &str = "db-LeakProbe-Access-5548203-qq";
     const INTERNAL: &str = "it-LeakProbe-Internal-99317-tok";
 
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("docent.toml");
-    std::fs::write(&config, format!("internal_token = \"{INTERNAL}\"\n")).unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_docent"))
-        .arg("serve")
-        .args(["--listen", "127.0.0.1:0"])
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .arg("--config")
-        .arg(&config)
+    let docent = Process::new()
+        .config(&format!("internal_token = \"{INTERNAL}\"\n"))
         .env("DOCENT_LOG", "trace")
         .env("ADMIN_PASSWORD", PASSWORD)
-        .env_remove("DOCENT_CONFIG")
-        .env_remove("DOCENT_DATA_DIR")
-        .env_remove("DOCENT_LISTEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn docent");
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
-    let readers = [
-        collect(child.stdout.take().unwrap(), log.clone(), Some(ready_tx)),
-        collect(child.stderr.take().unwrap(), log.clone(), None),
-    ];
-    let addr = tokio::time::timeout(Duration::from_secs(60), ready_rx.recv())
-        .await
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| panic!("docent did not start:\n{}", log.lock().unwrap().join("\n")));
-    let base = format!("http://{addr}");
+        .start()
+        .await;
+    let base = docent.base();
     let http = client();
     let url = |p: &str| format!("{base}{p}");
     let login = |body: String| {
@@ -1953,14 +1905,8 @@ async fn no_secret_appears_in_any_log_line() {
         .await
         .expect_error(401);
 
-    child.kill().await.expect("kill docent");
-    for reader in readers {
-        tokio::time::timeout(Duration::from_secs(10), reader)
-            .await
-            .expect("output closed")
-            .unwrap();
-    }
-    let log = log.lock().unwrap().join("\n");
+    let addr = docent.addr;
+    let log = docent.kill_for_output().await;
     assert!(
         log.contains(&format!("docent listening on http://{addr}")),
         "the capture works:\n{log}"

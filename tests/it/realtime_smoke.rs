@@ -1,10 +1,8 @@
 //! First end-to-end checks of the realtime doors (WebSocket and gRPC) with the offline engine.
 
-mod common;
-
 use std::time::Duration;
 
-use common::Server;
+use crate::support::Server;
 use docent::proto::voice_llm_input::Input;
 use docent::proto::voice_llm_service_client::VoiceLlmServiceClient;
 use docent::proto::{VoiceLlmConfig, VoiceLlmInput};

@@ -1,10 +1,14 @@
-//! A real `docent` server on 127.0.0.1 with a fresh data directory, for integration tests.
-#![allow(dead_code)] // each test crate uses a different part of the harness
+//! A real `docent` server on 127.0.0.1 with a fresh data directory, for integration tests:
+//! in this process ([`Server`]), or the built binary as a process of its own ([`Process`]).
+
+mod process;
 
 use std::net::SocketAddr;
 
 use docent::config::Config;
 use tokio::sync::oneshot;
+
+pub use process::{Process, Running, docent};
 
 pub struct Server {
     pub base: String,
@@ -14,7 +18,7 @@ pub struct Server {
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
     /// `docent serve` when the server runs as a process of its own (killed when dropped).
-    process: Option<tokio::process::Child>,
+    process: Option<Running>,
 }
 
 impl Server {
@@ -64,59 +68,19 @@ impl Server {
         }
     }
 
-    /// Starts `docent serve` (no devices) as a process of its own, with `envs` added to its
-    /// environment: for a test that changes what the server finds on its `PATH`. Its log is
-    /// `server.log` next to the data directory `data`.
-    pub async fn start_process(envs: &[(&str, &std::ffi::OsStr)]) -> Server {
-        use tokio::io::AsyncBufReadExt;
+    /// Starts the built binary (`process`) on `data` in a fresh directory, as a process of its
+    /// own: for a test that changes what the server finds on its `PATH`.
+    pub async fn spawn(process: Process) -> Server {
         let dir = tempfile::tempdir().unwrap();
-        let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_docent"))
-            .args([
-                "serve",
-                "--devices",
-                "none",
-                "--listen",
-                "127.0.0.1:0",
-                "--data-dir",
-            ])
-            .arg(dir.path().join("data"))
-            .env_remove("ADMIN_PASSWORD")
-            .env_remove("DOCENT_CONFIG")
-            .env("DOCENT_LOG", "info")
-            .envs(envs.iter().copied())
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn docent serve");
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
-            .await
-            .ok()
-            .and_then(|l| l.ok().flatten())
-            .unwrap_or_else(|| {
-                panic!(
-                    "docent serve did not start; its log:\n{}",
-                    std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default()
-                )
-            });
-        let addr: SocketAddr = line
-            .rsplit("http://")
-            .next()
-            .and_then(|a| a.trim().parse().ok())
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        // Whatever else it prints is read, so that it never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let running = process.data_dir(&dir.path().join("data")).start().await;
         Server {
-            base: format!("http://{addr}"),
-            addr,
+            base: running.base(),
+            addr: running.addr,
             http: reqwest::Client::new(),
             dir,
             stop: None,
             task: None,
-            process: Some(child),
+            process: Some(running),
         }
     }
 
@@ -135,7 +99,7 @@ impl Server {
             let _ = task.await;
         }
         if let Some(mut process) = self.process.take() {
-            let _ = process.kill().await;
+            process.kill().await;
         }
     }
 

@@ -3,13 +3,9 @@
 //!
 //! Every wait is bounded and panics with what was seen so far.
 
-mod common;
-#[path = "support/fake_openai.rs"]
-mod fake_openai;
-
 use std::time::Duration;
 
-use common::Server;
+use crate::support::{Process, Server};
 use docent::config::Config;
 use docent::proto::voice_llm_input::Input;
 use docent::proto::voice_llm_service_client::VoiceLlmServiceClient;
@@ -1558,7 +1554,7 @@ async fn grpc_voice_activity_detection_ends_an_utterance_after_silence() {
     conv.tx
         .send(VoiceLlmInput {
             input: Some(Input::Image(docent::proto::ImageFrame {
-                data: common::PNG.to_vec(),
+                data: crate::support::PNG.to_vec(),
                 mime_type: "image/png".into(),
                 width: 1,
                 height: 1,
@@ -2335,7 +2331,7 @@ async fn slow_espeak_server(pause: Duration) -> Option<(Server, String, tempfile
         std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
     ))
     .unwrap();
-    let s = Server::start_process(&[("PATH", path.as_os_str())]).await;
+    let s = Server::spawn(Process::new().args(["--devices", "none"]).env("PATH", path)).await;
     let cid = s.default_character().await;
     upload_knowledge(&s, &cid, "tickets.txt", LONG_ANSWER).await;
     Some((s, cid, bin))

@@ -1,13 +1,11 @@
 //! Knowledge over real HTTP: multipart upload, limits, extraction and search, reindex, delete,
 //! listing order, restart recovery and CJK search.
 
-mod common;
-
 use std::io::{Cursor, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Server, assert_error, expect, keys};
+use crate::support::{Server, assert_error, expect, keys};
 use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
 
@@ -349,7 +347,12 @@ async fn upload_stores_every_file_with_the_source_fields() {
             "application/octet-stream",
             false,
         ),
-        ("logo.png", common::PNG, "application/octet-stream", false),
+        (
+            "logo.png",
+            crate::support::PNG,
+            "application/octet-stream",
+            false,
+        ),
     ];
     // The first file goes in a `file` part, the others in `files` parts: both names count.
     let mut multipart = Form::new();

@@ -8,20 +8,18 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
-use tokio::process::{Child, Command};
+
+use crate::support::{Process, Running};
 
 const CYCLES: u32 = 20;
 /// How long the writers run before the kill, in milliseconds.
 const KILL_AFTER_MS: Range<u64> = 50..400;
 /// Concurrent writers of each kind (characters, messages, task events).
 const WORKERS_PER_KIND: u32 = 2;
-const START_TIMEOUT: Duration = Duration::from_secs(30);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const HISTORY_PAGE: usize = 200;
 const EVENTS_PAGE: usize = 500;
@@ -57,77 +55,9 @@ fn seed() -> u64 {
     }
 }
 
-/// A running `docent serve` child process.
-struct Docent {
-    child: Child,
-    base: String,
-    stderr: Arc<Mutex<Vec<String>>>,
-}
-
-impl Docent {
-    /// Starts the binary on `data_dir` and waits for its "listening" line.
-    async fn start(data_dir: &Path) -> Docent {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_docent"))
-            .arg("serve")
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(["--listen", "127.0.0.1:0"])
-            .env("DOCENT_LOG", "info")
-            .env_remove("DOCENT_CONFIG")
-            .env_remove("ADMIN_PASSWORD")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn docent");
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        collect_lines(child.stderr.take().expect("stderr"), stderr.clone());
-        let mut stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let first = tokio::time::timeout(START_TIMEOUT, stdout.next_line()).await;
-        let line = match first {
-            Ok(Ok(Some(line))) => line,
-            other => panic!(
-                "docent did not start ({other:?}); stderr:\n{}",
-                stderr.lock().unwrap().join("\n")
-            ),
-        };
-        let addr = line
-            .strip_prefix("docent listening on http://")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        let base = format!("http://{addr}");
-        collect_lines(stdout.into_inner(), Arc::default());
-        Docent {
-            child,
-            base,
-            stderr,
-        }
-    }
-
-    /// Lines of stderr that report an error.
-    fn errors(&self) -> Vec<String> {
-        let log = self.stderr.lock().unwrap();
-        log.iter()
-            .filter(|l| l.contains("ERROR") || l.contains("panicked"))
-            .cloned()
-            .collect()
-    }
-
-    /// SIGKILL, then reap.
-    async fn kill(mut self) {
-        self.child.kill().await.expect("kill docent");
-    }
-}
-
-/// Reads `from` line by line into `into` until it closes, so the child never blocks on a full
-/// pipe.
-fn collect_lines(from: impl AsyncRead + Unpin + Send + 'static, into: Arc<Mutex<Vec<String>>>) {
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(from).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            into.lock().unwrap().push(line);
-        }
-    });
+/// Starts the binary on `data_dir` and waits for its "listening" line.
+async fn start(data_dir: &Path) -> Running {
+    Process::new().data_dir(data_dir).start().await
 }
 
 /// The records the message and event writers append to, created before the first kill.
@@ -187,7 +117,7 @@ struct Client {
 }
 
 impl Client {
-    fn new(server: &Docent) -> Client {
+    fn new(server: &Running) -> Client {
         // reqwest is built without a default TLS crypto provider; the server process installs
         // its own, this one needs one too before building a client (even for plain HTTP).
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -197,7 +127,7 @@ impl Client {
             .expect("http client");
         Client {
             http,
-            base: server.base.clone(),
+            base: server.base(),
         }
     }
 
@@ -396,7 +326,7 @@ async fn events(c: &Client, task_id: &str) -> Vec<(u64, String)> {
 
 /// Starts the writers of every kind against `server`.
 fn spawn_writers(
-    server: &Docent,
+    server: &Running,
     fx: &Fixture,
     cycle: u32,
     acked: &Arc<Mutex<Acked>>,
@@ -424,8 +354,8 @@ async fn restart_and_check(
     fx: &Fixture,
     acked: &Mutex<Acked>,
     context: &str,
-) -> (Docent, Found) {
-    let server = Docent::start(dir).await;
+) -> (Running, Found) {
+    let server = start(dir).await;
     let errors = server.errors();
     assert!(
         errors.is_empty(),
@@ -445,7 +375,7 @@ async fn restart_and_check(
 /// Lets the writers run for `delay_ms`, SIGKILLs the server mid-stream and waits for the
 /// writers to notice.
 async fn kill_while_writing(
-    server: Docent,
+    mut server: Running,
     fx: &Fixture,
     cycle: u32,
     delay_ms: u64,
@@ -481,7 +411,7 @@ async fn acknowledged_writes_survive_sigkill() {
     println!("crash: seed {seed} (replay with CRASH_SEED={seed})");
     let mut rng = Rng::new(seed);
     let dir = tempfile::tempdir().unwrap();
-    let mut server = Docent::start(dir.path()).await;
+    let mut server = start(dir.path()).await;
     let fx = Client::new(&server).fixture().await;
     let acked = Arc::new(Mutex::new(Acked::default()));
     let mut found = None;

@@ -1,10 +1,8 @@
 //! Sessions, messages, tasks, task events and artifacts over real HTTP (http-api.md).
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Server, assert_error, expect, keys};
+use crate::support::{Server, assert_error, expect, keys};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 

@@ -1,8 +1,6 @@
 //! The server starts on an empty data directory with a default character and answers health.
 
-mod common;
-
-use common::Server;
+use crate::support::Server;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn empty_data_dir_starts_with_a_default_character() {

@@ -5,8 +5,7 @@
 //! reaches no API answer and no log line.
 
 use std::path::Path;
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use docent::config::Config;
@@ -15,8 +14,9 @@ use docent::device::Devices;
 use docent::device::display::MemoryScreen;
 use docent::engine::Engine;
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::oneshot;
+
+use crate::support::Process;
 
 /// As `board/firstboot.sh` makes them: 16 of `[A-Za-z0-9]`.
 const FIRST_BOOT_PASSWORD: &str = "Fb3kQz9TmW2xLr7N";
@@ -271,61 +271,18 @@ async fn the_first_boot_password_stays_out_of_the_log() {
     const WRONG: &str = "Fb3kQz9TmW2xLr7X";
     let dir = tempfile::tempdir().unwrap();
     let file = password_file(dir.path());
-    let config = dir.path().join("docent.toml");
-    std::fs::write(
-        &config,
-        format!("admin_password_file = {:?}\n", file.to_str().unwrap()),
-    )
-    .unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_docent"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--devices", "sim"])
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .arg("--config")
-        .arg(&config)
+    let docent = Process::new()
+        .args(["--devices", "sim"])
+        .config(&format!(
+            "admin_password_file = {:?}\n",
+            file.to_str().unwrap()
+        ))
         .env("DOCENT_LOG", "trace")
-        .env_remove("ADMIN_PASSWORD")
-        .env_remove("DOCENT_CONFIG")
-        .env_remove("DOCENT_DATA_DIR")
-        .env_remove("DOCENT_LISTEN")
-        .env_remove("DOCENT_DEVICES")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn docent");
-    let log = Arc::new(Mutex::new(Vec::<String>::new()));
-    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut readers = Vec::new();
-    for (stream, ready) in [
-        (
-            Box::new(child.stdout.take().unwrap()) as Box<dyn tokio::io::AsyncRead + Unpin + Send>,
-            Some(ready_tx),
-        ),
-        (Box::new(child.stderr.take().unwrap()), None),
-    ] {
-        let log = log.clone();
-        readers.push(tokio::spawn(async move {
-            let mut lines = BufReader::new(stream).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                if let (Some(tx), Some(addr)) =
-                    (&ready, line.strip_prefix("docent listening on http://"))
-                {
-                    let _ = tx.send(addr.to_string());
-                }
-                log.lock().unwrap().push(line);
-            }
-        }));
-    }
-    let addr = tokio::time::timeout(Duration::from_secs(60), ready_rx.recv())
-        .await
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| panic!("docent did not start:\n{}", log.lock().unwrap().join("\n")));
+        .start()
+        .await;
     let http = reqwest::Client::new();
     let login = |password: &str| {
-        http.post(format!("http://{addr}/api/auth"))
+        http.post(format!("{}/api/auth", docent.base()))
             .json(&json!({ "password": password }))
             .send()
     };
@@ -333,14 +290,7 @@ async fn the_first_boot_password_stays_out_of_the_log() {
     assert_eq!(login(FIRST_BOOT_PASSWORD).await.unwrap().status(), 200);
     // The display has drawn the first-boot screen and then the card by now.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    child.kill().await.expect("kill docent");
-    for reader in readers {
-        tokio::time::timeout(Duration::from_secs(10), reader)
-            .await
-            .expect("output closed")
-            .unwrap();
-    }
-    let log = log.lock().unwrap().join("\n");
+    let log = docent.kill_for_output().await;
     assert!(
         log.contains("first administrator login"),
         "the end of first boot is logged:\n{log}"

@@ -2,12 +2,10 @@
 //! clips, how stored files are served, path safety on every file route, body bounds and the
 //! paged conversation history.
 
-mod common;
-
 use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
-use common::{PNG, Server, mp4_h264, upload_avatar};
+use crate::support::{PNG, Server, mp4_h264, upload_avatar};
 use futures_util::future::join_all;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::multipart::{Form, Part};

@@ -16,6 +16,8 @@ use docent::engine::characters::{CharacterInput, image_base};
 use docent::engine::live::Status;
 use tokio::sync::watch;
 
+use crate::support::{Process, docent};
+
 const W: u32 = 160;
 const H: u32 = 120;
 
@@ -535,35 +537,21 @@ fn player_stops_when_the_state_sender_goes() {
 
 /// `docent snapshot OUT.png` against a running `docent` (devices chosen automatically: no
 /// display here, so the simulated one): the file is the setup screen, as a PNG.
-#[test]
-fn snapshot_command_writes_the_simulated_screen() {
-    use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
-
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_command_writes_the_simulated_screen() {
     let dir = tempfile::tempdir().unwrap();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_docent"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.path().join("data"))
-        .env_remove("ADMIN_PASSWORD")
-        .env("DOCENT_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.path().join("server.log")).unwrap())
-        .spawn()
-        .expect("docent serve");
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line.trim().rsplit("http://").next().unwrap().to_string();
+    let server = Process::new().start().await;
+    let addr = server.addr.to_string();
     let out = dir.path().join("screen.png");
     let mut result = None;
     let mut last = String::new();
     // The player draws its first frame just after the listener is up.
     for _ in 0..50 {
-        let run = Command::new(env!("CARGO_BIN_EXE_docent"))
+        let run = docent()
             .args(["snapshot", "--listen", &addr])
             .arg(&out)
             .output()
+            .await
             .unwrap();
         last = String::from_utf8_lossy(&run.stderr).into_owned();
         if run.status.success() {
@@ -578,11 +566,9 @@ fn snapshot_command_writes_the_simulated_screen() {
                 break;
             }
         }
-        std::thread::sleep(Duration::from_millis(100));
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let _ = server.kill();
-    let _ = server.wait();
-    let log = std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
+    let log = server.kill_for_output().await;
     let (w, h, corner) = result.unwrap_or_else(|| {
         panic!("no snapshot with a picture from {addr}; last error: {last}\nserver log:\n{log}")
     });

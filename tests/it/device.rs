@@ -3,12 +3,10 @@
 //! button and LED), driven only from outside, as a person or a test rig would: the mic file, the
 //! internal button route, the speaker file, the device and health routes, a WebSocket watcher.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::Server;
+use crate::support::Server;
 use docent::config::Config;
 use docent::config::DeviceMode;
 use docent::device::SimAudio;
@@ -364,7 +362,7 @@ async fn the_button_route_needs_a_simulated_button() {
     let v = none
         .post_json("/api/v1/internal/device/ptt", json!({"pressed": true}), 503)
         .await;
-    common::assert_error(&v);
+    crate::support::assert_error(&v);
     assert_eq!(
         none.get_json("/api/v1/health", 200).await["device"],
         json!({"audio": "absent", "ptt": "absent", "display": "absent"})
@@ -387,7 +385,7 @@ async fn the_button_route_needs_a_simulated_button() {
     let v = real
         .post_json("/api/v1/internal/device/ptt", json!({"pressed": true}), 409)
         .await;
-    common::assert_error(&v);
+    crate::support::assert_error(&v);
     let health = real.get_json("/api/v1/health", 200).await["device"].clone();
     assert!(
         health["ptt"].as_str().unwrap().starts_with("absent"),
@@ -456,8 +454,8 @@ async fn launch_config_shows_the_device_settings_and_applies_the_volume_at_once(
     assert!(volume.get("pending").is_none(), "{volume}");
 
     // Checked whole: a bad volume or a bad neighbour changes nothing.
-    common::assert_error(&put(json!([{"path": "audio.volume", "value": 101}]), 400).await);
-    common::assert_error(
+    crate::support::assert_error(&put(json!([{"path": "audio.volume", "value": 101}]), 400).await);
+    crate::support::assert_error(
         &put(
             json!([{"path": "audio.volume", "value": 10}, {"path": "audio.buffer_frames", "value": "big"}]),
             400,

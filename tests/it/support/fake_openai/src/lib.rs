@@ -6,8 +6,8 @@
 //! time; chat scripts can also be queued for the next requests only. Every request is recorded
 //! (headers and body) so tests can check what the kiosk sent.
 //!
-//! Include it with `#[path = "support/fake_openai.rs"] mod fake_openai;`.
-#![allow(dead_code)] // each test crate uses a different part of it
+//! A crate of its own (a dev-dependency of docent), so that the integration tests and the
+//! benchmarks share it and each uses only the part it needs.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;

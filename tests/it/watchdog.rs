@@ -6,15 +6,13 @@
 //! within 10 s.
 
 use std::path::Path;
-use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::net::UnixDatagram;
-use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
+
+use crate::support::{Process, Running};
 
 /// `WATCHDOG_USEC` given to docent: its stall limit, and twice its ping interval.
 const PERIOD: Duration = Duration::from_secs(2);
@@ -94,75 +92,45 @@ impl NotifySocket {
 
 /// A running `docent serve`.
 struct Kiosk {
-    child: Child,
-    base: String,
+    process: Running,
     http: reqwest::Client,
-    stderr: Arc<Mutex<Vec<String>>>,
 }
 
 impl Kiosk {
     /// Starts the binary on `data_dir` with `config` (TOML) and `NOTIFY_SOCKET` if given, and
     /// waits for its "listening" line.
     async fn start(data_dir: &Path, config: &str, notify: Option<&NotifySocket>) -> Kiosk {
-        let config_file = data_dir.join("docent.toml");
-        std::fs::write(&config_file, config).unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_docent"));
-        command
-            .arg("serve")
-            .arg("--config")
-            .arg(&config_file)
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(["--listen", "127.0.0.1:0", "--devices", "sim"])
-            .env("DOCENT_LOG", "info")
-            .env_remove("ADMIN_PASSWORD")
-            .env_remove("NOTIFY_SOCKET")
-            .env_remove("WATCHDOG_USEC")
-            .env_remove("WATCHDOG_PID")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+        let mut process = Process::new()
+            .data_dir(data_dir)
+            .config(config)
+            .args(["--devices", "sim"]);
         if let Some(n) = notify {
-            command
+            process = process
                 .env("NOTIFY_SOCKET", &n.env)
                 .env("WATCHDOG_USEC", PERIOD.as_micros().to_string());
         }
-        let mut child = command.spawn().expect("spawn docent");
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        collect_lines(child.stderr.take().unwrap(), stderr.clone());
-        let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-        let line = match tokio::time::timeout(START_TIMEOUT, stdout.next_line()).await {
-            Ok(Ok(Some(line))) => line,
-            other => panic!(
-                "docent did not start ({other:?}); stderr:\n{}",
-                stderr.lock().unwrap().join("\n")
-            ),
-        };
-        let addr = line
-            .strip_prefix("docent listening on http://")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        collect_lines(stdout.into_inner(), Arc::default());
+        let process = process.start().await;
         // reqwest is built without a default TLS provider.
         let _ = rustls::crypto::ring::default_provider().install_default();
         Kiosk {
-            child,
-            base: format!("http://{addr}"),
+            process,
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(5))
                 .build()
                 .unwrap(),
-            stderr,
         }
     }
 
     fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().join("\n")
+        self.process.stderr()
     }
 
     async fn stall(&self, which: &str) -> u16 {
         self.http
-            .post(format!("{}/api/v1/internal/debug/stall", self.base))
+            .post(format!(
+                "{}/api/v1/internal/debug/stall",
+                self.process.base()
+            ))
             .json(&json!({ "loop": which }))
             .send()
             .await
@@ -173,35 +141,13 @@ impl Kiosk {
 
     async fn health(&self) -> u16 {
         self.http
-            .get(format!("{}/api/v1/health", self.base))
+            .get(format!("{}/api/v1/health", self.process.base()))
             .send()
             .await
             .unwrap()
             .status()
             .as_u16()
     }
-
-    /// Waits for the process to end by itself within `within`.
-    async fn exited(&mut self, within: Duration) -> ExitStatus {
-        match tokio::time::timeout(within, self.child.wait()).await {
-            Ok(status) => status.unwrap(),
-            Err(_) => panic!(
-                "docent still runs after {within:?}; stderr:\n{}",
-                self.stderr()
-            ),
-        }
-    }
-}
-
-/// Reads `from` line by line into `into` until it closes, so the child never blocks on a full
-/// pipe.
-fn collect_lines(from: impl AsyncRead + Unpin + Send + 'static, into: Arc<Mutex<Vec<String>>>) {
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(from).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            into.lock().unwrap().push(line);
-        }
-    });
 }
 
 /// The restart policy of the unit the board installs: `Restart=` and `RestartSec=`.
@@ -240,7 +186,7 @@ async fn stall_then_restart(which: &str) {
 
     assert_eq!(kiosk.stall(which).await, 202);
     let stalled_at = Instant::now();
-    let status = kiosk.exited(PERIOD + SLACK * 2).await;
+    let status = kiosk.process.exited(PERIOD + SLACK * 2).await;
     let exited_at = Instant::now();
     assert_eq!(status.code(), Some(EXIT_STALLED), "{}", kiosk.stderr());
     let messages = notify
@@ -318,7 +264,10 @@ async fn pings_keep_coming_while_the_loops_run() {
 
     let watched = Duration::from_secs(6);
     tokio::time::sleep(watched).await;
-    assert!(kiosk.child.try_wait().unwrap().is_none(), "docent exited");
+    assert!(
+        kiosk.process.child.try_wait().unwrap().is_none(),
+        "docent exited"
+    );
     assert_eq!(kiosk.health().await, 200);
     let mut last = ready_at;
     let mut gaps = Vec::new();
@@ -333,11 +282,11 @@ async fn pings_keep_coming_while_the_loops_run() {
     assert!(gaps.len() >= 5, "{gaps:?}");
     assert!(gaps.iter().all(|g| *g < PERIOD), "{gaps:?}");
 
-    let pid = kiosk.child.id().unwrap() as i32;
+    let pid = kiosk.process.child.id().unwrap() as i32;
     // SAFETY: kill(2) on our own child, which has not been reaped yet.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
     notify.expect("STOPPING=1", START_TIMEOUT, &kiosk).await;
-    let status = kiosk.exited(START_TIMEOUT).await;
+    let status = kiosk.process.exited(START_TIMEOUT).await;
     assert!(status.success(), "{status:?}; stderr:\n{}", kiosk.stderr());
 }
 
@@ -348,7 +297,10 @@ async fn outside_systemd_the_stall_limit_is_watchdog_secs() {
     let mut kiosk = Kiosk::start(dir.path(), "test_hooks = true\nwatchdog_secs = 2\n", None).await;
     assert_eq!(kiosk.stall("device").await, 202);
     let stalled_at = Instant::now();
-    let status = kiosk.exited(Duration::from_secs(2) + SLACK * 2).await;
+    let status = kiosk
+        .process
+        .exited(Duration::from_secs(2) + SLACK * 2)
+        .await;
     eprintln!(
         "without systemd: exit {:?} {:.2?} after the stall",
         status.code(),

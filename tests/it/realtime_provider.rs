@@ -3,11 +3,10 @@
 //! input_audio_buffer.append/commit, response.create/cancel, conversation.item.truncate in; audio
 //! and transcript deltas, input transcription, response.done out).
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::Server;
 use axum::Router;
 use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
@@ -15,7 +14,6 @@ use axum::response::Response;
 use axum::routing::get;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use common::Server;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message as ClientMessage;

@@ -1,12 +1,10 @@
 //! Health, components, settings, provider tests, avatar model, launch config, CORS, the voice
 //! test and the guard of the internal routes, over real HTTP (http-api.md).
 
-mod common;
-
 use std::net::{IpAddr, Ipv4Addr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use common::{Server, assert_error, expect, keys};
+use crate::support::{Server, assert_error, expect, keys};
 use serde_json::{Value, json};
 
 const SETTINGS: &str = "/api/v1/settings";

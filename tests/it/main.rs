@@ -1,0 +1,23 @@
+//! The integration tests, in one binary (one link instead of one per file): each module is one
+//! area, driving a real server on 127.0.0.1 (in this process or the built `docent` binary) with a
+//! real client. The simulated-board test is `tests/appliance.rs`, a binary of its own.
+
+mod support;
+
+mod board_files;
+mod characters;
+mod crash;
+mod device;
+mod display;
+mod engine;
+mod first_boot;
+mod knowledge;
+mod licenses;
+mod realtime_provider;
+mod realtime_smoke;
+mod sessions_tasks;
+mod site_admin;
+mod smoke;
+mod system;
+mod tidy;
+mod watchdog;
