@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::support::Server;
+use crate::support::{Server, launch_param};
 use docent::config::Config;
 use docent::config::DeviceMode;
 use docent::device::SimAudio;
@@ -405,23 +405,13 @@ async fn launch_config_shows_the_device_settings_and_applies_the_volume_at_once(
         c.audio.period_frames = 400;
     })
     .await;
-    let param = |launch: &Value, path: &str| -> Value {
-        launch["sections"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|s| s["params"].as_array().unwrap())
-            .find(|p| p["path"] == path)
-            .cloned()
-            .unwrap_or_else(|| panic!("no parameter {path}"))
-    };
     let launch = s.get_json(LAUNCH, 200).await;
-    let volume = param(&launch, "audio.volume");
+    let volume = launch_param(&launch, "audio.volume");
     assert_eq!(
         (&volume["value"], &volume["requires_restart"]),
         (&json!(80), &json!(false))
     );
-    let period = param(&launch, "audio.period_frames");
+    let period = launch_param(&launch, "audio.period_frames");
     assert_eq!(
         (&period["value"], &period["requires_restart"]),
         (&json!(400), &json!(true))
@@ -432,7 +422,11 @@ async fn launch_config_shows_the_device_settings_and_applies_the_volume_at_once(
         "ptt.key",
         "display.backend",
     ] {
-        assert_eq!(param(&launch, path)["requires_restart"], true, "{path}");
+        assert_eq!(
+            launch_param(&launch, path)["requires_restart"],
+            true,
+            "{path}"
+        );
     }
 
     // The volume alone: in force at once, no restart.
@@ -449,7 +443,8 @@ async fn launch_config_shows_the_device_settings_and_applies_the_volume_at_once(
     );
     let settings = s.get_json("/api/v1/settings", 200).await;
     assert_eq!(settings["kiosk"]["volume"], 35);
-    let volume = param(&s.get_json(LAUNCH, 200).await, "audio.volume");
+    let launch = s.get_json(LAUNCH, 200).await;
+    let volume = launch_param(&launch, "audio.volume");
     assert_eq!(volume["value"], 35);
     assert!(volume.get("pending").is_none(), "{volume}");
 
@@ -477,8 +472,8 @@ async fn launch_config_shows_the_device_settings_and_applies_the_volume_at_once(
         json!({"status": "saved", "requires_restart": true})
     );
     let launch = s.get_json(LAUNCH, 200).await;
-    assert_eq!(param(&launch, "audio.volume")["value"], 60);
-    let period = param(&launch, "audio.period_frames");
+    assert_eq!(launch_param(&launch, "audio.volume")["value"], 60);
+    let period = launch_param(&launch, "audio.period_frames");
     assert_eq!(
         (&period["value"], &period["pending"]),
         (&json!(400), &json!(1024))

@@ -4,7 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use crate::support::{Server, assert_error, expect, keys};
+use crate::support::{Server, assert_error, expect, keys, launch_param};
 use serde_json::{Value, json};
 
 const SETTINGS: &str = "/api/v1/settings";
@@ -56,17 +56,6 @@ fn check<'a>(answer: &'a Value, name: &str) -> &'a Value {
 async fn test_settings(s: &Server) -> (u16, Value) {
     let res = s.post("/api/v1/settings/test").send().await.unwrap();
     (res.status().as_u16(), res.json().await.unwrap())
-}
-
-/// The launch parameter at `path`.
-fn param<'a>(launch: &'a Value, path: &str) -> &'a Value {
-    launch["sections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|s| s["params"].as_array().unwrap())
-        .find(|p| p["path"] == path)
-        .unwrap_or_else(|| panic!("no launch parameter {path}"))
 }
 
 async fn put_launch(s: &Server, params: Value, status: u16) -> Value {
@@ -490,10 +479,17 @@ async fn launch_config_lists_sections_and_running_values() {
             assert!(p.get("pending").is_none(), "nothing saved yet: {p}");
         }
     }
-    assert_eq!(param(&launch, "ptt.line")["value"], 5, "the running value");
-    assert_eq!(param(&launch, "network.listen")["readonly"], true);
-    assert_eq!(param(&launch, "network.listen")["value"], "127.0.0.1:0");
-    assert_eq!(param(&launch, "ptt.line")["readonly"], false);
+    assert_eq!(
+        launch_param(&launch, "ptt.line")["value"],
+        5,
+        "the running value"
+    );
+    assert_eq!(launch_param(&launch, "network.listen")["readonly"], true);
+    assert_eq!(
+        launch_param(&launch, "network.listen")["value"],
+        "127.0.0.1:0"
+    );
+    assert_eq!(launch_param(&launch, "ptt.line")["readonly"], false);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -504,7 +500,7 @@ async fn launch_updates_are_checked_whole_and_apply_after_a_restart() {
         saved,
         json!({ "status": "saved", "requires_restart": true })
     );
-    let line = param(&s.get_json(LAUNCH, 200).await, "ptt.line").clone();
+    let line = launch_param(&s.get_json(LAUNCH, 200).await, "ptt.line").clone();
     assert_eq!(
         (&line["value"], &line["pending"]),
         (&json!(17), &json!(22)),
@@ -525,14 +521,16 @@ async fn launch_updates_are_checked_whole_and_apply_after_a_restart() {
     assert_error(&s.put_json(LAUNCH, json!({ "path": "ptt.line" }), 400).await);
     let launch = s.get_json(LAUNCH, 200).await;
     assert!(
-        param(&launch, "ptt.debounce_ms").get("pending").is_none(),
+        launch_param(&launch, "ptt.debounce_ms")
+            .get("pending")
+            .is_none(),
         "all or nothing"
     );
-    assert_eq!(param(&launch, "ptt.line")["pending"], 22);
+    assert_eq!(launch_param(&launch, "ptt.line")["pending"], 22);
 
     let dir = s.stop().await;
     let s = Server::start_in(dir, |_| {}).await;
-    let line = param(&s.get_json(LAUNCH, 200).await, "ptt.line").clone();
+    let line = launch_param(&s.get_json(LAUNCH, 200).await, "ptt.line").clone();
     assert_eq!(
         line["value"], 22,
         "the saved value is in force after a restart"

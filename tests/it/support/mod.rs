@@ -137,13 +137,7 @@ impl Server {
         body: serde_json::Value,
         status: u16,
     ) -> serde_json::Value {
-        json_of(
-            self.post(path).json(&body).send().await.unwrap(),
-            "POST",
-            path,
-            status,
-        )
-        .await
+        expect(self.post(path).json(&body), status).await
     }
 
     pub async fn put_json(
@@ -152,13 +146,7 @@ impl Server {
         body: serde_json::Value,
         status: u16,
     ) -> serde_json::Value {
-        json_of(
-            self.put(path).json(&body).send().await.unwrap(),
-            "PUT",
-            path,
-            status,
-        )
-        .await
+        expect(self.put(path).json(&body), status).await
     }
 
     /// Creates a character and returns its id.
@@ -272,4 +260,15 @@ pub fn keys(v: &serde_json::Value) -> Vec<&str> {
         .collect();
     k.sort_unstable();
     k
+}
+
+/// The launch parameter at `path` in a `GET /api/v1/config/launch` answer.
+pub fn launch_param<'a>(launch: &'a serde_json::Value, path: &str) -> &'a serde_json::Value {
+    launch["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["params"].as_array().unwrap())
+        .find(|p| p["path"] == path)
+        .unwrap_or_else(|| panic!("no launch parameter {path}"))
 }
