@@ -15,12 +15,12 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::Engine;
-use super::error::Result;
+use super::error::{Result, bad};
 use super::knowledge::SearchResult;
 use super::live::{ErrorCode, Event, LiveSession, Status};
 use super::providers::{
-    ChatMessage, ChatRequest, OmniContext, OmniEvent, OmniInput, ProviderError, is_omni, local,
-    openai, realtime, remote,
+    ChatMessage, ChatRequest, OmniContext, OmniEvent, OmniInput, Prompt, Provider, ProviderError,
+    Speech, Stage,
 };
 use super::sessions::append_message;
 use crate::engine::audio;
@@ -49,9 +49,9 @@ pub enum TurnInput {
 /// The providers and voice a turn runs with.
 struct Plan {
     character: Character,
-    llm: String,
-    asr: String,
-    tts: String,
+    llm: Provider,
+    asr: Provider,
+    tts: Provider,
     voice: String,
     timeout: Duration,
 }
@@ -130,7 +130,7 @@ impl Engine {
             }
         };
         live.set_status(seq, Status::Processing);
-        if is_omni(&plan.llm) && !matches!(input, TurnInput::Greeting) {
+        if plan.llm.is_omni() && !matches!(input, TurnInput::Greeting) {
             self.run_omni_turn(live, seq, &plan, input, said).await;
             return;
         }
@@ -150,7 +150,10 @@ impl Engine {
                 unstored = !stored;
                 text
             }
-            TurnInput::Audio(pcm) => match self.recognise(&plan, &pcm).await {
+            TurnInput::Audio(pcm) => match self
+                .recognise(plan.asr, &plan.character.id, &pcm, plan.timeout)
+                .await
+            {
                 Ok(text) if !text.trim().is_empty() => {
                     live.user_said(seq, &text);
                     self.store_message(live, "user", text.clone(), seq).await;
@@ -202,58 +205,50 @@ impl Engine {
         }
     }
 
+    /// The providers and voice of the session's next turn: a client's override, else the
+    /// character's choice, else the settings'. Stored ids were checked when they were stored; a
+    /// client's override is checked here.
     fn plan(&self, live: &LiveSession) -> Result<Plan> {
         let character = self.character_record(&live.character_id)?;
         let settings = self.settings();
         let overrides = live.overrides();
-        let pick = |own: &str, default: &str| {
-            if own.is_empty() {
-                default.to_string()
-            } else {
-                own.to_string()
-            }
+        // The first id named, else the settings' provider of the stage.
+        let chosen = |stage: Stage, ids: &[&str]| match ids.iter().find(|id| !id.is_empty()) {
+            None => Ok(settings.provider(stage)),
+            Some(id) => Provider::from_id(id).ok_or_else(|| {
+                bad(format!(
+                    "provider must be one of {}, not {id:?}",
+                    Provider::ids()
+                ))
+            }),
         };
-        let llm = overrides
-            .provider
-            .clone()
-            .unwrap_or_else(|| pick(&character.components.llm, &settings.llm.provider));
+        let llm = chosen(
+            Stage::Llm,
+            &[
+                overrides.provider.as_deref().unwrap_or_default(),
+                &character.components.llm,
+            ],
+        )?;
+        let asr = chosen(Stage::Asr, &[&character.components.asr])?;
+        let tts = chosen(
+            Stage::Tts,
+            &[&character.components.tts, &character.voice_provider],
+        )?;
+        let voice = overrides.voice.clone().unwrap_or_else(|| {
+            if character.voice_type.is_empty() {
+                settings.tts.voice.clone()
+            } else {
+                character.voice_type.clone()
+            }
+        });
         Ok(Plan {
             llm,
-            asr: pick(&character.components.asr, &settings.asr.provider),
-            tts: pick(
-                &character.components.tts,
-                &pick(&character.voice_provider, &settings.tts.provider),
-            ),
-            voice: overrides
-                .voice
-                .clone()
-                .unwrap_or_else(|| pick(&character.voice_type, &settings.tts.voice)),
+            asr,
+            tts,
+            voice,
             timeout: Duration::from_millis(self.config.provider_timeout_ms),
             character,
         })
-    }
-
-    async fn recognise(&self, plan: &Plan, pcm: &[i16]) -> Result<String, ProviderError> {
-        let settings = self.settings();
-        match plan.asr.as_str() {
-            "openai" => {
-                let ep = openai::Endpoint {
-                    base_url: &settings.asr.base_url,
-                    api_key: &settings.asr.api_key,
-                    model: &settings.asr.model,
-                };
-                if ep.base_url.is_empty() {
-                    return Err(ProviderError::Unavailable(
-                        "speech recognition has no address configured".into(),
-                    ));
-                }
-                openai::transcribe(&self.http, &ep, pcm, &settings.asr.language, plan.timeout).await
-            }
-            _ => {
-                let grammar = self.grammar_for(&plan.character.id)?;
-                local::transcribe(pcm, &grammar, &self.scratch_dir(), plan.timeout).await
-            }
-        }
     }
 
     /// Generates the reply to `question`, streaming text and speech as it comes; returns the
@@ -272,33 +267,14 @@ impl Engine {
         let (tx, mut rx) = mpsc::channel::<String>(64);
         // Owns the sender, so the stream ends for the speaker when generation ends.
         let generate = async move {
-            match plan.llm.as_str() {
-                "openai" => {
-                    let s = self.settings();
-                    if s.llm.base_url.is_empty() {
-                        return Err(ProviderError::Unavailable(
-                            "the language model has no address configured".into(),
-                        ));
-                    }
-                    let ep = openai::Endpoint {
-                        base_url: &s.llm.base_url,
-                        api_key: &s.llm.api_key,
-                        model: &s.llm.model,
-                    };
-                    let req = self.chat_request(live, plan, question, &passages);
-                    openai::chat(&self.http, &ep, &req, plan.timeout, &tx).await
-                }
-                _ => {
-                    let text = local::answer(question, &passages)
-                        .unwrap_or_else(|| fallback(&plan.character));
-                    for word in text.split_inclusive(' ') {
-                        if tx.send(word.to_string()).await.is_err() {
-                            break;
-                        }
-                    }
-                    Ok(())
-                }
-            }
+            let prompt = Prompt {
+                question,
+                passages: &passages,
+                fallback: fallback(&plan.character),
+            };
+            let chat = || self.chat_request(live, plan, question, &passages);
+            self.generate(plan.llm, prompt, chat, plan.timeout, &tx)
+                .await
         };
         let speak = self.speak_stream(live, seq, plan, &mut rx, said);
         let (generated, spoken) = tokio::join!(generate, speak);
@@ -365,44 +341,17 @@ impl Engine {
         plan: &Plan,
         sentence: &str,
     ) -> Result<(), ProviderError> {
-        if !out.current {
-            return Ok(());
-        }
-        match plan.tts.as_str() {
-            "openai" => {
-                let s = self.settings();
-                if s.tts.base_url.is_empty() {
-                    return Err(ProviderError::Unavailable(
-                        "speech synthesis has no address configured".into(),
-                    ));
-                }
-                let ep = openai::Endpoint {
-                    base_url: &s.tts.base_url,
-                    api_key: &s.tts.api_key,
-                    model: &s.tts.model,
-                };
-                for piece in clauses(sentence) {
-                    let pcm =
-                        openai::speak(&self.http, &ep, piece, &plan.voice, plan.timeout).await?;
-                    out.begin(piece);
-                    if !out.push(&pcm) {
-                        break;
-                    }
-                    out.flush();
-                }
+        let pieces = if plan.tts.speaks_whole() {
+            clauses(sentence)
+        } else {
+            vec![sentence]
+        };
+        for piece in pieces {
+            if !out.current {
+                break;
             }
-            _ => {
-                let mut begun = false;
-                local::speak(sentence, &plan.voice, plan.timeout, |pcm| {
-                    if !begun {
-                        begun = true;
-                        out.begin(sentence);
-                    }
-                    out.push(pcm)
-                })
+            self.speak(plan.tts, piece, &plan.voice, plan.timeout, out)
                 .await?;
-                out.flush();
-            }
         }
         Ok(())
     }
@@ -546,34 +495,10 @@ impl Engine {
             history,
         };
         let (tx, mut rx) = mpsc::channel::<OmniEvent>(64);
-        let settings = self.settings();
-        let provider = plan.llm.clone();
-        let timeout = plan.timeout;
         // Owns the sender, so the relay ends when the provider does.
         let ask = async move {
-            match provider.as_str() {
-                "remote" if settings.remote_voice.grpc_addr.is_empty() => {
-                    Err(ProviderError::Unavailable(
-                        "the remote voice service has no address configured".into(),
-                    ))
-                }
-                "remote" => {
-                    remote::converse(&settings.remote_voice.grpc_addr, &input, &ctx, timeout, &tx)
-                        .await
-                }
-                _ if settings.realtime.base_url.is_empty() => Err(ProviderError::Unavailable(
-                    "the realtime service has no address configured".into(),
-                )),
-                _ => {
-                    let r = &settings.realtime;
-                    let ep = openai::Endpoint {
-                        base_url: &r.base_url,
-                        api_key: &r.api_key,
-                        model: &r.model,
-                    };
-                    realtime::converse(&ep, &input, &ctx, timeout, &tx).await
-                }
-            }
+            self.converse(plan.llm, &input, &ctx, plan.timeout, &tx)
+                .await
         };
         let relay = async {
             let mut whole = String::new();
@@ -823,6 +748,27 @@ impl<'a> AudioOut<'a> {
         }
     }
 
+    fn send(&mut self, chunk: &[i16]) {
+        self.current = self.current
+            && self.live.publish(
+                self.seq,
+                Event::Audio {
+                    pcm: Bytes::from(audio::samples_to_le(chunk)),
+                    turn_seq: self.seq,
+                },
+            );
+    }
+
+    /// The reply's audio is over.
+    fn end(&self) {
+        if self.started {
+            self.live
+                .publish(self.seq, Event::AudioEnd { turn_seq: self.seq });
+        }
+    }
+}
+
+impl Speech for AudioOut<'_> {
     /// The speech of `text` starts: the turn is speaking, and `text` counts as said.
     fn begin(&mut self, text: &str) {
         if !self.started {
@@ -857,25 +803,6 @@ impl<'a> AudioOut<'a> {
         let pending = std::mem::take(&mut self.pending);
         if !pending.is_empty() {
             self.send(&pending);
-        }
-    }
-
-    fn send(&mut self, chunk: &[i16]) {
-        self.current = self.current
-            && self.live.publish(
-                self.seq,
-                Event::Audio {
-                    pcm: Bytes::from(audio::samples_to_le(chunk)),
-                    turn_seq: self.seq,
-                },
-            );
-    }
-
-    /// The reply's audio is over.
-    fn end(&self) {
-        if self.started {
-            self.live
-                .publish(self.seq, Event::AudioEnd { turn_seq: self.seq });
         }
     }
 }
