@@ -92,7 +92,8 @@ impl ListCache {
 }
 
 impl CharacterInput {
-    /// Checks the rules of http-api.md and normalises (`voice_llm` -> `omni`, trimmed name).
+    /// Checks a character's rules (see docs/api.md) and normalises (`voice_llm` -> `omni`,
+    /// trimmed name).
     fn validate(mut self) -> Result<CharacterInput> {
         self.name = self.name.trim().to_string();
         let n = self.name.chars().count();
