@@ -6,7 +6,8 @@ use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use super::error::{Error, Result, bad, not_found};
-use super::{Engine, PROVIDERS, check_segment, is_id, media, new_id};
+use super::providers::Provider;
+use super::{Engine, check_segment, is_id, media, new_id};
 use crate::store::records::{Character, Clip, Components, Image};
 use crate::store::tables::{CHARACTERS, CLIPS, IMAGES, MESSAGES, SESSIONS};
 use crate::store::{self, BlobRef, blobs};
@@ -91,7 +92,8 @@ impl ListCache {
 }
 
 impl CharacterInput {
-    /// Checks the rules of http-api.md and normalises (`voice_llm` -> `omni`, trimmed name).
+    /// Checks a character's rules (see docs/api.md) and normalises (`voice_llm` -> `omni`,
+    /// trimmed name).
     fn validate(mut self) -> Result<CharacterInput> {
         self.name = self.name.trim().to_string();
         let n = self.name.chars().count();
@@ -118,10 +120,10 @@ impl CharacterInput {
             ("components.asr", &self.components.asr),
             ("components.tts", &self.components.tts),
         ] {
-            if !value.is_empty() && !PROVIDERS.contains(&value.as_str()) {
+            if !value.is_empty() && Provider::from_id(value).is_none() {
                 return Err(bad(format!(
                     "{field} must be one of {}, not {value:?}",
-                    PROVIDERS.join(", ")
+                    Provider::ids()
                 )));
             }
         }

@@ -28,9 +28,6 @@ use crate::store::Store;
 pub use crate::store::blobs::{BlobRef, Blobs};
 pub use error::{Error, Result};
 
-/// Provider ids a character or the settings may name.
-pub const PROVIDERS: &[&str] = &["local", "openai", "openai_realtime", "remote"];
-
 /// The one engine of the process, shared by every front door.
 pub struct Engine {
     store: Store,

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::error::{Result, bad};
-use super::{Engine, PROVIDERS, is_id};
+use super::providers::{Endpoint, Provider, ProviderError, Stage};
+use super::{Engine, is_id};
 use crate::store::tables::SETTINGS;
 use crate::store::{self, Store};
 
@@ -167,6 +168,29 @@ pub fn mask(secret: &str) -> String {
     }
 }
 
+/// A section of the settings that says where a provider is reached over the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    Llm,
+    Asr,
+    Tts,
+    Realtime,
+    RemoteVoice,
+}
+
+impl Service {
+    /// What it is, for messages.
+    fn what(self) -> &'static str {
+        match self {
+            Service::Llm => "the language model",
+            Service::Asr => "speech recognition",
+            Service::Tts => "speech synthesis",
+            Service::Realtime => "the realtime service",
+            Service::RemoteVoice => "the remote voice service",
+        }
+    }
+}
+
 /// The settings the engine runs with, swapped whole on every update.
 pub struct Live(RwLock<Arc<Settings>>);
 
@@ -179,6 +203,53 @@ impl Live {
 }
 
 impl Settings {
+    /// The provider of `stage` in force when a character chooses none. Unset ("") is the
+    /// offline engine; any other value was checked when it was stored.
+    pub fn provider(&self, stage: Stage) -> Provider {
+        let id = match stage {
+            Stage::Llm => &self.llm.provider,
+            Stage::Asr => &self.asr.provider,
+            Stage::Tts => &self.tts.provider,
+        };
+        Provider::from_id(id).unwrap_or(Provider::Local)
+    }
+
+    /// The model configured for `service` ("" for the remote voice service, which picks its own).
+    pub fn model(&self, service: Service) -> &str {
+        match service {
+            Service::Llm => &self.llm.model,
+            Service::Asr => &self.asr.model,
+            Service::Tts => &self.tts.model,
+            Service::Realtime => &self.realtime.model,
+            Service::RemoteVoice => "",
+        }
+    }
+
+    /// Where `service` is reached; `Unavailable` when it has no address configured.
+    pub fn endpoint(&self, service: Service) -> Result<Endpoint<'_>, ProviderError> {
+        let (address, api_key) = match service {
+            Service::Llm => (self.llm.base_url.as_str(), self.llm.api_key.as_str()),
+            Service::Asr => (self.asr.base_url.as_str(), self.asr.api_key.as_str()),
+            Service::Tts => (self.tts.base_url.as_str(), self.tts.api_key.as_str()),
+            Service::Realtime => (
+                self.realtime.base_url.as_str(),
+                self.realtime.api_key.as_str(),
+            ),
+            Service::RemoteVoice => (self.remote_voice.grpc_addr.as_str(), ""),
+        };
+        if address.is_empty() {
+            return Err(ProviderError::Unavailable(format!(
+                "{} has no address configured",
+                service.what()
+            )));
+        }
+        Ok(Endpoint {
+            address,
+            api_key,
+            model: self.model(service),
+        })
+    }
+
     /// The document as the API shows it: secrets masked, with a `<field>_set` flag beside them.
     pub fn masked(&self) -> Value {
         let mut v = serde_json::to_value(self).expect("settings serialise");
@@ -244,10 +315,10 @@ impl Settings {
             ("tts", &self.tts.provider),
             ("realtime", &self.realtime.provider),
         ] {
-            if !provider.is_empty() && !PROVIDERS.contains(&provider.as_str()) {
+            if !provider.is_empty() && Provider::from_id(provider).is_none() {
                 return Err(bad(format!(
                     "{name}.provider must be one of {}",
-                    PROVIDERS.join(", ")
+                    Provider::ids()
                 )));
             }
         }

@@ -2192,7 +2192,8 @@ async fn provider_failure_on_grpc_ends_the_turn_with_a_final_apology() {
 }
 
 /// A long sentence is synthesised in clauses by a provider that answers whole, the first one
-/// short, so that it sounds sooner; the text clients see is the sentence as it is.
+/// short, so that it sounds sooner; the text clients see is the sentence as it is, the speech
+/// provider gets it as it is said (numbers as words).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ws_a_long_sentence_is_synthesised_clause_by_clause() {
     let Rig { s, fake, cid } = rig().await;
@@ -2216,9 +2217,9 @@ async fn ws_a_long_sentence_is_synthesised_clause_by_clause() {
     assert_eq!(
         inputs,
         [
-            "Tickets cost 12 euros for adults,",
-            "8 euros for students and 6 euros for seniors, and children under twelve enter free \
-             of charge on every day of the week.",
+            "Tickets cost twelve euros for adults,",
+            "eight euros for students and six euros for seniors, and children under twelve enter \
+             free of charge on every day of the week.",
             "See you soon."
         ]
     );

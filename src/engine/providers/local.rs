@@ -293,6 +293,11 @@ pub fn answer(question: &str, passages: &[SearchResult]) -> Option<String> {
         })
         .filter(|(hits, _, _)| *hits > 0)
         .collect();
+    // A heading names the topic the question shares words with, but answers nothing: it is
+    // left out whenever a real sentence matches too.
+    if scored.iter().any(|(_, _, s)| !is_heading(s)) {
+        scored.retain(|(_, _, s)| !is_heading(s));
+    }
     if scored.is_empty() {
         return None;
     }
@@ -314,6 +319,14 @@ pub fn answer(question: &str, passages: &[SearchResult]) -> Option<String> {
             .collect::<Vec<_>>()
             .join(" "),
     )
+}
+
+/// A line that ends without punctuation and is short is a heading (extraction keeps a markdown
+/// heading's text as a line of its own): it names the topic but answers nothing.
+fn is_heading(line: &str) -> bool {
+    let line = line.trim();
+    !line.ends_with(['.', '!', '?', '。', '！', '？', ':', ';'])
+        && line.split_whitespace().count() <= 6
 }
 
 /// Splits a passage into sentences (kept with their end punctuation).
@@ -365,6 +378,21 @@ mod tests {
         assert_eq!(
             answer("how much is a ticket", &[p]).unwrap(),
             "Tickets cost 12 euros."
+        );
+    }
+
+    #[test]
+    fn a_heading_is_not_the_answer() {
+        let p = passage("Tickets\nTickets cost 12 euros for adults.\nGuided tours");
+        assert_eq!(
+            answer("how much do tickets cost", &[p]).unwrap(),
+            "Tickets cost 12 euros for adults."
+        );
+        let p = passage("Guided tours\nAsk at the desk.");
+        assert_eq!(
+            answer("guided tours", &[p]).unwrap(),
+            "Guided tours",
+            "a heading-like line is still said when nothing else matches"
         );
     }
 

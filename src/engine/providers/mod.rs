@@ -1,12 +1,19 @@
 //! The providers a turn runs on, chosen per character and in the settings, and changed at run
-//! time: `local` (the offline engine), `openai` (any OpenAI-compatible server). This module
-//! dispatches each stage (recognition, reply, speech) to the chosen one under a timeout, and
-//! answers which providers are present and reachable (components, settings test, voice test).
+//! time: `local` (the offline engine), `openai` (any OpenAI-compatible server), and the omni
+//! providers `openai_realtime` and `remote`, which answer with their own speech. `dispatch`
+//! hands each stage (recognition, reply, speech, or a whole omni exchange) to the chosen one;
+//! this module also answers which providers are present and reachable (components, health,
+//! settings test, voice test).
 
+mod dispatch;
 pub mod local;
 pub mod openai;
+mod provider;
 pub mod realtime;
 pub mod remote;
+
+pub use dispatch::{Prompt, Speech};
+pub use provider::{Provider, Stage};
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -15,9 +22,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::Engine;
 use super::error::{Error, Result, bad};
-use super::settings::Settings;
-use super::{Engine, PROVIDERS};
+use super::settings::{Service, Settings};
 
 /// One message of the conversation sent to a language model.
 #[derive(Debug, Clone)]
@@ -34,10 +41,12 @@ pub struct ChatRequest {
     pub max_tokens: u32,
 }
 
-/// Providers that take the user's input and answer with speech themselves (`remote`,
-/// `openai_realtime`), replacing recognition, reply and synthesis in one.
-pub fn is_omni(provider: &str) -> bool {
-    matches!(provider, "remote" | "openai_realtime")
+/// Where and how a provider is reached over the network (see `Settings::endpoint`).
+pub struct Endpoint<'a> {
+    /// A base URL, or `host:port` for the remote voice service.
+    pub address: &'a str,
+    pub api_key: &'a str,
+    pub model: &'a str,
 }
 
 /// What an omni provider is asked.
@@ -103,7 +112,7 @@ pub const CHECK_TIMEOUT: Duration = Duration::from_secs(3);
 /// One selectable provider of a stage, as the components route lists it.
 #[derive(Debug, Serialize)]
 pub struct ComponentOption {
-    pub id: &'static str,
+    pub id: Provider,
     pub name: &'static str,
     pub model: String,
     pub default: bool,
@@ -174,18 +183,6 @@ async fn probe(url: &str) -> std::result::Result<(), String> {
     }
 }
 
-/// The address a remote provider of a stage is reached at ("" when none is configured).
-fn address<'a>(s: &'a Settings, stage: &str, provider: &str) -> &'a str {
-    match (stage, provider) {
-        ("llm", "openai") => &s.llm.base_url,
-        ("asr", "openai") => &s.asr.base_url,
-        ("tts", "openai") => &s.tts.base_url,
-        (_, "openai_realtime") => &s.realtime.base_url,
-        (_, "remote") => &s.remote_voice.grpc_addr,
-        _ => "",
-    }
-}
-
 impl Engine {
     /// The offline recogniser's grammar for a character: the words of its knowledge, its own
     /// texts and the site document; rebuilt when knowledge changes.
@@ -220,149 +217,84 @@ impl Engine {
     /// The providers of each stage, with availability measured now.
     pub fn components(&self) -> Components {
         let s = self.settings();
-        let option = |stage: &str,
-                      id: &'static str,
-                      name: &'static str,
-                      model: &str,
-                      default: &str,
-                      available: bool| {
-            ComponentOption {
-                id,
-                name,
-                model: model.to_string(),
-                default: default == id,
-                available: available && (id == "local" || !address(&s, stage, id).is_empty()),
-            }
+        let options = |stage: Stage| -> Vec<ComponentOption> {
+            Provider::ALL
+                .into_iter()
+                .filter(|p| p.serves(stage))
+                .map(|p| {
+                    let (model, available) = match p.service(stage) {
+                        None => (local_model(stage), local_check(stage).is_ok()),
+                        Some(service) => (s.model(service), s.endpoint(service).is_ok()),
+                    };
+                    ComponentOption {
+                        id: p,
+                        name: p.name(stage),
+                        model: model.to_string(),
+                        default: s.provider(stage) == p,
+                        available,
+                    }
+                })
+                .collect()
         };
         Components {
-            llm: vec![
-                option(
-                    "llm",
-                    "local",
-                    "Offline knowledge answers",
-                    "bm25-extractive",
-                    &s.llm.provider,
-                    true,
-                ),
-                option(
-                    "llm",
-                    "openai",
-                    "OpenAI-compatible chat",
-                    &s.llm.model,
-                    &s.llm.provider,
-                    true,
-                ),
-                option(
-                    "llm",
-                    "openai_realtime",
-                    "OpenAI Realtime",
-                    &s.realtime.model,
-                    &s.llm.provider,
-                    true,
-                ),
-                option(
-                    "llm",
-                    "remote",
-                    "Remote VoiceLLMService",
-                    "",
-                    &s.llm.provider,
-                    true,
-                ),
-            ],
-            asr: vec![
-                option(
-                    "asr",
-                    "local",
-                    "Offline recogniser (PocketSphinx)",
-                    "en-us",
-                    &s.asr.provider,
-                    local::recogniser_available(),
-                ),
-                option(
-                    "asr",
-                    "openai",
-                    "OpenAI-compatible transcription",
-                    &s.asr.model,
-                    &s.asr.provider,
-                    true,
-                ),
-            ],
-            tts: vec![
-                option(
-                    "tts",
-                    "local",
-                    "Offline speech (espeak-ng)",
-                    "espeak-ng",
-                    &s.tts.provider,
-                    local_tts_available(),
-                ),
-                option(
-                    "tts",
-                    "openai",
-                    "OpenAI-compatible speech",
-                    &s.tts.model,
-                    &s.tts.provider,
-                    true,
-                ),
-            ],
+            llm: options(Stage::Llm),
+            asr: options(Stage::Asr),
+            tts: options(Stage::Tts),
         }
     }
 
     /// The configured provider of each stage and what is wrong with it, judged without network
     /// traffic (installed, configured), for the health route.
-    pub fn provider_health(&self) -> Vec<(&'static str, String, Option<String>)> {
+    pub fn provider_health(&self) -> Vec<(&'static str, &'static str, Option<String>)> {
         let s = self.settings();
-        [
-            ("llm", &s.llm.provider),
-            ("asr", &s.asr.provider),
-            ("tts", &s.tts.provider),
-        ]
-        .into_iter()
-        .map(|(stage, provider)| {
-            let problem = if provider == "local" {
-                local_check(&format!("{stage}:local")).err()
-            } else if address(&s, stage, provider).is_empty() {
-                Some(format!("{stage}: {provider} has no address configured"))
-            } else {
-                None
-            };
-            (stage, provider.clone(), problem)
-        })
-        .collect()
+        Stage::ALL
+            .into_iter()
+            .map(|stage| {
+                let provider = s.provider(stage);
+                let problem = match provider.service(stage) {
+                    None => local_check(stage).err(),
+                    Some(service) => s.endpoint(service).err().map(|e| e.to_string()),
+                };
+                let problem = problem.map(|p| format!("{}: {p}", stage.name()));
+                (stage.name(), provider.id(), problem)
+            })
+            .collect()
     }
 
     /// Checks every configured provider, each within `CHECK_TIMEOUT`; all checks run at once.
     pub async fn test_providers(&self) -> Vec<Check> {
         let s = self.settings();
-        let mut targets: Vec<(String, String)> = Vec::new();
-        for (stage, provider) in [
-            ("llm", &s.llm.provider),
-            ("asr", &s.asr.provider),
-            ("tts", &s.tts.provider),
-        ] {
-            targets.push((
-                format!("{stage}:{provider}"),
-                address(&s, stage, provider).to_string(),
-            ));
-        }
-        if !s.remote_voice.grpc_addr.is_empty() && !targets.iter().any(|t| t.0.ends_with(":remote"))
+        // Each check: the offline engine's part of a stage, or a service's address.
+        let mut targets: Vec<(String, Result<Service, Stage>)> = Stage::ALL
+            .into_iter()
+            .map(|stage| {
+                let provider = s.provider(stage);
+                let name = format!("{}:{}", stage.name(), provider.id());
+                (name, provider.service(stage).ok_or(stage))
+            })
+            .collect();
+        if !s.remote_voice.grpc_addr.is_empty()
+            && !targets.iter().any(|t| t.1 == Ok(Service::RemoteVoice))
         {
-            targets.push(("remote_voice".into(), s.remote_voice.grpc_addr.clone()));
+            targets.push(("remote_voice".into(), Ok(Service::RemoteVoice)));
         }
-        let checks = targets.into_iter().map(|(name, addr)| async move {
-            let started = Instant::now();
-            let result = if name.ends_with(":local") {
-                local_check(&name)
-            } else if addr.is_empty() {
-                Err("no address configured".to_string())
-            } else {
-                probe(&addr).await
-            };
-            Check {
-                name,
-                ok: result.is_ok(),
-                latency_ms: started.elapsed().as_millis() as u64,
-                error: result.err(),
+        let checks = targets.into_iter().map(|(name, target)| {
+            let s = s.clone();
+            async move {
+                let started = Instant::now();
+                let result = match target {
+                    Err(stage) => local_check(stage),
+                    Ok(service) => match s.endpoint(service) {
+                        Ok(ep) => probe(ep.address).await,
+                        Err(e) => Err(e.to_string()),
+                    },
+                };
+                Check {
+                    name,
+                    ok: result.is_ok(),
+                    latency_ms: started.elapsed().as_millis() as u64,
+                    error: result.err(),
+                }
             }
         });
         futures_util::future::join_all(checks).await
@@ -371,57 +303,66 @@ impl Engine {
     /// Checks that a provider accepts a voice: for the offline engine that the voice exists,
     /// for a remote provider that it can be reached.
     pub async fn test_voice(&self, provider: &str, voice: &str) -> Result<()> {
-        if !PROVIDERS.contains(&provider) {
+        let Some(provider) = Provider::from_id(provider) else {
             return Err(bad(format!(
                 "voice_provider must be one of {}",
-                PROVIDERS.join(", ")
+                Provider::ids()
             )));
-        }
-        if provider == "local" {
-            return check_espeak_voice(voice).await;
-        }
+        };
         let s = self.settings();
-        let addr = address(&s, "tts", provider);
-        if addr.is_empty() {
-            return Err(Error::Unavailable(format!(
-                "{provider} has no address configured"
-            )));
-        }
-        if provider == "openai" {
-            // A minimal request: the provider must accept the voice, not only be reachable.
-            let ep = openai::Endpoint {
-                base_url: addr,
-                api_key: &s.tts.api_key,
-                model: &s.tts.model,
-            };
-            return openai::speak(&self.http, &ep, "Hello.", voice, CHECK_TIMEOUT)
-                .await
-                .map(|_| ())
-                .map_err(|e| match e {
-                    ProviderError::Unavailable(m) => Error::Unavailable(m),
-                    ProviderError::Timeout(m) => Error::Timeout(m),
-                    ProviderError::Failed(m) | ProviderError::Garbage(m) => {
-                        Error::ProviderFailed(m)
-                    }
-                });
-        }
-        probe(addr).await.map_err(|e| {
-            if e.contains("within") {
-                Error::Timeout(e)
-            } else {
-                Error::Unavailable(e)
+        match provider {
+            Provider::Local => check_espeak_voice(voice).await,
+            Provider::Openai => {
+                // A minimal request: the provider must accept the voice, not only be reachable.
+                let ep = s.endpoint(Service::Tts).map_err(provider_error)?;
+                openai::speak(&self.http, &ep, "Hello.", voice, CHECK_TIMEOUT)
+                    .await
+                    .map(|_| ())
+                    .map_err(provider_error)
             }
-        })
+            Provider::OpenaiRealtime => reachable(&s, Service::Realtime).await,
+            Provider::Remote => reachable(&s, Service::RemoteVoice).await,
+        }
     }
 }
 
-fn local_check(name: &str) -> std::result::Result<(), String> {
-    match name {
-        "asr:local" if !local::recogniser_available() => {
+/// Checks that `service` can be connected to.
+async fn reachable(s: &Settings, service: Service) -> Result<()> {
+    let ep = s.endpoint(service).map_err(provider_error)?;
+    probe(ep.address).await.map_err(|e| {
+        if e.contains("within") {
+            Error::Timeout(e)
+        } else {
+            Error::Unavailable(e)
+        }
+    })
+}
+
+fn provider_error(e: ProviderError) -> Error {
+    match e {
+        ProviderError::Unavailable(m) => Error::Unavailable(m),
+        ProviderError::Timeout(m) => Error::Timeout(m),
+        ProviderError::Failed(m) | ProviderError::Garbage(m) => Error::ProviderFailed(m),
+    }
+}
+
+/// The model the offline engine uses for `stage`, as the components list shows it.
+fn local_model(stage: Stage) -> &'static str {
+    match stage {
+        Stage::Llm => "bm25-extractive",
+        Stage::Asr => "en-us",
+        Stage::Tts => "espeak-ng",
+    }
+}
+
+/// Whether the offline engine's part for `stage` is installed.
+fn local_check(stage: Stage) -> std::result::Result<(), String> {
+    match stage {
+        Stage::Asr if !local::recogniser_available() => {
             Err("the offline speech model is not installed".into())
         }
-        "tts:local" if !local_tts_available() => Err("espeak-ng is not installed".into()),
-        _ => Ok(()),
+        Stage::Tts if !local_tts_available() => Err("espeak-ng is not installed".into()),
+        Stage::Llm | Stage::Asr | Stage::Tts => Ok(()),
     }
 }
 

@@ -7,19 +7,12 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{ChatRequest, ProviderError};
+use super::{ChatRequest, Endpoint, ProviderError};
 use crate::engine::audio;
-
-/// Where and how to reach one OpenAI-compatible endpoint.
-pub struct Endpoint<'a> {
-    pub base_url: &'a str,
-    pub api_key: &'a str,
-    pub model: &'a str,
-}
 
 impl Endpoint<'_> {
     fn url(&self, path: &str) -> String {
-        format!("{}/{path}", self.base_url.trim_end_matches('/'))
+        format!("{}/{path}", self.address.trim_end_matches('/'))
     }
 
     fn request(&self, client: &reqwest::Client, path: &str) -> reqwest::RequestBuilder {

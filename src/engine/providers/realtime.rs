@@ -18,7 +18,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use super::openai::Endpoint;
+use super::Endpoint;
 use super::{OmniContext, OmniEvent, OmniInput, ProviderError};
 use crate::engine::audio;
 
@@ -89,7 +89,7 @@ pub async fn converse(
     timeout: Duration,
     out: &mpsc::Sender<OmniEvent>,
 ) -> Result<(), ProviderError> {
-    let mut request = url(ep.base_url, ep.model)
+    let mut request = url(ep.address, ep.model)
         .into_client_request()
         .map_err(|e| ProviderError::Unavailable(format!("bad realtime address: {e}")))?;
     if !ep.api_key.is_empty() {

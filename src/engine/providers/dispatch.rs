@@ -1,0 +1,147 @@
+//! Each stage handed to the provider chosen for it. Every match here is exhaustive over
+//! `Provider`: a new provider does not compile until each stage says what it does with it. A
+//! provider chosen for a stage it does not serve leaves that stage to the offline engine.
+
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::{
+    ChatRequest, OmniContext, OmniEvent, OmniInput, Provider, ProviderError, local, openai,
+    realtime, remote,
+};
+use crate::engine::Engine;
+use crate::engine::knowledge::SearchResult;
+use crate::engine::settings::Service;
+
+/// What a reply is generated from.
+pub struct Prompt<'a> {
+    pub question: &'a str,
+    /// Knowledge retrieved for the question.
+    pub passages: &'a [SearchResult],
+    /// What the offline engine says when the passages answer nothing.
+    pub fallback: String,
+}
+
+/// Where synthesised speech goes as it is made.
+pub trait Speech {
+    /// The speech of `text` starts.
+    fn begin(&mut self, text: &str);
+    /// More samples (mono 24 kHz); false once no more are wanted.
+    fn push(&mut self, samples: &[i16]) -> bool;
+    /// The speech of the text is complete.
+    fn flush(&mut self);
+}
+
+impl Engine {
+    /// Recognises mono 16 kHz speech; the offline recogniser listens for the words of the
+    /// character's knowledge.
+    pub(in crate::engine) async fn recognise(
+        &self,
+        provider: Provider,
+        character_id: &str,
+        pcm: &[i16],
+        timeout: Duration,
+    ) -> Result<String, ProviderError> {
+        match provider {
+            Provider::Openai => {
+                let s = self.settings();
+                let ep = s.endpoint(Service::Asr)?;
+                openai::transcribe(&self.http, &ep, pcm, &s.asr.language, timeout).await
+            }
+            Provider::Local | Provider::OpenaiRealtime | Provider::Remote => {
+                let grammar = self.grammar_for(character_id)?;
+                local::transcribe(pcm, &grammar, &self.scratch_dir(), timeout).await
+            }
+        }
+    }
+
+    /// Generates a reply, its text sent to `out` as it comes. `chat` builds the conversation a
+    /// language model is sent (only when one is asked).
+    pub(in crate::engine) async fn generate(
+        &self,
+        provider: Provider,
+        prompt: Prompt<'_>,
+        chat: impl FnOnce() -> ChatRequest,
+        timeout: Duration,
+        out: &mpsc::Sender<String>,
+    ) -> Result<(), ProviderError> {
+        match provider {
+            Provider::Openai => {
+                let s = self.settings();
+                let ep = s.endpoint(Service::Llm)?;
+                openai::chat(&self.http, &ep, &chat(), timeout, out).await
+            }
+            Provider::Local | Provider::OpenaiRealtime | Provider::Remote => {
+                let text =
+                    local::answer(prompt.question, prompt.passages).unwrap_or(prompt.fallback);
+                for word in text.split_inclusive(' ') {
+                    if out.send(word.to_string()).await.is_err() {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Speaks `text` in `voice` into `out`.
+    pub(in crate::engine) async fn speak(
+        &self,
+        provider: Provider,
+        text: &str,
+        voice: &str,
+        timeout: Duration,
+        out: &mut impl Speech,
+    ) -> Result<(), ProviderError> {
+        match provider {
+            Provider::Openai => {
+                let s = self.settings();
+                let ep = s.endpoint(Service::Tts)?;
+                let pcm = openai::speak(&self.http, &ep, text, voice, timeout).await?;
+                out.begin(text);
+                if out.push(&pcm) {
+                    out.flush();
+                }
+            }
+            Provider::Local | Provider::OpenaiRealtime | Provider::Remote => {
+                let mut begun = false;
+                local::speak(text, voice, timeout, |pcm| {
+                    if !begun {
+                        begun = true;
+                        out.begin(text);
+                    }
+                    out.push(pcm)
+                })
+                .await?;
+                out.flush();
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one exchange on an omni provider, sending what it answers to `out`.
+    pub(in crate::engine) async fn converse(
+        &self,
+        provider: Provider,
+        input: &OmniInput,
+        ctx: &OmniContext,
+        timeout: Duration,
+        out: &mpsc::Sender<OmniEvent>,
+    ) -> Result<(), ProviderError> {
+        let s = self.settings();
+        match provider {
+            Provider::Remote => {
+                let ep = s.endpoint(Service::RemoteVoice)?;
+                remote::converse(ep.address, input, ctx, timeout, out).await
+            }
+            Provider::OpenaiRealtime => {
+                let ep = s.endpoint(Service::Realtime)?;
+                realtime::converse(&ep, input, ctx, timeout, out).await
+            }
+            Provider::Local | Provider::Openai => Err(ProviderError::Failed(format!(
+                "{provider} does not answer with its own speech"
+            ))),
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! One conversation turn, whichever door it came in by: user input (text, or speech that is
+//! recognised) -> knowledge retrieval -> reply streamed as text deltas -> speech synthesised
+//! sentence by sentence while the reply still streams -> audio to every watcher. An omni
+//! provider replaces recognition, reply and speech in one (`omni`); the others run them as
+//! separate stages (`standard`).
+//!
+//! A turn runs as one task. A newer turn, an interrupt or the session's end cancels it: the
+//! task's future is dropped, which aborts its provider requests and kills its helper processes,
+//! and the live session refuses anything it still tries to publish. What was said before the cut
+//! is stored as the assistant's message.
+
+mod audio_out;
+mod history;
+mod omni;
+mod sentences;
+mod standard;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::Engine;
+use super::error::{Result, bad};
+use super::knowledge::SearchResult;
+use super::live::{ErrorCode, Event, LiveSession, Overrides, Status};
+use super::providers::{Provider, ProviderError, Stage};
+use crate::store::records::Character;
+use audio_out::AudioOut;
+
+/// Characters of earlier conversation sent to the language model at most.
+const HISTORY_MAX_CHARS: usize = 6_000;
+const APOLOGY: &str = "I'm sorry, I can't answer that right now. Please try again in a moment.";
+const NOT_HEARD: &str = "Sorry, I didn't catch that. Could you say it again?";
+
+/// What starts a turn.
+#[derive(Debug)]
+pub enum TurnInput {
+    /// Text the user typed; `stored` when the caller already put it in the history.
+    Text { text: String, stored: bool },
+    /// Mono 16 kHz speech.
+    Audio(Vec<i16>),
+    /// The welcome message, spoken once when a client is ready.
+    Greeting,
+}
+
+/// The providers and voice a turn runs with.
+struct Plan {
+    character: Character,
+    llm: Provider,
+    asr: Provider,
+    tts: Provider,
+    voice: String,
+    timeout: Duration,
+}
+
+/// A turn in progress: the session it publishes to, its number, its plan, and what the
+/// assistant has said so far (stored as a partial message if the turn is cut short).
+struct Turn {
+    engine: Arc<Engine>,
+    live: Arc<LiveSession>,
+    seq: u64,
+    plan: Plan,
+    said: Mutex<String>,
+}
+
+impl Engine {
+    /// Starts a turn in `live`, cancelling the one running; returns its number.
+    pub fn start_turn(self: &Arc<Self>, live: &Arc<LiveSession>, input: TurnInput) -> u64 {
+        let (seq, cancel) = live.next_turn();
+        self.spawn_turn(live.clone(), seq, cancel, input);
+        seq
+    }
+
+    /// The user started speaking: any reply in progress stops, and watchers see `listening`.
+    pub fn listen(self: &Arc<Self>, live: &Arc<LiveSession>) -> u64 {
+        let (seq, _) = live.next_turn();
+        live.set_status(seq, Status::Listening);
+        seq
+    }
+
+    /// Cancels the current turn; the interrupt itself takes a turn number, which it returns.
+    pub fn interrupt(self: &Arc<Self>, live: &Arc<LiveSession>) -> u64 {
+        let (seq, _) = live.next_turn();
+        live.set_status(seq, Status::Idle);
+        let engine = self.clone();
+        let id = live.id.clone();
+        tokio::task::spawn_blocking(move || engine.save_turn_seq(&id, seq));
+        seq
+    }
+
+    /// Runs a turn whose number the caller took with `LiveSession::next_turn` (so it could
+    /// label the turn before any of its events).
+    pub fn spawn_turn(
+        self: &Arc<Self>,
+        live: Arc<LiveSession>,
+        seq: u64,
+        cancel: CancellationToken,
+        input: TurnInput,
+    ) {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            let plan = match engine.plan(&live) {
+                Ok(p) => p,
+                Err(e) => {
+                    live.publish(
+                        seq,
+                        Event::Error {
+                            message: e.to_string(),
+                            code: ErrorCode::BadRequest,
+                            turn_seq: seq,
+                        },
+                    );
+                    live.set_status(seq, Status::Idle);
+                    return;
+                }
+            };
+            let turn = Turn {
+                engine,
+                live,
+                seq,
+                plan,
+                said: Mutex::new(String::new()),
+            };
+            let finished = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => false,
+                _ = turn.run(input) => true,
+            };
+            if !finished {
+                let partial = turn.said.lock().expect("said lock").trim().to_string();
+                if !partial.is_empty() {
+                    turn.store("assistant", partial).await;
+                }
+            }
+        });
+    }
+
+    /// The providers and voice of the session's next turn: a client's override, else the
+    /// character's choice, else the settings'. Stored ids were checked when they were stored; a
+    /// client's override is checked here.
+    fn plan(&self, live: &LiveSession) -> Result<Plan> {
+        let character = self.character_record(&live.character_id)?;
+        let settings = self.settings();
+        let overrides = live.overrides();
+        // The first id named, else the settings' provider of the stage.
+        let chosen = |stage: Stage, ids: &[&str]| match ids.iter().find(|id| !id.is_empty()) {
+            None => Ok(settings.provider(stage)),
+            Some(id) => Provider::from_id(id).ok_or_else(|| {
+                bad(format!(
+                    "provider must be one of {}, not {id:?}",
+                    Provider::ids()
+                ))
+            }),
+        };
+        let llm = chosen(
+            Stage::Llm,
+            &[
+                overrides.provider.as_deref().unwrap_or_default(),
+                &character.components.llm,
+            ],
+        )?;
+        let asr = chosen(Stage::Asr, &[&character.components.asr])?;
+        let tts = chosen(
+            Stage::Tts,
+            &[&character.components.tts, &character.voice_provider],
+        )?;
+        let voice = overrides.voice.clone().unwrap_or_else(|| {
+            if character.voice_type.is_empty() {
+                settings.tts.voice.clone()
+            } else {
+                character.voice_type.clone()
+            }
+        });
+        Ok(Plan {
+            llm,
+            asr,
+            tts,
+            voice,
+            timeout: Duration::from_millis(self.config.provider_timeout_ms),
+            character,
+        })
+    }
+}
+
+impl Turn {
+    /// The turn in order: recognise (or take the text), reply, store both sides of it.
+    async fn run(&self, input: TurnInput) {
+        self.status(Status::Processing);
+        if self.plan.llm.is_omni() && !matches!(input, TurnInput::Greeting) {
+            self.run_omni(input).await;
+            return;
+        }
+        // A typed question is stored while the reply is already being generated.
+        let mut unstored = false;
+        let question = match input {
+            TurnInput::Greeting => {
+                let text = greeting(&self.plan.character, &self.live.overrides());
+                self.reply_fixed(&text).await;
+                // Stored whole: a cancel from here on must not store it again as a partial.
+                self.said_stored();
+                self.store("assistant", text).await;
+                self.status(Status::Idle);
+                return;
+            }
+            TurnInput::Text { text, stored } => {
+                unstored = !stored;
+                text
+            }
+            TurnInput::Audio(pcm) => {
+                let plan = &self.plan;
+                let heard = self
+                    .engine
+                    .recognise(plan.asr, &plan.character.id, &pcm, plan.timeout)
+                    .await;
+                match heard {
+                    Ok(text) if !text.trim().is_empty() => {
+                        self.live.user_said(self.seq, &text);
+                        self.store("user", text.clone()).await;
+                        text
+                    }
+                    Ok(_) => {
+                        self.reply_fixed(NOT_HEARD).await;
+                        self.status(Status::Idle);
+                        return;
+                    }
+                    Err(e) => {
+                        self.fail(ErrorCode::AsrFailed, &e).await;
+                        return;
+                    }
+                }
+            }
+        };
+        let store_question = async {
+            if unstored {
+                self.store("user", question.clone()).await;
+            }
+        };
+        let (_, replied) = tokio::join!(store_question, self.reply(&question));
+        match replied {
+            Ok(text) => {
+                // Stored whole, before the final (so a client that sees the final finds it in
+                // the history); a cancel from here on must not store it again as a partial.
+                self.said_stored();
+                if !text.is_empty() {
+                    self.store("assistant", text.clone()).await;
+                }
+                self.publish(Event::Transcript {
+                    speaker: "assistant",
+                    text,
+                    is_final: true,
+                    turn_seq: self.seq,
+                });
+                self.status(Status::Idle);
+            }
+            Err((code, e)) => self.fail(code, &e).await,
+        }
+    }
+
+    /// Publishes an event of this turn, if it is still the current one.
+    fn publish(&self, event: Event) -> bool {
+        self.live.publish(self.seq, event)
+    }
+
+    fn status(&self, status: Status) {
+        self.live.set_status(self.seq, status);
+    }
+
+    /// Stores a message of this turn.
+    async fn store(&self, role: &'static str, text: String) {
+        self.engine
+            .store_message(&self.live, role, text, self.seq)
+            .await;
+    }
+
+    /// A sentence was spoken: it counts as said.
+    fn said_sentence(&self, text: &str) {
+        let mut s = self.said.lock().expect("said lock");
+        if !s.is_empty() {
+            s.push(' ');
+        }
+        s.push_str(text.trim());
+    }
+
+    /// A piece of the reply's text reached the watchers without speech of its own.
+    fn said_delta(&self, delta: &str) {
+        self.said.lock().expect("said lock").push_str(delta);
+    }
+
+    /// The reply was stored whole: nothing is left to store if the turn is cut now.
+    fn said_stored(&self) {
+        self.said.lock().expect("said lock").clear();
+    }
+
+    /// Says a fixed line (greeting, "didn't catch that", apology) as text and, if wanted, speech.
+    async fn reply_fixed(&self, text: &str) {
+        self.publish(Event::AssistantMessage {
+            text: text.to_string(),
+            turn_seq: self.seq,
+        });
+        if self.live.audio_wanted() {
+            let mut out = AudioOut::new(self);
+            match self.speak_sentence(&mut out, text).await {
+                Ok(()) => out.end(),
+                Err(e) => tracing::warn!("cannot speak a fixed line: {e}"),
+            }
+        }
+        // The final comes last, after the audio, as for any reply.
+        self.publish(Event::Transcript {
+            speaker: "assistant",
+            text: text.to_string(),
+            is_final: true,
+            turn_seq: self.seq,
+        });
+    }
+
+    /// Reports a failed turn: an `error` event, a spoken apology where audio is wanted, idle.
+    async fn fail(&self, code: ErrorCode, e: &ProviderError) {
+        let code = if matches!(e, ProviderError::Unavailable(_)) {
+            ErrorCode::ProviderUnavailable
+        } else {
+            code
+        };
+        tracing::warn!(session = %self.live.id, turn = self.seq, ?code, "turn failed: {e}");
+        self.publish(Event::Error {
+            message: e.to_string(),
+            code,
+            turn_seq: self.seq,
+        });
+        self.reply_fixed(APOLOGY).await;
+        self.status(Status::Idle);
+    }
+
+    /// The system prompt: the character's persona (with a client's overrides), how to speak, and
+    /// the knowledge passages retrieved for the question.
+    fn instructions(&self, passages: &[SearchResult]) -> String {
+        let c = &self.plan.character;
+        let o = self.live.overrides();
+        let name = o.bot_name.as_deref().unwrap_or(&c.name);
+        let mut system = format!("You are {name}, speaking aloud to a visitor at a kiosk.");
+        for (label, value) in [
+            ("About you", c.description.as_str()),
+            ("Personality", c.personality.as_str()),
+            (
+                "Speaking style",
+                o.speaking_style.as_deref().unwrap_or(&c.speaking_style),
+            ),
+            (
+                "Preferred opening",
+                o.welcome_message.as_deref().unwrap_or(&c.welcome_message),
+            ),
+        ] {
+            if !value.trim().is_empty() {
+                system.push_str(&format!("\n{label}: {}", value.trim()));
+            }
+        }
+        let prompt = o.system_prompt.as_deref().unwrap_or(&c.system_prompt);
+        if !prompt.trim().is_empty() {
+            system.push_str("\n\n");
+            system.push_str(prompt.trim());
+        }
+        system.push_str("\n\nAnswer in a few short spoken sentences, without lists or markup. If you do not know, say so.");
+        if !passages.is_empty() {
+            system.push_str("\n\nKnowledge you may use:");
+            for (i, p) in passages.iter().enumerate() {
+                system.push_str(&format!("\n[{}] ({}) {}", i + 1, p.title, p.content));
+            }
+        }
+        system
+    }
+}
+
+fn greeting(c: &Character, o: &Overrides) -> String {
+    let welcome = o.welcome_message.as_deref().unwrap_or(&c.welcome_message);
+    if welcome.trim().is_empty() {
+        format!(
+            "Hello! I'm {}. What would you like to know?",
+            o.bot_name.as_deref().unwrap_or(&c.name)
+        )
+    } else {
+        welcome.trim().to_string()
+    }
+}
