@@ -41,7 +41,7 @@ pub struct Engine {
     live: live::Registry,
     /// Client for HTTP providers (TLS through rustls with ring).
     http: reqwest::Client,
-    grammars: providers::GrammarCache,
+    recogniser_models: providers::ModelCache,
 }
 
 impl Engine {
@@ -77,7 +77,7 @@ impl Engine {
             first_boot,
             live: live::Registry::default(),
             http,
-            grammars: providers::GrammarCache::default(),
+            recogniser_models: providers::ModelCache::default(),
         });
         engine.ensure_default_character()?;
         engine.ensure_site_document()?;

@@ -20,4 +20,5 @@ mod site_admin;
 mod smoke;
 mod system;
 mod tidy;
+mod understanding;
 mod watchdog;

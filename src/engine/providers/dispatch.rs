@@ -50,8 +50,8 @@ impl Engine {
                 openai::transcribe(&self.http, &ep, pcm, &s.asr.language, timeout).await
             }
             Provider::Local | Provider::OpenaiRealtime | Provider::Remote => {
-                let grammar = self.grammar_for(character_id)?;
-                local::transcribe(pcm, &grammar, &self.scratch_dir(), timeout).await
+                let model = self.recogniser_model(character_id)?;
+                local::transcribe(pcm, &model, &self.scratch_dir(), timeout).await
             }
         }
     }

@@ -1,10 +1,10 @@
 //! The offline engine, which works with no network at all.
 //!
 //! - Speech: espeak-ng, run as a separate process (it is GPL; it is never linked in).
-//! - Recognition: PocketSphinx (`pocketsphinx_continuous` with Debian's en-us model), constrained
-//!   to a grammar of the words the character can answer about plus common question words: on an
-//!   open vocabulary it does poorly, on a few thousand known words it is good enough to find the
-//!   right passage.
+//! - Recognition: PocketSphinx (`pocketsphinx_continuous` with Debian's en-us model), with a
+//!   dictionary of the words the character's visitors use and a trigram language model of the
+//!   questions they ask (`lm`): on an open vocabulary it does poorly, on a model of its own
+//!   domain it hears most questions well enough to find the right passage.
 //! - Answers: no language model. The best BM25 passages of the character's knowledge are cut to
 //!   the sentences that share most words with the question; with nothing relevant, a fallback
 //!   line in the character's voice says so. It does not pretend to be more than that.
@@ -19,7 +19,7 @@ use crate::engine::knowledge::SearchResult;
 use crate::engine::knowledge::tokenize::{is_stopword, tokenize};
 
 const MODEL_DIR: &str = "/usr/share/pocketsphinx/model/en-us";
-/// Words a visitor uses around any topic, always in the grammar.
+/// Words a visitor uses around any topic, always in the dictionary.
 const QUESTION_WORDS: &str = "what when where who why how which is are was were do does did can could \
     will would the a an of to in on at for from about tell me you your i we it this that there \
     open opens close closes closed time today tomorrow price cost ticket tickets much many long \
@@ -142,37 +142,27 @@ fn acoustic_model() -> PathBuf {
     }
 }
 
-/// A grammar for the recogniser: a dictionary limited to `words` and a JSGF grammar accepting
-/// any sequence of them, written under `dir`.
-pub struct Grammar {
+/// What the recogniser listens for: a dictionary limited to the words a character's visitors
+/// use, and a trigram language model of how they put them together (see `lm`), written under
+/// `dir`.
+pub struct Model {
     pub dict: PathBuf,
-    pub jsgf: PathBuf,
+    pub lm: PathBuf,
 }
 
-/// Builds (or reuses) the grammar for a vocabulary. Words the pronouncing dictionary does not
-/// know are left out.
-pub fn grammar(dir: &Path, vocabulary: &BTreeSet<String>) -> Result<Grammar, ProviderError> {
+/// Builds (or reuses) the recogniser's model for a character's texts (knowledge, site). Words
+/// the pronouncing dictionary does not know are left out.
+pub fn model(dir: &Path, texts: &[String]) -> Result<Model, ProviderError> {
     use sha2::{Digest, Sha256};
+    let sentences = super::lm::corpus(texts);
     let mut words: BTreeSet<String> = QUESTION_WORDS
         .split_whitespace()
         .map(str::to_string)
         .collect();
-    words.extend(vocabulary.iter().cloned());
-    let key = crate::store::blobs::hex(&Sha256::digest(
-        words.iter().cloned().collect::<Vec<_>>().join(" "),
-    ))[..16]
-        .to_string();
-    let g = Grammar {
-        dict: dir.join(format!("{key}.dict")),
-        jsgf: dir.join(format!("{key}.jsgf")),
-    };
-    if g.dict.exists() && g.jsgf.exists() {
-        return Ok(g);
-    }
+    words.extend(sentences.iter().flatten().cloned());
     let fail = |e: std::io::Error| {
-        ProviderError::Failed(format!("cannot write the recogniser grammar: {e}"))
+        ProviderError::Failed(format!("cannot write the recogniser's model: {e}"))
     };
-    std::fs::create_dir_all(dir).map_err(fail)?;
     let full = std::fs::read_to_string(
         Path::new(MODEL_DIR)
             .parent()
@@ -206,13 +196,22 @@ pub fn grammar(dir: &Path, vocabulary: &BTreeSet<String>) -> Result<Grammar, Pro
             "no word of the vocabulary is in the dictionary".into(),
         ));
     }
-    let alternatives = known.into_iter().collect::<Vec<_>>().join(" | ");
-    let jsgf = format!(
-        "#JSGF V1.0;\ngrammar kiosk;\npublic <utterance> = <word>+;\n<word> = {alternatives};\n"
-    );
-    write_atomic(&g.dict, dict.as_bytes()).map_err(fail)?;
-    write_atomic(&g.jsgf, jsgf.as_bytes()).map_err(fail)?;
-    Ok(g)
+    let mut sentences = sentences;
+    // Every known word can be said on its own, so none is unreachable.
+    sentences.extend(known.iter().map(|w| vec![w.clone()]));
+    let arpa = super::lm::arpa(&sentences, &known);
+    let key = crate::store::blobs::hex(&Sha256::digest(format!("{dict}{arpa}")))[..16].to_string();
+    let m = Model {
+        dict: dir.join(format!("{key}.dict")),
+        lm: dir.join(format!("{key}.lm")),
+    };
+    if m.dict.exists() && m.lm.exists() {
+        return Ok(m);
+    }
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    write_atomic(&m.dict, dict.as_bytes()).map_err(fail)?;
+    write_atomic(&m.lm, arpa.as_bytes()).map_err(fail)?;
+    Ok(m)
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -221,10 +220,10 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(tmp, path)
 }
 
-/// Recognises 16 kHz mono speech against a grammar.
+/// Recognises 16 kHz mono speech with a character's model.
 pub async fn transcribe(
     pcm: &[i16],
-    grammar: &Grammar,
+    model: &Model,
     scratch: &Path,
     timeout: Duration,
 ) -> Result<String, ProviderError> {
@@ -239,9 +238,9 @@ pub async fn transcribe(
         .arg("-hmm")
         .arg(acoustic_model())
         .arg("-dict")
-        .arg(&grammar.dict)
-        .arg("-jsgf")
-        .arg(&grammar.jsgf)
+        .arg(&model.dict)
+        .arg("-lm")
+        .arg(&model.lm)
         .args(["-logfn", "/dev/null"])
         .kill_on_drop(true)
         .output();
@@ -251,7 +250,7 @@ pub async fn transcribe(
         .map_err(|_| ProviderError::Timeout("speech recognition did not finish in time".into()))?
         .map_err(|e| ProviderError::Unavailable(format!("cannot run PocketSphinx: {e}")))?;
     if !out.status.success() {
-        // Not "nothing heard": a broken model or grammar must show as a failure.
+        // Not "nothing heard": a broken model must show as a failure.
         let err = String::from_utf8_lossy(&out.stderr);
         return Err(ProviderError::Failed(format!(
             "PocketSphinx failed ({}): {}",
@@ -268,24 +267,23 @@ pub async fn transcribe(
         .join(" "))
 }
 
-/// The words of a text that the grammar should contain (lowercase ASCII words).
-pub fn vocabulary_of(text: &str, into: &mut BTreeSet<String>) {
-    for word in text.split(|c: char| !c.is_ascii_alphabetic() && c != '\'') {
-        let w = word.trim_matches('\'').to_ascii_lowercase();
-        if (2..=24).contains(&w.len()) {
-            into.insert(w);
-        }
-    }
-}
-
 /// An answer built from knowledge passages, or `None` when none is relevant.
 pub fn answer(question: &str, passages: &[SearchResult]) -> Option<String> {
     let wanted: BTreeSet<String> = tokenize(question)
         .into_iter()
         .filter(|t| !is_stopword(t))
         .collect();
+    if let Some(written) = faq_answer(&wanted, passages) {
+        return Some(written.to_string());
+    }
     let best = passages.first()?;
     let mut scored: Vec<(usize, usize, &str)> = sentences(&best.content)
+        .filter_map(|s| match faq_line(s) {
+            // A question of the FAQ is not an answer; its answer is, without the marker.
+            Some(('Q', _)) => None,
+            Some((_, answer)) => Some(answer),
+            None => Some(s),
+        })
         .enumerate()
         .map(|(i, s)| {
             let terms: BTreeSet<String> = tokenize(s).into_iter().collect();
@@ -319,6 +317,52 @@ pub fn answer(question: &str, passages: &[SearchResult]) -> Option<String> {
             .collect::<Vec<_>>()
             .join(" "),
     )
+}
+
+/// Which side of a knowledge file's question/answer pair a line is, and its text: FAQ files
+/// write each pair as a line `Q: question` followed by a line `A: answer`.
+fn faq_line(line: &str) -> Option<(char, &str)> {
+    let line = line.trim();
+    for side in ['Q', 'A'] {
+        if let Some(rest) = line
+            .strip_prefix(side)
+            .or_else(|| line.strip_prefix(side.to_ascii_lowercase()))
+            .and_then(|r| r.strip_prefix(':'))
+        {
+            return Some((side, rest.trim()));
+        }
+    }
+    None
+}
+
+/// The written answer of the FAQ question that best matches the visitor's words: the one that
+/// shares most of its own content words with them (at least half, and at least one).
+fn faq_answer<'a>(wanted: &BTreeSet<String>, passages: &'a [SearchResult]) -> Option<&'a str> {
+    let mut best: Option<(f64, &str)> = None;
+    for passage in passages {
+        let mut lines = passage.content.lines().filter_map(faq_line).peekable();
+        while let Some((side, question)) = lines.next() {
+            let Some(&('A', written)) = lines.peek() else {
+                continue;
+            };
+            if side != 'Q' {
+                continue;
+            }
+            let terms: BTreeSet<String> = tokenize(question)
+                .into_iter()
+                .filter(|t| !is_stopword(t))
+                .collect();
+            let shared = terms.intersection(wanted).count();
+            // Shared words over the union: a question that asks more than the FAQ entry (or
+            // less) matches it less.
+            let union = terms.union(wanted).count().max(1);
+            let score = shared as f64 / union as f64;
+            if shared > 0 && score >= 0.5 && best.is_none_or(|(b, _)| score > b) {
+                best = Some((score, written));
+            }
+        }
+    }
+    best.map(|(_, written)| written)
 }
 
 /// A line that ends without punctuation and is short is a heading (extraction keeps a markdown
@@ -378,6 +422,26 @@ mod tests {
         assert_eq!(
             answer("how much is a ticket", &[p]).unwrap(),
             "Tickets cost 12 euros."
+        );
+    }
+
+    #[test]
+    fn an_faq_question_is_answered_with_its_written_answer() {
+        let p = passage(
+            "Q: Can I bring my dog?\nA: Only guide dogs are allowed inside.\n\nQ: Is there free wifi?\nA: Yes, the network is called Harbour Guest.",
+        );
+        assert_eq!(
+            answer("can i bring my dog", std::slice::from_ref(&p)).as_deref(),
+            Some("Only guide dogs are allowed inside.")
+        );
+        assert_eq!(
+            answer("is there wifi", std::slice::from_ref(&p)).as_deref(),
+            Some("Yes, the network is called Harbour Guest.")
+        );
+        assert_eq!(
+            answer("where is the cafe", &[p]),
+            None,
+            "no FAQ entry and no sentence matches"
         );
     }
 
@@ -585,13 +649,5 @@ mod tests {
         );
         assert!(pieces > 1, "handed on in pieces, got {pieces}");
         assert_eq!(streamed, whole, "the same speech as a whole run gives");
-    }
-
-    #[test]
-    fn vocabulary_is_lowercase_words() {
-        let mut v = BTreeSet::new();
-        vocabulary_of("The Museum's café closes at 6pm!", &mut v);
-        assert!(v.contains("museum's") && v.contains("closes") && v.contains("the"));
-        assert!(!v.iter().any(|w| w.chars().any(|c| c.is_ascii_uppercase())));
     }
 }

@@ -6,6 +6,7 @@
 //! settings test, voice test).
 
 mod dispatch;
+pub mod lm;
 pub mod local;
 pub mod openai;
 mod provider;
@@ -15,7 +16,7 @@ pub mod remote;
 pub use dispatch::{Prompt, Speech};
 pub use provider::{Provider, Stage};
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -102,9 +103,9 @@ impl std::fmt::Display for ProviderError {
     }
 }
 
-/// Recogniser grammars per character, with the knowledge epoch they were built at.
+/// Recogniser models per character, with the knowledge epoch they were built at.
 #[derive(Default)]
-pub struct GrammarCache(Mutex<HashMap<String, (u64, Arc<local::Grammar>)>>);
+pub struct ModelCache(Mutex<HashMap<String, (u64, Arc<local::Model>)>>);
 
 /// Every provider check gives up after this long.
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(3);
@@ -184,34 +185,31 @@ async fn probe(url: &str) -> std::result::Result<(), String> {
 }
 
 impl Engine {
-    /// The offline recogniser's grammar for a character: the words of its knowledge, its own
-    /// texts and the site document; rebuilt when knowledge changes.
-    pub fn grammar_for(&self, character_id: &str) -> Result<Arc<local::Grammar>, ProviderError> {
+    /// The offline recogniser's model for a character: its knowledge, its own texts and the
+    /// site document; rebuilt when knowledge changes.
+    pub fn recogniser_model(&self, character_id: &str) -> Result<Arc<local::Model>, ProviderError> {
         let epoch = self.knowledge_epoch();
-        if let Some((at, g)) = self
-            .grammars
+        if let Some((at, m)) = self
+            .recogniser_models
             .0
             .lock()
-            .expect("grammar lock")
+            .expect("model lock")
             .get(character_id)
             && *at == epoch
         {
-            return Ok(g.clone());
+            return Ok(m.clone());
         }
         let fail = |e: Error| ProviderError::Failed(format!("cannot read the knowledge: {e}"));
-        let mut words = BTreeSet::new();
-        for text in self.knowledge_texts(character_id).map_err(fail)? {
-            local::vocabulary_of(&text, &mut words);
-        }
+        let mut texts = self.knowledge_texts(character_id).map_err(fail)?;
         let site = self.site_document().map_err(fail)?;
-        local::vocabulary_of(&String::from_utf8_lossy(&site), &mut words);
-        let grammar = Arc::new(local::grammar(&self.config.data_dir.join("asr"), &words)?);
-        self.grammars
+        texts.push(String::from_utf8_lossy(&site).into_owned());
+        let model = Arc::new(local::model(&self.config.data_dir.join("asr"), &texts)?);
+        self.recogniser_models
             .0
             .lock()
-            .expect("grammar lock")
-            .insert(character_id.to_string(), (epoch, grammar.clone()));
-        Ok(grammar)
+            .expect("model lock")
+            .insert(character_id.to_string(), (epoch, model.clone()));
+        Ok(model)
     }
 
     /// The providers of each stage, with availability measured now.
