@@ -241,6 +241,7 @@ pub async fn transcribe(
         .arg(&model.dict)
         .arg("-lm")
         .arg(&model.lm)
+        .args(["-time", "yes"])
         .args(["-logfn", "/dev/null"])
         .kill_on_drop(true)
         .output();
@@ -258,13 +259,44 @@ pub async fn transcribe(
             err.trim().lines().last().unwrap_or("")
         )));
     }
-    let text = String::from_utf8_lossy(&out.stdout);
-    Ok(text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" "))
+    Ok(confident_words(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Words heard with less confidence than this (PocketSphinx's posterior) are left out.
+const WORD_CONFIDENCE: f64 = 0.4;
+/// An utterance whose words are on average heard with less confidence than this counts as not
+/// heard: asking again is better than answering a question the visitor did not ask.
+const UTTERANCE_CONFIDENCE: f64 = 0.5;
+
+/// The words of PocketSphinx's `-time yes` output (a line `word start end posterior` per word,
+/// after the hypothesis line) that were heard confidently; "" when the utterance as a whole
+/// was not.
+fn confident_words(output: &str) -> String {
+    let mut words = Vec::new();
+    let mut sum = 0.0;
+    let mut count = 0usize;
+    for line in output.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let [word, _, _, posterior] = f[..] else {
+            continue;
+        };
+        let Ok(p) = posterior.parse::<f64>() else {
+            continue;
+        };
+        if word.starts_with(['<', '[', '+']) {
+            continue;
+        }
+        sum += p;
+        count += 1;
+        if p >= WORD_CONFIDENCE {
+            // "what(2)" is the second pronunciation of "what".
+            words.push(word.split('(').next().unwrap_or(word));
+        }
+    }
+    if count == 0 || sum / (count as f64) < UTTERANCE_CONFIDENCE {
+        return String::new();
+    }
+    words.join(" ")
 }
 
 /// An answer built from knowledge passages, or `None` when none is relevant.
@@ -443,6 +475,16 @@ mod tests {
             None,
             "no FAQ entry and no sentence matches"
         );
+    }
+
+    #[test]
+    fn only_confidently_heard_words_count() {
+        let out = "where are the toilets\n<s> 0.0 0.1 0.99\nwhere 0.1 0.3 0.95\nare 0.3 0.4 0.9\n\
+                   the 0.4 0.5 0.8\n<sil> 0.5 0.6 0.9\ntoilets(2) 0.6 0.9 0.45\n</s> 0.9 1.0 1.0\n";
+        assert_eq!(confident_words(out), "where are the");
+        let unsure = "a b\n<s> 0 1 1.0\na 0 1 0.3\nb 1 2 0.6\n</s> 2 3 1.0\n";
+        assert_eq!(confident_words(unsure), "", "on average not heard");
+        assert_eq!(confident_words(""), "");
     }
 
     #[test]
