@@ -6,6 +6,7 @@
 
 mod auth;
 mod characters;
+mod console;
 mod debug;
 mod device;
 mod error;
@@ -69,6 +70,7 @@ pub fn router(state: AppState) -> Router {
         .merge(grpc::routes(state.engine.clone()))
         .merge(characters::routes(&state.engine.config.limits))
         .merge(hooks)
+        .merge(console::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
