@@ -1,0 +1,436 @@
+//! The admin console: its security headers, its weight, and a real browser (headless Chromium
+//! over the DevTools protocol) signing in and watching the kiosk.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use docent::config::DeviceMode;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::support::Server;
+
+const PASSWORD: &str = "console-test-password";
+const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; media-src 'self' blob:; connect-src 'self'; frame-ancestors 'none'";
+const PAGES: [&str; 5] = [
+    "/console/",
+    "/console/login",
+    "/console/characters",
+    "/console/settings",
+    "/console/try",
+];
+/// The console's budget: every page, style sheet and script together, uncompressed.
+const WEIGHT_MAX: usize = 150 * 1024;
+
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// Signs in over the API; returns the `Cookie` header value.
+async fn sign_in(s: &Server) -> String {
+    let res = s
+        .post("/api/auth")
+        .json(&json!({ "password": PASSWORD }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let cookie = res.headers()["set-cookie"].to_str().unwrap();
+    cookie.split(';').next().unwrap().to_string()
+}
+
+fn assert_secure(res: &reqwest::Response, what: &str) {
+    let h = res.headers();
+    let get = |name: &str| h.get(name).and_then(|v| v.to_str().ok()).unwrap_or("");
+    assert_eq!(get("content-security-policy"), CSP, "CSP of {what}");
+    assert_eq!(get("x-frame-options"), "DENY", "{what}");
+    assert_eq!(get("referrer-policy"), "no-referrer", "{what}");
+    assert_eq!(get("x-content-type-options"), "nosniff", "{what}");
+}
+
+/// Every `/console/...` file a body refers to (pages link the style sheet and their script;
+/// scripts import the shared module).
+fn references(body: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = body;
+    while let Some(at) = rest.find("/console/") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || "/._-".contains(c)))
+            .unwrap_or(tail.len());
+        let path = &tail[..end];
+        if path.ends_with(".js") || path.ends_with(".css") {
+            found.push(path.to_string());
+        }
+        rest = &tail[end.max(1)..];
+    }
+    found
+}
+
+#[tokio::test]
+async fn console_pages_carry_the_security_headers_and_need_a_sign_in() {
+    let s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let http = no_redirects();
+    // Signed out: every page but the sign-in page sends to it; `/` sends to the console.
+    let root = http.get(s.url("/")).send().await.unwrap();
+    assert_eq!(root.status(), 303);
+    assert_eq!(root.headers()["location"], "/console/");
+    assert_secure(&root, "/");
+    for page in PAGES {
+        let res = http.get(s.url(page)).send().await.unwrap();
+        assert_secure(&res, page);
+        if page == "/console/login" {
+            assert_eq!(res.status(), 200, "{page}");
+        } else {
+            assert_eq!(res.status(), 303, "{page}");
+            assert_eq!(res.headers()["location"], "/console/login", "{page}");
+        }
+    }
+    // The console's own admin routes refuse a caller that is not signed in.
+    for route in ["/api/v1/kiosk/events", "/api/v1/kiosk/snapshot"] {
+        assert_eq!(http.get(s.url(route)).send().await.unwrap().status(), 401);
+    }
+    // Signed in: the pages and every file they use, with the headers and no inline code.
+    let cookie = sign_in(&s).await;
+    let mut files = BTreeSet::new();
+    for page in PAGES {
+        let res = http
+            .get(s.url(page))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_secure(&res, page);
+        let expected = if page == "/console/login" { 303 } else { 200 };
+        assert_eq!(res.status(), expected, "{page}");
+        let body = res.text().await.unwrap();
+        assert!(
+            !body.contains("<script>") && !body.contains("style="),
+            "{page}"
+        );
+        files.extend(references(&body));
+    }
+    assert!(files.contains("/console/app.css"), "{files:?}");
+    for file in &files {
+        let res = http.get(s.url(file)).send().await.unwrap();
+        assert_eq!(res.status(), 200, "{file}");
+        assert_secure(&res, file);
+    }
+    let missing = http.get(s.url("/console/nope.js")).send().await.unwrap();
+    assert_eq!(missing.status(), 404);
+    assert_secure(&missing, "a missing file");
+}
+
+#[tokio::test]
+async fn console_weighs_under_its_budget() {
+    let s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let cookie = sign_in(&s).await;
+    let http = no_redirects();
+    let mut todo: Vec<String> = PAGES.iter().map(|p| p.to_string()).collect();
+    let mut seen = BTreeSet::new();
+    let mut total = 0;
+    while let Some(path) = todo.pop() {
+        if !seen.insert(path.clone()) {
+            continue;
+        }
+        let res = http
+            .get(s.url(&path))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        // The sign-in page redirects a signed-in caller: fetch it signed out.
+        let res = if res.status() == 303 {
+            http.get(s.url(&path)).send().await.unwrap()
+        } else {
+            res
+        };
+        assert_eq!(res.status(), 200, "{path}");
+        let body = res.text().await.unwrap();
+        total += body.len();
+        todo.extend(references(&body));
+    }
+    // The pages, the style sheet and at least one script per page and the shared module.
+    assert!(seen.len() >= PAGES.len() + 1 + PAGES.len() + 1, "{seen:?}");
+    println!("console weight: {total} bytes in {} files", seen.len());
+    assert!(
+        total <= WEIGHT_MAX,
+        "the console weighs {total} bytes, over {WEIGHT_MAX}"
+    );
+}
+
+/// A page of a headless Chromium, driven over the DevTools protocol.
+struct Browser {
+    _process: tokio::process::Child,
+    _profile: tempfile::TempDir,
+    ws: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+    session: String,
+    next_id: u64,
+    /// Script errors and console errors (a CSP violation is one) seen so far.
+    errors: Vec<String>,
+}
+
+impl Browser {
+    async fn launch() -> Browser {
+        let profile = tempfile::tempdir().unwrap();
+        let mut process = tokio::process::Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--remote-debugging-port=0",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg("about:blank")
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("chromium must be installed for the console test (./x installs it)");
+        let mut lines = BufReader::new(process.stderr.take().unwrap()).lines();
+        let url = tokio::time::timeout(Duration::from_secs(30), async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if let Some(at) = line.find("ws://") {
+                    return line[at..].trim().to_string();
+                }
+            }
+            panic!("chromium exited without a DevTools address");
+        })
+        .await
+        .expect("chromium printed its DevTools address");
+        // Keep draining stderr so that chromium never blocks on it.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let (ws, _) = tokio_tungstenite::connect_async(url.as_str())
+            .await
+            .unwrap();
+        let mut b = Browser {
+            _process: process,
+            _profile: profile,
+            ws,
+            session: String::new(),
+            next_id: 0,
+            errors: Vec::new(),
+        };
+        let target = b
+            .call("Target.createTarget", json!({"url": "about:blank"}))
+            .await;
+        let attached = b
+            .call(
+                "Target.attachToTarget",
+                json!({"targetId": target["targetId"], "flatten": true}),
+            )
+            .await;
+        b.session = attached["sessionId"].as_str().unwrap().to_string();
+        b.call("Runtime.enable", json!({})).await;
+        b.call("Log.enable", json!({})).await;
+        b.call("Page.enable", json!({})).await;
+        b
+    }
+
+    /// Sends one command (to the page once attached) and waits for its answer.
+    async fn call(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut msg = json!({"id": id, "method": method, "params": params});
+        if !self.session.is_empty() {
+            msg["sessionId"] = json!(self.session);
+        }
+        self.ws.send(Message::text(msg.to_string())).await.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let frame = tokio::time::timeout_at(deadline, self.ws.next())
+                .await
+                .unwrap_or_else(|_| panic!("no answer to {method}"))
+                .expect("DevTools socket open")
+                .unwrap();
+            let Message::Text(text) = frame else { continue };
+            let v: Value = serde_json::from_str(&text).unwrap();
+            if v["id"] == id {
+                assert!(v.get("error").is_none(), "{method}: {v}");
+                return v["result"].clone();
+            }
+            match v["method"].as_str() {
+                Some("Runtime.exceptionThrown") => self
+                    .errors
+                    .push(v["params"]["exceptionDetails"].to_string()),
+                // Network errors are the API's answers (a wrong password is a 401).
+                Some("Log.entryAdded")
+                    if v["params"]["entry"]["level"] == "error"
+                        && v["params"]["entry"]["source"] != "network" =>
+                {
+                    self.errors.push(v["params"]["entry"]["text"].to_string())
+                }
+                _ => {}
+            }
+        }
+    }
+
+    async fn eval(&mut self, expression: &str) -> Value {
+        let r = self
+            .call(
+                "Runtime.evaluate",
+                json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
+            )
+            .await;
+        assert!(r.get("exceptionDetails").is_none(), "{expression}: {r}");
+        r["result"]["value"].clone()
+    }
+
+    /// Evaluates `expression` until it gives `want`, for up to 15 s.
+    async fn wait_for(&mut self, expression: &str, want: Value) {
+        let start = Instant::now();
+        loop {
+            let got = self.eval(expression).await;
+            if got == want {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(15),
+                "{expression} is {got}, not {want}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn goto(&mut self, url: &str) {
+        self.call("Page.navigate", json!({"url": url})).await;
+        self.wait_for("document.readyState", json!("complete"))
+            .await;
+    }
+
+    /// Types `text` into the element `id` as a keyboard would.
+    async fn type_into(&mut self, id: &str, text: &str) {
+        self.eval(&format!(
+            "(() => {{ const e = document.getElementById('{id}'); e.value = ''; e.focus(); }})()"
+        ))
+        .await;
+        self.call("Input.insertText", json!({"text": text})).await;
+    }
+
+    async fn press_enter(&mut self) {
+        for kind in ["keyDown", "keyUp"] {
+            self.call(
+                "Input.dispatchKeyEvent",
+                json!({"type": kind, "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13, "text": "\r"}),
+            )
+            .await;
+        }
+    }
+
+    async fn screenshot(&mut self, name: &str) {
+        let shot = self
+            .call("Page.captureScreenshot", json!({"format": "png"}))
+            .await;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(shot["data"].as_str().unwrap())
+            .unwrap();
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/console-screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_browser_signs_in_and_sees_the_kiosk_live() {
+    let s = Server::start_with(|c| {
+        c.admin_password = Some(PASSWORD.into());
+        c.devices = DeviceMode::Sim;
+    })
+    .await;
+    let mut b = Browser::launch().await;
+    b.call(
+        "Emulation.setDeviceMetricsOverride",
+        json!({"width": 1200, "height": 900, "deviceScaleFactor": 1, "mobile": false}),
+    )
+    .await;
+
+    // `/` leads to the sign-in page; a wrong password's error is shown on the page.
+    b.goto(&s.url("/")).await;
+    b.wait_for("location.pathname", json!("/console/login"))
+        .await;
+    b.type_into("password", "not-the-password").await;
+    b.press_enter().await;
+    b.wait_for(
+        "(() => { const e = document.getElementById('error'); return !e.hidden && e.textContent; })()",
+        json!("wrong password (HTTP 401)"),
+    )
+    .await;
+    b.screenshot("login-error").await;
+
+    // The right password leads to the dashboard, which shows the kiosk's live state.
+    b.type_into("password", PASSWORD).await;
+    b.press_enter().await;
+    b.wait_for("location.pathname", json!("/console/")).await;
+    b.wait_for(
+        "document.getElementById('state').textContent",
+        json!("idle"),
+    )
+    .await;
+    b.wait_for(
+        "document.getElementById('health').textContent.includes('Uptime')",
+        json!(true),
+    )
+    .await;
+    b.wait_for("!document.getElementById('screen').hidden", json!(true))
+        .await;
+
+    // A press of the kiosk's button shows up at once, pushed by the server.
+    s.post_json("/api/v1/internal/device/ptt", json!({"pressed": true}), 200)
+        .await;
+    b.wait_for(
+        "document.getElementById('state').textContent",
+        json!("listening"),
+    )
+    .await;
+    b.screenshot("dashboard").await;
+    s.post_json(
+        "/api/v1/internal/device/ptt",
+        json!({"pressed": false}),
+        200,
+    )
+    .await;
+
+    // On a phone the same page lays out in one column.
+    b.call(
+        "Emulation.setDeviceMetricsOverride",
+        json!({"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": true}),
+    )
+    .await;
+    b.screenshot("dashboard-phone").await;
+
+    // The characters page lists the kiosk's character.
+    b.goto(&s.url("/console/characters")).await;
+    b.wait_for(
+        "document.querySelectorAll('#list > li').length > 0",
+        json!(true),
+    )
+    .await;
+    b.screenshot("characters-phone").await;
+
+    // Signing out leads back to the sign-in page, and the console is closed again.
+    b.eval("document.getElementById('signout').click()").await;
+    b.wait_for("location.pathname", json!("/console/login"))
+        .await;
+    b.goto(&s.url("/console/settings")).await;
+    b.wait_for("location.pathname", json!("/console/login"))
+        .await;
+
+    assert!(
+        b.errors.is_empty(),
+        "script or console errors: {:?}",
+        b.errors
+    );
+}
