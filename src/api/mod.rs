@@ -40,6 +40,9 @@ pub struct AppState {
     /// The kiosk's own devices (button, audio, display).
     pub devices: Arc<Devices>,
     images: Arc<site::ImageCache>,
+    /// Cancelled when the server starts to shut down, so that streams that never end by
+    /// themselves (the console's event stream) let the graceful shutdown finish.
+    stopping: tokio_util::sync::CancellationToken,
 }
 
 impl AppState {
@@ -49,6 +52,7 @@ impl AppState {
             engine,
             devices,
             images,
+            stopping: Default::default(),
         }
     }
 }
@@ -116,11 +120,15 @@ pub async fn serve(
             tracing::debug!("cannot set TCP_NODELAY: {e}");
         }
     });
+    let stopping = state.stopping.clone();
     axum::serve(
         listener,
         router(state).into_make_service_with_connect_info::<SocketAddr>(),
     )
-    .with_graceful_shutdown(shutdown)
+    .with_graceful_shutdown(async move {
+        shutdown.await;
+        stopping.cancel();
+    })
     .await
 }
 

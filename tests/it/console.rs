@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use docent::config::DeviceMode;
+use fake_openai::{Chat, FakeOpenAi};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -15,6 +16,7 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::support::Server;
 
 const PASSWORD: &str = "console-test-password";
+const LLM_KEY: &str = "sk-console-test-llm-key-1234";
 const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; media-src 'self' blob:; connect-src 'self'; frame-ancestors 'none'";
 const PAGES: [&str; 5] = [
     "/console/",
@@ -421,6 +423,51 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
     .await;
     b.screenshot("characters-phone").await;
 
+    // Settings: the provider's key is masked, and its test button shows the check's result.
+    let fake = FakeOpenAi::start().await;
+    let reply = "Welcome aboard, the lighthouse gallery is upstairs.";
+    fake.set_chat(Chat::reply(reply));
+    let cookie = sign_in(&s).await;
+    let llm = json!({"llm": {"provider": "openai", "base_url": fake.base_url(), "api_key": LLM_KEY, "model": "fake-chat"}});
+    let res = s
+        .put("/api/v1/settings")
+        .header("cookie", cookie)
+        .json(&llm)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    b.goto(&s.url("/console/settings")).await;
+    b.wait_for("!!document.getElementById('s-llm-api_key')", json!(true))
+        .await;
+    let shown = b
+        .eval("document.getElementById('s-llm-api_key').value")
+        .await;
+    assert!(
+        !shown.as_str().unwrap().contains(LLM_KEY),
+        "the key is masked: {shown}"
+    );
+    b.eval("[...document.querySelectorAll('button')].find((e) => e.textContent === 'Test llm').click()")
+        .await;
+    b.wait_for(
+        "document.getElementById('result-llm').textContent.startsWith('llm:openai: ok')",
+        json!(true),
+    )
+    .await;
+    b.screenshot("settings-phone").await;
+
+    // Try it: a text turn over the WebSocket chat, the character's answer on the page.
+    b.goto(&s.url("/console/try")).await;
+    b.type_into("text", "Where is the lighthouse gallery?")
+        .await;
+    b.press_enter().await;
+    b.wait_for(
+        "[...document.querySelectorAll('#chat li.assistant')].map((e) => e.textContent).join()",
+        json!(reply),
+    )
+    .await;
+    b.screenshot("try-phone").await;
+
     // Signing out leads back to the sign-in page, and the console is closed again.
     b.eval("document.getElementById('signout').click()").await;
     b.wait_for("location.pathname", json!("/console/login"))
@@ -434,4 +481,161 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
         "script or console errors: {:?}",
         b.errors
     );
+}
+
+/// The events of a Server-Sent Events response, as (name, data).
+struct Events {
+    body: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    buf: String,
+}
+
+impl Events {
+    async fn open(s: &Server, cookie: &str) -> Events {
+        let res = s
+            .get("/api/v1/kiosk/events")
+            .header("cookie", cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        assert_eq!(res.headers()["content-type"], "text/event-stream");
+        Events {
+            body: Box::pin(res.bytes_stream()),
+            buf: String::new(),
+        }
+    }
+
+    /// The next event (keep-alive comments skipped), within `within`.
+    async fn next(&mut self, within: Duration) -> (String, Value) {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(end) = self.buf.find("\n\n") {
+                let block: String = self.buf.drain(..end + 2).collect();
+                let mut name = String::from("message");
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("event:") {
+                        name = v.trim().to_string();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.trim_start());
+                    }
+                }
+                if data.is_empty() {
+                    continue;
+                }
+                return (name, serde_json::from_str(&data).unwrap());
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.body.next())
+                .await
+                .expect("an event in time")
+                .expect("the stream goes on")
+                .unwrap();
+            self.buf.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+
+    /// Events until one named `name` for which `pred` holds; returns all of them.
+    async fn until(&mut self, name: &str, pred: impl Fn(&Value) -> bool) -> Vec<(String, Value)> {
+        let mut seen = Vec::new();
+        loop {
+            let e = self.next(Duration::from_secs(40)).await;
+            let done = e.0 == name && pred(&e.1);
+            seen.push(e);
+            if done {
+                return seen;
+            }
+        }
+    }
+}
+
+async fn press(s: &Server, pressed: bool) {
+    s.post_json(
+        "/api/v1/internal/device/ptt",
+        json!({ "pressed": pressed }),
+        200,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_kiosk_event_stream_follows_a_visit() {
+    let s = Server::start_with(|c| {
+        c.admin_password = Some(PASSWORD.into());
+        c.devices = DeviceMode::Sim;
+    })
+    .await;
+    let cookie = sign_in(&s).await;
+    let mut events = Events::open(&s, &cookie).await;
+    let (name, first) = events.next(Duration::from_secs(5)).await;
+    assert_eq!(name, "state");
+    assert_eq!(first["status"], "idle");
+    assert_eq!(first["session_id"], "");
+    assert!(!first["character_id"].as_str().unwrap().is_empty());
+
+    // A press opens the visitor's session; the stream names it. Silence in the microphone:
+    // the kiosk answers that it did not catch that, and the console sees that line of the
+    // visitor's session.
+    press(&s, true).await;
+    let mut seen = events.until("state", |v| v["status"] == "listening").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    press(&s, false).await;
+    seen.extend(events.until("state", |v| v["status"] == "idle").await);
+    let states: Vec<&Value> = seen
+        .iter()
+        .filter(|(n, _)| n == "state")
+        .map(|(_, v)| v)
+        .collect();
+    let session = states
+        .iter()
+        .find_map(|v| v["session_id"].as_str().filter(|id| !id.is_empty()))
+        .unwrap_or_else(|| panic!("the visitor's session is named: {seen:?}"));
+    let sessions = s.get_json("/api/v1/sessions", 200).await.to_string();
+    assert!(sessions.contains(session), "{sessions}");
+    let said: Vec<&str> = seen
+        .iter()
+        .filter(|(n, v)| n == "assistant" || (n == "transcript" && v["speaker"] == "assistant"))
+        .filter_map(|(_, v)| v["text"].as_str())
+        .collect();
+    assert!(
+        said.iter().any(|t| !t.is_empty()),
+        "the kiosk's line reaches the console: {seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn kiosk_event_streams_are_bounded_and_end_with_the_server() {
+    let s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let cookie = sign_in(&s).await;
+    let mut open = Vec::new();
+    for _ in 0..8 {
+        open.push(Events::open(&s, &cookie).await);
+    }
+    let refused = s
+        .get("/api/v1/kiosk/events")
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503);
+    // A stream closed by its client frees its place.
+    drop(open.pop());
+    let start = Instant::now();
+    loop {
+        let res = s
+            .get("/api/v1/kiosk/events")
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        if res.status() == 200 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(5), "{}", res.status());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Open streams do not hold up the server's shutdown.
+    tokio::time::timeout(Duration::from_secs(10), s.stop())
+        .await
+        .expect("the server stops with console streams open");
+    drop(open);
 }

@@ -3,6 +3,7 @@
 //! the kiosk's screen (`GET /api/v1/kiosk/snapshot`), both admin-only.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -27,11 +28,14 @@ const STREAMS_MAX: usize = 8;
 /// `EventSource` reconnects and starts from the current state).
 const QUEUE: usize = 64;
 
-static STREAMS: Semaphore = Semaphore::const_new(STREAMS_MAX);
-
 pub fn routes() -> Router<AppState> {
+    // One bound per server (per router), not per process.
+    let streams = Arc::new(Semaphore::new(STREAMS_MAX));
     Router::new()
-        .route("/api/v1/kiosk/events", get(events))
+        .route(
+            "/api/v1/kiosk/events",
+            get(move |admin: Admin, s: State<AppState>| events(admin, s, streams.clone())),
+        )
         .route("/api/v1/kiosk/snapshot", get(snapshot))
 }
 
@@ -41,8 +45,12 @@ async fn snapshot(_: Admin, State(s): State<AppState>) -> ApiResult<Response> {
 
 /// `state` events (`{status, character_id, session_id}`) whenever the kiosk's state changes,
 /// the first at once; `transcript`, `assistant` and `turn_error` events of the visitor's session.
-async fn events(_: Admin, State(s): State<AppState>) -> ApiResult<Response> {
-    let permit = STREAMS.try_acquire().map_err(|_| {
+async fn events(
+    _: Admin,
+    State(s): State<AppState>,
+    streams: Arc<Semaphore>,
+) -> ApiResult<Response> {
+    let permit = streams.try_acquire_owned().map_err(|_| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "too many console event streams are open",
@@ -50,9 +58,14 @@ async fn events(_: Admin, State(s): State<AppState>) -> ApiResult<Response> {
     })?;
     let (tx, rx) = mpsc::channel(QUEUE);
     let state = s.devices.state.clone();
+    let stopping = s.stopping.clone();
     tokio::spawn(async move {
         let _permit = permit;
-        forward(s, state, tx).await;
+        // The stream ends with the server, or the graceful shutdown would wait for the client.
+        tokio::select! {
+            () = forward(s, state, tx) => {}
+            () = stopping.cancelled() => {}
+        }
     });
     let stream = ReceiverStream::new(rx);
     Ok(Sse::new(stream)
