@@ -180,6 +180,8 @@ struct Browser {
     next_id: u64,
     /// Script errors and console errors (a CSP violation is one) seen so far.
     errors: Vec<String>,
+    /// The messages of the dialogs the page opened (each accepted).
+    dialogs: Vec<String>,
 }
 
 impl Browser {
@@ -226,6 +228,7 @@ impl Browser {
             session: String::new(),
             next_id: 0,
             errors: Vec::new(),
+            dialogs: Vec::new(),
         };
         let target = b
             .call("Target.createTarget", json!({"url": "about:blank"}))
@@ -266,6 +269,18 @@ impl Browser {
                 return v["result"].clone();
             }
             match v["method"].as_str() {
+                // A confirm() blocks the page (and the command that caused it): accept it.
+                Some("Page.javascriptDialogOpening") => {
+                    self.dialogs
+                        .push(v["params"]["message"].as_str().unwrap_or("").to_string());
+                    self.next_id += 1;
+                    let accept = json!({"id": self.next_id, "method": "Page.handleJavaScriptDialog",
+                        "params": {"accept": true}, "sessionId": self.session});
+                    self.ws
+                        .send(Message::text(accept.to_string()))
+                        .await
+                        .unwrap();
+                }
                 Some("Runtime.exceptionThrown") => self
                     .errors
                     .push(v["params"]["exceptionDetails"].to_string()),
@@ -351,6 +366,9 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
     let s = Server::start_with(|c| {
         c.admin_password = Some(PASSWORD.into());
         c.devices = DeviceMode::Sim;
+        // Two wrong passwords lock the sign-in for a few seconds.
+        c.login_max_failures = 2;
+        c.login_window_secs = 3;
     })
     .await;
     let mut b = Browser::launch().await;
@@ -371,7 +389,37 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
         json!("wrong password (HTTP 401)"),
     )
     .await;
+    // Once locked out, the page says how long to wait and the button waits it out.
+    b.type_into("password", "still-not-it").await;
+    b.press_enter().await;
+    b.wait_for(
+        "document.getElementById('error').textContent.startsWith('wrong password')",
+        json!(true),
+    )
+    .await;
+    b.wait_for(
+        "document.querySelector('#login button').disabled",
+        json!(false),
+    )
+    .await;
+    b.type_into("password", "third-try").await;
+    b.press_enter().await;
+    b.wait_for(
+        "/^Too many login attempts\\. Try again in [1-3] seconds\\. \\(HTTP 429\\)$/.test(document.getElementById('error').textContent)",
+        json!(true),
+    )
+    .await;
+    b.wait_for(
+        "document.querySelector('#login button').textContent.startsWith('Sign in (wait')",
+        json!(true),
+    )
+    .await;
     b.screenshot("login-error").await;
+    b.wait_for(
+        "document.querySelector('#login button').disabled",
+        json!(false),
+    )
+    .await;
 
     // The right password leads to the dashboard, which shows the kiosk's live state.
     b.type_into("password", PASSWORD).await;
@@ -422,6 +470,28 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
     )
     .await;
     b.screenshot("characters-phone").await;
+
+    // Create, edit and delete (after confirming) a character through the dialog.
+    b.eval("document.getElementById('new').click()").await;
+    b.type_into("f-name", "Captain Nemo").await;
+    b.type_into("f-description", "Keeper of the submarine room.")
+        .await;
+    b.eval("document.querySelector('#form button[type=submit]').click()")
+        .await;
+    let nemo =
+        "[...document.querySelectorAll('#list > li h2')].map((e) => e.textContent).join('|')";
+    b.wait_for(nemo, json!("Docent|Captain Nemo")).await;
+    b.eval("[...document.querySelectorAll('#list > li')].find((li) => li.querySelector('h2').textContent === 'Captain Nemo').querySelector('button').click()").await;
+    b.wait_for("document.getElementById('edit').open", json!(true))
+        .await;
+    b.type_into("f-name", "Nemo").await;
+    b.press_enter().await;
+    b.wait_for(nemo, json!("Docent|Nemo")).await;
+    let list = s.get_json("/api/v1/characters", 200).await;
+    assert_eq!(list[1]["description"], "Keeper of the submarine room.");
+    b.eval("[...document.querySelectorAll('#list > li')].find((li) => li.querySelector('h2').textContent === 'Nemo').querySelector('button.danger').click()").await;
+    b.wait_for(nemo, json!("Docent")).await;
+    assert_eq!(b.dialogs, ["Delete Nemo? Its images and knowledge go too."]);
 
     // Settings: the provider's key is masked, and its test button shows the check's result.
     let fake = FakeOpenAi::start().await;

@@ -26,6 +26,7 @@ export async function api(method, path, body) {
     const err = new Error(`${msg} (HTTP ${res.status})`);
     err.status = res.status;
     err.data = data;
+    err.retryAfter = Number(res.headers.get('Retry-After')) || 0;
     throw err;
   }
   return data;

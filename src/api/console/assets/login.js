@@ -1,9 +1,28 @@
 import { api, $, showError } from '/console/api.js';
 
 const form = $('login');
+const button = form.querySelector('button');
+
+/** After too many wrong passwords: the button waits out the kiosk's remaining lockout. */
+function lockout(seconds) {
+  let left = seconds;
+  button.disabled = true;
+  const tick = () => {
+    if (left <= 0) {
+      button.disabled = false;
+      button.textContent = 'Sign in';
+      return;
+    }
+    button.textContent = `Sign in (wait ${left} s)`;
+    left -= 1;
+    setTimeout(tick, 1000);
+  };
+  tick();
+}
+
 form.addEventListener('submit', async (ev) => {
   ev.preventDefault();
-  const button = form.querySelector('button');
+  if (button.disabled) return;
   button.disabled = true;
   showError(null);
   try {
@@ -12,7 +31,10 @@ form.addEventListener('submit', async (ev) => {
   } catch (e) {
     showError(e);
     $('password').select();
-  } finally {
-    button.disabled = false;
+    if (e.status === 429 && e.retryAfter > 0) {
+      lockout(e.retryAfter);
+      return;
+    }
   }
+  button.disabled = false;
 });
