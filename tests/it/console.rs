@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::support::Server;
+use crate::support::{PNG, Server};
 
 const PASSWORD: &str = "console-test-password";
 const LLM_KEY: &str = "sk-console-test-llm-key-1234";
@@ -470,6 +470,29 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
     )
     .await;
     b.screenshot("characters-phone").await;
+
+    // Upload an image: it becomes the character's active image, shown on its card.
+    let png = tempfile::Builder::new().suffix(".png").tempfile().unwrap();
+    std::fs::write(png.path(), PNG).unwrap();
+    let doc = b.call("DOM.getDocument", json!({})).await;
+    let input = b
+        .call(
+            "DOM.querySelector",
+            json!({"nodeId": doc["root"]["nodeId"], "selector": "#list > li input[type=file]"}),
+        )
+        .await;
+    b.call(
+        "DOM.setFileInputFiles",
+        json!({"nodeId": input["nodeId"], "files": [png.path()]}),
+    )
+    .await;
+    b.wait_for(
+        "document.querySelectorAll('#list > li .thumbs button[aria-pressed=true]').length",
+        json!(1),
+    )
+    .await;
+    let docent = s.get_json("/api/v1/characters", 200).await;
+    assert_eq!(docent[0]["images"].as_array().unwrap().len(), 1);
 
     // Create, edit and delete (after confirming) a character through the dialog.
     b.eval("document.getElementById('new').click()").await;

@@ -6,9 +6,14 @@ let original = {};
 
 function fieldId(section, key) { return `s-${section}-${key}`; }
 
+const PROVIDERS = ['', 'local', 'openai', 'openai_realtime', 'remote'];
+
 function input(section, key, value, secret) {
   const id = fieldId(section, key);
   const attrs = { id, name: `${section}.${key}`, 'data-section': section, 'data-key': key };
+  if (key === 'provider' && PROVIDERS.includes(value)) {
+    return h('select', attrs, PROVIDERS.map((p) => h('option', { value: p, text: p || 'none', selected: p === value })));
+  }
   if (typeof value === 'boolean') return h('select', attrs, h('option', { value: 'true', text: 'yes', selected: value }), h('option', { value: 'false', text: 'no', selected: !value }));
   if (typeof value === 'number') return h('input', { ...attrs, type: 'number', step: 'any', value: String(value) });
   return h('input', { ...attrs, type: secret ? 'password' : 'text', value: value ?? '', autocomplete: secret ? 'new-password' : 'off' });
