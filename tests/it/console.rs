@@ -560,6 +560,8 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
     )
     .await;
     b.screenshot("try-phone").await;
+    let sessions = |v: Value| v.as_array().map_or(0, Vec::len);
+    let open = sessions(s.get_json("/api/v1/sessions", 200).await);
 
     // Signing out leads back to the sign-in page, and the console is closed again.
     b.eval("document.getElementById('signout').click()").await;
@@ -568,6 +570,12 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
     b.goto(&s.url("/console/settings")).await;
     b.wait_for("location.pathname", json!("/console/login"))
         .await;
+    // Leaving the Try it page ended its session.
+    let start = Instant::now();
+    while sessions(s.get_json("/api/v1/sessions", 200).await) != open - 1 {
+        assert!(start.elapsed() < Duration::from_secs(5), "the session ends");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     assert!(
         b.errors.is_empty(),

@@ -12,6 +12,11 @@ function line(kind, text) {
 
 async function connect() {
   const s = await api('POST', '/api/v1/sessions', {});
+  // The session is the page's own: end it when the page goes, so it does not count against the
+  // kiosk's session limit until it expires.
+  addEventListener('pagehide', () => {
+    fetch(`/api/v1/sessions/${encodeURIComponent(s.session_id)}`, { method: 'DELETE', keepalive: true, credentials: 'same-origin' });
+  }, { once: true });
   const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
   socket = new WebSocket(`${proto}//${location.host}/ws/chat/${encodeURIComponent(s.session_id)}`);
   socket.addEventListener('message', (ev) => {
