@@ -149,6 +149,7 @@ fn idle_cpu(clip_size: (u16, u16), screen: (u32, u32), mp4: &[u8]) -> f64 {
     let (tx, rx) = tokio::sync::watch::channel(KioskState {
         status: Status::Idle,
         character_id: id,
+        session_id: String::new(),
     });
     let player = display::play(
         &engine,

@@ -69,6 +69,11 @@ async fn device(_: Internal, State(s): State<AppState>) -> Json<Value> {
 /// The simulated screen as a PNG picture (`docent snapshot`); 409 when the display is a real
 /// one or there is none.
 async fn snapshot(_: Internal, State(s): State<AppState>) -> ApiResult<axum::response::Response> {
+    screen_png(&s).await
+}
+
+/// The simulated screen's picture (also the console's view of the display).
+pub(super) async fn screen_png(s: &AppState) -> ApiResult<axum::response::Response> {
     use axum::response::IntoResponse;
     let Some(screen) = s.devices.sim_screen.clone() else {
         return Err(ApiError::new(

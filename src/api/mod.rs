@@ -6,6 +6,7 @@
 
 mod auth;
 mod characters;
+mod console;
 mod debug;
 mod device;
 mod error;
@@ -39,6 +40,9 @@ pub struct AppState {
     /// The kiosk's own devices (button, audio, display).
     pub devices: Arc<Devices>,
     images: Arc<site::ImageCache>,
+    /// Cancelled when the server starts to shut down, so that streams that never end by
+    /// themselves (the console's event stream) let the graceful shutdown finish.
+    stopping: tokio_util::sync::CancellationToken,
 }
 
 impl AppState {
@@ -48,6 +52,7 @@ impl AppState {
             engine,
             devices,
             images,
+            stopping: Default::default(),
         }
     }
 }
@@ -69,6 +74,7 @@ pub fn router(state: AppState) -> Router {
         .merge(grpc::routes(state.engine.clone()))
         .merge(characters::routes(&state.engine.config.limits))
         .merge(hooks)
+        .merge(console::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
@@ -114,11 +120,15 @@ pub async fn serve(
             tracing::debug!("cannot set TCP_NODELAY: {e}");
         }
     });
+    let stopping = state.stopping.clone();
     axum::serve(
         listener,
         router(state).into_make_service_with_connect_info::<SocketAddr>(),
     )
-    .with_graceful_shutdown(shutdown)
+    .with_graceful_shutdown(async move {
+        shutdown.await;
+        stopping.cancel();
+    })
     .await
 }
 

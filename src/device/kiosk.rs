@@ -196,6 +196,11 @@ impl Kiosk {
         let next = KioskState {
             status: self.status,
             character_id: self.character_id.clone(),
+            session_id: self
+                .visit
+                .as_ref()
+                .map(|v| v.live.id.clone())
+                .unwrap_or_default(),
         };
         self.state.send_if_modified(|s| {
             if *s == next {
@@ -351,6 +356,7 @@ impl Kiosk {
     /// The session was deleted or expired: the next press opens a new one.
     fn session_gone(&mut self) {
         self.visit = None;
+        self.publish();
         if self.status != Status::Idle {
             if let Some(a) = &self.audio {
                 a.stop_capture();
@@ -381,6 +387,7 @@ impl Kiosk {
                     _audio: live.want_audio(),
                     live,
                 });
+                self.publish();
                 Some(events)
             }
             Ok(Err(e)) => {
@@ -410,7 +417,6 @@ impl Kiosk {
             .unwrap_or_default();
         if character != self.character_id {
             self.character_id = character;
-            self.publish();
             if self.status == Status::Idle
                 && let Some(v) = self.visit.take()
             {
@@ -418,6 +424,7 @@ impl Kiosk {
                 let id = v.live.id.clone();
                 tokio::task::spawn_blocking(move || engine.delete_session(&id));
             }
+            self.publish();
         }
     }
 }

@@ -45,6 +45,8 @@ pub struct KioskState {
     pub status: Status,
     /// The character the kiosk speaks as ("" when there is none).
     pub character_id: String,
+    /// The visitor's session ("" when none is open), so the console can watch it.
+    pub session_id: String,
 }
 
 /// How one device is doing. The health route shows it as `"ok"`, `"sim"`, `"absent"` or the
@@ -175,6 +177,7 @@ impl Devices {
         let (tx, rx) = watch::channel(KioskState {
             status: Status::Idle,
             character_id: String::new(),
+            session_id: String::new(),
         });
         Devices {
             mode: DeviceMode::None,
@@ -210,6 +213,7 @@ impl Devices {
         let (state_tx, state_rx) = watch::channel(KioskState {
             status: Status::Idle,
             character_id: String::new(),
+            session_id: String::new(),
         });
 
         let AudioParts {

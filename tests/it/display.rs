@@ -109,6 +109,7 @@ impl Rig {
         let (tx, rx) = watch::channel(KioskState {
             status,
             character_id: id.into(),
+            session_id: String::new(),
         });
         display::play(
             engine,
@@ -128,6 +129,7 @@ impl Rig {
         self.tx.send_replace(KioskState {
             status,
             character_id: id.into(),
+            session_id: String::new(),
         });
     }
 
@@ -344,6 +346,7 @@ fn the_setup_screen_shows_the_admin_url_of_the_listen_address() {
     let (_tx, rx) = watch::channel(KioskState {
         status: Status::Idle,
         character_id: String::new(),
+        session_id: String::new(),
     });
     display::play(
         &engine,
@@ -419,6 +422,7 @@ fn first_boot_shows_the_address_and_password_until_the_first_login() {
     let (tx, rx) = watch::channel(KioskState {
         status: Status::Idle,
         character_id: id.clone(),
+        session_id: String::new(),
     });
     let player = display::play(
         &engine,
@@ -449,11 +453,13 @@ fn first_boot_shows_the_address_and_password_until_the_first_login() {
     tx.send_replace(KioskState {
         status: Status::Listening,
         character_id: id.clone(),
+        session_id: String::new(),
     });
     frame_where(&screen, &mut seen, "the image", |f| mid(f) == Some(GREEN));
     tx.send_replace(KioskState {
         status: Status::Idle,
         character_id: id.clone(),
+        session_id: String::new(),
     });
     frame_where(&screen, &mut seen, "setup", setup);
 
@@ -490,6 +496,7 @@ fn first_boot_shows_the_address_and_password_until_the_first_login() {
     let (_tx, rx) = watch::channel(KioskState {
         status: Status::Idle,
         character_id: id,
+        session_id: String::new(),
     });
     display::play(
         &engine,
@@ -516,6 +523,7 @@ fn player_stops_when_the_state_sender_goes() {
     let (tx, rx) = watch::channel(KioskState {
         status: Status::Idle,
         character_id: id,
+        session_id: String::new(),
     });
     let thread = display::play(
         &engine,

@@ -6,6 +6,7 @@ mod support;
 
 mod board_files;
 mod characters;
+mod console;
 mod crash;
 mod device;
 mod display;

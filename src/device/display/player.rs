@@ -755,6 +755,7 @@ mod tests {
         let (tx, rx) = watch::channel(KioskState {
             status: Status::Idle,
             character_id: String::new(),
+            session_id: String::new(),
         });
         let player = spawn_with(
             &engine,

@@ -1,0 +1,132 @@
+import { api, $, h, guarded, showError } from '/console/api.js';
+
+const SNAPSHOT_EVERY_MS = 2000;
+
+function fact(dl, name, value, ok) {
+  dl.append(h('dt', { text: name }), h('dd', { text: value, class: ok === undefined ? null : ok ? 'good' : 'bad' }));
+}
+
+function duration(s) {
+  const d = Math.floor(s / 86400), hh = Math.floor(s / 3600) % 24, m = Math.floor(s / 60) % 60;
+  return `${d ? d + 'd ' : ''}${hh}h ${m}m ${s % 60}s`;
+}
+
+async function health() {
+  await guarded(async () => {
+    const v = await api('GET', '/api/v1/health');
+    const dl = $('health');
+    dl.replaceChildren();
+    $('setup').hidden = v.admin_auth !== 'setup';
+    fact(dl, 'Status', v.status, v.status === 'ok');
+    fact(dl, 'Version', v.version);
+    fact(dl, 'Uptime', duration(v.uptime_s));
+    fact(dl, 'Sessions', String(v.sessions));
+    for (const [stage, p] of Object.entries(v.providers || {})) {
+      fact(dl, `Provider ${stage}`, `${p.provider || 'none'}${p.ok ? ' – ok' : ' – ' + (p.error || 'failing')}`, p.ok);
+    }
+    for (const [dev, st] of Object.entries(v.device || {})) {
+      fact(dl, `Device ${dev}`, String(st), st === 'ok' || st === 'sim');
+    }
+  });
+}
+
+const names = new Map();
+async function characterName(id) {
+  if (!id) return 'none';
+  if (!names.has(id)) {
+    try {
+      const c = await api('GET', `/api/v1/characters/${encodeURIComponent(id)}`);
+      names.set(id, c.name);
+    } catch {
+      return id;
+    }
+  }
+  return names.get(id);
+}
+
+let session = '';
+let partial = null;
+function line(kind, text) {
+  const li = h('li', { class: kind, text });
+  $('transcript').append(li);
+  $('transcript').scrollTop = $('transcript').scrollHeight;
+  $('no-visitor').hidden = true;
+  return li;
+}
+
+function watch() {
+  const es = new EventSource('/api/v1/kiosk/events');
+  es.addEventListener('state', async (ev) => {
+    const s = JSON.parse(ev.data);
+    const badge = $('state');
+    badge.textContent = s.status;
+    badge.className = `badge ${s.status}`;
+    if (s.session_id !== session) {
+      session = s.session_id;
+      partial = null;
+      $('transcript').replaceChildren();
+      $('no-visitor').hidden = false;
+    }
+    $('character').textContent = await characterName(s.character_id);
+  });
+  es.addEventListener('transcript', (ev) => {
+    const t = JSON.parse(ev.data);
+    const kind = t.speaker === 'user' ? 'user' : 'assistant';
+    if (!partial || partial.dataset.kind !== kind || partial.dataset.turn !== String(t.turn_seq)) {
+      partial = line(kind, '');
+      partial.dataset.kind = kind;
+      partial.dataset.turn = String(t.turn_seq);
+    }
+    partial.textContent = t.text;
+    if (t.is_final) partial = null;
+  });
+  es.addEventListener('assistant', (ev) => {
+    const t = JSON.parse(ev.data);
+    if (partial && partial.dataset.kind === 'assistant') { partial.textContent = t.text; partial = null; } else line('assistant', t.text);
+  });
+  es.addEventListener('turn_error', (ev) => line('err', JSON.parse(ev.data).message));
+  es.addEventListener('open', () => showError(null));
+  es.addEventListener('error', () => {
+    $('state').textContent = 'reconnecting…';
+    // The stream may have been refused (signed out, too many streams): say why on the page.
+    api('GET', '/api/auth').then((a) => {
+      if (!a.authenticated && $('setup').hidden) showError('Signed out: the live view stopped.');
+    }).catch((e) => showError(e));
+  });
+}
+
+let lastUrl = null;
+async function snapshot() {
+  try {
+    const res = await fetch('/api/v1/kiosk/snapshot', { credentials: 'same-origin', cache: 'no-store' });
+    if (!res.ok) {
+      const body = await res.json().catch(() => ({}));
+      $('screen').hidden = true;
+      $('screen-note').textContent = `No picture: ${body.error || res.statusText}`;
+      return res.status !== 409;
+    }
+    const url = URL.createObjectURL(await res.blob());
+    $('screen').src = url;
+    $('screen').hidden = false;
+    $('screen-note').textContent = `Updated ${new Date().toLocaleTimeString()}`;
+    if (lastUrl) URL.revokeObjectURL(lastUrl);
+    lastUrl = url;
+    return true;
+  } catch (e) {
+    $('screen-note').textContent = `No picture: ${e.message}`;
+    return true;
+  }
+}
+
+async function snapshots() {
+  // A real display has no picture to show (409): stop asking.
+  if (!(await snapshot())) return;
+  if (document.hidden) document.addEventListener('visibilitychange', snapshots, { once: true });
+  else setTimeout(snapshots, SNAPSHOT_EVERY_MS);
+}
+
+$('refresh').addEventListener('click', health);
+health();
+setInterval(health, 15000);
+watch();
+snapshots();

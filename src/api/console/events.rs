@@ -1,0 +1,157 @@
+//! What the console watches that the public API does not offer to admins: the kiosk's live
+//! state with its visitor's conversation (`GET /api/v1/kiosk/events`, Server-Sent Events) and
+//! the kiosk's screen (`GET /api/v1/kiosk/snapshot`), both admin-only.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::json;
+use tokio::sync::{Semaphore, broadcast, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::api::auth::Admin;
+use crate::api::error::{ApiError, ApiResult};
+use crate::api::{AppState, blocking};
+use crate::device::KioskState;
+use crate::engine::live::Event;
+
+/// Event streams open at once (each holds a task and a subscription); more get 503.
+const STREAMS_MAX: usize = 8;
+/// Events queued for one stream; a client that falls this far behind is dropped (its
+/// `EventSource` reconnects and starts from the current state).
+const QUEUE: usize = 64;
+
+pub fn routes() -> Router<AppState> {
+    // One bound per server (per router), not per process.
+    let streams = Arc::new(Semaphore::new(STREAMS_MAX));
+    Router::new()
+        .route(
+            "/api/v1/kiosk/events",
+            get(move |admin: Admin, s: State<AppState>| events(admin, s, streams.clone())),
+        )
+        .route("/api/v1/kiosk/snapshot", get(snapshot))
+}
+
+async fn snapshot(_: Admin, State(s): State<AppState>) -> ApiResult<Response> {
+    crate::api::device::screen_png(&s).await
+}
+
+/// `state` events (`{status, character_id, session_id}`) whenever the kiosk's state changes,
+/// the first at once; `transcript`, `assistant` and `turn_error` events of the visitor's session.
+async fn events(
+    _: Admin,
+    State(s): State<AppState>,
+    streams: Arc<Semaphore>,
+) -> ApiResult<Response> {
+    let permit = streams.try_acquire_owned().map_err(|_| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many console event streams are open",
+        )
+    })?;
+    let (tx, rx) = mpsc::channel(QUEUE);
+    let state = s.devices.state.clone();
+    let stopping = s.stopping.clone();
+    tokio::spawn(async move {
+        let _permit = permit;
+        // The stream ends with the server, or the graceful shutdown would wait for the client.
+        tokio::select! {
+            () = forward(s, state, tx) => {}
+            () = stopping.cancelled() => {}
+        }
+    });
+    let stream = ReceiverStream::new(rx);
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response())
+}
+
+type Tx = mpsc::Sender<Result<SseEvent, Infallible>>;
+
+/// Sends the kiosk's state and its session's events to `tx` until the client goes away, is too
+/// slow, or the server stops.
+async fn forward(s: AppState, mut state: tokio::sync::watch::Receiver<KioskState>, tx: Tx) {
+    let mut watched: Option<(String, broadcast::Receiver<Event>)> = None;
+    loop {
+        let now = state.borrow_and_update().clone();
+        let event = SseEvent::default().event("state").data(
+            json!({"status": now.status, "character_id": now.character_id, "session_id": now.session_id})
+                .to_string(),
+        );
+        if tx.try_send(Ok(event)).is_err() {
+            return;
+        }
+        if watched.as_ref().map(|(id, _)| id.as_str()) != Some(now.session_id.as_str()) {
+            watched = None;
+            if !now.session_id.is_empty() {
+                let id = now.session_id.clone();
+                if let Ok(live) = blocking(&s, move |e| e.live(&id)).await {
+                    watched = Some((now.session_id.clone(), live.subscribe()));
+                }
+            }
+        }
+        loop {
+            let session = async {
+                match &mut watched {
+                    Some((_, events)) => events.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                changed = state.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    break;
+                }
+                event = session => match event {
+                    Ok(event) => {
+                        if let Some(e) = sse_of(&event)
+                            && tx.try_send(Ok(e)).is_err()
+                        {
+                            return;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => return,
+                    Err(broadcast::error::RecvError::Closed) => {
+                        watched = None;
+                    }
+                },
+                _ = tx.closed() => return,
+            }
+        }
+    }
+}
+
+/// The console's view of one session event; audio and bookkeeping are not shown.
+fn sse_of(event: &Event) -> Option<SseEvent> {
+    let (name, data) = match event {
+        Event::Transcript {
+            speaker,
+            text,
+            is_final,
+            turn_seq,
+        } => (
+            "transcript",
+            json!({"speaker": speaker, "text": text, "is_final": is_final, "turn_seq": turn_seq}),
+        ),
+        Event::AssistantMessage { text, turn_seq } => {
+            ("assistant", json!({"text": text, "turn_seq": turn_seq}))
+        }
+        Event::Error {
+            message, turn_seq, ..
+        } => (
+            "turn_error",
+            json!({"message": message, "turn_seq": turn_seq}),
+        ),
+        _ => return None,
+    };
+    Some(SseEvent::default().event(name).data(data.to_string()))
+}

@@ -1,0 +1,192 @@
+//! The admin console: a few server-rendered pages and small ES modules, compiled into the binary
+//! (nothing on disk, nothing from another host), that drive the JSON API from a browser.
+//!
+//! Pages are one shell (`assets/shell.html`) around a page body; the scripts fill them from the
+//! API. Every console response carries a strict Content-Security-Policy (no inline script or
+//! style) and the anti-framing, referrer and sniffing headers. `events.rs` adds the two admin
+//! routes the console needs beyond the public API: the kiosk's live events and its screen.
+
+mod events;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, LOCATION};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get};
+
+use super::AppState;
+use super::auth::is_admin;
+use super::error::ApiError;
+use super::extract::Params;
+
+/// The policy of every console response: only this origin, no inline code, no framing.
+pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
+img-src 'self' data: blob:; media-src 'self' blob:; connect-src 'self'; frame-ancestors 'none'";
+
+const SHELL: &str = include_str!("assets/shell.html");
+
+/// The console's static files: name under `/console/`, content type, body.
+const ASSETS: &[(&str, &str, &str)] = &[
+    (
+        "app.css",
+        "text/css; charset=utf-8",
+        include_str!("assets/app.css"),
+    ),
+    ("api.js", JS, include_str!("assets/api.js")),
+    ("login.js", JS, include_str!("assets/login.js")),
+    ("dashboard.js", JS, include_str!("assets/dashboard.js")),
+    ("characters.js", JS, include_str!("assets/characters.js")),
+    ("settings.js", JS, include_str!("assets/settings.js")),
+    ("try.js", JS, include_str!("assets/try.js")),
+];
+const JS: &str = "text/javascript; charset=utf-8";
+
+/// The console's pages; all but the sign-in page need an administrator.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Page {
+    Login,
+    Dashboard,
+    Characters,
+    Settings,
+    Try,
+}
+
+impl Page {
+    fn title(self) -> &'static str {
+        match self {
+            Page::Login => "Sign in",
+            Page::Dashboard => "Dashboard",
+            Page::Characters => "Characters",
+            Page::Settings => "Settings",
+            Page::Try => "Try it",
+        }
+    }
+
+    fn path(self) -> &'static str {
+        match self {
+            Page::Login => "/console/login",
+            Page::Dashboard => "/console/",
+            Page::Characters => "/console/characters",
+            Page::Settings => "/console/settings",
+            Page::Try => "/console/try",
+        }
+    }
+
+    fn body(self) -> &'static str {
+        match self {
+            Page::Login => include_str!("assets/login.html"),
+            Page::Dashboard => include_str!("assets/dashboard.html"),
+            Page::Characters => include_str!("assets/characters.html"),
+            Page::Settings => include_str!("assets/settings.html"),
+            Page::Try => include_str!("assets/try.html"),
+        }
+    }
+
+    fn script(self) -> &'static str {
+        match self {
+            Page::Login => "/console/login.js",
+            Page::Dashboard => "/console/dashboard.js",
+            Page::Characters => "/console/characters.js",
+            Page::Settings => "/console/settings.js",
+            Page::Try => "/console/try.js",
+        }
+    }
+}
+
+const NAV: [Page; 4] = [Page::Dashboard, Page::Characters, Page::Settings, Page::Try];
+
+pub fn routes() -> Router<AppState> {
+    let pages = Router::new()
+        .route("/", get(|| async { see_other("/console/") }))
+        .route("/console", get(|| async { see_other("/console/") }))
+        .route("/console/", show(Page::Dashboard))
+        .route("/console/login", show(Page::Login))
+        .route("/console/characters", show(Page::Characters))
+        .route("/console/settings", show(Page::Settings))
+        .route("/console/try", show(Page::Try))
+        .route("/console/{file}", get(asset))
+        .layer(middleware::from_fn(security_headers));
+    pages.merge(events::routes())
+}
+
+fn show(p: Page) -> MethodRouter<AppState> {
+    get(move |s: State<AppState>, h: HeaderMap| page(s, h, p))
+}
+
+fn see_other(to: &'static str) -> Response {
+    (StatusCode::SEE_OTHER, [(LOCATION, to)]).into_response()
+}
+
+/// A page, or the way to the page the caller may see: signed out to the sign-in page, signed
+/// in (or in setup mode, where there is no password) away from it.
+async fn page(State(s): State<AppState>, headers: HeaderMap, page: Page) -> Response {
+    let admin = is_admin(&headers, &s);
+    match (page, admin) {
+        (Page::Login, true) => return see_other(Page::Dashboard.path()),
+        (Page::Login, false) => {}
+        (_, false) => return see_other(Page::Login.path()),
+        (_, true) => {}
+    }
+    let html = render(page);
+    (
+        [
+            (CONTENT_TYPE, "text/html; charset=utf-8"),
+            (CACHE_CONTROL, "no-store"),
+        ],
+        html,
+    )
+        .into_response()
+}
+
+/// The shell filled in for `page`: title, navigation (current page marked), body and script.
+fn render(page: Page) -> String {
+    let nav = if page == Page::Login {
+        String::new()
+    } else {
+        let mut links = String::from("<nav aria-label=\"Console\"><ul>");
+        for p in NAV {
+            let current = if p == page {
+                " aria-current=\"page\""
+            } else {
+                ""
+            };
+            links.push_str(&format!(
+                "<li><a href=\"{}\"{current}>{}</a></li>",
+                p.path(),
+                p.title()
+            ));
+        }
+        links.push_str(
+            "</ul><button type=\"button\" id=\"signout\" class=\"secondary\">Sign out</button></nav>",
+        );
+        links
+    };
+    SHELL
+        .replace("{{title}}", page.title())
+        .replace("{{nav}}", &nav)
+        .replace("{{main}}", page.body())
+        .replace("{{script}}", page.script())
+}
+
+async fn asset(Params(name): Params<String>) -> Result<Response, ApiError> {
+    let Some((_, kind, body)) = ASSETS.iter().find(|(n, _, _)| *n == name) else {
+        return Err(ApiError::new(StatusCode::NOT_FOUND, "no such console file"));
+    };
+    Ok(([(CONTENT_TYPE, *kind), (CACHE_CONTROL, "no-cache")], *body).into_response())
+}
+
+/// The security headers of every console response, errors and redirects included.
+async fn security_headers(req: Request, next: Next) -> Response {
+    let mut res = next.run(req).await;
+    let h = res.headers_mut();
+    h.insert("content-security-policy", HeaderValue::from_static(CSP));
+    h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    res
+}

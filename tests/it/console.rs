@@ -1,0 +1,742 @@
+//! The admin console: its security headers, its weight, and a real browser (headless Chromium
+//! over the DevTools protocol) signing in and watching the kiosk.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use docent::config::DeviceMode;
+use fake_openai::{Chat, FakeOpenAi};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::support::{PNG, Server};
+
+const PASSWORD: &str = "console-test-password";
+const LLM_KEY: &str = "sk-console-test-llm-key-1234";
+const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; media-src 'self' blob:; connect-src 'self'; frame-ancestors 'none'";
+const PAGES: [&str; 5] = [
+    "/console/",
+    "/console/login",
+    "/console/characters",
+    "/console/settings",
+    "/console/try",
+];
+/// The console's budget: every page, style sheet and script together, uncompressed.
+const WEIGHT_MAX: usize = 150 * 1024;
+
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// Signs in over the API; returns the `Cookie` header value.
+async fn sign_in(s: &Server) -> String {
+    let res = s
+        .post("/api/auth")
+        .json(&json!({ "password": PASSWORD }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let cookie = res.headers()["set-cookie"].to_str().unwrap();
+    cookie.split(';').next().unwrap().to_string()
+}
+
+fn assert_secure(res: &reqwest::Response, what: &str) {
+    let h = res.headers();
+    let get = |name: &str| h.get(name).and_then(|v| v.to_str().ok()).unwrap_or("");
+    assert_eq!(get("content-security-policy"), CSP, "CSP of {what}");
+    assert_eq!(get("x-frame-options"), "DENY", "{what}");
+    assert_eq!(get("referrer-policy"), "no-referrer", "{what}");
+    assert_eq!(get("x-content-type-options"), "nosniff", "{what}");
+}
+
+/// Every `/console/...` file a body refers to (pages link the style sheet and their script;
+/// scripts import the shared module).
+fn references(body: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = body;
+    while let Some(at) = rest.find("/console/") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || "/._-".contains(c)))
+            .unwrap_or(tail.len());
+        let path = &tail[..end];
+        if path.ends_with(".js") || path.ends_with(".css") {
+            found.push(path.to_string());
+        }
+        rest = &tail[end.max(1)..];
+    }
+    found
+}
+
+#[tokio::test]
+async fn console_pages_carry_the_security_headers_and_need_a_sign_in() {
+    let s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let http = no_redirects();
+    // Signed out: every page but the sign-in page sends to it; `/` sends to the console.
+    let root = http.get(s.url("/")).send().await.unwrap();
+    assert_eq!(root.status(), 303);
+    assert_eq!(root.headers()["location"], "/console/");
+    assert_secure(&root, "/");
+    for page in PAGES {
+        let res = http.get(s.url(page)).send().await.unwrap();
+        assert_secure(&res, page);
+        if page == "/console/login" {
+            assert_eq!(res.status(), 200, "{page}");
+        } else {
+            assert_eq!(res.status(), 303, "{page}");
+            assert_eq!(res.headers()["location"], "/console/login", "{page}");
+        }
+    }
+    // The console's own admin routes refuse a caller that is not signed in.
+    for route in ["/api/v1/kiosk/events", "/api/v1/kiosk/snapshot"] {
+        assert_eq!(http.get(s.url(route)).send().await.unwrap().status(), 401);
+    }
+    // Signed in: the pages and every file they use, with the headers and no inline code.
+    let cookie = sign_in(&s).await;
+    let mut files = BTreeSet::new();
+    for page in PAGES {
+        let res = http
+            .get(s.url(page))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_secure(&res, page);
+        let expected = if page == "/console/login" { 303 } else { 200 };
+        assert_eq!(res.status(), expected, "{page}");
+        let body = res.text().await.unwrap();
+        assert!(
+            !body.contains("<script>") && !body.contains("style="),
+            "{page}"
+        );
+        files.extend(references(&body));
+    }
+    assert!(files.contains("/console/app.css"), "{files:?}");
+    for file in &files {
+        let res = http.get(s.url(file)).send().await.unwrap();
+        assert_eq!(res.status(), 200, "{file}");
+        assert_secure(&res, file);
+    }
+    let missing = http.get(s.url("/console/nope.js")).send().await.unwrap();
+    assert_eq!(missing.status(), 404);
+    assert_secure(&missing, "a missing file");
+}
+
+#[tokio::test]
+async fn console_weighs_under_its_budget() {
+    let s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let cookie = sign_in(&s).await;
+    let http = no_redirects();
+    let mut todo: Vec<String> = PAGES.iter().map(|p| p.to_string()).collect();
+    let mut seen = BTreeSet::new();
+    let mut total = 0;
+    while let Some(path) = todo.pop() {
+        if !seen.insert(path.clone()) {
+            continue;
+        }
+        let res = http
+            .get(s.url(&path))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        // The sign-in page redirects a signed-in caller: fetch it signed out.
+        let res = if res.status() == 303 {
+            http.get(s.url(&path)).send().await.unwrap()
+        } else {
+            res
+        };
+        assert_eq!(res.status(), 200, "{path}");
+        let body = res.text().await.unwrap();
+        total += body.len();
+        todo.extend(references(&body));
+    }
+    // The pages, the style sheet, one script per page and the shared module.
+    let files = 2 * PAGES.len() + 2;
+    assert!(seen.len() >= files, "{seen:?}");
+    println!("console weight: {total} bytes in {} files", seen.len());
+    assert!(
+        total <= WEIGHT_MAX,
+        "the console weighs {total} bytes, over {WEIGHT_MAX}"
+    );
+}
+
+/// A page of a headless Chromium, driven over the DevTools protocol.
+struct Browser {
+    _process: tokio::process::Child,
+    _profile: tempfile::TempDir,
+    ws: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+    session: String,
+    next_id: u64,
+    /// Script errors and console errors (a CSP violation is one) seen so far.
+    errors: Vec<String>,
+    /// The messages of the dialogs the page opened (each accepted).
+    dialogs: Vec<String>,
+}
+
+impl Browser {
+    async fn launch() -> Browser {
+        let profile = tempfile::tempdir().unwrap();
+        let mut process = tokio::process::Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--remote-debugging-port=0",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg("about:blank")
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("chromium must be installed for the console test (./x installs it)");
+        let mut lines = BufReader::new(process.stderr.take().unwrap()).lines();
+        let url = tokio::time::timeout(Duration::from_secs(30), async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if let Some(at) = line.find("ws://") {
+                    return line[at..].trim().to_string();
+                }
+            }
+            panic!("chromium exited without a DevTools address");
+        })
+        .await
+        .expect("chromium printed its DevTools address");
+        // Keep draining stderr so that chromium never blocks on it.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let (ws, _) = tokio_tungstenite::connect_async(url.as_str())
+            .await
+            .unwrap();
+        let mut b = Browser {
+            _process: process,
+            _profile: profile,
+            ws,
+            session: String::new(),
+            next_id: 0,
+            errors: Vec::new(),
+            dialogs: Vec::new(),
+        };
+        let target = b
+            .call("Target.createTarget", json!({"url": "about:blank"}))
+            .await;
+        let attached = b
+            .call(
+                "Target.attachToTarget",
+                json!({"targetId": target["targetId"], "flatten": true}),
+            )
+            .await;
+        b.session = attached["sessionId"].as_str().unwrap().to_string();
+        b.call("Runtime.enable", json!({})).await;
+        b.call("Log.enable", json!({})).await;
+        b.call("Page.enable", json!({})).await;
+        b
+    }
+
+    /// Sends one command (to the page once attached) and waits for its answer.
+    async fn call(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut msg = json!({"id": id, "method": method, "params": params});
+        if !self.session.is_empty() {
+            msg["sessionId"] = json!(self.session);
+        }
+        self.ws.send(Message::text(msg.to_string())).await.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let frame = tokio::time::timeout_at(deadline, self.ws.next())
+                .await
+                .unwrap_or_else(|_| panic!("no answer to {method}"))
+                .expect("DevTools socket open")
+                .unwrap();
+            let Message::Text(text) = frame else { continue };
+            let v: Value = serde_json::from_str(&text).unwrap();
+            if v["id"] == id {
+                assert!(v.get("error").is_none(), "{method}: {v}");
+                return v["result"].clone();
+            }
+            match v["method"].as_str() {
+                // A confirm() blocks the page (and the command that caused it): accept it.
+                Some("Page.javascriptDialogOpening") => {
+                    self.dialogs
+                        .push(v["params"]["message"].as_str().unwrap_or("").to_string());
+                    self.next_id += 1;
+                    let accept = json!({"id": self.next_id, "method": "Page.handleJavaScriptDialog",
+                        "params": {"accept": true}, "sessionId": self.session});
+                    self.ws
+                        .send(Message::text(accept.to_string()))
+                        .await
+                        .unwrap();
+                }
+                Some("Runtime.exceptionThrown") => self
+                    .errors
+                    .push(v["params"]["exceptionDetails"].to_string()),
+                // Network errors are the API's answers (a wrong password is a 401).
+                Some("Log.entryAdded")
+                    if v["params"]["entry"]["level"] == "error"
+                        && v["params"]["entry"]["source"] != "network" =>
+                {
+                    self.errors.push(v["params"]["entry"]["text"].to_string())
+                }
+                _ => {}
+            }
+        }
+    }
+
+    async fn eval(&mut self, expression: &str) -> Value {
+        let r = self
+            .call(
+                "Runtime.evaluate",
+                json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
+            )
+            .await;
+        assert!(r.get("exceptionDetails").is_none(), "{expression}: {r}");
+        r["result"]["value"].clone()
+    }
+
+    /// Evaluates `expression` until it gives `want`, for up to 15 s.
+    async fn wait_for(&mut self, expression: &str, want: Value) {
+        let start = Instant::now();
+        loop {
+            let got = self.eval(expression).await;
+            if got == want {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(15),
+                "{expression} is {got}, not {want}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn goto(&mut self, url: &str) {
+        self.call("Page.navigate", json!({"url": url})).await;
+        self.wait_for("document.readyState", json!("complete"))
+            .await;
+    }
+
+    /// Types `text` into the element `id` as a keyboard would.
+    async fn type_into(&mut self, id: &str, text: &str) {
+        self.eval(&format!(
+            "(() => {{ const e = document.getElementById('{id}'); e.value = ''; e.focus(); }})()"
+        ))
+        .await;
+        self.call("Input.insertText", json!({"text": text})).await;
+    }
+
+    async fn press_enter(&mut self) {
+        for kind in ["keyDown", "keyUp"] {
+            self.call(
+                "Input.dispatchKeyEvent",
+                json!({"type": kind, "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13, "text": "\r"}),
+            )
+            .await;
+        }
+    }
+
+    async fn screenshot(&mut self, name: &str) {
+        let shot = self
+            .call("Page.captureScreenshot", json!({"format": "png"}))
+            .await;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(shot["data"].as_str().unwrap())
+            .unwrap();
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/console-screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_browser_signs_in_and_sees_the_kiosk_live() {
+    let s = Server::start_with(|c| {
+        c.admin_password = Some(PASSWORD.into());
+        c.devices = DeviceMode::Sim;
+        // Two wrong passwords lock the sign-in for a few seconds.
+        c.login_max_failures = 2;
+        c.login_window_secs = 3;
+    })
+    .await;
+    let mut b = Browser::launch().await;
+    b.call(
+        "Emulation.setDeviceMetricsOverride",
+        json!({"width": 1200, "height": 900, "deviceScaleFactor": 1, "mobile": false}),
+    )
+    .await;
+
+    // `/` leads to the sign-in page; a wrong password's error is shown on the page.
+    b.goto(&s.url("/")).await;
+    b.wait_for("location.pathname", json!("/console/login"))
+        .await;
+    b.type_into("password", "not-the-password").await;
+    b.press_enter().await;
+    b.wait_for(
+        "(() => { const e = document.getElementById('error'); return !e.hidden && e.textContent; })()",
+        json!("wrong password (HTTP 401)"),
+    )
+    .await;
+    // Once locked out, the page says how long to wait and the button waits it out.
+    b.type_into("password", "still-not-it").await;
+    b.press_enter().await;
+    b.wait_for(
+        "document.getElementById('error').textContent.startsWith('wrong password')",
+        json!(true),
+    )
+    .await;
+    b.wait_for(
+        "document.querySelector('#login button').disabled",
+        json!(false),
+    )
+    .await;
+    b.type_into("password", "third-try").await;
+    b.press_enter().await;
+    b.wait_for(
+        "/^Too many login attempts\\. Try again in [1-3] seconds\\. \\(HTTP 429\\)$/.test(document.getElementById('error').textContent)",
+        json!(true),
+    )
+    .await;
+    b.wait_for(
+        "document.querySelector('#login button').textContent.startsWith('Sign in (wait')",
+        json!(true),
+    )
+    .await;
+    b.screenshot("login-error").await;
+    b.wait_for(
+        "document.querySelector('#login button').disabled",
+        json!(false),
+    )
+    .await;
+
+    // The right password leads to the dashboard, which shows the kiosk's live state.
+    b.type_into("password", PASSWORD).await;
+    b.press_enter().await;
+    b.wait_for("location.pathname", json!("/console/")).await;
+    b.wait_for(
+        "document.getElementById('state').textContent",
+        json!("idle"),
+    )
+    .await;
+    b.wait_for(
+        "document.getElementById('health').textContent.includes('Uptime')",
+        json!(true),
+    )
+    .await;
+    b.wait_for("!document.getElementById('screen').hidden", json!(true))
+        .await;
+
+    // A press of the kiosk's button shows up at once, pushed by the server.
+    s.post_json("/api/v1/internal/device/ptt", json!({"pressed": true}), 200)
+        .await;
+    b.wait_for(
+        "document.getElementById('state').textContent",
+        json!("listening"),
+    )
+    .await;
+    b.screenshot("dashboard").await;
+    s.post_json(
+        "/api/v1/internal/device/ptt",
+        json!({"pressed": false}),
+        200,
+    )
+    .await;
+
+    // On a phone the same page lays out in one column.
+    b.call(
+        "Emulation.setDeviceMetricsOverride",
+        json!({"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": true}),
+    )
+    .await;
+    b.screenshot("dashboard-phone").await;
+
+    // The characters page lists the kiosk's character.
+    b.goto(&s.url("/console/characters")).await;
+    b.wait_for(
+        "document.querySelectorAll('#list > li').length > 0",
+        json!(true),
+    )
+    .await;
+    b.screenshot("characters-phone").await;
+
+    // Upload an image: it becomes the character's active image, shown on its card.
+    let png = tempfile::Builder::new().suffix(".png").tempfile().unwrap();
+    std::fs::write(png.path(), PNG).unwrap();
+    let doc = b.call("DOM.getDocument", json!({})).await;
+    let input = b
+        .call(
+            "DOM.querySelector",
+            json!({"nodeId": doc["root"]["nodeId"], "selector": "#list > li input[type=file]"}),
+        )
+        .await;
+    b.call(
+        "DOM.setFileInputFiles",
+        json!({"nodeId": input["nodeId"], "files": [png.path()]}),
+    )
+    .await;
+    b.wait_for(
+        "document.querySelectorAll('#list > li .thumbs button[aria-pressed=true]').length",
+        json!(1),
+    )
+    .await;
+    let docent = s.get_json("/api/v1/characters", 200).await;
+    assert_eq!(docent[0]["images"].as_array().unwrap().len(), 1);
+
+    // Create, edit and delete (after confirming) a character through the dialog.
+    b.eval("document.getElementById('new').click()").await;
+    b.type_into("f-name", "Captain Nemo").await;
+    b.type_into("f-description", "Keeper of the submarine room.")
+        .await;
+    b.eval("document.querySelector('#form button[type=submit]').click()")
+        .await;
+    let nemo =
+        "[...document.querySelectorAll('#list > li h2')].map((e) => e.textContent).join('|')";
+    b.wait_for(nemo, json!("Docent|Captain Nemo")).await;
+    b.eval("[...document.querySelectorAll('#list > li')].find((li) => li.querySelector('h2').textContent === 'Captain Nemo').querySelector('button').click()").await;
+    b.wait_for("document.getElementById('edit').open", json!(true))
+        .await;
+    b.type_into("f-name", "Nemo").await;
+    b.press_enter().await;
+    b.wait_for(nemo, json!("Docent|Nemo")).await;
+    let list = s.get_json("/api/v1/characters", 200).await;
+    assert_eq!(list[1]["description"], "Keeper of the submarine room.");
+    b.eval("[...document.querySelectorAll('#list > li')].find((li) => li.querySelector('h2').textContent === 'Nemo').querySelector('button.danger').click()").await;
+    b.wait_for(nemo, json!("Docent")).await;
+    assert_eq!(b.dialogs, ["Delete Nemo? Its images and knowledge go too."]);
+
+    // Settings: the provider's key is masked, and its test button shows the check's result.
+    let fake = FakeOpenAi::start().await;
+    let reply = "Welcome aboard, the lighthouse gallery is upstairs.";
+    fake.set_chat(Chat::reply(reply));
+    let cookie = sign_in(&s).await;
+    let llm = json!({"llm": {"provider": "openai", "base_url": fake.base_url(), "api_key": LLM_KEY, "model": "fake-chat"}});
+    let res = s
+        .put("/api/v1/settings")
+        .header("cookie", cookie)
+        .json(&llm)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    b.goto(&s.url("/console/settings")).await;
+    b.wait_for("!!document.getElementById('s-llm-api_key')", json!(true))
+        .await;
+    let shown = b
+        .eval("document.getElementById('s-llm-api_key').value")
+        .await;
+    assert!(
+        !shown.as_str().unwrap().contains(LLM_KEY),
+        "the key is masked: {shown}"
+    );
+    b.eval("[...document.querySelectorAll('button')].find((e) => e.textContent === 'Test llm').click()")
+        .await;
+    b.wait_for(
+        "document.getElementById('result-llm').textContent.startsWith('llm:openai: ok')",
+        json!(true),
+    )
+    .await;
+    b.screenshot("settings-phone").await;
+
+    // Try it: a text turn over the WebSocket chat, the character's answer on the page.
+    b.goto(&s.url("/console/try")).await;
+    b.type_into("text", "Where is the lighthouse gallery?")
+        .await;
+    b.press_enter().await;
+    b.wait_for(
+        "[...document.querySelectorAll('#chat li.assistant')].map((e) => e.textContent).join()",
+        json!(reply),
+    )
+    .await;
+    b.screenshot("try-phone").await;
+    let sessions = |v: Value| v.as_array().map_or(0, Vec::len);
+    let open = sessions(s.get_json("/api/v1/sessions", 200).await);
+
+    // Signing out leads back to the sign-in page, and the console is closed again.
+    b.eval("document.getElementById('signout').click()").await;
+    b.wait_for("location.pathname", json!("/console/login"))
+        .await;
+    b.goto(&s.url("/console/settings")).await;
+    b.wait_for("location.pathname", json!("/console/login"))
+        .await;
+    // Leaving the Try it page ended its session.
+    let start = Instant::now();
+    while sessions(s.get_json("/api/v1/sessions", 200).await) != open - 1 {
+        assert!(start.elapsed() < Duration::from_secs(5), "the session ends");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    assert!(
+        b.errors.is_empty(),
+        "script or console errors: {:?}",
+        b.errors
+    );
+}
+
+/// The events of a Server-Sent Events response, as (name, data).
+struct Events {
+    body: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    buf: String,
+}
+
+impl Events {
+    async fn open(s: &Server, cookie: &str) -> Events {
+        let res = s
+            .get("/api/v1/kiosk/events")
+            .header("cookie", cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        assert_eq!(res.headers()["content-type"], "text/event-stream");
+        Events {
+            body: Box::pin(res.bytes_stream()),
+            buf: String::new(),
+        }
+    }
+
+    /// The next event (keep-alive comments skipped), within `within`.
+    async fn next(&mut self, within: Duration) -> (String, Value) {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(end) = self.buf.find("\n\n") {
+                let block: String = self.buf.drain(..end + 2).collect();
+                let mut name = String::from("message");
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("event:") {
+                        name = v.trim().to_string();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.trim_start());
+                    }
+                }
+                if data.is_empty() {
+                    continue;
+                }
+                return (name, serde_json::from_str(&data).unwrap());
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.body.next())
+                .await
+                .expect("an event in time")
+                .expect("the stream goes on")
+                .unwrap();
+            self.buf.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+
+    /// Events until one named `name` for which `pred` holds; returns all of them.
+    async fn until(&mut self, name: &str, pred: impl Fn(&Value) -> bool) -> Vec<(String, Value)> {
+        let mut seen = Vec::new();
+        loop {
+            let e = self.next(Duration::from_secs(40)).await;
+            let done = e.0 == name && pred(&e.1);
+            seen.push(e);
+            if done {
+                return seen;
+            }
+        }
+    }
+}
+
+async fn press(s: &Server, pressed: bool) {
+    s.post_json(
+        "/api/v1/internal/device/ptt",
+        json!({ "pressed": pressed }),
+        200,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_kiosk_event_stream_follows_a_visit() {
+    let s = Server::start_with(|c| {
+        c.admin_password = Some(PASSWORD.into());
+        c.devices = DeviceMode::Sim;
+    })
+    .await;
+    let cookie = sign_in(&s).await;
+    let mut events = Events::open(&s, &cookie).await;
+    let (name, first) = events.next(Duration::from_secs(5)).await;
+    assert_eq!(name, "state");
+    assert_eq!(first["status"], "idle");
+    assert_eq!(first["session_id"], "");
+    assert!(!first["character_id"].as_str().unwrap().is_empty());
+
+    // A press opens the visitor's session; the stream names it. Silence in the microphone:
+    // the kiosk answers that it did not catch that, and the console sees that line of the
+    // visitor's session.
+    press(&s, true).await;
+    let mut seen = events.until("state", |v| v["status"] == "listening").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    press(&s, false).await;
+    seen.extend(events.until("state", |v| v["status"] == "idle").await);
+    let states: Vec<&Value> = seen
+        .iter()
+        .filter(|(n, _)| n == "state")
+        .map(|(_, v)| v)
+        .collect();
+    let session = states
+        .iter()
+        .find_map(|v| v["session_id"].as_str().filter(|id| !id.is_empty()))
+        .unwrap_or_else(|| panic!("the visitor's session is named: {seen:?}"));
+    let sessions = s.get_json("/api/v1/sessions", 200).await.to_string();
+    assert!(sessions.contains(session), "{sessions}");
+    let said: Vec<&str> = seen
+        .iter()
+        .filter(|(n, v)| n == "assistant" || (n == "transcript" && v["speaker"] == "assistant"))
+        .filter_map(|(_, v)| v["text"].as_str())
+        .collect();
+    assert!(
+        said.iter().any(|t| !t.is_empty()),
+        "the kiosk's line reaches the console: {seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn kiosk_event_streams_are_bounded_and_end_with_the_server() {
+    let s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let cookie = sign_in(&s).await;
+    let mut open = Vec::new();
+    for _ in 0..8 {
+        open.push(Events::open(&s, &cookie).await);
+    }
+    let refused = s
+        .get("/api/v1/kiosk/events")
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503);
+    // A stream closed by its client frees its place.
+    drop(open.pop());
+    let start = Instant::now();
+    loop {
+        let res = s
+            .get("/api/v1/kiosk/events")
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        if res.status() == 200 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(5), "{}", res.status());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Open streams do not hold up the server's shutdown.
+    tokio::time::timeout(Duration::from_secs(10), s.stop())
+        .await
+        .expect("the server stops with console streams open");
+    drop(open);
+}
