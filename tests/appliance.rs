@@ -515,6 +515,7 @@ impl Admin {
         self.http
             .request(method, format!("{}{path}", self.base))
             .header("cookie", &self.cookie)
+            .header("origin", &self.base)
     }
 
     async fn expect(&self, r: reqwest::RequestBuilder, status: u16) -> Value {

@@ -42,9 +42,9 @@ pub fn is_admin(headers: &axum::http::HeaderMap, state: &AppState) -> bool {
         || session_token(headers).is_some_and(|t| state.engine.admin_session_valid(t))
 }
 
-/// Whether the request carries the administrator session cookie.
-pub fn has_session_cookie(headers: &axum::http::HeaderMap) -> bool {
-    cookie(headers).is_some()
+/// Whether the request carries a live administrator session cookie.
+pub fn cookie_session(headers: &axum::http::HeaderMap, engine: &Engine) -> bool {
+    cookie(headers).is_some_and(|t| engine.admin_session_valid(t))
 }
 
 fn cookie(headers: &axum::http::HeaderMap) -> Option<&str> {

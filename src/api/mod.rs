@@ -87,7 +87,8 @@ pub fn router(state: AppState) -> Router {
 /// The CORS headers on every response; OPTIONS is answered before routing. A request that
 /// carries credentials (cookie or `Authorization`) is answered for the configured
 /// `cors_origins` only; anything else may be read by any page (`*`). A write authenticated by
-/// the session cookie must come from the kiosk's own origin (or a configured one): 403 else.
+/// a live session cookie must come from the kiosk's own origin (or a configured one): 403 else
+/// (a cookie that authenticates nothing is left to the route's own 401).
 async fn cors(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let headers = req.headers();
     let origin = headers.get(ORIGIN).cloned();
@@ -102,8 +103,8 @@ async fn cors(State(state): State<AppState>, req: Request, next: Next) -> Respon
         StatusCode::OK.into_response()
     } else if writes
         && !allowed
-        && auth::has_session_cookie(headers)
         && !headers.contains_key(AUTHORIZATION)
+        && auth::cookie_session(headers, &state.engine)
         && !same_origin(headers)
     {
         ApiError::new(

@@ -219,9 +219,11 @@ impl Engine {
     }
 
     /// Takes one message from `caller`'s budget (`message_burst`, one more every
-    /// `message_refill_ms`); the kiosk's own loop is not limited.
+    /// `message_refill_ms`). Only callers from the LAN are limited (client keys, and everyone
+    /// at once under `open_conversation_api`): the kiosk, its administrator and its own loopback
+    /// callers are not.
     pub fn spend_message(&self, caller: &Owner) -> Result<()> {
-        if *caller == Owner::Kiosk {
+        if !matches!(caller, Owner::Client(_) | Owner::Open) {
             return Ok(());
         }
         let burst = f64::from(self.config.message_burst);

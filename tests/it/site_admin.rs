@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::support::{PNG, Process, Server, mp4_h264};
 use base64::Engine as _;
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE, HeaderMap};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE, HeaderMap, ORIGIN};
 use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -138,8 +138,21 @@ fn request(s: &Server, m: &str, path: &str) -> reqwest::RequestBuilder {
     s.http.request(method(m), s.url(path))
 }
 
+/// The session cookie, sent as the kiosk's own page sends it: with the kiosk's `Origin`
+/// (writes authenticated by the cookie need it).
 fn with_cookie(req: reqwest::RequestBuilder, token: &str) -> reqwest::RequestBuilder {
-    req.header(COOKIE, format!("{COOKIE_NAME}={token}"))
+    own_origin(req.header(COOKIE, format!("{COOKIE_NAME}={token}")))
+}
+
+/// Adds the `Origin` of the page the request's own server serves.
+fn own_origin(req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    let (client, request) = req.build_split();
+    let mut request = request.unwrap();
+    let origin = request.url().origin().ascii_serialization();
+    request
+        .headers_mut()
+        .insert(ORIGIN, origin.parse().unwrap());
+    reqwest::RequestBuilder::from_parts(client, request)
 }
 
 fn with_bearer(req: reqwest::RequestBuilder, token: &str) -> reqwest::RequestBuilder {
@@ -1066,8 +1079,14 @@ async fn image_delete_follows_the_seed_order() {
             .expect_error(400);
     }
     let cookie = format!("{COOKIE_NAME}={token}");
-    let (status, head, body) =
-        raw_http(s.addr, "DELETE", "/api/img/%2e%2e", &[("Cookie", &cookie)]).await;
+    let origin = format!("http://{}", s.addr);
+    let (status, head, body) = raw_http(
+        s.addr,
+        "DELETE",
+        "/api/img/%2e%2e",
+        &[("Cookie", &cookie), ("Origin", &origin)],
+    )
+    .await;
     assert_eq!(status, 400, "{head}");
     assert!(serde_json::from_slice::<Value>(&body).unwrap()["error"].is_string());
     // Step 4.
@@ -1824,8 +1843,7 @@ async fn no_secret_appears_in_any_log_line() {
             .expect(200),
     );
     // Admin calls with the cookie and with the bearer token.
-    let cookie =
-        |req: reqwest::RequestBuilder| req.header(COOKIE, format!("{COOKIE_NAME}={cookie_token}"));
+    let cookie = |req: reqwest::RequestBuilder| with_cookie(req, &cookie_token);
     let bearer =
         |req: reqwest::RequestBuilder| req.header(AUTHORIZATION, format!("Bearer {bearer_token}"));
     send(cookie(http.put(url("/api/data"))).json(&site_doc()))
