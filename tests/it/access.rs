@@ -208,11 +208,11 @@ async fn a_session_belongs_to_its_creator() {
     };
     assert_eq!(
         ids(status(bearer(s.get("/api/v1/sessions"), &mallory)).await.1),
-        [own.clone()]
+        [own.as_str()]
     );
     assert_eq!(
         ids(status(bearer(s.get("/api/v1/sessions"), &alice)).await.1),
-        [session.clone()]
+        [session.as_str()]
     );
     assert_eq!(
         ids(status(bearer(s.get("/api/v1/sessions"), &admin)).await.1).len(),
