@@ -25,7 +25,7 @@ impl FromRequestParts<AppState> for Admin {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        if is_admin(&parts.headers, state) {
+        if is_admin(&parts.headers, peer(parts), state) {
             Ok(Admin)
         } else {
             Err(ApiError::new(
@@ -36,10 +36,18 @@ impl FromRequestParts<AppState> for Admin {
     }
 }
 
-/// Whether the request carries a live administrator session, or the kiosk is in setup mode.
-pub fn is_admin(headers: &axum::http::HeaderMap, state: &AppState) -> bool {
-    !state.engine.has_admin_password()
-        || session_token(headers).is_some_and(|t| state.engine.admin_session_valid(t))
+/// Whether the request carries a live administrator session, or the kiosk is in setup mode and
+/// the caller is on trusted loopback (setup mode must not hand the LAN the admin routes).
+pub fn is_admin(
+    headers: &axum::http::HeaderMap,
+    peer: Option<SocketAddr>,
+    state: &AppState,
+) -> bool {
+    if state.engine.has_admin_password() {
+        session_token(headers).is_some_and(|t| state.engine.admin_session_valid(t))
+    } else {
+        trusted_loopback(&state.engine, peer)
+    }
 }
 
 /// Whether the request carries a live administrator session cookie.

@@ -604,3 +604,38 @@ async fn messages_and_voice_checks_are_limited_per_client() {
     let e = grpc(&s).await.check_voice(req).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::ResourceExhausted);
 }
+
+/// Setup mode (no password yet) opens the admin routes to the kiosk itself only: before, any
+/// LAN client could change settings, or mint itself a client key, until a password was set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_mode_opens_the_admin_routes_to_loopback_only() {
+    let s = Server::start_with(|c| {
+        c.devices = DeviceMode::None;
+        c.loopback_is_trusted = false;
+    })
+    .await;
+    let health: Value = s
+        .get("/api/v1/health")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["admin_auth"], "setup");
+    for req in [
+        s.post("/api/v1/client-keys")
+            .json(&json!({ "name": "mine" })),
+        s.get("/api/v1/settings"),
+        s.put("/api/data").json(&json!({})),
+        s.post("/api/data?seed=1"),
+        s.put("/api/img/x.png")
+            .header(CONTENT_TYPE, "image/png")
+            .body(vec![0u8; 8]),
+        s.delete("/api/img/x.png"),
+        s.post("/api/v1/sessions").json(&json!({})),
+    ] {
+        let (code, v) = status(req).await;
+        assert_eq!(code, 401, "{v}");
+    }
+}
