@@ -2012,6 +2012,28 @@ async fn no_secret_appears_in_any_log_line() {
     )
     .await
     .expect_error(401);
+    // A client key, created and used (REST and WebSocket query), is never logged either.
+    let client_key =
+        send(bearer(http.post(url("/api/v1/client-keys"))).json(&json!({ "name": "log probe" })))
+            .await
+            .expect(201)
+            .json()["key"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    let session = send(
+        http.post(url("/api/v1/sessions"))
+            .header(AUTHORIZATION, format!("Bearer {client_key}"))
+            .json(&json!({})),
+    )
+    .await
+    .expect(201)
+    .json()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ws = format!("ws://{}/ws/chat/{session}?key={client_key}", docent.addr);
+    drop(tokio_tungstenite::connect_async(ws).await.unwrap());
     // Logout.
     send(cookie(http.delete(url("/api/auth"))))
         .await
@@ -2043,6 +2065,7 @@ async fn no_secret_appears_in_any_log_line() {
         ("llm.api_key", API_KEY.to_string()),
         ("doubao.access_token", ACCESS_TOKEN.to_string()),
         ("internal token", INTERNAL.to_string()),
+        ("client key", client_key.clone()),
     ];
     for (what, secret) in &secrets {
         let middle = &secret[5..secret.len() - 5];
