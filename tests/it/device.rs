@@ -486,7 +486,6 @@ async fn launch_config_shows_the_device_settings_and_applies_the_volume_at_once(
 #[tokio::test]
 async fn a_watcher_of_the_kiosk_session_cannot_steer_it() {
     let s = sim_server(|_| {}).await;
-    let (_, speaker) = sim_paths(&device(&s).await);
     // Silence in the mic: the kiosk says it did not catch that.
     press(&s, true).await;
     wait_status(&s, "listening", Duration::from_secs(2)).await;
@@ -517,5 +516,4 @@ async fn a_watcher_of_the_kiosk_session_cannot_steer_it() {
     };
     assert_eq!(refused["code"], "forbidden", "{refused}");
     assert_eq!(device(&s).await["status"], "speaking", "the kiosk goes on");
-    assert!(len(&speaker) > 0);
 }
