@@ -24,6 +24,20 @@ pub struct Config {
     pub admin_password_file: Option<PathBuf>,
     /// Bearer token that lets non-loopback callers use the internal routes.
     pub internal_token: Option<String>,
+    /// Lets conversation routes (sessions, tasks, WebSocket chat, gRPC) be called from the LAN
+    /// without credentials, as before client keys existed; a warning is logged at start.
+    pub open_conversation_api: bool,
+    /// Whether a caller connected over loopback counts as the kiosk's own (a conversation
+    /// client without credentials, an administrator in setup mode). Tests turn it off to act as
+    /// a LAN client while connecting to 127.0.0.1.
+    pub loopback_is_trusted: bool,
+    /// Origins (`scheme://host[:port]`) whose pages may read responses to requests that carry
+    /// credentials (cookie or `Authorization`); none: same-origin only.
+    pub cors_origins: Vec<String>,
+    /// Messages (REST, WebSocket, gRPC turns) and voice checks one caller may send in a burst;
+    /// `message_refill_ms` gives one back.
+    pub message_burst: u32,
+    pub message_refill_ms: u64,
     /// Lifetime of an administrator login.
     pub admin_session_secs: u64,
     /// Failed logins allowed per client address inside `login_window_secs`.
@@ -177,6 +191,11 @@ impl Default for Config {
             admin_password: None,
             admin_password_file: None,
             internal_token: None,
+            open_conversation_api: false,
+            loopback_is_trusted: true,
+            cors_origins: Vec::new(),
+            message_burst: 20,
+            message_refill_ms: 2_000,
             admin_session_secs: 7 * 24 * 3600,
             login_max_failures: 5,
             login_window_secs: 15 * 60,

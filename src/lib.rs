@@ -50,6 +50,11 @@ pub async fn run_with(
             "no administrator password is configured: admin routes are open (setup mode)"
         );
     }
+    if engine.config.open_conversation_api {
+        tracing::warn!(
+            "open_conversation_api is on: anyone on the network may open sessions and talk to the kiosk without a client key"
+        );
+    }
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "serving");

@@ -144,7 +144,7 @@ fn visit(b: &mut Board, rt: &Runtime, admin: &Admin, dir: &Path) {
     ));
     b.sh("button press");
     let session = rt.block_on(admin.kiosk_session());
-    let frames = rt.block_on(watch(b, &session));
+    let frames = rt.block_on(watch(b, admin, &session));
     let said = b.sh_within(
         // busybox's date has no sub-second format; adjtimex shows the clock in microseconds.
         "docent audio play /tmp/question.raw --device mic_feed --rate 16000 && button release \
@@ -423,11 +423,15 @@ async fn fetch(url: &str) -> Vec<u8> {
 
 type Frames = Arc<Mutex<Vec<Value>>>;
 
-/// A WebSocket watcher of `session`: every JSON frame it receives, in order.
-async fn watch(b: &Board, session: &str) -> Frames {
-    let request = format!("ws://{}/ws/chat/{session}", b.docent)
+/// A WebSocket watcher of `session` (the kiosk's: the administrator may watch it): every JSON
+/// frame it receives, in order.
+async fn watch(b: &Board, admin: &Admin, session: &str) -> Frames {
+    let mut request = format!("ws://{}/ws/chat/{session}", b.docent)
         .into_client_request()
         .unwrap();
+    request
+        .headers_mut()
+        .insert("cookie", admin.cookie.parse().unwrap());
     let (mut ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
     let frames = Frames::default();
     let sink = frames.clone();
@@ -515,6 +519,7 @@ impl Admin {
         self.http
             .request(method, format!("{}{path}", self.base))
             .header("cookie", &self.cookie)
+            .header("origin", &self.base)
     }
 
     async fn expect(&self, r: reqwest::RequestBuilder, status: u16) -> Value {

@@ -190,15 +190,9 @@ impl Rig {
             .await
             .unwrap();
         state.wait_for(|s| s.status == Status::Idle).await.unwrap();
-        let engine = ready.engine.clone();
-        let session = tokio::task::spawn_blocking(move || engine.sessions())
-            .await
-            .unwrap()
-            .unwrap()
-            .into_iter()
-            .find(|s| s.character_id == character)
-            .expect("the kiosk's session");
-        let events = ready.engine.live(&session.id).unwrap().subscribe();
+        let session = state.borrow().session_id.clone();
+        assert!(!session.is_empty(), "the kiosk opened its visitor session");
+        let events = ready.engine.live(&session).unwrap().subscribe();
         Rig {
             devices,
             state,

@@ -11,6 +11,8 @@ use subtle::ConstantTimeEq;
 
 use super::AppState;
 use super::error::ApiError;
+use crate::engine::Engine;
+use crate::engine::access::Owner;
 
 /// Name of the administrator session cookie.
 pub const SESSION_COOKIE: &str = "docent_session";
@@ -23,7 +25,7 @@ impl FromRequestParts<AppState> for Admin {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        if is_admin(&parts.headers, state) {
+        if is_admin(&parts.headers, peer(parts), state) {
             Ok(Admin)
         } else {
             Err(ApiError::new(
@@ -34,14 +36,26 @@ impl FromRequestParts<AppState> for Admin {
     }
 }
 
-/// Whether the request carries a live administrator session, or the kiosk is in setup mode.
-pub fn is_admin(headers: &axum::http::HeaderMap, state: &AppState) -> bool {
-    !state.engine.has_admin_password()
-        || session_token(headers).is_some_and(|t| state.engine.admin_session_valid(t))
+/// Whether the request carries a live administrator session, or the kiosk is in setup mode and
+/// the caller is on trusted loopback (setup mode must not hand the LAN the admin routes).
+pub fn is_admin(
+    headers: &axum::http::HeaderMap,
+    peer: Option<SocketAddr>,
+    state: &AppState,
+) -> bool {
+    if state.engine.has_admin_password() {
+        session_token(headers).is_some_and(|t| state.engine.admin_session_valid(t))
+    } else {
+        trusted_loopback(&state.engine, peer)
+    }
 }
 
-/// The session token of a request: the session cookie, else a bearer token.
-pub fn session_token(headers: &axum::http::HeaderMap) -> Option<&str> {
+/// Whether the request carries a live administrator session cookie.
+pub fn cookie_session(headers: &axum::http::HeaderMap, engine: &Engine) -> bool {
+    cookie(headers).is_some_and(|t| engine.admin_session_valid(t))
+}
+
+fn cookie(headers: &axum::http::HeaderMap) -> Option<&str> {
     headers
         .get_all(axum::http::header::COOKIE)
         .iter()
@@ -51,7 +65,11 @@ pub fn session_token(headers: &axum::http::HeaderMap) -> Option<&str> {
             let (name, value) = pair.trim().split_once('=')?;
             (name == SESSION_COOKIE).then_some(value)
         })
-        .or_else(|| bearer(headers))
+}
+
+/// The session token of a request: the session cookie, else a bearer token.
+pub fn session_token(headers: &axum::http::HeaderMap) -> Option<&str> {
+    cookie(headers).or_else(|| bearer(headers))
 }
 
 /// Proof that the caller is an internal component: it connected over loopback, or it presents
@@ -62,10 +80,7 @@ impl FromRequestParts<AppState> for Internal {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let loopback = parts
-            .extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .is_some_and(|ConnectInfo(addr)| addr.ip().is_loopback());
+        let loopback = trusted_loopback(&state.engine, peer(parts));
         let token_ok = match (&state.engine.config.internal_token, bearer(&parts.headers)) {
             (Some(want), Some(got)) if !want.is_empty() => {
                 bool::from(want.as_bytes().ct_eq(got.as_bytes()))
@@ -89,4 +104,65 @@ pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
     // The scheme name is case-insensitive (RFC 9110).
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// A conversation client (sessions, tasks, WebSocket chat, gRPC), as the owner its sessions
+/// get: an administrator session, a client key, a trusted loopback caller (an administrator in
+/// setup mode), or anyone when `open_conversation_api` is on. Else 401.
+pub struct Caller(pub Owner);
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        caller(&state.engine, &parts.headers, peer(parts), None).map(Caller)
+    }
+}
+
+/// The peer address of a request (the listener records it for every connection).
+pub fn peer(parts: &Parts) -> Option<SocketAddr> {
+    parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(addr)| *addr)
+}
+
+/// Whether `peer` is on the kiosk itself and loopback is trusted (`loopback_is_trusted`).
+pub fn trusted_loopback(engine: &Engine, peer: Option<SocketAddr>) -> bool {
+    engine.config.loopback_is_trusted && peer.is_some_and(|a| a.ip().is_loopback())
+}
+
+/// Turns a request's credentials into the caller: `key` is a client key presented another way
+/// than `Authorization` (the WebSocket's subprotocol or query). Credentials that do not check
+/// out are ignored, so a stale cookie on the kiosk's own browser still counts as loopback.
+pub fn caller(
+    engine: &Engine,
+    headers: &axum::http::HeaderMap,
+    peer: Option<SocketAddr>,
+    key: Option<&str>,
+) -> Result<Owner, ApiError> {
+    let loopback = trusted_loopback(engine, peer);
+    let admin = if engine.has_admin_password() {
+        session_token(headers).is_some_and(|t| engine.admin_session_valid(t))
+    } else {
+        loopback
+    };
+    if admin {
+        return Ok(Owner::Admin);
+    }
+    for key in [bearer(headers), key].into_iter().flatten() {
+        if let Some(owner) = engine.client_of_key(key).map_err(ApiError::from)? {
+            return Ok(owner);
+        }
+    }
+    if loopback {
+        Ok(Owner::Loopback)
+    } else if engine.config.open_conversation_api {
+        Ok(Owner::Open)
+    } else {
+        Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "a client key, an admin session or loopback is required",
+        ))
+    }
 }

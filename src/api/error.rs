@@ -48,6 +48,8 @@ impl From<Error> for ApiError {
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Conflict(_) => StatusCode::CONFLICT,
             Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::Forbidden(_) => StatusCode::FORBIDDEN,
+            Error::TooMany(_) => StatusCode::TOO_MANY_REQUESTS,
             Error::UnsupportedMedia(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::ProviderFailed(_) => StatusCode::BAD_GATEWAY,

@@ -3,7 +3,8 @@
 
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, FromRequestParts, Request};
-use axum::http::header::CONTENT_LENGTH;
+use axum::http::StatusCode;
+use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
@@ -17,13 +18,32 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        let json = is_json(req.headers());
         let bytes = read_body(req.into_body(), state.engine.config.limits.json_bytes).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Err(ApiError::bad("request body must be a JSON object"));
         }
+        json?;
         serde_json::from_slice(&bytes)
             .map(JsonBody)
             .map_err(|e| ApiError::bad(format!("invalid JSON body: {e}")))
+    }
+}
+
+/// A JSON body must say so (`Content-Type: application/json`, 415 otherwise): a form or a
+/// `text/plain` body, which any web page may send without asking, cannot forge a write.
+fn is_json(headers: &axum::http::HeaderMap) -> Result<(), ApiError> {
+    let essence = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(str::trim);
+    match essence {
+        Some(t) if t.eq_ignore_ascii_case("application/json") => Ok(()),
+        _ => Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "the body must be sent as Content-Type: application/json",
+        )),
     }
 }
 
@@ -86,10 +106,12 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for JsonOrEmpty<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        let json = is_json(req.headers());
         let bytes = read_body(req.into_body(), state.engine.config.limits.json_bytes).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(JsonOrEmpty(T::default()));
         }
+        json?;
         serde_json::from_slice(&bytes)
             .map(JsonOrEmpty)
             .map_err(|e| ApiError::bad(format!("invalid JSON body: {e}")))

@@ -13,6 +13,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::engine::access::{Owner, Use};
 use crate::engine::error::Error;
 use crate::engine::live::{AudioWanted, Event, LiveSession, Overrides};
 use crate::engine::providers::CHECK_TIMEOUT;
@@ -44,6 +45,24 @@ struct Voice {
     engine: Arc<Engine>,
 }
 
+impl Voice {
+    /// The caller of a gRPC request, from its metadata and the connection's peer address.
+    fn caller<T>(&self, request: &Request<T>) -> Result<Owner, Status> {
+        let headers = request.metadata().clone().into_headers();
+        let peer = request
+            .extensions()
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0);
+        super::auth::caller(&self.engine, &headers, peer, None).map_err(|e| {
+            if e.status == axum::http::StatusCode::UNAUTHORIZED {
+                Status::unauthenticated(e.message)
+            } else {
+                Status::internal(e.message)
+            }
+        })
+    }
+}
+
 /// An output and the turn it belongs to (None: no turn, e.g. a task event).
 type Tagged = (Option<u64>, VoiceLlmOutput);
 type OutStream = Pin<Box<dyn Stream<Item = Result<VoiceLlmOutput, Status>> + Send>>;
@@ -52,6 +71,8 @@ fn status_of(e: Error) -> Status {
     match e {
         Error::BadRequest(m) => Status::invalid_argument(m),
         Error::NotFound(m) => Status::not_found(m),
+        Error::Forbidden(m) => Status::permission_denied(m),
+        Error::TooMany(m) => Status::resource_exhausted(m),
         Error::Conflict(m) => Status::already_exists(m),
         Error::Unavailable(m) => Status::unavailable(m),
         Error::Timeout(m) => Status::deadline_exceeded(m),
@@ -67,11 +88,13 @@ impl VoiceLlmService for Voice {
         &self,
         request: Request<Streaming<VoiceLlmInput>>,
     ) -> Result<Response<OutStream>, Status> {
+        let caller = self.caller(&request)?;
         let inputs = request.into_inner();
         let (tx, rx) = mpsc::channel::<Result<Tagged, Status>>(OUT_QUEUE);
         let live_slot: Arc<OnceLock<Arc<LiveSession>>> = Arc::default();
         let conversation = Conversation {
             engine: self.engine.clone(),
+            caller,
             live: live_slot.clone(),
             ids: Arc::default(),
             out: tx.clone(),
@@ -106,6 +129,8 @@ impl VoiceLlmService for Voice {
         &self,
         request: Request<CheckVoiceRequest>,
     ) -> Result<Response<CheckVoiceResponse>, Status> {
+        let caller = self.caller(&request)?;
+        self.engine.spend_message(&caller).map_err(status_of)?;
         let config = request.into_inner().config.unwrap_or_default();
         let settings = self.engine.settings();
         let provider = if config.provider.is_empty() {
@@ -139,9 +164,10 @@ impl VoiceLlmService for Voice {
         &self,
         request: Request<InterruptRequest>,
     ) -> Result<Response<InterruptResponse>, Status> {
+        let caller = self.caller(&request)?;
         let id = request.into_inner().session_id;
         let engine = self.engine.clone();
-        let live = tokio::task::spawn_blocking(move || engine.live(&id))
+        let live = tokio::task::spawn_blocking(move || engine.live_for(&id, &caller, Use::Steer))
             .await
             .map_err(|_| Status::internal("internal error"))?;
         let success = match live {
@@ -149,6 +175,7 @@ impl VoiceLlmService for Voice {
                 self.engine.interrupt(&live);
                 true
             }
+            Err(e @ Error::Forbidden(_)) => return Err(status_of(e)),
             Err(_) => false,
         };
         Ok(Response::new(InterruptResponse { success }))
@@ -169,6 +196,8 @@ struct Utterance {
 /// One Converse stream.
 struct Conversation {
     engine: Arc<Engine>,
+    /// Who opened the stream: the owner of a session it creates.
+    caller: Owner,
     live: Arc<OnceLock<Arc<LiveSession>>>,
     ids: Ids,
     out: mpsc::Sender<Result<Tagged, Status>>,
@@ -204,7 +233,7 @@ impl Conversation {
                             stored: false,
                         },
                         new_id(),
-                    );
+                    )?;
                 }
                 Some(Input::Audio(chunk)) => {
                     let live = self.join().await?;
@@ -228,27 +257,29 @@ impl Conversation {
         }
         let config = self.pending.take().unwrap_or_default();
         let engine = self.engine.clone();
+        let caller = self.caller.clone();
         let wanted = config.clone();
         let live = tokio::task::spawn_blocking(move || -> Result<Arc<LiveSession>, Error> {
             let id = wanted.session_id.trim().to_string();
-            if !id.is_empty() && engine.session(&id).is_ok() {
-                return engine.live(&id);
+            // A named session is joined only by a caller who may steer it; its history is
+            // never seeded.
+            if !id.is_empty() {
+                match engine.live_for(&id, &caller, Use::Steer) {
+                    Err(Error::NotFound(_)) => {}
+                    joined => return joined,
+                }
             }
             let req = NewSession {
                 mode: None,
                 character_id: Some(wanted.character_id.clone()).filter(|c| !c.is_empty()),
-            };
-            let created = if id.is_empty() {
-                engine.create_session(req)?
-            } else {
-                engine.create_session_as(id, req)?
             };
             let context: Vec<(String, String)> = wanted
                 .dialog_context
                 .iter()
                 .map(|i| (i.role.clone(), i.text.clone()))
                 .collect();
-            engine.seed_history(&created.session_id, &context)?;
+            let id = Some(id).filter(|i| !i.is_empty());
+            let created = engine.create_seeded_session(id, req, caller, &context)?;
             engine.live(&created.session_id)
         })
         .await
@@ -268,7 +299,13 @@ impl Conversation {
         Ok(live)
     }
 
-    fn start(&mut self, live: &Arc<LiveSession>, input: TurnInput, question: String) {
+    fn start(
+        &mut self,
+        live: &Arc<LiveSession>,
+        input: TurnInput,
+        question: String,
+    ) -> Result<(), Status> {
+        self.engine.spend_message(&self.caller).map_err(status_of)?;
         let (seq, cancel) = live.next_turn();
         self.last_turn.store(seq, Ordering::SeqCst);
         self.ids
@@ -276,6 +313,7 @@ impl Conversation {
             .expect("ids lock")
             .insert(seq, (question, new_id()));
         self.engine.spawn_turn(live.clone(), seq, cancel, input);
+        Ok(())
     }
 
     async fn audio(&mut self, live: &Arc<LiveSession>, chunk: AudioChunk) -> Result<(), Status> {
@@ -339,7 +377,7 @@ impl Conversation {
             let u = self.utterance.take().expect("set above");
             let pcm = audio::to_recogniser(&u.bytes, u.rate, u.channels);
             let question = self.question.take().unwrap_or_else(new_id);
-            self.start(live, TurnInput::Audio(pcm), question);
+            self.start(live, TurnInput::Audio(pcm), question)?;
         }
         Ok(())
     }

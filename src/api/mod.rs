@@ -1,11 +1,13 @@
 //! The front doors: the HTTP API (and, on the same listener, WebSocket and gRPC).
 //!
 //! Handlers translate HTTP to engine calls and back; rules live in the engine. Every response
-//! carries the CORS headers (`*` origin; methods GET, POST, PUT, DELETE, OPTIONS; headers
-//! Content-Type, Authorization), and any OPTIONS request is answered 200 at once, before routing.
+//! carries the CORS headers (`*` origin unless the request carries credentials, see [`cors`];
+//! methods GET, POST, PUT, DELETE, OPTIONS; headers Content-Type, Authorization), and any
+//! OPTIONS request is answered 200 at once, before routing.
 
 mod auth;
 mod characters;
+mod client_keys;
 mod console;
 mod debug;
 mod device;
@@ -23,8 +25,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::Request;
-use axum::http::{HeaderValue, Method, StatusCode};
+use axum::extract::{Request, State};
+use axum::http::header::{AUTHORIZATION, COOKIE, HOST, ORIGIN, REFERER, VARY};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 
@@ -68,6 +71,7 @@ pub fn router(state: AppState) -> Router {
         .merge(system::routes())
         .merge(site::routes())
         .merge(sessions::routes())
+        .merge(client_keys::routes())
         .merge(tasks::routes())
         .merge(device::routes())
         .merge(ws::routes())
@@ -82,19 +86,56 @@ pub fn router(state: AppState) -> Router {
                 "method not allowed on this route",
             )
         })
+        .layer(middleware::from_fn_with_state(state.clone(), cors))
         .with_state(state)
-        .layer(middleware::from_fn(cors))
 }
 
-/// The CORS headers on every response; OPTIONS is answered before routing.
-async fn cors(req: Request, next: Next) -> Response {
+/// The CORS headers on every response; OPTIONS is answered before routing. A request that
+/// carries credentials (cookie or `Authorization`) is answered for the configured
+/// `cors_origins` only; anything else may be read by any page (`*`). A write authenticated by
+/// a live session cookie must come from the kiosk's own origin (or a configured one): 403 else
+/// (a cookie that authenticates nothing is left to the route's own 401).
+async fn cors(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let headers = req.headers();
+    let origin = headers.get(ORIGIN).cloned();
+    let allowed = origin
+        .as_ref()
+        .and_then(|o| o.to_str().ok())
+        .filter(|o| state.engine.config.cors_origins.iter().any(|c| c == o))
+        .is_some();
+    let credentialed = headers.contains_key(COOKIE) || headers.contains_key(AUTHORIZATION);
+    let writes = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     let mut res = if req.method() == Method::OPTIONS {
         StatusCode::OK.into_response()
+    } else if writes
+        && !allowed
+        && !headers.contains_key(AUTHORIZATION)
+        && auth::cookie_session(headers, &state.engine)
+        && !same_origin(headers)
+    {
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            "a write with the session cookie must come from the kiosk's own pages",
+        )
+        .into_response()
     } else {
         next.run(req).await
     };
     let h = res.headers_mut();
-    h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+    h.insert(VARY, HeaderValue::from_static("Origin"));
+    match origin {
+        Some(o) if allowed => {
+            h.insert("access-control-allow-origin", o);
+            h.insert(
+                "access-control-allow-credentials",
+                HeaderValue::from_static("true"),
+            );
+        }
+        _ if credentialed => {}
+        _ => {
+            h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+        }
+    }
     h.insert(
         "access-control-allow-methods",
         HeaderValue::from_static("GET, POST, PUT, DELETE, OPTIONS"),
@@ -104,6 +145,21 @@ async fn cors(req: Request, next: Next) -> Response {
         HeaderValue::from_static("Content-Type, Authorization"),
     );
     res
+}
+
+/// Whether the request's `Origin` (else its `Referer`) names the host it was sent to.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(HOST).and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    let source = headers
+        .get(ORIGIN)
+        .or_else(|| headers.get(REFERER))
+        .and_then(|v| v.to_str().ok());
+    source
+        .and_then(|s| s.split_once("://"))
+        .map(|(_, rest)| rest.split('/').next().unwrap_or(""))
+        .is_some_and(|authority| authority.eq_ignore_ascii_case(host))
 }
 
 /// Serves the application on `listener` until `shutdown` completes.

@@ -7,6 +7,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::auth::Caller;
 use super::error::ApiResult;
 use super::extract::{JsonBody, JsonOrEmpty, Params, QueryArgs};
 use super::{AppState, blocking};
@@ -23,18 +24,26 @@ pub fn routes() -> Router<AppState> {
 
 async fn create(
     State(s): State<AppState>,
+    Caller(caller): Caller,
     JsonOrEmpty(req): JsonOrEmpty<NewSession>,
 ) -> ApiResult<(StatusCode, Json<SessionCreated>)> {
-    let created = blocking(&s, move |e| e.create_session(req)).await?;
+    let created = blocking(&s, move |e| e.create_session(req, caller)).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 
-async fn list(State(s): State<AppState>) -> ApiResult<Json<Vec<SessionSummary>>> {
-    Ok(Json(s.engine.sessions()?))
+async fn list(
+    State(s): State<AppState>,
+    Caller(caller): Caller,
+) -> ApiResult<Json<Vec<SessionSummary>>> {
+    Ok(Json(s.engine.sessions(&caller)?))
 }
 
-async fn remove(State(s): State<AppState>, Params(id): Params<String>) -> ApiResult<StatusCode> {
-    blocking(&s, move |e| e.delete_session(&id)).await?;
+async fn remove(
+    State(s): State<AppState>,
+    Caller(caller): Caller,
+    Params(id): Params<String>,
+) -> ApiResult<StatusCode> {
+    blocking(&s, move |e| e.delete_session(&id, &caller)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -45,10 +54,11 @@ struct MessageBody {
 
 async fn message(
     State(s): State<AppState>,
+    Caller(caller): Caller,
     Params(id): Params<String>,
     JsonBody(body): JsonBody<MessageBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let turn_seq = blocking(&s, move |e| e.post_message(&id, &body.text)).await?;
+    let turn_seq = blocking(&s, move |e| e.post_message(&id, &body.text, &caller)).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({ "status": "queued", "turn_seq": turn_seq })),
@@ -62,9 +72,10 @@ struct Limit {
 
 async fn tasks(
     State(s): State<AppState>,
+    Caller(caller): Caller,
     Params(id): Params<String>,
     QueryArgs(q): QueryArgs<Limit>,
 ) -> ApiResult<Json<Value>> {
-    let tasks: Vec<TaskView> = s.engine.session_tasks(&id, q.limit)?;
+    let tasks: Vec<TaskView> = s.engine.session_tasks(&id, q.limit, &caller)?;
     Ok(Json(json!({ "tasks": tasks })))
 }

@@ -11,13 +11,14 @@ use axum::extract::{RawQuery, Request, State};
 use axum::http::header::{
     CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH, RETRY_AFTER, SET_COOKIE,
 };
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
-use super::auth::{SESSION_COOKIE, is_admin, session_token};
+use super::auth::{SESSION_COOKIE, is_admin, peer, session_token};
 use super::error::{ApiError, ApiResult};
 use super::extract::{Params, check_length, read_body};
 use super::{AppState, blocking};
@@ -151,7 +152,7 @@ async fn get_data(State(s): State<AppState>) -> ApiResult<Response> {
 
 async fn put_data(State(s): State<AppState>, req: Request) -> ApiResult<Json<Value>> {
     // 1. Authentication first.
-    if !is_admin(req.headers(), &s) {
+    if !is_admin(req.headers(), peer_of(&req), &s) {
         return Err(unauthorized());
     }
     // 2. to 6.: JSON, required keys in order, works, exhibitions, then store as given.
@@ -165,7 +166,7 @@ async fn put_data(State(s): State<AppState>, req: Request) -> ApiResult<Json<Val
 async fn seed_data(
     State(s): State<AppState>,
     RawQuery(query): RawQuery,
-    headers: HeaderMap,
+    request: Parts,
 ) -> ApiResult<Json<Value>> {
     let seed = query
         .as_deref()
@@ -176,7 +177,7 @@ async fn seed_data(
             "POST /api/data needs ?seed=1",
         ));
     }
-    if !is_admin(&headers, &s) {
+    if !is_admin(&request.headers, peer(&request), &s) {
         return Err(unauthorized());
     }
     blocking(&s, |e| e.seed_site_document()).await?;
@@ -387,21 +388,18 @@ async fn serve_image(s: &AppState, key: &str, uri: &Uri, req: &HeaderMap) -> Api
 async fn delete_image(
     State(s): State<AppState>,
     name: Result<Params<String>, ApiError>,
-    headers: HeaderMap,
+    request: Parts,
 ) -> ApiResult<Json<Value>> {
-    remove_image(&s, key_of(name), &headers).await
+    remove_image(&s, key_of(name), &request).await
 }
 
-async fn delete_image_empty(
-    State(s): State<AppState>,
-    headers: HeaderMap,
-) -> ApiResult<Json<Value>> {
-    remove_image(&s, String::new(), &headers).await
+async fn delete_image_empty(State(s): State<AppState>, request: Parts) -> ApiResult<Json<Value>> {
+    remove_image(&s, String::new(), &request).await
 }
 
-async fn remove_image(s: &AppState, key: String, headers: &HeaderMap) -> ApiResult<Json<Value>> {
+async fn remove_image(s: &AppState, key: String, request: &Parts) -> ApiResult<Json<Value>> {
     // 1. Authentication, 2. store off, 3. key, 4. delete (absent keys too).
-    if !is_admin(headers, s) {
+    if !is_admin(&request.headers, peer(request), s) {
         return Err(unauthorized());
     }
     let owned = key.clone();
@@ -423,7 +421,7 @@ async fn put_image_empty(State(s): State<AppState>, req: Request) -> ApiResult<J
 }
 
 async fn store_image(s: &AppState, key: String, req: Request) -> ApiResult<Json<Value>> {
-    if !is_admin(req.headers(), s) {
+    if !is_admin(req.headers(), peer_of(&req), s) {
         return Err(unauthorized());
     }
     if !s.engine.config.image_store {
@@ -448,6 +446,13 @@ async fn store_image(s: &AppState, key: String, req: Request) -> ApiResult<Json<
     Ok(Json(
         json!({ "ok": true, "key": key, "etag": blob.etag(), "size": blob.size }),
     ))
+}
+
+/// The peer address of a whole request (see `auth::peer`).
+fn peer_of(req: &Request) -> Option<std::net::SocketAddr> {
+    req.extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0)
 }
 
 #[cfg(test)]

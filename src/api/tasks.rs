@@ -9,7 +9,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::auth::Internal;
+use super::auth::{Caller, Internal};
 use super::error::ApiResult;
 use super::extract::{JsonBody, Params, QueryArgs};
 use super::{AppState, blocking};
@@ -34,7 +34,11 @@ pub fn routes() -> Router<AppState> {
         )
 }
 
-async fn task(State(s): State<AppState>, Params(id): Params<String>) -> ApiResult<Json<TaskView>> {
+async fn task(
+    State(s): State<AppState>,
+    _: Caller,
+    Params(id): Params<String>,
+) -> ApiResult<Json<TaskView>> {
     Ok(Json(s.engine.task(&id)?))
 }
 
@@ -46,6 +50,7 @@ struct EventsQuery {
 
 async fn events(
     State(s): State<AppState>,
+    _: Caller,
     Params(id): Params<String>,
     QueryArgs(q): QueryArgs<EventsQuery>,
 ) -> ApiResult<Json<Value>> {
@@ -55,6 +60,7 @@ async fn events(
 
 async fn artifact(
     State(s): State<AppState>,
+    _: Caller,
     Params((task_id, artifact_id)): Params<(String, String)>,
 ) -> ApiResult<Response> {
     let (blob, bytes) = blocking(&s, move |e| e.artifact(&task_id, &artifact_id)).await?;

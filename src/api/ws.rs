@@ -10,19 +10,23 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::http::header::SEC_WEBSOCKET_PROTOCOL;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
+use super::auth::{caller, peer};
 use super::error::ApiError;
-use super::extract::Params;
+use super::extract::{Params, QueryArgs};
 use super::{AppState, blocking};
-use crate::engine::Engine;
+use crate::engine::access::{Owner, Use};
 use crate::engine::audio;
 use crate::engine::live::{AudioWanted, ErrorCode, Event, LiveSession};
 use crate::engine::turn::TurnInput;
+use crate::engine::{Engine, Error};
 
 /// Largest frame accepted from a client.
 const FRAME_MAX: usize = 1 << 20;
@@ -42,18 +46,51 @@ pub fn routes() -> Router<AppState> {
     Router::new().route("/ws/chat/{id}", get(upgrade))
 }
 
+/// Subprotocol a browser offers beside `KEY_PROTOCOL_PREFIX<key>`; the answer names it, so
+/// the key is never echoed back.
+const PROTOCOL: &str = "docent";
+/// A browser cannot set `Authorization` on a WebSocket: it offers the client key as the
+/// subprotocol `docent-key.<key>` (or sends it as `?key=`).
+const KEY_PROTOCOL_PREFIX: &str = "docent-key.";
+
+#[derive(serde::Deserialize)]
+struct KeyQuery {
+    key: Option<String>,
+}
+
 async fn upgrade(
     State(s): State<AppState>,
     Params(id): Params<String>,
+    QueryArgs(q): QueryArgs<KeyQuery>,
+    request: Parts,
     ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    let live = blocking(&s, move |e| e.live(&id)).await?;
+    let offered = request
+        .headers
+        .get_all(SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .find_map(|p| p.trim().strip_prefix(KEY_PROTOCOL_PREFIX))
+        .map(str::to_string);
+    let key = offered.or(q.key);
+    let caller = caller(&s.engine, &request.headers, peer(&request), key.as_deref())?;
+    // The owner (or an administrator) steers the session; an administrator on the kiosk's
+    // visitor session only watches it.
+    let (live, read_only) = blocking(&s, move |e| match e.live_for(&id, &caller, Use::Steer) {
+        Err(Error::Forbidden(_)) => e
+            .live_for(&id, &caller, Use::Watch)
+            .map(|live| (live, None)),
+        other => other.map(|live| (live, Some(caller))),
+    })
+    .await?;
     let ws = ws.map_err(|e| ApiError::new(e.status(), e.body_text()))?;
     let engine = s.engine.clone();
     Ok(ws
+        .protocols([PROTOCOL])
         .max_message_size(FRAME_MAX + 64 * 1024)
         .max_frame_size(FRAME_MAX + 64 * 1024)
-        .on_upgrade(move |socket| serve(engine, live, socket))
+        .on_upgrade(move |socket| serve(engine, live, read_only, socket))
         .into_response())
 }
 
@@ -64,7 +101,13 @@ struct Utterance {
     bytes: Vec<u8>,
 }
 
-async fn serve(engine: Arc<Engine>, live: Arc<LiveSession>, socket: WebSocket) {
+/// Serves one socket; `steer` is the caller when it may send input (None: watch only).
+async fn serve(
+    engine: Arc<Engine>,
+    live: Arc<LiveSession>,
+    steer: Option<Owner>,
+    socket: WebSocket,
+) {
     let (mut sink, mut stream) = socket.split();
     // Reply audio is queued with its turn number: audio of a turn that is no longer current
     // is dropped here, as late as possible, so an interrupt cuts off what is still queued.
@@ -111,8 +154,12 @@ async fn serve(engine: Arc<Engine>, live: Arc<LiveSession>, socket: WebSocket) {
                     Some(Ok(Message::Close(_))) => break (CLOSE_NORMAL, ""),
                     Some(Ok(Message::Text(t))) if t.len() > FRAME_MAX => break (CLOSE_TOO_BIG, "frame too large"),
                     Some(Ok(Message::Binary(b))) if b.len() > FRAME_MAX => break (CLOSE_TOO_BIG, "frame too large"),
+                    Some(Ok(Message::Text(_) | Message::Binary(_))) if steer.is_none() => {
+                        let _ = out.try_send((None, text(error("this socket only watches the kiosk's session", ErrorCode::Forbidden))));
+                    }
                     Some(Ok(Message::Text(t))) => {
-                        if let Err(reply) = handle(&engine, &live, &t, &mut audio, &mut utterance) {
+                        let caller = steer.as_ref().expect("watch-only sockets answered above");
+                        if let Err(reply) = handle(&engine, &live, caller, &t, &mut audio, &mut utterance) {
                             let _ = out.try_send((None, text(reply)));
                         }
                     }
@@ -157,6 +204,7 @@ fn error(message: &str, code: ErrorCode) -> Value {
 fn handle(
     engine: &Arc<Engine>,
     live: &Arc<LiveSession>,
+    caller: &Owner,
     raw: &str,
     audio: &mut Option<AudioWanted>,
     utterance: &mut Option<Utterance>,
@@ -169,6 +217,7 @@ fn handle(
             if t.is_empty() {
                 return Err(error("text must not be blank", ErrorCode::BadRequest));
             }
+            spend(engine, caller)?;
             engine.start_turn(
                 live,
                 TurnInput::Text {
@@ -212,6 +261,7 @@ fn handle(
                     ErrorCode::BadRequest,
                 ));
             };
+            spend(engine, caller)?;
             let pcm = audio::to_recogniser(&u.bytes, u.rate, u.channels);
             engine.start_turn(live, TurnInput::Audio(pcm));
         }
@@ -229,6 +279,13 @@ fn handle(
         }
     }
     Ok(())
+}
+
+/// Takes a message from the caller's budget; the error frame when it is used up.
+fn spend(engine: &Engine, caller: &Owner) -> Result<(), Value> {
+    engine
+        .spend_message(caller)
+        .map_err(|e| error(&e.to_string(), ErrorCode::RateLimited))
 }
 
 /// The frame a live event becomes on a socket, tagged with its turn when it is reply audio.

@@ -29,6 +29,7 @@ use super::audio::{self, Audio, Captured, Played};
 use super::ptt::{PttEvent, Wake};
 use crate::config::KioskConfig;
 use crate::engine::Engine;
+use crate::engine::access::Owner;
 use crate::engine::live::{AudioWanted, Event, LiveSession, Status};
 use crate::engine::sessions::NewSession;
 use crate::engine::turn::TurnInput;
@@ -372,10 +373,13 @@ impl Kiosk {
         let engine = self.engine.clone();
         let character = self.character_id.clone();
         let opened = tokio::task::spawn_blocking(move || {
-            let created = engine.create_session(NewSession {
-                mode: None,
-                character_id: Some(character).filter(|c| !c.is_empty()),
-            })?;
+            let created = engine.create_session(
+                NewSession {
+                    mode: None,
+                    character_id: Some(character).filter(|c| !c.is_empty()),
+                },
+                Owner::Kiosk,
+            )?;
             engine.live(&created.session_id)
         })
         .await;
@@ -422,7 +426,7 @@ impl Kiosk {
             {
                 let engine = self.engine.clone();
                 let id = v.live.id.clone();
-                tokio::task::spawn_blocking(move || engine.delete_session(&id));
+                tokio::task::spawn_blocking(move || engine.delete_session(&id, &Owner::Kiosk));
             }
             self.publish();
         }

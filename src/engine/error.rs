@@ -10,6 +10,10 @@ pub enum Error {
     /// The operation conflicts with the resource's state (e.g. a finished task).
     Conflict(String),
     TooLarge(String),
+    /// The caller may not do this to this resource (it belongs to another caller).
+    Forbidden(String),
+    /// The caller has used up its budget for now.
+    TooMany(String),
     UnsupportedMedia(String),
     /// A limit or a provider is unavailable right now.
     Unavailable(String),
@@ -27,6 +31,8 @@ impl std::fmt::Display for Error {
         | Error::NotFound(m)
         | Error::Conflict(m)
         | Error::TooLarge(m)
+        | Error::Forbidden(m)
+        | Error::TooMany(m)
         | Error::UnsupportedMedia(m)
         | Error::Unavailable(m)
         | Error::ProviderFailed(m)

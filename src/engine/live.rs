@@ -42,6 +42,10 @@ pub enum ErrorCode {
     TtsFailed,
     ProviderUnavailable,
     BadRequest,
+    /// The socket only watches this session (an administrator on the kiosk's visitor session).
+    Forbidden,
+    /// The caller's message budget is used up for now.
+    RateLimited,
 }
 
 /// Everything that happens in a session, in the order it happened.

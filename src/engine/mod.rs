@@ -4,6 +4,7 @@
 //!
 //! Engine methods that write block on fsync; async callers run them on the blocking pool.
 
+pub mod access;
 pub mod audio;
 pub mod auth;
 pub mod characters;
@@ -42,6 +43,8 @@ pub struct Engine {
     /// Client for HTTP providers (TLS through rustls with ring).
     http: reqwest::Client,
     recogniser_models: providers::ModelCache,
+    budgets: access::Budgets,
+    last_used: access::LastUsed,
 }
 
 impl Engine {
@@ -78,6 +81,8 @@ impl Engine {
             live: live::Registry::default(),
             http,
             recogniser_models: providers::ModelCache::default(),
+            budgets: access::Budgets::default(),
+            last_used: access::LastUsed::default(),
         });
         engine.ensure_default_character()?;
         engine.ensure_site_document()?;

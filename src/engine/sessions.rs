@@ -8,6 +8,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
+use super::access::{self, Owner, Use};
 use super::error::{Error, Result, bad, not_found};
 use super::turn::TurnInput;
 use super::{Engine, is_id, new_id};
@@ -83,12 +84,18 @@ impl Engine {
 
     /// Opens a session; idle sessions past their timeout are closed first so they do not hold
     /// places under the cap.
-    pub fn create_session(&self, req: NewSession) -> Result<SessionCreated> {
-        self.create_session_as(new_id(), req)
+    /// `owner` is the caller (see `access`): only it, or an administrator, may use it.
+    pub fn create_session(&self, req: NewSession, owner: Owner) -> Result<SessionCreated> {
+        self.create_session_as(new_id(), req, owner)
     }
 
     /// Opens a session under an id the client chose (gRPC `config.session_id`).
-    pub fn create_session_as(&self, id: String, req: NewSession) -> Result<SessionCreated> {
+    pub fn create_session_as(
+        &self,
+        id: String,
+        req: NewSession,
+        owner: Owner,
+    ) -> Result<SessionCreated> {
         if !is_id(&id) {
             return Err(bad("session_id must be a UUID"));
         }
@@ -124,6 +131,7 @@ impl Engine {
                 turn_seq: 0,
                 created_at: now.clone(),
                 last_active_at: now,
+                owner,
             };
             table.insert(s.id.as_str(), store::to_json(&s).as_slice())?;
             s
@@ -145,8 +153,25 @@ impl Engine {
         })
     }
 
-    /// Seeds a new session's history with earlier messages (gRPC `dialog_context`).
-    pub fn seed_history(&self, session_id: &str, items: &[(String, String)]) -> Result<()> {
+    /// Opens a session seeded with earlier messages (gRPC `dialog_context`): only a new
+    /// session of the caller is seeded, and the context is bounded (checked before anything is
+    /// created).
+    pub fn create_seeded_session(
+        &self,
+        id: Option<String>,
+        req: NewSession,
+        owner: Owner,
+        items: &[(String, String)],
+    ) -> Result<SessionCreated> {
+        access::check_context(items)?;
+        let created = self.create_session_as(id.unwrap_or_else(new_id), req, owner)?;
+        if !items.is_empty() {
+            self.seed_history(&created.session_id, items)?;
+        }
+        Ok(created)
+    }
+
+    fn seed_history(&self, session_id: &str, items: &[(String, String)]) -> Result<()> {
         let session = self.session(session_id)?;
         let tx = self.store.write()?;
         for (role, text) in items {
@@ -201,12 +226,15 @@ impl Engine {
         Ok(tx.open_table(SESSIONS)?.len()? as usize)
     }
 
-    /// All open sessions, newest first.
-    pub fn sessions(&self) -> Result<Vec<SessionSummary>> {
+    /// The open sessions `caller` may watch (an administrator: all), newest first.
+    pub fn sessions(&self, caller: &Owner) -> Result<Vec<SessionSummary>> {
         let tx = self.store.read()?;
         let mut all = Vec::new();
         for item in tx.open_table(SESSIONS)?.iter()? {
-            all.push(store::from_json::<Session>(item?.1.value())?);
+            let s = store::from_json::<Session>(item?.1.value())?;
+            if access::may(caller, &s.owner, Use::Watch) {
+                all.push(s);
+            }
         }
         all.sort_by(|a, b| (&b.created_at, &b.id).cmp(&(&a.created_at, &a.id)));
         Ok(all
@@ -230,8 +258,8 @@ impl Engine {
     }
 
     /// Ends a session: its turn stops and its watchers are closed; its history stays.
-    pub fn delete_session(&self, id: &str) -> Result<()> {
-        self.session(id)?;
+    pub fn delete_session(&self, id: &str, caller: &Owner) -> Result<()> {
+        self.session_for(id, caller, Use::Steer)?;
         let tx = self.store.write()?;
         let removed = tx.open_table(SESSIONS)?.remove(id)?.is_some();
         tx.commit()?;
@@ -249,7 +277,13 @@ impl Engine {
 
     /// Accepts a user message: it is stored in the history under a new turn, which then runs in
     /// the background (the reply streams to the session's watchers). Returns the turn number.
-    pub fn post_message(self: &Arc<Self>, session_id: &str, text: &str) -> Result<u64> {
+    pub fn post_message(
+        self: &Arc<Self>,
+        session_id: &str,
+        text: &str,
+        caller: &Owner,
+    ) -> Result<u64> {
+        self.session_for(session_id, caller, Use::Steer)?;
         let text = text.trim();
         if text.is_empty() {
             return Err(bad("text must not be blank"));
@@ -259,6 +293,7 @@ impl Engine {
                 "text is longer than {MESSAGE_MAX_CHARS} characters"
             )));
         }
+        self.spend_message(caller)?;
         let live = self.live(session_id)?;
         let (seq, cancel) = live.next_turn();
         if let Err(e) = self.record_message(session_id, "user", text, seq) {

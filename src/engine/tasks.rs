@@ -5,6 +5,7 @@ use redb::{ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::access::{Owner, Use};
 use super::error::{Error, Result, bad, not_found};
 use super::live::Event;
 use super::{Engine, is_id, new_id};
@@ -128,8 +129,18 @@ impl Engine {
         Ok(load(&tx.open_table(TASKS)?, id)?.into())
     }
 
-    /// A session's tasks, newest first; still readable after the session ended.
-    pub fn session_tasks(&self, session_id: &str, limit: Option<usize>) -> Result<Vec<TaskView>> {
+    /// A session's tasks, newest first; still readable after the session ended. While the
+    /// session is open, only a caller who may watch it reads them.
+    pub fn session_tasks(
+        &self,
+        session_id: &str,
+        limit: Option<usize>,
+        caller: &Owner,
+    ) -> Result<Vec<TaskView>> {
+        match self.session_for(session_id, caller, Use::Watch) {
+            Ok(_) | Err(Error::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
         let limit = limit.unwrap_or(50).clamp(1, 200);
         let tx = self.store.read()?;
         let index = tx.open_table(SESSION_TASKS)?;

@@ -82,6 +82,27 @@ pub struct Session {
     pub turn_seq: u64,
     pub created_at: String,
     pub last_active_at: String,
+    /// Who opened it (records from before owners existed belong to the administrator).
+    #[serde(default)]
+    pub owner: Owner,
+}
+
+/// Who opened a conversation session; the engine's access rules (`engine::access`) decide what
+/// other callers may do with it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "id")]
+pub enum Owner {
+    /// The kiosk's own visitor sessions (the device layer).
+    Kiosk,
+    /// An administrator session (or setup mode on loopback).
+    #[default]
+    Admin,
+    /// A caller on the kiosk itself, without credentials.
+    Loopback,
+    /// A caller without credentials let in by `open_conversation_api`.
+    Open,
+    /// The holder of a client key (its id).
+    Client(String),
 }
 
 /// One message of the conversation history.
@@ -174,6 +195,18 @@ pub struct AdminSession {
     pub created_at: String,
     /// Unix seconds after which the session is void.
     pub expires_at: u64,
+}
+
+/// A conversation client key: only the SHA-256 of the key is kept.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ClientKey {
+    pub id: String,
+    pub name: String,
+    /// SHA-256 of the key, hex.
+    pub hash: String,
+    pub created_at: String,
+    #[serde(default)]
+    pub last_used_at: Option<String>,
 }
 
 /// Failed logins of one client address inside the current window.

@@ -45,6 +45,8 @@ pub const LAUNCH: TableDefinition<&str, &[u8]> = TableDefinition::new("launch_co
 
 /// SHA-256 (hex) of an administrator session token -> `AdminSession`. Raw tokens are never stored.
 pub const ADMIN_SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("admin_sessions");
+/// Client key id -> `ClientKey` (the key itself is never stored, only its SHA-256).
+pub const CLIENT_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("client_keys");
 /// Client address -> `LoginFailures`: failed logins in the current rate-limit window.
 pub const LOGIN_FAILURES: TableDefinition<&str, &[u8]> = TableDefinition::new("login_failures");
 /// `"document"` -> the site content document, exactly as it was stored (JSON text).
@@ -74,6 +76,7 @@ pub fn create_all(tx: &WriteTransaction) -> Result<()> {
         SETTINGS,
         LAUNCH,
         ADMIN_SESSIONS,
+        CLIENT_KEYS,
         LOGIN_FAILURES,
         SITE,
         SITE_IMAGES,

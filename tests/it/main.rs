@@ -4,6 +4,7 @@
 
 mod support;
 
+mod access;
 mod board_files;
 mod characters;
 mod console;

@@ -190,7 +190,15 @@ async fn create_refuses_unknown_character_bad_mode_and_bad_json() {
     for mode in ["chat", "OMNI"] {
         assert_error(&s.post_json(SESSIONS, json!({ "mode": mode }), 400).await);
     }
-    assert_error(&expect(s.post(SESSIONS).body("{\"mode\":"), 400).await);
+    assert_error(
+        &expect(
+            s.post(SESSIONS)
+                .header("content-type", "application/json")
+                .body("{\"mode\":"),
+            400,
+        )
+        .await,
+    );
     assert_eq!(
         list_sessions(&s).await,
         json!([]),
@@ -339,7 +347,15 @@ async fn messages_are_queued_numbered_and_kept_in_history() {
         assert_error(&s.post_json(&path, body, 400).await);
     }
     for raw in ["{\"text\": \"unterminated", "", "not json"] {
-        assert_error(&expect(s.post(&path).body(raw), 400).await);
+        assert_error(
+            &expect(
+                s.post(&path)
+                    .header("content-type", "application/json")
+                    .body(raw),
+                400,
+            )
+            .await,
+        );
     }
     for unknown in [new_uuid(), "nope".to_string()] {
         assert_error(
@@ -482,7 +498,15 @@ async fn bad_events_are_refused() {
     ] {
         assert_error(&post_event(&s, &task, body, 400).await);
     }
-    assert_error(&expect(s.post(&event_path(&task)).body("{"), 400).await);
+    assert_error(
+        &expect(
+            s.post(&event_path(&task))
+                .header("content-type", "application/json")
+                .body("{"),
+            400,
+        )
+        .await,
+    );
     assert_eq!(
         event_seqs(&s, &task, "").await,
         [1],

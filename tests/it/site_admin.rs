@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::support::{PNG, Process, Server, mp4_h264};
 use base64::Engine as _;
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE, HeaderMap};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE, HeaderMap, ORIGIN};
 use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -138,8 +138,21 @@ fn request(s: &Server, m: &str, path: &str) -> reqwest::RequestBuilder {
     s.http.request(method(m), s.url(path))
 }
 
+/// The session cookie, sent as the kiosk's own page sends it: with the kiosk's `Origin`
+/// (writes authenticated by the cookie need it).
 fn with_cookie(req: reqwest::RequestBuilder, token: &str) -> reqwest::RequestBuilder {
-    req.header(COOKIE, format!("{COOKIE_NAME}={token}"))
+    own_origin(req.header(COOKIE, format!("{COOKIE_NAME}={token}")))
+}
+
+/// Adds the `Origin` of the page the request's own server serves.
+fn own_origin(req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    let (client, request) = req.build_split();
+    let mut request = request.unwrap();
+    let origin = request.url().origin().ascii_serialization();
+    request
+        .headers_mut()
+        .insert(ORIGIN, origin.parse().unwrap());
+    reqwest::RequestBuilder::from_parts(client, request)
 }
 
 fn with_bearer(req: reqwest::RequestBuilder, token: &str) -> reqwest::RequestBuilder {
@@ -1066,8 +1079,14 @@ async fn image_delete_follows_the_seed_order() {
             .expect_error(400);
     }
     let cookie = format!("{COOKIE_NAME}={token}");
-    let (status, head, body) =
-        raw_http(s.addr, "DELETE", "/api/img/%2e%2e", &[("Cookie", &cookie)]).await;
+    let origin = format!("http://{}", s.addr);
+    let (status, head, body) = raw_http(
+        s.addr,
+        "DELETE",
+        "/api/img/%2e%2e",
+        &[("Cookie", &cookie), ("Origin", &origin)],
+    )
+    .await;
     assert_eq!(status, 400, "{head}");
     assert!(serde_json::from_slice::<Value>(&body).unwrap()["error"].is_string());
     // Step 4.
@@ -1280,9 +1299,12 @@ enum Access {
     Admin,
     /// Loopback or the internal token; the tests connect over loopback.
     Internal,
+    /// A conversation client: trusted loopback, an admin session or a client key; a route naming
+    /// a session also needs its owner (or an administrator).
+    Conversation,
 }
 
-use Access::{Admin, Internal, Public};
+use Access::{Admin, Conversation, Internal, Public};
 
 /// The routes of the CyberVerse conversation server's API, which its web front end calls.
 const CYBERVERSE_ROUTES: &[(&str, &str)] = &[
@@ -1342,17 +1364,17 @@ const CYBERVERSE_ROUTES: &[(&str, &str)] = &[
 const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/api/v1/health", Public),
     ("GET", "/api/v1/components", Public),
-    ("POST", "/api/v1/sessions", Public),
-    ("GET", "/api/v1/sessions", Public),
-    ("POST", "/api/v1/sessions/{id}/message", Public),
-    ("GET", "/api/v1/sessions/{id}/tasks", Public),
-    ("DELETE", "/api/v1/sessions/{id}", Public),
-    ("GET", "/api/v1/tasks/{task_id}", Public),
-    ("GET", "/api/v1/tasks/{task_id}/events", Public),
+    ("POST", "/api/v1/sessions", Conversation),
+    ("GET", "/api/v1/sessions", Conversation),
+    ("POST", "/api/v1/sessions/{id}/message", Conversation),
+    ("GET", "/api/v1/sessions/{id}/tasks", Conversation),
+    ("DELETE", "/api/v1/sessions/{id}", Conversation),
+    ("GET", "/api/v1/tasks/{task_id}", Conversation),
+    ("GET", "/api/v1/tasks/{task_id}/events", Conversation),
     (
         "GET",
         "/api/v1/tasks/{task_id}/artifacts/{artifact_id}",
-        Public,
+        Conversation,
     ),
     ("POST", "/api/v1/internal/tasks/{task_id}/events", Internal),
     (
@@ -1365,7 +1387,7 @@ const ROUTES: &[(&str, &str, Access)] = &[
         "/api/v1/internal/characters/{id}/knowledge/search",
         Internal,
     ),
-    ("GET", "/ws/chat/{id}", Public),
+    ("GET", "/ws/chat/{id}", Conversation),
     ("GET", "/api/v1/characters", Public),
     ("GET", "/api/v1/characters/{id}", Public),
     ("GET", "/api/v1/characters/{id}/images", Public),
@@ -1438,12 +1460,15 @@ const ROUTES: &[(&str, &str, Access)] = &[
     ("POST", "/api/v1/settings/test", Admin),
     ("GET", "/api/v1/config/launch", Admin),
     ("PUT", "/api/v1/config/launch", Admin),
+    ("POST", "/api/v1/client-keys", Admin),
+    ("GET", "/api/v1/client-keys", Admin),
     ("PUT", "/api/data", Admin),
     ("POST", "/api/data?seed=1", Admin),
     ("PUT", "/api/img/{name}", Admin),
     ("DELETE", "/api/img/{name}", Admin),
     ("DELETE", "/api/v1/characters/{id}/images/{filename}", Admin),
     ("DELETE", "/api/v1/characters/{id}", Admin),
+    ("DELETE", "/api/v1/client-keys/{key_id}", Admin),
 ];
 
 /// Real records for the path parameters, so no check is masked by a 404.
@@ -1456,6 +1481,8 @@ struct Fixture {
     task: String,
     artifact: String,
     source: String,
+    /// A client key to revoke (the DELETE row), when the fixture has an admin session.
+    spare_key: String,
 }
 
 fn avatar_form() -> Form {
@@ -1469,7 +1496,14 @@ fn knowledge_form() -> Form {
     )
 }
 
-async fn fixture(s: &Server, token: Option<&str>) -> Fixture {
+/// The fixture's records; `client` (a client key) opens its sessions and `internal` (the internal
+/// token) drives its task, for a kiosk that does not trust loopback.
+async fn fixture(
+    s: &Server,
+    token: Option<&str>,
+    client: Option<&str>,
+    internal: Option<&str>,
+) -> Fixture {
     let create =
         |name: &str| authed(s.post("/api/v1/characters"), token).json(&json!({ "name": name }));
     let cid = send(create("Guarded")).await.expect(201).json()["id"]
@@ -1522,17 +1556,21 @@ async fn fixture(s: &Server, token: Option<&str>) -> Fixture {
     .expect(201)
     .json();
     let source = sources["sources"][0]["id"].as_str().unwrap().to_string();
-    let session = new_session(s, &cid).await;
-    let spare_session = new_session(s, &cid).await;
+    let session = new_session(s, &cid, client).await;
+    let spare_session = new_session(s, &cid, client).await;
     let task = fresh_uuid();
+    let internal = |req: reqwest::RequestBuilder| match internal {
+        Some(t) => with_bearer(req, t),
+        None => req,
+    };
     send(
-        s.post(&format!("/api/v1/internal/tasks/{task}/events"))
+        internal(s.post(&format!("/api/v1/internal/tasks/{task}/events")))
             .json(&json!({ "session_id": session, "user_request": "find the harbour painting", "status": "running" })),
     )
     .await
     .expect(200);
     let artifact = send(
-        s.post(&format!("/api/v1/internal/tasks/{task}/artifacts"))
+        internal(s.post(&format!("/api/v1/internal/tasks/{task}/artifacts")))
             .json(&json!({ "content": "# Notes" })),
     )
     .await
@@ -1551,7 +1589,16 @@ async fn fixture(s: &Server, token: Option<&str>) -> Fixture {
     )
     .await
     .expect(200);
+    let spare_key =
+        send(authed(s.post("/api/v1/client-keys"), token).json(&json!({ "name": "spare" })))
+            .await
+            .expect(201)
+            .json()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
     Fixture {
+        spare_key,
         cid,
         victim,
         victim_image,
@@ -1563,13 +1610,15 @@ async fn fixture(s: &Server, token: Option<&str>) -> Fixture {
     }
 }
 
-async fn new_session(s: &Server, cid: &str) -> String {
-    let r = send(
-        s.post("/api/v1/sessions")
-            .json(&json!({ "character_id": cid })),
-    )
-    .await
-    .expect(201);
+async fn new_session(s: &Server, cid: &str, client: Option<&str>) -> String {
+    let req = s.post("/api/v1/sessions");
+    let req = match client {
+        Some(key) => with_bearer(req, key),
+        None => req,
+    };
+    let r = send(req.json(&json!({ "character_id": cid })))
+        .await
+        .expect(201);
     r.json()["session_id"].as_str().unwrap().to_string()
 }
 
@@ -1609,7 +1658,8 @@ fn route_request(s: &Server, fx: &Fixture, m: &str, template: &str) -> reqwest::
         .replace("{task_id}", &fx.task)
         .replace("{artifact_id}", &fx.artifact)
         .replace("{source_id}", &fx.source)
-        .replace("{name}", "guard.png");
+        .replace("{name}", "guard.png")
+        .replace("{key_id}", &fx.spare_key);
     assert!(!path.contains('{'), "unfilled parameter in {path}");
     let req = request(s, m, &path);
     match (m, template) {
@@ -1637,6 +1687,7 @@ fn route_request(s: &Server, fx: &Fixture, m: &str, template: &str) -> reqwest::
         ("PUT", "/api/v1/config/launch") => req.json(&json!({ "params": [] })),
         ("PUT", "/api/data") => req.json(&site_doc()),
         ("PUT", "/api/img/{name}") => req.header(CONTENT_TYPE, "image/png").body(PNG.to_vec()),
+        ("POST", "/api/v1/client-keys") => req.json(&json!({ "name": "tablet" })),
         ("POST", "/api/auth") => req.json(&json!({})),
         ("GET" | "DELETE" | "POST", _) => req,
         _ => panic!("no request is written for {m} {template}"),
@@ -1665,14 +1716,14 @@ async fn every_route_is_listed_once_and_guarded_as_listed() {
         .count();
     assert_eq!(ROUTES.len(), CYBERVERSE_ROUTES.len() + added);
     assert_eq!(
-        added, 13,
-        "4 idle-clip routes, 3 of /api/data, 3 of /api/img, 3 of /api/auth"
+        added, 16,
+        "4 idle-clip routes, 3 of /api/data, 3 of /api/img, 3 of /api/auth, 3 of client keys"
     );
 
     let (s, token) = with_password().await;
     let health = send(s.get("/api/v1/health")).await.expect(200).json();
     assert_eq!(health["admin_auth"], "password");
-    let fx = fixture(&s, Some(&token)).await;
+    let fx = fixture(&s, Some(&token), None, None).await;
     let forged = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode([9u8; 32]);
 
     // Without a session: admin routes 401 {error}, the others never 401.
@@ -1695,7 +1746,7 @@ async fn every_route_is_listed_once_and_guarded_as_listed() {
                     .await
                     .expect_error(401);
             }
-            Public | Internal => {
+            Public | Internal | Conversation => {
                 assert_ne!(
                     r.status,
                     401,
@@ -1749,7 +1800,7 @@ async fn setup_mode_opens_the_admin_routes() {
     let s = Server::start().await;
     let health = send(s.get("/api/v1/health")).await.expect(200).json();
     assert_eq!(health["admin_auth"], "setup");
-    let fx = fixture(&s, None).await;
+    let fx = fixture(&s, None, None, None).await;
     for &(m, t, access) in ROUTES {
         let r = send(route_request(&s, &fx, m, t)).await;
         if t == "/api/auth" && m == "POST" {
@@ -1771,6 +1822,74 @@ async fn setup_mode_opens_the_admin_routes() {
         .expect(200)
         .json();
     assert_eq!(health["admin_auth"], "password");
+}
+
+/// The same table from the LAN (`loopback_is_trusted = false`): every row refuses a caller
+/// without credentials except the public ones; internal rows take the internal token; the
+/// conversation rows take a client key, and those naming a session only its owner's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_the_lan_every_row_needs_its_caller() {
+    const INTERNAL: &str = "routes-internal-token";
+    let s = Server::start_with(|c| {
+        c.admin_password = Some(PW.into());
+        c.loopback_is_trusted = false;
+        c.internal_token = Some(INTERNAL.into());
+    })
+    .await;
+    let token = login(&s).await;
+    let key = |name: &str| {
+        let req = with_bearer(s.post("/api/v1/client-keys"), &token).json(&json!({ "name": name }));
+        async move {
+            send(req).await.expect(201).json()["key"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    let owner = key("owner").await;
+    let other = key("other").await;
+    let fx = fixture(&s, Some(&token), Some(&owner), Some(INTERNAL)).await;
+    let names_session =
+        |t: &str| t.starts_with("/api/v1/sessions/{id}") || t.starts_with("/ws/chat/");
+    for &(m, t, access) in ROUTES {
+        let r = send(route_request(&s, &fx, m, t)).await;
+        match access {
+            Public => {
+                assert_ne!(r.status, 401, "{m} {t}: {}", r.shown());
+                assert_ne!(r.status, 403, "{m} {t}: {}", r.shown());
+                continue;
+            }
+            Admin | Internal | Conversation => {
+                r.expect_error(401);
+            }
+        }
+        let allowed = match access {
+            Internal => with_bearer(route_request(&s, &fx, m, t), INTERNAL),
+            Conversation => {
+                let r = send(with_bearer(route_request(&s, &fx, m, t), &other)).await;
+                if names_session(t) {
+                    r.expect_error(403);
+                } else {
+                    assert!(![401, 403].contains(&r.status), "{m} {t}: {}", r.shown());
+                }
+                with_bearer(route_request(&s, &fx, m, t), &owner)
+            }
+            Admin => {
+                // A client key is no admin session.
+                send(with_bearer(route_request(&s, &fx, m, t), &owner))
+                    .await
+                    .expect_error(401);
+                continue;
+            }
+            Public => unreachable!(),
+        };
+        let r = send(allowed).await;
+        assert!(
+            ![401, 403].contains(&r.status),
+            "{m} {t} ({access:?}) refused its caller: {}",
+            r.shown()
+        );
+    }
 }
 
 // =============================================================================================
@@ -1824,8 +1943,7 @@ async fn no_secret_appears_in_any_log_line() {
             .expect(200),
     );
     // Admin calls with the cookie and with the bearer token.
-    let cookie =
-        |req: reqwest::RequestBuilder| req.header(COOKIE, format!("{COOKIE_NAME}={cookie_token}"));
+    let cookie = |req: reqwest::RequestBuilder| with_cookie(req, &cookie_token);
     let bearer =
         |req: reqwest::RequestBuilder| req.header(AUTHORIZATION, format!("Bearer {bearer_token}"));
     send(cookie(http.put(url("/api/data"))).json(&site_doc()))
@@ -1894,6 +2012,28 @@ async fn no_secret_appears_in_any_log_line() {
     )
     .await
     .expect_error(401);
+    // A client key, created and used (REST and WebSocket query), is never logged either.
+    let client_key =
+        send(bearer(http.post(url("/api/v1/client-keys"))).json(&json!({ "name": "log probe" })))
+            .await
+            .expect(201)
+            .json()["key"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    let session = send(
+        http.post(url("/api/v1/sessions"))
+            .header(AUTHORIZATION, format!("Bearer {client_key}"))
+            .json(&json!({})),
+    )
+    .await
+    .expect(201)
+    .json()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ws = format!("ws://{}/ws/chat/{session}?key={client_key}", docent.addr);
+    drop(tokio_tungstenite::connect_async(ws).await.unwrap());
     // Logout.
     send(cookie(http.delete(url("/api/auth"))))
         .await
@@ -1925,6 +2065,7 @@ async fn no_secret_appears_in_any_log_line() {
         ("llm.api_key", API_KEY.to_string()),
         ("doubao.access_token", ACCESS_TOKEN.to_string()),
         ("internal token", INTERNAL.to_string()),
+        ("client key", client_key.clone()),
     ];
     for (what, secret) in &secrets {
         let middle = &secret[5..secret.len() - 5];

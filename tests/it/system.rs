@@ -342,7 +342,15 @@ async fn invalid_settings_are_refused_whole() {
             "{patch} changed nothing"
         );
     }
-    assert_error(&expect(s.put(SETTINGS).body("{\"llm\":"), 400).await);
+    assert_error(
+        &expect(
+            s.put(SETTINGS)
+                .header("content-type", "application/json")
+                .body("{\"llm\":"),
+            400,
+        )
+        .await,
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,7 @@ mod events;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, LOCATION};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
@@ -112,7 +112,7 @@ pub fn routes() -> Router<AppState> {
 }
 
 fn show(p: Page) -> MethodRouter<AppState> {
-    get(move |s: State<AppState>, h: HeaderMap| page(s, h, p))
+    get(move |s: State<AppState>, req: Request| page(s, req, p))
 }
 
 fn see_other(to: &'static str) -> Response {
@@ -121,8 +121,9 @@ fn see_other(to: &'static str) -> Response {
 
 /// A page, or the way to the page the caller may see: signed out to the sign-in page, signed
 /// in (or in setup mode, where there is no password) away from it.
-async fn page(State(s): State<AppState>, headers: HeaderMap, page: Page) -> Response {
-    let admin = is_admin(&headers, &s);
+async fn page(State(s): State<AppState>, req: Request, page: Page) -> Response {
+    let (parts, _) = req.into_parts();
+    let admin = is_admin(&parts.headers, crate::api::auth::peer(&parts), &s);
     match (page, admin) {
         (Page::Login, true) => return see_other(Page::Dashboard.path()),
         (Page::Login, false) => {}

@@ -1,0 +1,48 @@
+//! Conversation client keys, an admin resource: created with a name (the key is in that answer
+//! only), listed without the keys, revoked.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{delete, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::auth::Admin;
+use super::error::ApiResult;
+use super::extract::{JsonBody, Params};
+use super::{AppState, blocking};
+use crate::engine::access::NewClientKey;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/client-keys", post(create).get(list))
+        .route("/api/v1/client-keys/{id}", delete(revoke))
+}
+
+#[derive(Deserialize)]
+struct NewKey {
+    name: String,
+}
+
+async fn create(
+    State(s): State<AppState>,
+    _: Admin,
+    JsonBody(body): JsonBody<NewKey>,
+) -> ApiResult<(StatusCode, Json<NewClientKey>)> {
+    let created = blocking(&s, move |e| e.create_client_key(&body.name)).await?;
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+async fn list(State(s): State<AppState>, _: Admin) -> ApiResult<Json<Value>> {
+    Ok(Json(json!({ "keys": s.engine.client_keys()? })))
+}
+
+async fn revoke(
+    State(s): State<AppState>,
+    _: Admin,
+    Params(id): Params<String>,
+) -> ApiResult<StatusCode> {
+    blocking(&s, move |e| e.revoke_client_key(&id)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
