@@ -524,7 +524,8 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
     let llm = json!({"llm": {"provider": "openai", "base_url": fake.base_url(), "api_key": LLM_KEY, "model": "fake-chat"}});
     let res = s
         .put("/api/v1/settings")
-        .header("cookie", cookie)
+        .header("cookie", &cookie)
+        .header("origin", s.url(""))
         .json(&llm)
         .send()
         .await
@@ -560,8 +561,7 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
     )
     .await;
     b.screenshot("try-phone").await;
-    let sessions = |v: Value| v.as_array().map_or(0, Vec::len);
-    let open = sessions(s.get_json("/api/v1/sessions", 200).await);
+    let open = all_sessions(&s, &cookie).await;
 
     // Signing out leads back to the sign-in page, and the console is closed again.
     b.eval("document.getElementById('signout').click()").await;
@@ -572,7 +572,7 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
         .await;
     // Leaving the Try it page ended its session.
     let start = Instant::now();
-    while sessions(s.get_json("/api/v1/sessions", 200).await) != open - 1 {
+    while all_sessions(&s, &cookie).await != open - 1 {
         assert!(start.elapsed() < Duration::from_secs(5), "the session ends");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -582,6 +582,20 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
         "script or console errors: {:?}",
         b.errors
     );
+}
+
+/// How many sessions there are, as an administrator sees them (all of them).
+async fn all_sessions(s: &Server, cookie: &str) -> usize {
+    let v: Value = s
+        .get("/api/v1/sessions")
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v.as_array().map_or(0, Vec::len)
 }
 
 /// The events of a Server-Sent Events response, as (name, data).
@@ -690,7 +704,16 @@ async fn the_kiosk_event_stream_follows_a_visit() {
         .iter()
         .find_map(|v| v["session_id"].as_str().filter(|id| !id.is_empty()))
         .unwrap_or_else(|| panic!("the visitor's session is named: {seen:?}"));
-    let sessions = s.get_json("/api/v1/sessions", 200).await.to_string();
+    // An admin lists every session, the kiosk's too.
+    let sessions = s
+        .get("/api/v1/sessions")
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(sessions.contains(session), "{sessions}");
     let said: Vec<&str> = seen
         .iter()

@@ -480,7 +480,7 @@ mod tests {
     #[test]
     fn only_confidently_heard_words_count() {
         let out = "where are the toilets\n<s> 0.0 0.1 0.99\nwhere 0.1 0.3 0.95\nare 0.3 0.4 0.9\n\
-                   the 0.4 0.5 0.8\n<sil> 0.5 0.6 0.9\ntoilets(2) 0.6 0.9 0.45\n</s> 0.9 1.0 1.0\n";
+                   the 0.4 0.5 0.8\n<sil> 0.5 0.6 0.9\ntoilets(2) 0.6 0.9 0.35\n</s> 0.9 1.0 1.0\n";
         assert_eq!(confident_words(out), "where are the");
         let unsure = "a b\n<s> 0 1 1.0\na 0 1 0.3\nb 1 2 0.6\n</s> 2 3 1.0\n";
         assert_eq!(confident_words(unsure), "", "on average not heard");

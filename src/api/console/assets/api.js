@@ -72,9 +72,13 @@ export async function guarded(fn, target) {
   }
 }
 
+/** Work a page must finish while still signed in (ending its own sessions), run at sign-out. */
+export const beforeSignOut = [];
+
 const signout = $('signout');
 if (signout) {
   signout.addEventListener('click', () => guarded(async () => {
+    await Promise.allSettled(beforeSignOut.map((f) => f()));
     await api('DELETE', '/api/auth');
     location.assign('/console/login');
   }));

@@ -1,4 +1,4 @@
-import { api, $, h, guarded, showError } from '/console/api.js';
+import { api, $, h, guarded, showError, beforeSignOut } from '/console/api.js';
 
 let socket = null;
 let partial = null;
@@ -14,9 +14,15 @@ async function connect() {
   const s = await api('POST', '/api/v1/sessions', {});
   // The session is the page's own: end it when the page goes, so it does not count against the
   // kiosk's session limit until it expires.
-  addEventListener('pagehide', () => {
-    fetch(`/api/v1/sessions/${encodeURIComponent(s.session_id)}`, { method: 'DELETE', keepalive: true, credentials: 'same-origin' });
-  }, { once: true });
+  // Signing out ends it first, since the session is the administrator's own.
+  let ended = false;
+  const end = () => {
+    if (ended) return Promise.resolve();
+    ended = true;
+    return fetch(`/api/v1/sessions/${encodeURIComponent(s.session_id)}`, { method: 'DELETE', keepalive: true, credentials: 'same-origin' });
+  };
+  addEventListener('pagehide', end, { once: true });
+  beforeSignOut.push(end);
   const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
   socket = new WebSocket(`${proto}//${location.host}/ws/chat/${encodeURIComponent(s.session_id)}`);
   socket.addEventListener('message', (ev) => {
