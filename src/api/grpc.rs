@@ -13,6 +13,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::streams::{Buffer, Streams};
 use crate::engine::error::Error;
 use crate::engine::live::{AudioWanted, Event, LiveSession, Overrides};
 use crate::engine::providers::CHECK_TIMEOUT;
@@ -34,14 +35,18 @@ const UTTERANCE_MAX_BYTES: usize = 48_000 * 2 * 2 * 60;
 const SPEECH_RMS: f64 = 500.0;
 
 /// Mounts the service under its gRPC path prefix.
-pub fn routes<S: Clone + Send + Sync + 'static>(engine: Arc<Engine>) -> axum::Router<S> {
+pub fn routes<S: Clone + Send + Sync + 'static>(
+    engine: Arc<Engine>,
+    streams: Arc<Streams>,
+) -> axum::Router<S> {
     use tonic::server::NamedService;
     let path = format!("/{}/{{*method}}", VoiceLlmServiceServer::<Voice>::NAME);
-    axum::Router::new().route_service(&path, VoiceLlmServiceServer::new(Voice { engine }))
+    axum::Router::new().route_service(&path, VoiceLlmServiceServer::new(Voice { engine, streams }))
 }
 
 struct Voice {
     engine: Arc<Engine>,
+    streams: Arc<Streams>,
 }
 
 /// An output and the turn it belongs to (None: no turn, e.g. a task event).
@@ -67,11 +72,16 @@ impl VoiceLlmService for Voice {
         &self,
         request: Request<Streaming<VoiceLlmInput>>,
     ) -> Result<Response<OutStream>, Status> {
+        let place = self
+            .streams
+            .grpc()
+            .ok_or_else(|| Status::resource_exhausted("too many gRPC streams; try again later"))?;
         let inputs = request.into_inner();
         let (tx, rx) = mpsc::channel::<Result<Tagged, Status>>(OUT_QUEUE);
         let live_slot: Arc<OnceLock<Arc<LiveSession>>> = Arc::default();
         let conversation = Conversation {
             engine: self.engine.clone(),
+            streams: self.streams.clone(),
             live: live_slot.clone(),
             ids: Arc::default(),
             out: tx.clone(),
@@ -90,8 +100,10 @@ impl VoiceLlmService for Voice {
             }
         });
         // Outputs of a turn that is no longer current are dropped as late as possible, so
-        // nothing of an interrupted turn follows the interrupt's answer.
+        // nothing of an interrupted turn follows the interrupt's answer. The place is given
+        // back when the response stream is dropped.
         let stream = ReceiverStream::new(rx).filter_map(move |item| {
+            let _place = &place;
             let current = live_slot.get().map(|l| l.turn_seq());
             let keep = match &item {
                 Ok((Some(seq), _)) => current.is_none_or(|c| c == *seq),
@@ -161,7 +173,7 @@ type Ids = Arc<Mutex<HashMap<u64, (String, String)>>>;
 struct Utterance {
     rate: u32,
     channels: u16,
-    bytes: Vec<u8>,
+    bytes: Buffer,
     heard_speech: bool,
     silence_ms: u64,
 }
@@ -169,6 +181,7 @@ struct Utterance {
 /// One Converse stream.
 struct Conversation {
     engine: Arc<Engine>,
+    streams: Arc<Streams>,
     live: Arc<OnceLock<Arc<LiveSession>>>,
     ids: Ids,
     out: mpsc::Sender<Result<Tagged, Status>>,
@@ -312,7 +325,7 @@ impl Conversation {
             self.utterance = Some(Utterance {
                 rate: chunk.sample_rate as u32,
                 channels: chunk.channels as u16,
-                bytes: Vec::new(),
+                bytes: self.streams.buffer(),
                 heard_speech: false,
                 silence_ms: 0,
             });
@@ -321,7 +334,9 @@ impl Conversation {
         if u.bytes.len() + chunk.data.len() > UTTERANCE_MAX_BYTES {
             return Err(Status::invalid_argument("utterance longer than 60 seconds"));
         }
-        u.bytes.extend_from_slice(&chunk.data);
+        u.bytes.extend(&chunk.data).map_err(|_| {
+            Status::resource_exhausted("server busy: too much audio buffered; try again later")
+        })?;
         let vad = self.engine.config.vad_silence_ms;
         let mut ended = chunk.is_final;
         if vad > 0 {
@@ -337,7 +352,7 @@ impl Conversation {
         }
         if ended {
             let u = self.utterance.take().expect("set above");
-            let pcm = audio::to_recogniser(&u.bytes, u.rate, u.channels);
+            let pcm = audio::to_recogniser(u.bytes.bytes(), u.rate, u.channels);
             let question = self.question.take().unwrap_or_else(new_id);
             self.start(live, TurnInput::Audio(pcm), question);
         }

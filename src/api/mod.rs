@@ -12,13 +12,15 @@ mod error;
 mod extract;
 mod files;
 mod grpc;
+pub mod listen;
 mod sessions;
 mod site;
+mod streams;
 mod system;
 mod tasks;
+pub mod tls;
 mod ws;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
@@ -39,15 +41,18 @@ pub struct AppState {
     /// The kiosk's own devices (button, audio, display).
     pub devices: Arc<Devices>,
     images: Arc<site::ImageCache>,
+    streams: Arc<streams::Streams>,
 }
 
 impl AppState {
     pub fn new(engine: Arc<Engine>, devices: Arc<Devices>) -> AppState {
         let images = Arc::new(site::ImageCache::new(engine.config.image_cache_bytes));
+        let streams = Arc::new(streams::Streams::new(&engine.config));
         AppState {
             engine,
             devices,
             images,
+            streams,
         }
     }
 }
@@ -66,7 +71,7 @@ pub fn router(state: AppState) -> Router {
         .merge(tasks::routes())
         .merge(device::routes())
         .merge(ws::routes())
-        .merge(grpc::routes(state.engine.clone()))
+        .merge(grpc::routes(state.engine.clone(), state.streams.clone()))
         .merge(characters::routes(&state.engine.config.limits))
         .merge(hooks)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
@@ -100,26 +105,16 @@ async fn cors(req: Request, next: Next) -> Response {
     res
 }
 
-/// Serves the application on `listener` until `shutdown` completes.
+/// Serves the application on `listener` (plain HTTP and HTTPS on the same port) until
+/// `shutdown` completes.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
+    tls: Arc<tls::Tls>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    // Replies stream in small frames (deltas, audio chunks); Nagle's algorithm would hold each
-    // one back for a delayed ACK.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!("cannot set TCP_NODELAY: {e}");
-        }
-    });
-    axum::serve(
-        listener,
-        router(state).into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+    let engine = state.engine.clone();
+    listen::serve(listener, router(state), tls, &engine.config, shutdown).await
 }
 
 /// Runs an engine call that may block (every write waits for fsync) on the blocking pool.

@@ -10,6 +10,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures_util::{SinkExt, StreamExt};
@@ -18,6 +19,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::error::ApiError;
 use super::extract::Params;
+use super::streams::{Buffer, Streams};
 use super::{AppState, blocking};
 use crate::engine::Engine;
 use crate::engine::audio;
@@ -49,11 +51,21 @@ async fn upgrade(
 ) -> Result<Response, ApiError> {
     let live = blocking(&s, move |e| e.live(&id)).await?;
     let ws = ws.map_err(|e| ApiError::new(e.status(), e.body_text()))?;
+    let place = s.streams.websocket().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many live WebSockets; try again later",
+        )
+    })?;
     let engine = s.engine.clone();
+    let streams = s.streams.clone();
     Ok(ws
         .max_message_size(FRAME_MAX + 64 * 1024)
         .max_frame_size(FRAME_MAX + 64 * 1024)
-        .on_upgrade(move |socket| serve(engine, live, socket))
+        .on_upgrade(move |socket| async move {
+            serve(engine, streams, live, socket).await;
+            drop(place);
+        })
         .into_response())
 }
 
@@ -61,10 +73,15 @@ async fn upgrade(
 struct Utterance {
     rate: u32,
     channels: u16,
-    bytes: Vec<u8>,
+    bytes: Buffer,
 }
 
-async fn serve(engine: Arc<Engine>, live: Arc<LiveSession>, socket: WebSocket) {
+async fn serve(
+    engine: Arc<Engine>,
+    streams: Arc<Streams>,
+    live: Arc<LiveSession>,
+    socket: WebSocket,
+) {
     let (mut sink, mut stream) = socket.split();
     // Reply audio is queued with its turn number: audio of a turn that is no longer current
     // is dropped here, as late as possible, so an interrupt cuts off what is still queued.
@@ -112,12 +129,16 @@ async fn serve(engine: Arc<Engine>, live: Arc<LiveSession>, socket: WebSocket) {
                     Some(Ok(Message::Text(t))) if t.len() > FRAME_MAX => break (CLOSE_TOO_BIG, "frame too large"),
                     Some(Ok(Message::Binary(b))) if b.len() > FRAME_MAX => break (CLOSE_TOO_BIG, "frame too large"),
                     Some(Ok(Message::Text(t))) => {
-                        if let Err(reply) = handle(&engine, &live, &t, &mut audio, &mut utterance) {
+                        if let Err(reply) = handle(&engine, &streams, &live, &t, &mut audio, &mut utterance) {
                             let _ = out.try_send((None, text(reply)));
                         }
                     }
                     Some(Ok(Message::Binary(b))) => match &mut utterance {
-                        Some(u) if u.bytes.len() + b.len() <= UTTERANCE_MAX_BYTES => u.bytes.extend_from_slice(&b),
+                        Some(u) if u.bytes.len() + b.len() <= UTTERANCE_MAX_BYTES => {
+                            if u.bytes.extend(&b).is_err() {
+                                break (CLOSE_TRY_LATER, "server busy: too much audio buffered; try again later");
+                            }
+                        }
                         Some(_) => {
                             utterance = None;
                             let _ = out.try_send((None, text(error("utterance too long", ErrorCode::BadRequest))));
@@ -156,6 +177,7 @@ fn error(message: &str, code: ErrorCode) -> Value {
 /// Acts on one client message; an `Err` is the error frame to answer with.
 fn handle(
     engine: &Arc<Engine>,
+    streams: &Streams,
     live: &Arc<LiveSession>,
     raw: &str,
     audio: &mut Option<AudioWanted>,
@@ -201,7 +223,7 @@ fn handle(
             *utterance = Some(Utterance {
                 rate: rate as u32,
                 channels: channels as u16,
-                bytes: Vec::new(),
+                bytes: streams.buffer(),
             });
             engine.listen(live);
         }
@@ -212,7 +234,7 @@ fn handle(
                     ErrorCode::BadRequest,
                 ));
             };
-            let pcm = audio::to_recogniser(&u.bytes, u.rate, u.channels);
+            let pcm = audio::to_recogniser(u.bytes.bytes(), u.rate, u.channels);
             engine.start_turn(live, TurnInput::Audio(pcm));
         }
         "audio_output" => {
