@@ -253,22 +253,23 @@ impl Activity {
     }
 }
 
-/// The TCP stream, noting each byte moved and holding the connection's place.
+/// The TCP stream, noting each byte moved and holding the connection's place (given back
+/// before the socket closes, so a client that sees the close can connect again at once).
 struct Metered {
+    _permit: Permit,
     tcp: TcpStream,
     activity: Arc<Activity>,
-    _permit: Permit,
 }
 
 impl Metered {
     fn new(tcp: TcpStream, permit: Permit) -> Metered {
         Metered {
+            _permit: permit,
             tcp,
             activity: Arc::new(Activity {
                 origin: Instant::now(),
                 millis: AtomicU64::new(0),
             }),
-            _permit: permit,
         }
     }
 }
