@@ -114,7 +114,10 @@ fn refuse_plain_login(s: &AppState, req: &http::request::Parts) -> Result<(), Ap
         .extensions
         .get::<ConnectInfo<SocketAddr>>()
         .is_some_and(|ConnectInfo(peer)| peer.ip().to_canonical().is_loopback());
-    if over_https(req) || from_loopback || s.engine.config.allow_plain_http_login {
+    // Our own TLS only: `X-Forwarded-Proto` is the client's word (a proxy in front that
+    // terminates TLS is what `allow_plain_http_login` is for).
+    let tls = req.extensions.get::<Transport>().is_some_and(|t| t.tls);
+    if tls || from_loopback || s.engine.config.allow_plain_http_login {
         return Ok(());
     }
     let host = req

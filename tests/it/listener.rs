@@ -333,6 +333,16 @@ async fn a_login_over_plain_http_from_the_network_is_refused_with_the_https_addr
     let (status, cookie, body) = login(&s.http, format!("http://{lan}:{port}/api/auth")).await;
     assert_eq!(status, 403, "{body}");
     assert!(cookie.is_empty());
+    // A header the client sets does not make the connection encrypted.
+    let res = s
+        .http
+        .post(format!("http://{lan}:{port}/api/auth"))
+        .header("x-forwarded-proto", "https")
+        .json(&json!({ "password": PW }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 403);
     let message = body["error"].as_str().unwrap();
     assert!(
         message.contains(&format!("https://{lan}:{port}/")),
