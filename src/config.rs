@@ -14,8 +14,30 @@ use serde::{Deserialize, Serialize};
 pub struct Config {
     /// Persistent data directory (redb file and blobs).
     pub data_dir: PathBuf,
-    /// Address of the one listener (HTTP, WebSocket, gRPC).
+    /// Address of the one listener (HTTP, WebSocket, gRPC; plain and TLS on the same port).
     pub listen: SocketAddr,
+    /// Connections open at once; one more is closed as soon as it is accepted.
+    pub max_connections: usize,
+    /// Connections open at once from one client address (loopback included).
+    pub max_connections_per_peer: usize,
+    /// Time a client has to send a request's headers (and to finish a TLS handshake).
+    pub header_read_timeout_ms: u64,
+    /// A connection with no bytes either way for this long is closed.
+    pub idle_timeout_secs: u64,
+    /// Live WebSocket chats at once; one more is refused with 503.
+    pub max_websockets: usize,
+    /// gRPC `Converse` streams at once; one more ends with RESOURCE_EXHAUSTED.
+    pub max_grpc_streams: usize,
+    /// Memory shared by the utterances that WebSocket and gRPC clients are sending; a client
+    /// that would go beyond it is closed (1013, RESOURCE_EXHAUSTED).
+    pub stream_buffer_bytes: usize,
+    /// PEM certificate chain and private key of the HTTPS listener; when unset, a self-signed
+    /// certificate is created once in `data_dir/tls/`.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    /// Lets `POST /api/auth` work over plain HTTP from another machine (only where TLS is
+    /// terminated in front of the kiosk).
+    pub allow_plain_http_login: bool,
     /// Whether the site image store (`/api/img/{name}`) is available.
     pub image_store: bool,
     /// Administrator password in clear text (prefer `admin_password_file` or `ADMIN_PASSWORD`).
@@ -187,6 +209,16 @@ impl Default for Config {
         Config {
             data_dir: PathBuf::from("./data"),
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            max_connections: 256,
+            max_connections_per_peer: 32,
+            header_read_timeout_ms: 10_000,
+            idle_timeout_secs: 120,
+            max_websockets: 32,
+            max_grpc_streams: 32,
+            stream_buffer_bytes: 48 << 20,
+            tls_cert: None,
+            tls_key: None,
+            allow_plain_http_login: false,
             image_store: true,
             admin_password: None,
             admin_password_file: None,

@@ -35,6 +35,8 @@ pub struct Ready {
     pub devices: Arc<device::Devices>,
     /// The loops the watchdog watches: the engine, and the kiosk loop when there are devices.
     pub loops: Vec<watchdog::Watched>,
+    /// SHA-256 fingerprint of the HTTPS certificate (`AB:CD:…`), for a visitor to compare.
+    pub tls_fingerprint: String,
 }
 
 /// `run`, handing the engine and the devices to `on_ready` as well.
@@ -55,6 +57,11 @@ pub async fn run_with(
             "open_conversation_api is on: anyone on the network may open sessions and talk to the kiosk without a client key"
         );
     }
+    let tls_config = engine.config.clone();
+    let tls = Arc::new(
+        tokio::task::spawn_blocking(move || api::tls::load_or_create(&tls_config)).await??,
+    );
+    tracing::info!(fingerprint = %tls.fingerprint, "HTTPS certificate");
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "serving");
@@ -77,10 +84,12 @@ pub async fn run_with(
         engine: engine.clone(),
         devices: devices.clone(),
         loops,
+        tls_fingerprint: tls.fingerprint.clone(),
     });
     let served = api::serve(
         listener,
         AppState::new(engine.clone(), devices.clone()),
+        tls,
         shutdown,
     )
     .await;

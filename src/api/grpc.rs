@@ -13,6 +13,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::streams::{Buffer, Streams};
 use crate::engine::access::{Owner, Use};
 use crate::engine::error::Error;
 use crate::engine::live::{AudioWanted, Event, LiveSession, Overrides};
@@ -35,14 +36,18 @@ const UTTERANCE_MAX_BYTES: usize = 48_000 * 2 * 2 * 60;
 const SPEECH_RMS: f64 = 500.0;
 
 /// Mounts the service under its gRPC path prefix.
-pub fn routes<S: Clone + Send + Sync + 'static>(engine: Arc<Engine>) -> axum::Router<S> {
+pub fn routes<S: Clone + Send + Sync + 'static>(
+    engine: Arc<Engine>,
+    streams: Arc<Streams>,
+) -> axum::Router<S> {
     use tonic::server::NamedService;
     let path = format!("/{}/{{*method}}", VoiceLlmServiceServer::<Voice>::NAME);
-    axum::Router::new().route_service(&path, VoiceLlmServiceServer::new(Voice { engine }))
+    axum::Router::new().route_service(&path, VoiceLlmServiceServer::new(Voice { engine, streams }))
 }
 
 struct Voice {
     engine: Arc<Engine>,
+    streams: Arc<Streams>,
 }
 
 impl Voice {
@@ -89,12 +94,17 @@ impl VoiceLlmService for Voice {
         request: Request<Streaming<VoiceLlmInput>>,
     ) -> Result<Response<OutStream>, Status> {
         let caller = self.caller(&request)?;
+        let place = self
+            .streams
+            .grpc()
+            .ok_or_else(|| Status::resource_exhausted("too many gRPC streams; try again later"))?;
         let inputs = request.into_inner();
         let (tx, rx) = mpsc::channel::<Result<Tagged, Status>>(OUT_QUEUE);
         let live_slot: Arc<OnceLock<Arc<LiveSession>>> = Arc::default();
         let conversation = Conversation {
             engine: self.engine.clone(),
             caller,
+            streams: self.streams.clone(),
             live: live_slot.clone(),
             ids: Arc::default(),
             out: tx.clone(),
@@ -113,8 +123,10 @@ impl VoiceLlmService for Voice {
             }
         });
         // Outputs of a turn that is no longer current are dropped as late as possible, so
-        // nothing of an interrupted turn follows the interrupt's answer.
+        // nothing of an interrupted turn follows the interrupt's answer. The place is given
+        // back when the response stream is dropped.
         let stream = ReceiverStream::new(rx).filter_map(move |item| {
+            let _place = &place;
             let current = live_slot.get().map(|l| l.turn_seq());
             let keep = match &item {
                 Ok((Some(seq), _)) => current.is_none_or(|c| c == *seq),
@@ -188,7 +200,7 @@ type Ids = Arc<Mutex<HashMap<u64, (String, String)>>>;
 struct Utterance {
     rate: u32,
     channels: u16,
-    bytes: Vec<u8>,
+    bytes: Buffer,
     heard_speech: bool,
     silence_ms: u64,
 }
@@ -198,6 +210,7 @@ struct Conversation {
     engine: Arc<Engine>,
     /// Who opened the stream: the owner of a session it creates.
     caller: Owner,
+    streams: Arc<Streams>,
     live: Arc<OnceLock<Arc<LiveSession>>>,
     ids: Ids,
     out: mpsc::Sender<Result<Tagged, Status>>,
@@ -350,7 +363,7 @@ impl Conversation {
             self.utterance = Some(Utterance {
                 rate: chunk.sample_rate as u32,
                 channels: chunk.channels as u16,
-                bytes: Vec::new(),
+                bytes: self.streams.buffer(),
                 heard_speech: false,
                 silence_ms: 0,
             });
@@ -359,7 +372,9 @@ impl Conversation {
         if u.bytes.len() + chunk.data.len() > UTTERANCE_MAX_BYTES {
             return Err(Status::invalid_argument("utterance longer than 60 seconds"));
         }
-        u.bytes.extend_from_slice(&chunk.data);
+        u.bytes.extend(&chunk.data).map_err(|_| {
+            Status::resource_exhausted("server busy: too much audio buffered; try again later")
+        })?;
         let vad = self.engine.config.vad_silence_ms;
         let mut ended = chunk.is_final;
         if vad > 0 {
@@ -375,7 +390,7 @@ impl Conversation {
         }
         if ended {
             let u = self.utterance.take().expect("set above");
-            let pcm = audio::to_recogniser(&u.bytes, u.rate, u.channels);
+            let pcm = audio::to_recogniser(u.bytes.bytes(), u.rate, u.channels);
             let question = self.question.take().unwrap_or_else(new_id);
             self.start(live, TurnInput::Audio(pcm), question)?;
         }

@@ -15,13 +15,15 @@ mod error;
 mod extract;
 mod files;
 mod grpc;
+pub mod listen;
 mod sessions;
 mod site;
+mod streams;
 mod system;
 mod tasks;
+pub mod tls;
 mod ws;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
@@ -46,16 +48,19 @@ pub struct AppState {
     /// Cancelled when the server starts to shut down, so that streams that never end by
     /// themselves (the console's event stream) let the graceful shutdown finish.
     stopping: tokio_util::sync::CancellationToken,
+    streams: Arc<streams::Streams>,
 }
 
 impl AppState {
     pub fn new(engine: Arc<Engine>, devices: Arc<Devices>) -> AppState {
         let images = Arc::new(site::ImageCache::new(engine.config.image_cache_bytes));
+        let streams = Arc::new(streams::Streams::new(&engine.config));
         AppState {
             engine,
             devices,
             images,
             stopping: Default::default(),
+            streams,
         }
     }
 }
@@ -75,7 +80,7 @@ pub fn router(state: AppState) -> Router {
         .merge(tasks::routes())
         .merge(device::routes())
         .merge(ws::routes())
-        .merge(grpc::routes(state.engine.clone()))
+        .merge(grpc::routes(state.engine.clone(), state.streams.clone()))
         .merge(characters::routes(&state.engine.config.limits))
         .merge(hooks)
         .merge(console::routes())
@@ -162,30 +167,21 @@ fn same_origin(headers: &HeaderMap) -> bool {
         .is_some_and(|authority| authority.eq_ignore_ascii_case(host))
 }
 
-/// Serves the application on `listener` until `shutdown` completes.
+/// Serves the application on `listener` (plain HTTP and HTTPS on the same port) until
+/// `shutdown` completes.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
+    tls: Arc<tls::Tls>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    // Replies stream in small frames (deltas, audio chunks); Nagle's algorithm would hold each
-    // one back for a delayed ACK.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!("cannot set TCP_NODELAY: {e}");
-        }
-    });
+    let engine = state.engine.clone();
     let stopping = state.stopping.clone();
-    axum::serve(
-        listener,
-        router(state).into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move {
+    let shutdown = async move {
         shutdown.await;
         stopping.cancel();
-    })
-    .await
+    };
+    listen::serve(listener, router(state), tls, &engine.config, shutdown).await
 }
 
 /// Runs an engine call that may block (every write waits for fsync) on the blocking pool.

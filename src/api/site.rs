@@ -7,12 +7,14 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{RawQuery, Request, State};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, RawQuery, Request, State};
 use axum::http::header::{
-    CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH, RETRY_AFTER, SET_COOKIE,
+    CACHE_CONTROL, CONTENT_TYPE, ETAG, HOST, IF_NONE_MATCH, RETRY_AFTER, SET_COOKIE,
 };
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::http::{self as http, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -21,6 +23,7 @@ use serde_json::{Value, json};
 use super::auth::{SESSION_COOKIE, is_admin, peer, session_token};
 use super::error::{ApiError, ApiResult};
 use super::extract::{Params, check_length, read_body};
+use super::listen::Transport;
 use super::{AppState, blocking};
 use crate::engine::auth::Login;
 
@@ -86,10 +89,18 @@ fn too_many(wait: u64) -> Response {
     res
 }
 
-fn session_cookie(value: &str, max_age: u64, headers: &HeaderMap) -> HeaderValue {
-    let secure = headers
-        .get("x-forwarded-proto")
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
+/// Whether the browser reached us over HTTPS: our own TLS, or a TLS proxy in front that says so.
+fn over_https(req: &http::request::Parts) -> bool {
+    req.extensions.get::<Transport>().is_some_and(|t| t.tls)
+        || req
+            .headers
+            .get("x-forwarded-proto")
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"))
+}
+
+/// The session cookie; `Secure` whenever the browser came over HTTPS, so it never goes back in
+/// clear.
+fn session_cookie(value: &str, max_age: u64, secure: bool) -> HeaderValue {
     let cookie = format!(
         "{SESSION_COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/; Max-Age={max_age}{}",
         if secure { "; Secure" } else { "" }
@@ -97,7 +108,36 @@ fn session_cookie(value: &str, max_age: u64, headers: &HeaderMap) -> HeaderValue
     HeaderValue::from_str(&cookie).expect("cookie is ASCII")
 }
 
+/// The password must not cross the LAN in clear: a login over plain HTTP from another machine
+/// is refused (unless `allow_plain_http_login`), naming the HTTPS address to use instead.
+fn refuse_plain_login(s: &AppState, req: &http::request::Parts) -> Result<(), ApiError> {
+    let from_loopback = req
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .is_some_and(|ConnectInfo(peer)| peer.ip().to_canonical().is_loopback());
+    // Our own TLS only: `X-Forwarded-Proto` is the client's word (a proxy in front that
+    // terminates TLS is what `allow_plain_http_login` is for).
+    let tls = req.extensions.get::<Transport>().is_some_and(|t| t.tls);
+    if tls || from_loopback || s.engine.config.allow_plain_http_login {
+        return Ok(());
+    }
+    let host = req
+        .headers
+        .get(HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| !h.is_empty() && h.len() <= 255 && !h.contains(['/', ' ']))
+        .unwrap_or("this-kiosk");
+    Err(ApiError::new(
+        StatusCode::FORBIDDEN,
+        format!("log in over HTTPS: https://{host}/ (the password is not sent in clear)"),
+    ))
+}
+
 async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
+    let (parts, body) = req.into_parts();
+    // 0. Never a password in clear over the network.
+    refuse_plain_login(&s, &parts)?;
+    let secure = over_https(&parts);
     // 1. No password configured.
     if !s.engine.has_admin_password() {
         return Err(ApiError::new(
@@ -106,14 +146,13 @@ async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
         ));
     }
     // 2. Rate limit by client address, before anything else is looked at.
-    let headers = req.headers().clone();
-    let client = client_key(&headers);
+    let client = client_key(&parts.headers);
     let probe = client.clone();
     if let Some(wait) = blocking(&s, move |e| e.login_wait(&probe)).await? {
         return Ok(too_many(wait));
     }
     // 3. Lenient parse.
-    let body = read_body(req.into_body(), s.engine.config.limits.json_bytes).await?;
+    let body = read_body(body, s.engine.config.limits.json_bytes).await?;
     let password = password_of(&body);
     // 4. Empty password.
     if password.is_empty() {
@@ -124,17 +163,18 @@ async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
         Login::Limited(wait) => Ok(too_many(wait)),
         Login::WrongPassword => Err(ApiError::new(StatusCode::UNAUTHORIZED, "wrong password")),
         Login::Success(token) => {
-            let cookie = session_cookie(&token, s.engine.config.admin_session_secs, &headers);
+            let cookie = session_cookie(&token, s.engine.config.admin_session_secs, secure);
             Ok(([(SET_COOKIE, cookie)], Json(json!({ "ok": true }))).into_response())
         }
     }
 }
 
-async fn logout(State(s): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
-    if let Some(token) = session_token(&headers).map(str::to_string) {
+async fn logout(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
+    let (parts, _) = req.into_parts();
+    if let Some(token) = session_token(&parts.headers).map(str::to_string) {
         blocking(&s, move |e| e.logout(&token)).await?;
     }
-    let cookie = session_cookie("", 0, &headers);
+    let cookie = session_cookie("", 0, over_https(&parts));
     Ok(([(SET_COOKIE, cookie)], Json(json!({ "ok": true }))).into_response())
 }
 

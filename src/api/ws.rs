@@ -10,6 +10,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::http::StatusCode;
 use axum::http::header::SEC_WEBSOCKET_PROTOCOL;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
@@ -21,6 +22,7 @@ use tokio::sync::{broadcast, mpsc};
 use super::auth::{caller, peer};
 use super::error::ApiError;
 use super::extract::{Params, QueryArgs};
+use super::streams::{Buffer, Streams};
 use super::{AppState, blocking};
 use crate::engine::access::{Owner, Use};
 use crate::engine::audio;
@@ -85,12 +87,22 @@ async fn upgrade(
     })
     .await?;
     let ws = ws.map_err(|e| ApiError::new(e.status(), e.body_text()))?;
+    let place = s.streams.websocket().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many live WebSockets; try again later",
+        )
+    })?;
     let engine = s.engine.clone();
+    let streams = s.streams.clone();
     Ok(ws
         .protocols([PROTOCOL])
         .max_message_size(FRAME_MAX + 64 * 1024)
         .max_frame_size(FRAME_MAX + 64 * 1024)
-        .on_upgrade(move |socket| serve(engine, live, read_only, socket))
+        .on_upgrade(move |socket| async move {
+            serve(engine, streams, live, read_only, socket).await;
+            drop(place);
+        })
         .into_response())
 }
 
@@ -98,12 +110,12 @@ async fn upgrade(
 struct Utterance {
     rate: u32,
     channels: u16,
-    bytes: Vec<u8>,
+    bytes: Buffer,
 }
 
-/// Serves one socket; `steer` is the caller when it may send input (None: watch only).
 async fn serve(
     engine: Arc<Engine>,
+    streams: Arc<Streams>,
     live: Arc<LiveSession>,
     steer: Option<Owner>,
     socket: WebSocket,
@@ -159,12 +171,16 @@ async fn serve(
                     }
                     Some(Ok(Message::Text(t))) => {
                         let caller = steer.as_ref().expect("watch-only sockets answered above");
-                        if let Err(reply) = handle(&engine, &live, caller, &t, &mut audio, &mut utterance) {
+                        if let Err(reply) = handle(&engine, &streams, &live, caller, &t, &mut audio, &mut utterance) {
                             let _ = out.try_send((None, text(reply)));
                         }
                     }
                     Some(Ok(Message::Binary(b))) => match &mut utterance {
-                        Some(u) if u.bytes.len() + b.len() <= UTTERANCE_MAX_BYTES => u.bytes.extend_from_slice(&b),
+                        Some(u) if u.bytes.len() + b.len() <= UTTERANCE_MAX_BYTES => {
+                            if u.bytes.extend(&b).is_err() {
+                                break (CLOSE_TRY_LATER, "server busy: too much audio buffered; try again later");
+                            }
+                        }
                         Some(_) => {
                             utterance = None;
                             let _ = out.try_send((None, text(error("utterance too long", ErrorCode::BadRequest))));
@@ -203,6 +219,7 @@ fn error(message: &str, code: ErrorCode) -> Value {
 /// Acts on one client message; an `Err` is the error frame to answer with.
 fn handle(
     engine: &Arc<Engine>,
+    streams: &Streams,
     live: &Arc<LiveSession>,
     caller: &Owner,
     raw: &str,
@@ -250,7 +267,7 @@ fn handle(
             *utterance = Some(Utterance {
                 rate: rate as u32,
                 channels: channels as u16,
-                bytes: Vec::new(),
+                bytes: streams.buffer(),
             });
             engine.listen(live);
         }
@@ -262,7 +279,7 @@ fn handle(
                 ));
             };
             spend(engine, caller)?;
-            let pcm = audio::to_recogniser(&u.bytes, u.rate, u.channels);
+            let pcm = audio::to_recogniser(u.bytes.bytes(), u.rate, u.channels);
             engine.start_turn(live, TurnInput::Audio(pcm));
         }
         "audio_output" => {

@@ -33,7 +33,7 @@ type Rgb = (u8, u8, u8);
 
 /// The listen address the players are given: a fixed one is its own admin URL.
 const LISTEN: &str = "127.0.0.1:8080";
-const ADMIN_URL: &str = "http://127.0.0.1:8080/";
+const ADMIN_URL: &str = "https://127.0.0.1:8080/";
 
 fn engine(dir: &std::path::Path, password: bool) -> Arc<Engine> {
     let config = Config {

@@ -241,7 +241,7 @@ pub fn parse_size(s: &str) -> Option<(u32, u32)> {
 /// What the setup screens show as the address of the kiosk's administration.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum AdminUrl {
-    /// The address a person types on another device, e.g. `http://192.168.1.5:8080/`.
+    /// The address a person types on another device, e.g. `https://192.168.1.5:8080/` (the login needs HTTPS).
     Url(String),
     /// The kiosk listens on every address but has no IPv4 address yet (the network is not up, or
     /// DHCP has not answered): there is nothing to type yet, only the port is known.
@@ -303,8 +303,8 @@ pub fn admin_url_among(listen: SocketAddr, interfaces: &[InterfaceAddr]) -> Admi
         listen.ip()
     };
     AdminUrl::Url(match ip {
-        IpAddr::V6(v6) => format!("http://[{v6}]:{}/", listen.port()),
-        IpAddr::V4(v4) => format!("http://{v4}:{}/", listen.port()),
+        IpAddr::V6(v6) => format!("https://[{v6}]:{}/", listen.port()),
+        IpAddr::V4(v4) => format!("https://{v4}:{}/", listen.port()),
     })
 }
 
@@ -410,22 +410,22 @@ mod tests {
         // A fixed listen address is the address, whatever the interfaces.
         assert_eq!(
             admin_url("192.168.1.5:8080".parse().unwrap()),
-            AdminUrl::Url("http://192.168.1.5:8080/".into())
+            AdminUrl::Url("https://192.168.1.5:8080/".into())
         );
         assert_eq!(
             admin_url("[fd00::5]:80".parse().unwrap()).text(),
-            "http://[fd00::5]:80/"
+            "https://[fd00::5]:80/"
         );
         let lo = addr(true, true, true, "127.0.0.1");
         let eth = addr(true, true, false, "192.168.1.20");
         let wildcard: SocketAddr = "0.0.0.0:8080".parse().unwrap();
         assert_eq!(
             admin_url_among(wildcard, &[lo, eth]),
-            AdminUrl::Url("http://192.168.1.20:8080/".into())
+            AdminUrl::Url("https://192.168.1.20:8080/".into())
         );
         assert_eq!(
             admin_url_among("[::]:8080".parse().unwrap(), &[lo, eth]).text(),
-            "http://192.168.1.20:8080/"
+            "https://192.168.1.20:8080/"
         );
         // No network yet: no 0.0.0.0 on the screen, words and the port instead.
         let waiting = admin_url_among(wildcard, &[lo]);

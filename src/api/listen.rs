@@ -1,0 +1,328 @@
+//! The one listener: plain HTTP and HTTPS on the same port, told apart by the first byte of
+//! each connection (0x16 opens a TLS handshake), under bounds a LAN client cannot stretch:
+//! connections at once (in all and per client address), time to send headers or finish the
+//! handshake, and time without a byte either way.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::ConnectInfo;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::tls::Tls;
+use crate::config::Config;
+
+/// First byte of a TLS record carrying a handshake.
+const TLS_HANDSHAKE: u8 = 0x16;
+/// HTTP/2 streams at once on one connection.
+const H2_STREAMS: u32 = 64;
+
+/// How the request reached us, as a request extension: handlers that must know whether the
+/// connection is encrypted (the session cookie, the admin login) read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transport {
+    pub tls: bool,
+}
+
+/// Serves `router` on `listener` until `shutdown` completes, then lets the connections in
+/// flight finish their current request.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    tls: Arc<Tls>,
+    config: &Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let admission = Arc::new(Admission {
+        total: config.max_connections,
+        per_peer: config.max_connections_per_peer,
+        open: Mutex::default(),
+    });
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(config.header_read_timeout_ms));
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(H2_STREAMS);
+    let shared = Arc::new(Shared {
+        builder,
+        router,
+        acceptor: tokio_rustls::TlsAcceptor::from(tls.config.clone()),
+        header_timeout: Duration::from_millis(config.header_read_timeout_ms),
+        idle: Duration::from_secs(config.idle_timeout_secs.max(1)),
+    });
+    let stop = CancellationToken::new();
+    let tasks = TaskTracker::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of descriptors or a connection reset before accept: wait a little
+                    // rather than spin.
+                    tracing::debug!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let Some(permit) = admission.admit(peer.ip()) else {
+            tracing::debug!(%peer, "connection refused: too many open");
+            drop(tcp);
+            continue;
+        };
+        // Replies stream in small frames (deltas, audio chunks); Nagle's algorithm would hold
+        // each one back for a delayed ACK.
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY: {e}");
+        }
+        tasks.spawn(connection(tcp, peer, permit, shared.clone(), stop.clone()));
+    }
+    stop.cancel();
+    tasks.close();
+    tasks.wait().await;
+    Ok(())
+}
+
+/// What every connection task shares.
+struct Shared {
+    builder: auto::Builder<TokioExecutor>,
+    router: Router,
+    acceptor: tokio_rustls::TlsAcceptor,
+    header_timeout: Duration,
+    idle: Duration,
+}
+
+async fn connection(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    permit: Permit,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+) {
+    // A client that connects and sends nothing is bounded like one that sends half a header.
+    let mut first = [0u8; 1];
+    let tls = match tokio::time::timeout(shared.header_timeout, tcp.peek(&mut first)).await {
+        Ok(Ok(1)) => first[0] == TLS_HANDSHAKE,
+        _ => return,
+    };
+    let io = Metered::new(tcp, permit);
+    let activity = io.activity.clone();
+    if tls {
+        let handshake = shared.acceptor.accept(io);
+        match tokio::time::timeout(shared.header_timeout, handshake).await {
+            Ok(Ok(stream)) => serve_http(stream, peer, true, activity, &shared, stop).await,
+            Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
+            Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+        }
+    } else {
+        serve_http(io, peer, false, activity, &shared, stop).await;
+    }
+}
+
+async fn serve_http<I>(
+    io: I,
+    peer: SocketAddr,
+    tls: bool,
+    activity: Arc<Activity>,
+    shared: &Shared,
+    stop: CancellationToken,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let inner = TowerToHyperService::new(shared.router.clone());
+    let service = hyper::service::service_fn(move |mut req: hyper::Request<_>| {
+        req.extensions_mut().insert(ConnectInfo(peer));
+        req.extensions_mut().insert(Transport { tls });
+        hyper::service::Service::call(&inner, req)
+    });
+    let conn = shared
+        .builder
+        .serve_connection_with_upgrades(TokioIo::new(io), service);
+    tokio::pin!(conn);
+    let mut stopping = false;
+    loop {
+        let deadline = activity.last() + shared.idle;
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(%peer, "connection ended: {e}");
+                }
+                return;
+            }
+            () = stop.cancelled(), if !stopping => {
+                conn.as_mut().graceful_shutdown();
+                stopping = true;
+            }
+            () = tokio::time::sleep_until(deadline) => {
+                if activity.last() + shared.idle <= Instant::now() {
+                    tracing::debug!(%peer, "idle connection closed");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Connections open now, in all and per client address.
+struct Admission {
+    total: usize,
+    per_peer: usize,
+    open: Mutex<(usize, HashMap<IpAddr, usize>)>,
+}
+
+impl Admission {
+    /// A permit for one more connection from `ip`, or None when a cap is reached.
+    fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<Permit> {
+        let ip = ip.to_canonical();
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let (total, per_peer) = &mut *open;
+        let from_peer = per_peer.entry(ip).or_default();
+        if *total >= self.total || *from_peer >= self.per_peer {
+            if *from_peer == 0 {
+                per_peer.remove(&ip);
+            }
+            return None;
+        }
+        *from_peer += 1;
+        *total += 1;
+        Some(Permit {
+            admission: self.clone(),
+            ip,
+        })
+    }
+}
+
+/// One open connection; dropping it (when the socket is closed, also after a WebSocket
+/// upgrade) frees its place.
+struct Permit {
+    admission: Arc<Admission>,
+    ip: IpAddr,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        let mut open = self
+            .admission
+            .open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let (total, per_peer) = &mut *open;
+        *total -= 1;
+        if let Some(n) = per_peer.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                per_peer.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// When a connection last moved a byte.
+struct Activity {
+    origin: Instant,
+    millis: AtomicU64,
+}
+
+impl Activity {
+    fn touch(&self) {
+        let now = self.origin.elapsed().as_millis() as u64;
+        self.millis.store(now, Ordering::Relaxed);
+    }
+
+    fn last(&self) -> Instant {
+        self.origin + Duration::from_millis(self.millis.load(Ordering::Relaxed))
+    }
+}
+
+/// The TCP stream, noting each byte moved and holding the connection's place (given back
+/// before the socket closes, so a client that sees the close can connect again at once).
+struct Metered {
+    _permit: Permit,
+    tcp: TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl Metered {
+    fn new(tcp: TcpStream, permit: Permit) -> Metered {
+        Metered {
+            _permit: permit,
+            tcp,
+            activity: Arc::new(Activity {
+                origin: Instant::now(),
+                millis: AtomicU64::new(0),
+            }),
+        }
+    }
+}
+
+impl AsyncRead for Metered {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.tcp).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.activity.touch();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Metered {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.tcp).poll_write(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        polled
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
+}
