@@ -29,6 +29,17 @@ pub struct Config {
     /// Failed logins allowed per client address inside `login_window_secs`.
     pub login_max_failures: u32,
     pub login_window_secs: u64,
+    /// Peers whose `Edge-Connecting-IP` / `X-Forwarded-For` header names the client; from any
+    /// other peer a login is counted against the TCP peer's address (a header is the client's
+    /// word, so trusting it by default would let anyone pick whose count a guess lands on).
+    pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// Password checks (Argon2, 19 MiB each) running at once; further logins wait briefly, then
+    /// get 429, so parallel logins cannot exhaust memory.
+    pub login_concurrency: usize,
+    /// Messages kept per character; older ones are removed when a message is stored.
+    pub history_max_messages: usize,
+    /// Days a message is kept; older ones are removed when a message is stored (0: no age limit).
+    pub history_max_days: u64,
     /// Memory for cached `/api/img` responses.
     pub image_cache_bytes: usize,
     /// Live conversation sessions allowed at once.
@@ -180,6 +191,10 @@ impl Default for Config {
             admin_session_secs: 7 * 24 * 3600,
             login_max_failures: 5,
             login_window_secs: 15 * 60,
+            trusted_proxies: Vec::new(),
+            login_concurrency: 2,
+            history_max_messages: 10_000,
+            history_max_days: 180,
             image_cache_bytes: 32 << 20,
             max_sessions: 8,
             session_idle_secs: 30 * 60,

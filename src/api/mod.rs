@@ -39,15 +39,21 @@ pub struct AppState {
     /// The kiosk's own devices (button, audio, display).
     pub devices: Arc<Devices>,
     images: Arc<site::ImageCache>,
+    /// Password checks allowed at once (`login_concurrency`).
+    logins: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
     pub fn new(engine: Arc<Engine>, devices: Arc<Devices>) -> AppState {
         let images = Arc::new(site::ImageCache::new(engine.config.image_cache_bytes));
+        let logins = Arc::new(tokio::sync::Semaphore::new(
+            engine.config.login_concurrency.max(1),
+        ));
         AppState {
             engine,
             devices,
             images,
+            logins,
         }
     }
 }

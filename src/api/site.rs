@@ -4,16 +4,18 @@
 //! step by step, so that every failure answers the same status whatever else is wrong.
 
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{RawQuery, Request, State};
+use axum::extract::{ConnectInfo, RawQuery, Request, State};
 use axum::http::header::{
     CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH, RETRY_AFTER, SET_COOKIE,
 };
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
@@ -31,6 +33,7 @@ const CLIENT_KEY_MAX: usize = 100;
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/auth", get(auth_status).post(login).delete(logout))
+        .route("/api/auth/logout-all", post(logout_all))
         .route("/api/data", get(get_data).put(put_data).post(seed_data))
         .route(
             "/api/img/{name}",
@@ -54,14 +57,27 @@ async fn auth_status(State(s): State<AppState>, headers: HeaderMap) -> Json<Valu
     Json(json!({ "authenticated": authenticated }))
 }
 
-/// The rate-limit key: the edge proxy's client address header, else `unknown`.
-fn client_key(headers: &HeaderMap) -> String {
-    headers
-        .get("edge-connecting-ip")
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.trim().chars().take(CLIENT_KEY_MAX).collect::<String>())
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| "unknown".into())
+/// The rate-limit key: the TCP peer's address; only from a peer listed in `trusted_proxies`
+/// the address that proxy reports (`Edge-Connecting-IP`, else the last `X-Forwarded-For`
+/// entry, which is the one the proxy appended). `unknown` only without a peer address.
+fn client_key(peer: Option<IpAddr>, headers: &HeaderMap, trusted: &[IpAddr]) -> String {
+    let Some(peer) = peer else {
+        return "unknown".into();
+    };
+    if !trusted.contains(&peer) {
+        return peer.to_string();
+    }
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.rsplit(',').next())
+            .map(|v| v.trim().chars().take(CLIENT_KEY_MAX).collect::<String>())
+            .filter(|v| !v.is_empty())
+    };
+    header("edge-connecting-ip")
+        .or_else(|| header("x-forwarded-for"))
+        .unwrap_or_else(|| peer.to_string())
 }
 
 /// `password` coerced to a string; an absent or unparsable body counts as empty.
@@ -96,6 +112,9 @@ fn session_cookie(value: &str, max_age: u64, headers: &HeaderMap) -> HeaderValue
     HeaderValue::from_str(&cookie).expect("cookie is ASCII")
 }
 
+/// How long a login waits for a free password check before it is answered 429.
+const LOGIN_QUEUE_WAIT: Duration = Duration::from_secs(2);
+
 async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
     // 1. No password configured.
     if !s.engine.has_admin_password() {
@@ -106,7 +125,11 @@ async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
     }
     // 2. Rate limit by client address, before anything else is looked at.
     let headers = req.headers().clone();
-    let client = client_key(&headers);
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(a)| a.ip());
+    let client = client_key(peer, &headers, &s.engine.config.trusted_proxies);
     let probe = client.clone();
     if let Some(wait) = blocking(&s, move |e| e.login_wait(&probe)).await? {
         return Ok(too_many(wait));
@@ -118,8 +141,20 @@ async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
     if password.is_empty() {
         return Err(ApiError::bad("password is required"));
     }
-    // 5. and 6. Full-length constant-time comparison, then a session.
-    match blocking(&s, move |e| e.login(&client, &password)).await? {
+    // 5. and 6. Full-length constant-time comparison, then a session. Argon2 takes 19 MiB per
+    // check: only `login_concurrency` run at once, the rest wait briefly, then 429.
+    let Ok(Ok(slot)) =
+        tokio::time::timeout(LOGIN_QUEUE_WAIT, s.logins.clone().acquire_owned()).await
+    else {
+        return Ok(too_many(LOGIN_QUEUE_WAIT.as_secs()));
+    };
+    let outcome = blocking(&s, move |e| {
+        let outcome = e.login(&client, &password);
+        drop(slot);
+        outcome
+    })
+    .await?;
+    match outcome {
         Login::Limited(wait) => Ok(too_many(wait)),
         Login::WrongPassword => Err(ApiError::new(StatusCode::UNAUTHORIZED, "wrong password")),
         Login::Success(token) => {
@@ -135,6 +170,17 @@ async fn logout(State(s): State<AppState>, headers: HeaderMap) -> ApiResult<Resp
     }
     let cookie = session_cookie("", 0, &headers);
     Ok(([(SET_COOKIE, cookie)], Json(json!({ "ok": true }))).into_response())
+}
+
+/// Sign out everywhere: ends every administrator session but the caller's own.
+async fn logout_all(
+    State(s): State<AppState>,
+    _: super::auth::Admin,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    let keep = session_token(&headers).map(str::to_string);
+    let ended = blocking(&s, move |e| e.logout_all(keep.as_deref())).await?;
+    Ok(Json(json!({ "ok": true, "ended": ended })))
 }
 
 async fn get_data(State(s): State<AppState>) -> ApiResult<Response> {

@@ -42,6 +42,7 @@ pub struct Engine {
     /// Client for HTTP providers (TLS through rustls with ring).
     http: reqwest::Client,
     grammars: providers::GrammarCache,
+    reachability: providers::Reachability,
 }
 
 impl Engine {
@@ -52,8 +53,11 @@ impl Engine {
         let clear = config
             .resolve_admin_password()
             .map_err(|e| Error::BadRequest(e.to_string()))?;
-        let password = clear.as_deref().map(auth::Password::new);
         let store = Store::open(&config.data_dir, config.store_cache_bytes)?;
+        let password = match clear.as_deref() {
+            Some(p) => Some(auth::Password::load(p, &store)?),
+            None => None,
+        };
         let first_boot = auth::FirstBoot::load(&config, clear.as_deref(), &store)?;
         drop(clear);
         let config = launch::apply_saved(&store, config)?;
@@ -78,6 +82,7 @@ impl Engine {
             live: live::Registry::default(),
             http,
             grammars: providers::GrammarCache::default(),
+            reachability: providers::Reachability::default(),
         });
         engine.ensure_default_character()?;
         engine.ensure_site_document()?;

@@ -13,6 +13,7 @@ mod engine;
 mod first_boot;
 mod knowledge;
 mod licenses;
+mod limits;
 mod realtime_provider;
 mod realtime_smoke;
 mod sessions_tasks;

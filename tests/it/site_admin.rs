@@ -188,8 +188,15 @@ async fn login(s: &Server) -> String {
     token_of(&r)
 }
 
+/// The configured password, and the test client (on loopback) trusted as the edge proxy, so
+/// that `Edge-Connecting-IP` stands for distinct client addresses.
+fn behind_proxy(c: &mut docent::config::Config) {
+    c.admin_password = Some(PW.into());
+    c.trusted_proxies = vec![std::net::Ipv4Addr::LOCALHOST.into()];
+}
+
 async fn with_password() -> (Server, String) {
-    let s = Server::start_with(|c| c.admin_password = Some(PW.into())).await;
+    let s = Server::start_with(behind_proxy).await;
     let token = login(&s).await;
     (s, token)
 }
@@ -328,7 +335,7 @@ async fn login_without_a_configured_password_is_500() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_parses_leniently_and_refuses_empty_and_wrong_passwords() {
-    let s = Server::start_with(|c| c.admin_password = Some(PW.into())).await;
+    let s = Server::start_with(behind_proxy).await;
     // Step 3 and 4: an absent, empty or unparsable body counts as an empty password.
     for body in [
         "",
@@ -368,7 +375,7 @@ async fn login_parses_leniently_and_refuses_empty_and_wrong_passwords() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_success_sets_the_session_cookie() {
-    let s = Server::start_with(|c| c.admin_password = Some(PW.into())).await;
+    let s = Server::start_with(behind_proxy).await;
     let r = login_with(&s, Some("192.0.2.20"), PW).await.expect(200);
     assert_eq!(r.json(), json!({ "ok": true }));
     let cookies: Vec<&str> = r
@@ -491,7 +498,7 @@ async fn password_is_coerced_to_a_string() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rate_limit_is_per_address_and_checked_before_anything_else() {
     let s = Server::start_with(|c| {
-        c.admin_password = Some(PW.into());
+        behind_proxy(c);
         c.login_max_failures = 3;
     })
     .await;
@@ -515,7 +522,7 @@ async fn rate_limit_is_per_address_and_checked_before_anything_else() {
     let r = login_with(&s, Some("198.51.100.8"), PW).await.expect(200);
     assert!(authenticated(&s, |q| with_cookie(q, &token_of(&r))).await);
     login_with(&s, None, "wrong").await.expect_error(401);
-    // Requests without the header share one counter ("unknown"), whatever connection they use.
+    // Requests without the header share the proxy's own address, whatever connection they use.
     let other_client = client();
     send(
         other_client
@@ -542,7 +549,7 @@ async fn rate_limit_is_per_address_and_checked_before_anything_else() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_successful_login_clears_the_failure_count() {
     let s = Server::start_with(|c| {
-        c.admin_password = Some(PW.into());
+        behind_proxy(c);
         c.login_max_failures = 3;
     })
     .await;
@@ -562,7 +569,7 @@ async fn a_successful_login_clears_the_failure_count() {
 async fn concurrent_failed_logins_cannot_pass_the_limit() {
     let s = Arc::new(
         Server::start_with(|c| {
-            c.admin_password = Some(PW.into());
+            behind_proxy(c);
             c.login_max_failures = 3;
         })
         .await,
@@ -596,7 +603,7 @@ async fn concurrent_failed_logins_cannot_pass_the_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wait_counts_down_and_the_window_ends() {
     let s = Server::start_with(|c| {
-        c.admin_password = Some(PW.into());
+        behind_proxy(c);
         c.login_max_failures = 2;
         c.login_window_secs = 3;
     })
@@ -681,7 +688,7 @@ async fn other_methods_on_auth_are_405() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_and_failure_counters_survive_a_restart() {
     let config = |c: &mut docent::config::Config| {
-        c.admin_password = Some(PW.into());
+        behind_proxy(c);
         c.login_max_failures = 2;
     };
     let s = Server::start_with(config).await;
@@ -892,7 +899,7 @@ async fn seeding_resets_to_the_default_document() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_an_image_store_get_is_500_plain_and_delete_500_json() {
     let s = Server::start_with(|c| {
-        c.admin_password = Some(PW.into());
+        behind_proxy(c);
         c.image_store = false;
     })
     .await;
@@ -1223,7 +1230,7 @@ async fn a_reuploaded_image_is_served_with_its_new_bytes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn image_uploads_over_the_bound_are_413_and_other_methods_405() {
     let s = Server::start_with(|c| {
-        c.admin_password = Some(PW.into());
+        behind_proxy(c);
         c.limits.image_bytes = 1024;
     })
     .await;
@@ -1765,7 +1772,7 @@ async fn setup_mode_opens_the_admin_routes() {
         assert_ne!(r.status, 403, "{m} {t}: {}", r.shown());
     }
     assert!(!authenticated(&s, |q| q).await);
-    let with_password = Server::start_with(|c| c.admin_password = Some(PW.into())).await;
+    let with_password = Server::start_with(behind_proxy).await;
     let health = send(with_password.get("/api/v1/health"))
         .await
         .expect(200)
