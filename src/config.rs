@@ -87,14 +87,70 @@ pub struct Limits {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct AudioConfig {
-    pub capture_device: String,
-    pub playback_device: String,
+    pub capture_device: PcmName,
+    pub playback_device: PcmName,
     /// Simple mixer control that sets the volume (`kiosk.volume`); when the card has none, the
     /// volume is applied to the samples instead.
     pub mixer_control: String,
     /// ALSA period and buffer sizes asked for, in frames (the device may pick the nearest).
     pub period_frames: u32,
     pub buffer_frames: u32,
+}
+
+/// An ALSA PCM name of one of the fixed forms: `default`, `sysdefault`, or `hw:`, `plughw:`,
+/// `sysdefault:`, `dmix:`, `dsnoop:` followed by simple arguments (`[A-Za-z0-9_,=]`, e.g.
+/// `hw:CARD=Headphones,DEV=0` or `plughw:1,0`). ALSA parses a PCM name as configuration, so
+/// anything else (a plugin definition in braces, `file:'|cmd'`, quotes, spaces) could make the
+/// process that opens it, root on the board, run a command or write a file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct PcmName(String);
+
+impl PcmName {
+    const PREFIXES: [&str; 5] = ["hw:", "plughw:", "sysdefault:", "dmix:", "dsnoop:"];
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for PcmName {
+    fn default() -> Self {
+        PcmName("default".into())
+    }
+}
+
+impl TryFrom<String> for PcmName {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<PcmName, String> {
+        let simple = |args: &str| {
+            !args.is_empty()
+                && args.len() <= 64
+                && args
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_,=".contains(c))
+        };
+        let ok = name == "default"
+            || name == "sysdefault"
+            || PcmName::PREFIXES
+                .iter()
+                .any(|p| name.strip_prefix(p).is_some_and(simple));
+        if ok {
+            Ok(PcmName(name))
+        } else {
+            Err(format!(
+                "{name:?} is not an ALSA device name this kiosk accepts: use default, or hw:, \
+                 plughw:, sysdefault:, dmix:, dsnoop: with letters, digits, '_', ',' and '='"
+            ))
+        }
+    }
+}
+
+impl From<PcmName> for String {
+    fn from(name: PcmName) -> String {
+        name.0
+    }
 }
 
 /// Bounds of the kiosk loop: no state lasts longer than these, so it can never stay stuck.
@@ -230,8 +286,8 @@ impl Default for Limits {
 impl Default for AudioConfig {
     fn default() -> Self {
         AudioConfig {
-            capture_device: "default".into(),
-            playback_device: "default".into(),
+            capture_device: PcmName::default(),
+            playback_device: PcmName::default(),
             mixer_control: "Master".into(),
             period_frames: 800,
             buffer_frames: 8000,
@@ -317,6 +373,40 @@ impl Config {
             .clone()
             .or(from_file)
             .filter(|p| !p.is_empty()))
+    }
+}
+
+#[cfg(test)]
+mod pcm_tests {
+    use super::PcmName;
+
+    #[test]
+    fn only_the_fixed_forms_are_pcm_names() {
+        for good in [
+            "default",
+            "sysdefault",
+            "hw:0",
+            "hw:CARD=Headphones,DEV=0",
+            "plughw:1,0",
+            "sysdefault:CARD=vc4hdmi",
+            "dmix:CARD=0",
+            "dsnoop:1",
+        ] {
+            assert!(PcmName::try_from(good.to_string()).is_ok(), "{good}");
+        }
+        for bad in [
+            "file:'|touch /tmp/x',raw",
+            "plug:{type file slave.pcm null file \"|id\"}",
+            "hw:0 ",
+            "hw:",
+            "hw:\"x\"",
+            "null",
+            "docent_sim_mic:FILE=\"/tmp/x\"",
+            "hw:0;x",
+            "",
+        ] {
+            assert!(PcmName::try_from(bad.to_string()).is_err(), "{bad}");
+        }
     }
 }
 

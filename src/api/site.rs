@@ -11,7 +11,8 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, RawQuery, Request, State};
 use axum::http::header::{
-    CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH, RETRY_AFTER, SET_COOKIE,
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, IF_NONE_MATCH, RETRY_AFTER,
+    SET_COOKIE, X_CONTENT_TYPE_OPTIONS,
 };
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
@@ -229,7 +230,7 @@ async fn seed_data(
     Ok(Json(json!({ "ok": true, "seeded": true })))
 }
 
-/// Whole `/api/img` responses by full request URL, bounded in bytes, least recently used out.
+/// Whole `/api/img` responses by request path (without the query), bounded in bytes, least recently used out.
 /// Every PUT or DELETE of a key purges that key's responses and bumps `purges`; a fill started
 /// before a purge is dropped, so a deleted image is never served from the cache.
 pub struct ImageCache {
@@ -321,12 +322,26 @@ impl ImageCache {
     }
 }
 
+/// The content type an image is served with: one of the recognised image types, else (an
+/// object stored before uploads were checked) an inert download type.
+fn served_type(stored: &str) -> HeaderValue {
+    match stored {
+        "image/png" | "image/jpeg" | "image/gif" | "image/webp" => {
+            HeaderValue::from_str(stored).expect("ASCII")
+        }
+        _ => HeaderValue::from_static("application/octet-stream"),
+    }
+}
+
 fn image_response(c: &Cached, req: &HeaderMap) -> Response {
     let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, served_type(&c.content_type));
+    // Never sniffed into something else, and never a document with scripts or a same-origin
+    // view, whatever the bytes are.
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(
-        CONTENT_TYPE,
-        HeaderValue::from_str(&c.content_type)
-            .unwrap_or(HeaderValue::from_static("application/octet-stream")),
+        CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox; default-src 'none'"),
     );
     headers.insert(CACHE_CONTROL, HeaderValue::from_static(IMAGE_CACHE_CONTROL));
     headers.insert(ETAG, HeaderValue::from_str(&c.etag).expect("hex etag"));
@@ -372,8 +387,10 @@ async fn serve_image(s: &AppState, key: &str, uri: &Uri, req: &HeaderMap) -> Api
         ));
     }
     crate::engine::site::check_image_key(key)?;
-    // 3. A cached response for the same full URL (a conditional request still gets its 304).
-    let url = uri.to_string();
+    // 3. A cached response for the same path (a conditional request still gets its 304). The
+    // query string is no part of the key: it does not change the answer, and as a key it would
+    // let anyone fill the cache with copies of one image and push the others out.
+    let url = uri.path().to_string();
     if let Some(hit) = s.images.get(&url) {
         return Ok(image_response(&hit, req));
     }
@@ -481,15 +498,9 @@ async fn store_image(s: &AppState, key: String, req: Request) -> ApiResult<Json<
     crate::engine::site::check_image_key(&key)?;
     let limit = s.engine.config.limits.image_bytes;
     check_length(req.headers(), limit)?;
-    let content_type = req
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/octet-stream")
-        .to_string();
     let body = read_body(req.into_body(), limit).await?;
     let owned = key.clone();
-    let blob = blocking(s, move |e| e.put_site_image(&owned, &body, &content_type)).await?;
+    let blob = blocking(s, move |e| e.put_site_image(&owned, &body)).await?;
     s.images.purge(&key);
     Ok(Json(
         json!({ "ok": true, "key": key, "etag": blob.etag(), "size": blob.size }),

@@ -240,11 +240,134 @@ async fn health_says_whether_the_configured_providers_answer() {
             "tts": { "provider": "openai", "base_url": base },
         })
     };
-    s.put_json("/api/v1/settings", all(&fake.base_url()), 200).await;
+    s.put_json("/api/v1/settings", all(&fake.base_url()), 200)
+        .await;
     let h = s.get_json("/api/v1/health", 200).await;
     assert_eq!(h["inference_connected"], json!(true), "{h}");
     let closed = fake_openai::closed_base_url().await;
     s.put_json("/api/v1/settings", all(&closed), 200).await;
     let h = s.get_json("/api/v1/health", 200).await;
     assert_eq!(h["inference_connected"], json!(false), "{h}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alsa_plugin_string_is_refused_on_save() {
+    let s = Server::start_with(|c| c.devices = docent::config::DeviceMode::None).await;
+    for name in [
+        "file:'|touch /tmp/docent-pwned',raw",
+        "plug:{type file slave.pcm null file \"|id\"}",
+        "hw:0 ",
+    ] {
+        for path in ["audio.playback_device", "audio.capture_device"] {
+            let r = s
+                .put("/api/v1/config/launch")
+                .json(&json!({ "params": [{ "path": path, "value": name }] }))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 400, "{path} = {name}");
+        }
+    }
+    let ok = json!({ "params": [{ "path": "audio.playback_device",
+                                  "value": "plughw:CARD=Headphones,DEV=0" }] });
+    s.put_json("/api/v1/config/launch", ok, 200).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_image_store_takes_only_images_and_serves_them_inert() {
+    let s = Server::start_with(|c| c.admin_password = Some(PW.into())).await;
+    let t = token(&s).await;
+    let svg = br#"<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>"#;
+    for (body, claimed) in [
+        (&svg[..], "image/svg+xml"),
+        (b"<html><script>alert(1)</script></html>", "text/html"),
+        (b"<html><script>alert(1)</script></html>", "image/png"),
+    ] {
+        let r = s
+            .put("/api/img/x.svg")
+            .bearer_auth(&t)
+            .header("content-type", claimed)
+            .body(body.to_vec())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 415, "{claimed}");
+    }
+    assert_eq!(s.get("/api/img/x.svg").send().await.unwrap().status(), 404);
+
+    // A real image, whatever type the client claims, is served as what it is.
+    let r = s
+        .put("/api/img/p")
+        .bearer_auth(&t)
+        .header("content-type", "text/html")
+        .body(crate::support::PNG.to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    for path in ["/api/img/p", "/api/img/p?again", "/api/img/p"] {
+        let r = s.get(path).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let h = r.headers();
+        assert_eq!(h["content-type"], "image/png", "{path}");
+        assert_eq!(h["x-content-type-options"], "nosniff", "{path}");
+        assert!(
+            h["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .contains("sandbox"),
+            "{path}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_strings_do_not_multiply_cached_images() {
+    // Room for about two copies of the image: a query-keyed cache would push `b` out with
+    // copies of `a`, and a later delete-and-read would show whether `b` was still cached.
+    let image = [crate::support::PNG, &[7u8; 4000]].concat();
+    let s = Server::start_with(|c| {
+        c.admin_password = Some(PW.into());
+        c.image_cache_bytes = 2 * image.len() + 200;
+    })
+    .await;
+    let t = token(&s).await;
+    for key in ["a", "b"] {
+        let r = s
+            .put(&format!("/api/img/{key}"))
+            .bearer_auth(&t)
+            .body(image.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    assert_eq!(s.get("/api/img/b").send().await.unwrap().status(), 200);
+    for i in 0..20 {
+        let r = s.get(&format!("/api/img/a?v={i}")).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    // `b`'s file goes away behind the cache's back (its record stays): only a cached copy can
+    // still answer 200 with the bytes.
+    let blobs = s.dir.path().join("blobs");
+    let removed = remove_files_of_size(&blobs, image.len() as u64);
+    assert!(removed > 0, "found the stored files");
+    let r = s.get("/api/img/b").send().await.unwrap();
+    assert_eq!(r.status(), 200, "b is still cached");
+}
+
+/// Removes every file of `size` bytes under `dir`; returns how many.
+fn remove_files_of_size(dir: &std::path::Path, size: u64) -> usize {
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            n += remove_files_of_size(&path, size);
+        } else if entry.metadata().is_ok_and(|m| m.len() == size) {
+            std::fs::remove_file(&path).unwrap();
+            n += 1;
+        }
+    }
+    n
 }

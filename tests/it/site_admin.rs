@@ -253,6 +253,11 @@ async fn put_data(s: &Server, token: Option<&str>, body: &str) -> Reply {
     .await
 }
 
+/// `rest` behind a PNG signature: what the image store recognises as a PNG image.
+fn image(rest: &[u8]) -> Vec<u8> {
+    [&b"\x89PNG\r\n\x1a\n"[..], rest].concat()
+}
+
 async fn put_image(s: &Server, token: &str, key: &str, bytes: &[u8], content_type: &str) -> Reply {
     send(
         with_cookie(s.put(&format!("/api/img/{key}")), token)
@@ -998,11 +1003,12 @@ async fn image_get_checks_the_key_then_serves_with_cache_headers_and_etag() {
         assert_served(&r, &bytes, &etag, "image/png");
     }
     // A percent-encoded key is decoded once.
-    put_image(&s, &token, "two%20words.jpg", b"jpeg bytes", "image/jpeg")
+    let jpeg = [&b"\xFF\xD8\xFF"[..], b"jpeg bytes"].concat();
+    put_image(&s, &token, "two%20words.jpg", &jpeg, "image/jpeg")
         .await
         .expect(200);
     let r = send(s.get("/api/img/two%20words.jpg")).await.expect(200);
-    assert_eq!(r.body, b"jpeg bytes");
+    assert_eq!(r.body, jpeg);
     assert_eq!(r.header("content-type"), Some("image/jpeg"));
     // Images are public.
     send(with_cookie(s.get("/api/img/hero.png"), "forged"))
@@ -1107,7 +1113,7 @@ async fn a_deleted_image_is_never_served_from_the_cache() {
     for round in 0..50 {
         // Large enough that reading it takes a while: a fill started before the DELETE
         // committed is still running when the DELETE answers.
-        let bytes = format!("image of round {round};").repeat(4000).into_bytes();
+        let bytes = image(format!("image of round {round};").repeat(4000).as_bytes());
         put_image(&s, &token, "race.png", &bytes, "image/png")
             .await
             .expect(200);
@@ -1185,8 +1191,8 @@ async fn a_deleted_image_is_never_served_from_the_cache() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reuploaded_image_is_served_with_its_new_bytes() {
     let (s, token) = with_password().await;
-    let old = b"old image bytes".repeat(20);
-    let new = b"new image bytes!".repeat(20);
+    let old = image(&b"old image bytes".repeat(20));
+    let new = [&b"RIFF\0\0\0\0WEBP"[..], &b"new image bytes!".repeat(20)].concat();
     let old_tag = put_image(&s, &token, "swap.png", &old, "image/png")
         .await
         .expect(200)
@@ -1235,7 +1241,7 @@ async fn image_uploads_over_the_bound_are_413_and_other_methods_405() {
     })
     .await;
     let token = login(&s).await;
-    put_image(&s, &token, "big.png", &[1u8; 1025], "image/png")
+    put_image(&s, &token, "big.png", &image(&[1u8; 1025 - 8]), "image/png")
         .await
         .expect_error(413);
     // Without a declared length (chunked), too.
@@ -1249,12 +1255,12 @@ async fn image_uploads_over_the_bound_are_413_and_other_methods_405() {
     .await
     .expect_error(413);
     send(s.get("/api/img/big.png")).await.expect_plain(404);
-    put_image(&s, &token, "big.png", &[3u8; 1024], "image/png")
+    put_image(&s, &token, "big.png", &image(&[3u8; 1024 - 8]), "image/png")
         .await
         .expect(200);
     assert_eq!(
         send(s.get("/api/img/big.png")).await.expect(200).body,
-        vec![3u8; 1024]
+        image(&[3u8; 1024 - 8])
     );
     // Upload key rules and authentication.
     for path in ["/api/img/a%2Fb", "/api/img/a..b", "/api/img/"] {
