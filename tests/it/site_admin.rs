@@ -1400,6 +1400,7 @@ const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/api/auth", Public),
     ("POST", "/api/auth", Public),
     ("DELETE", "/api/auth", Public),
+    ("POST", "/api/auth/logout-all", Admin),
     ("POST", "/api/v1/characters", Admin),
     ("POST", "/api/v1/characters/test-voice", Admin),
     ("PUT", "/api/v1/characters/{id}", Admin),
@@ -1443,6 +1444,11 @@ const ROUTES: &[(&str, &str, Access)] = &[
     ),
     (
         "GET",
+        "/api/v1/characters/{id}/conversations/messages",
+        Admin,
+    ),
+    (
+        "DELETE",
         "/api/v1/characters/{id}/conversations/messages",
         Admin,
     ),
@@ -1678,8 +1684,8 @@ async fn every_route_is_listed_once_and_guarded_as_listed() {
         .count();
     assert_eq!(ROUTES.len(), CYBERVERSE_ROUTES.len() + added);
     assert_eq!(
-        added, 13,
-        "4 idle-clip routes, 3 of /api/data, 3 of /api/img, 3 of /api/auth"
+        added, 15,
+        "4 idle-clip routes, 3 of /api/data, 3 of /api/img, 4 of /api/auth, the history purge"
     );
 
     let (s, token) = with_password().await;
