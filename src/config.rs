@@ -97,9 +97,11 @@ pub struct AudioConfig {
     pub buffer_frames: u32,
 }
 
-/// An ALSA PCM name of one of the fixed forms: `default`, `sysdefault`, or `hw:`, `plughw:`,
+/// An ALSA PCM name of one of the fixed forms: a bare name (`default`, or a PCM the board's own
+/// ALSA configuration defines, such as `mic`: letters, digits and `_`), or `hw:`, `plughw:`,
 /// `sysdefault:`, `dmix:`, `dsnoop:` followed by simple arguments (`[A-Za-z0-9_,=]`, e.g.
-/// `hw:CARD=Headphones,DEV=0` or `plughw:1,0`). ALSA parses a PCM name as configuration, so
+/// `hw:CARD=Headphones,DEV=0` or `plughw:1,0`). A bare name can only name what the root-owned
+/// configuration already defines; it cannot carry a definition. ALSA parses a PCM name as configuration, so
 /// anything else (a plugin definition in braces, `file:'|cmd'`, quotes, spaces) could make the
 /// process that opens it, root on the board, run a command or write a file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -131,8 +133,10 @@ impl TryFrom<String> for PcmName {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || "_,=".contains(c))
         };
-        let ok = name == "default"
-            || name == "sysdefault"
+        let bare = !name.is_empty()
+            && name.len() <= 32
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let ok = bare
             || PcmName::PREFIXES
                 .iter()
                 .any(|p| name.strip_prefix(p).is_some_and(simple));
@@ -140,8 +144,9 @@ impl TryFrom<String> for PcmName {
             Ok(PcmName(name))
         } else {
             Err(format!(
-                "{name:?} is not an ALSA device name this kiosk accepts: use default, or hw:, \
-                 plughw:, sysdefault:, dmix:, dsnoop: with letters, digits, '_', ',' and '='"
+                "{name:?} is not an ALSA device name this kiosk accepts: use a plain name \
+                 (default, mic), or hw:, plughw:, sysdefault:, dmix:, dsnoop: with letters, \
+                 digits, '_', ',' and '='"
             ))
         }
     }
@@ -391,6 +396,7 @@ mod pcm_tests {
             "sysdefault:CARD=vc4hdmi",
             "dmix:CARD=0",
             "dsnoop:1",
+            "mic",
         ] {
             assert!(PcmName::try_from(good.to_string()).is_ok(), "{good}");
         }
@@ -400,7 +406,6 @@ mod pcm_tests {
             "hw:0 ",
             "hw:",
             "hw:\"x\"",
-            "null",
             "docent_sim_mic:FILE=\"/tmp/x\"",
             "hw:0;x",
             "",
