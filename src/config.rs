@@ -65,6 +65,17 @@ pub struct Config {
     /// Failed logins allowed per client address inside `login_window_secs`.
     pub login_max_failures: u32,
     pub login_window_secs: u64,
+    /// Peers whose `Edge-Connecting-IP` / `X-Forwarded-For` header names the client; from any
+    /// other peer a login is counted against the TCP peer's address (a header is the client's
+    /// word, so trusting it by default would let anyone pick whose count a guess lands on).
+    pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// Password checks (Argon2, 19 MiB each) running at once; further logins wait briefly, then
+    /// get 429, so parallel logins cannot exhaust memory.
+    pub login_concurrency: usize,
+    /// Messages kept per character; older ones are removed when a message is stored.
+    pub history_max_messages: usize,
+    /// Days a message is kept; older ones are removed when a message is stored (0: no age limit).
+    pub history_max_days: u64,
     /// Memory for cached `/api/img` responses.
     pub image_cache_bytes: usize,
     /// Live conversation sessions allowed at once.
@@ -112,14 +123,75 @@ pub struct Limits {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct AudioConfig {
-    pub capture_device: String,
-    pub playback_device: String,
+    pub capture_device: PcmName,
+    pub playback_device: PcmName,
     /// Simple mixer control that sets the volume (`kiosk.volume`); when the card has none, the
     /// volume is applied to the samples instead.
     pub mixer_control: String,
     /// ALSA period and buffer sizes asked for, in frames (the device may pick the nearest).
     pub period_frames: u32,
     pub buffer_frames: u32,
+}
+
+/// An ALSA PCM name of one of the fixed forms: a bare name (`default`, or a PCM the board's own
+/// ALSA configuration defines, such as `mic`: letters, digits and `_`), or `hw:`, `plughw:`,
+/// `sysdefault:`, `dmix:`, `dsnoop:` followed by simple arguments (`[A-Za-z0-9_,=]`, e.g.
+/// `hw:CARD=Headphones,DEV=0` or `plughw:1,0`). A bare name can only name what the root-owned
+/// configuration already defines; it cannot carry a definition. ALSA parses a PCM name as configuration, so
+/// anything else (a plugin definition in braces, `file:'|cmd'`, quotes, spaces) could make the
+/// process that opens it, root on the board, run a command or write a file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct PcmName(String);
+
+impl PcmName {
+    const PREFIXES: [&str; 5] = ["hw:", "plughw:", "sysdefault:", "dmix:", "dsnoop:"];
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for PcmName {
+    fn default() -> Self {
+        PcmName("default".into())
+    }
+}
+
+impl TryFrom<String> for PcmName {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<PcmName, String> {
+        let simple = |args: &str| {
+            !args.is_empty()
+                && args.len() <= 64
+                && args
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_,=".contains(c))
+        };
+        let bare = !name.is_empty()
+            && name.len() <= 32
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let ok = bare
+            || PcmName::PREFIXES
+                .iter()
+                .any(|p| name.strip_prefix(p).is_some_and(simple));
+        if ok {
+            Ok(PcmName(name))
+        } else {
+            Err(format!(
+                "{name:?} is not an ALSA device name this kiosk accepts: use a plain name \
+                 (default, mic), or hw:, plughw:, sysdefault:, dmix:, dsnoop: with letters, \
+                 digits, '_', ',' and '='"
+            ))
+        }
+    }
+}
+
+impl From<PcmName> for String {
+    fn from(name: PcmName) -> String {
+        name.0
+    }
 }
 
 /// Bounds of the kiosk loop: no state lasts longer than these, so it can never stay stuck.
@@ -231,6 +303,10 @@ impl Default for Config {
             admin_session_secs: 7 * 24 * 3600,
             login_max_failures: 5,
             login_window_secs: 15 * 60,
+            trusted_proxies: Vec::new(),
+            login_concurrency: 2,
+            history_max_messages: 10_000,
+            history_max_days: 180,
             image_cache_bytes: 32 << 20,
             max_sessions: 8,
             session_idle_secs: 30 * 60,
@@ -266,8 +342,8 @@ impl Default for Limits {
 impl Default for AudioConfig {
     fn default() -> Self {
         AudioConfig {
-            capture_device: "default".into(),
-            playback_device: "default".into(),
+            capture_device: PcmName::default(),
+            playback_device: PcmName::default(),
             mixer_control: "Master".into(),
             period_frames: 800,
             buffer_frames: 8000,
@@ -353,6 +429,40 @@ impl Config {
             .clone()
             .or(from_file)
             .filter(|p| !p.is_empty()))
+    }
+}
+
+#[cfg(test)]
+mod pcm_tests {
+    use super::PcmName;
+
+    #[test]
+    fn only_the_fixed_forms_are_pcm_names() {
+        for good in [
+            "default",
+            "sysdefault",
+            "hw:0",
+            "hw:CARD=Headphones,DEV=0",
+            "plughw:1,0",
+            "sysdefault:CARD=vc4hdmi",
+            "dmix:CARD=0",
+            "dsnoop:1",
+            "mic",
+        ] {
+            assert!(PcmName::try_from(good.to_string()).is_ok(), "{good}");
+        }
+        for bad in [
+            "file:'|touch /tmp/x',raw",
+            "plug:{type file slave.pcm null file \"|id\"}",
+            "hw:0 ",
+            "hw:",
+            "hw:\"x\"",
+            "docent_sim_mic:FILE=\"/tmp/x\"",
+            "hw:0;x",
+            "",
+        ] {
+            assert!(PcmName::try_from(bad.to_string()).is_err(), "{bad}");
+        }
     }
 }
 

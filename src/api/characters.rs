@@ -16,7 +16,7 @@ use super::{AppState, blocking, files};
 use crate::config::Limits;
 use crate::engine::characters::{Activation, CharacterInput, CharacterView, ImageView};
 use crate::engine::knowledge::{Upload, extract::mime_for};
-use crate::engine::sessions::HistoryPage;
+use crate::engine::sessions::{HistoryPage, Purge};
 use crate::store::BlobRef;
 
 /// Room for multipart framing around a file at its size bound.
@@ -68,7 +68,7 @@ pub fn routes(limits: &Limits) -> Router<AppState> {
         .route("/api/v1/avatars/{filename}", get(avatar))
         .route(
             "/api/v1/characters/{id}/conversations/messages",
-            get(history),
+            get(history).delete(purge_history),
         )
 }
 
@@ -433,4 +433,23 @@ async fn history(
     QueryArgs(q): QueryArgs<HistoryQuery>,
 ) -> ApiResult<Json<HistoryPage>> {
     Ok(Json(s.engine.history(&id, q.limit, q.before.as_deref())?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PurgeQuery {
+    session_id: Option<String>,
+    before_date: Option<String>,
+}
+
+/// Removes the whole history of a character, one session's messages, or those before a date.
+async fn purge_history(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+    QueryArgs(q): QueryArgs<PurgeQuery>,
+) -> ApiResult<Json<Value>> {
+    let purge = Purge::parse(q.session_id.as_deref(), q.before_date.as_deref())?;
+    let deleted = blocking(&s, move |e| e.purge_history(&id, &purge)).await?;
+    Ok(Json(json!({ "deleted": deleted })))
 }

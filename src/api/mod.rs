@@ -49,18 +49,24 @@ pub struct AppState {
     /// themselves (the console's event stream) let the graceful shutdown finish.
     stopping: tokio_util::sync::CancellationToken,
     streams: Arc<streams::Streams>,
+    /// Password checks allowed at once (`login_concurrency`).
+    logins: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
     pub fn new(engine: Arc<Engine>, devices: Arc<Devices>) -> AppState {
         let images = Arc::new(site::ImageCache::new(engine.config.image_cache_bytes));
         let streams = Arc::new(streams::Streams::new(&engine.config));
+        let logins = Arc::new(tokio::sync::Semaphore::new(
+            engine.config.login_concurrency.max(1),
+        ));
         AppState {
             engine,
             devices,
             images,
             stopping: Default::default(),
             streams,
+            logins,
         }
     }
 }

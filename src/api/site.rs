@@ -4,19 +4,20 @@
 //! step by step, so that every failure answers the same status whatever else is wrong.
 
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use std::net::SocketAddr;
-
 use axum::extract::{ConnectInfo, RawQuery, Request, State};
 use axum::http::header::{
-    CACHE_CONTROL, CONTENT_TYPE, ETAG, HOST, IF_NONE_MATCH, RETRY_AFTER, SET_COOKIE,
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, HOST, IF_NONE_MATCH, RETRY_AFTER,
+    SET_COOKIE, X_CONTENT_TYPE_OPTIONS,
 };
 use axum::http::request::Parts;
 use axum::http::{self as http, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
@@ -35,6 +36,7 @@ const CLIENT_KEY_MAX: usize = 100;
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/auth", get(auth_status).post(login).delete(logout))
+        .route("/api/auth/logout-all", post(logout_all))
         .route("/api/data", get(get_data).put(put_data).post(seed_data))
         .route(
             "/api/img/{name}",
@@ -58,14 +60,27 @@ async fn auth_status(State(s): State<AppState>, headers: HeaderMap) -> Json<Valu
     Json(json!({ "authenticated": authenticated }))
 }
 
-/// The rate-limit key: the edge proxy's client address header, else `unknown`.
-fn client_key(headers: &HeaderMap) -> String {
-    headers
-        .get("edge-connecting-ip")
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.trim().chars().take(CLIENT_KEY_MAX).collect::<String>())
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| "unknown".into())
+/// The rate-limit key: the TCP peer's address; only from a peer listed in `trusted_proxies`
+/// the address that proxy reports (`Edge-Connecting-IP`, else the last `X-Forwarded-For`
+/// entry, which is the one the proxy appended). `unknown` only without a peer address.
+fn client_key(peer: Option<IpAddr>, headers: &HeaderMap, trusted: &[IpAddr]) -> String {
+    let Some(peer) = peer else {
+        return "unknown".into();
+    };
+    if !trusted.contains(&peer) {
+        return peer.to_string();
+    }
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.rsplit(',').next())
+            .map(|v| v.trim().chars().take(CLIENT_KEY_MAX).collect::<String>())
+            .filter(|v| !v.is_empty())
+    };
+    header("edge-connecting-ip")
+        .or_else(|| header("x-forwarded-for"))
+        .unwrap_or_else(|| peer.to_string())
 }
 
 /// `password` coerced to a string; an absent or unparsable body counts as empty.
@@ -133,6 +148,9 @@ fn refuse_plain_login(s: &AppState, req: &http::request::Parts) -> Result<(), Ap
     ))
 }
 
+/// How long a login waits for a free password check before it is answered 429.
+const LOGIN_QUEUE_WAIT: Duration = Duration::from_secs(2);
+
 async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
     let (parts, body) = req.into_parts();
     // 0. Never a password in clear over the network.
@@ -146,7 +164,11 @@ async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
         ));
     }
     // 2. Rate limit by client address, before anything else is looked at.
-    let client = client_key(&parts.headers);
+    let peer = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(a)| a.ip());
+    let client = client_key(peer, &parts.headers, &s.engine.config.trusted_proxies);
     let probe = client.clone();
     if let Some(wait) = blocking(&s, move |e| e.login_wait(&probe)).await? {
         return Ok(too_many(wait));
@@ -158,8 +180,20 @@ async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
     if password.is_empty() {
         return Err(ApiError::bad("password is required"));
     }
-    // 5. and 6. Full-length constant-time comparison, then a session.
-    match blocking(&s, move |e| e.login(&client, &password)).await? {
+    // 5. and 6. Full-length constant-time comparison, then a session. Argon2 takes 19 MiB per
+    // check: only `login_concurrency` run at once, the rest wait briefly, then 429.
+    let Ok(Ok(slot)) =
+        tokio::time::timeout(LOGIN_QUEUE_WAIT, s.logins.clone().acquire_owned()).await
+    else {
+        return Ok(too_many(LOGIN_QUEUE_WAIT.as_secs()));
+    };
+    let outcome = blocking(&s, move |e| {
+        let outcome = e.login(&client, &password);
+        drop(slot);
+        outcome
+    })
+    .await?;
+    match outcome {
         Login::Limited(wait) => Ok(too_many(wait)),
         Login::WrongPassword => Err(ApiError::new(StatusCode::UNAUTHORIZED, "wrong password")),
         Login::Success(token) => {
@@ -176,6 +210,17 @@ async fn logout(State(s): State<AppState>, req: Request) -> ApiResult<Response> 
     }
     let cookie = session_cookie("", 0, over_https(&parts));
     Ok(([(SET_COOKIE, cookie)], Json(json!({ "ok": true }))).into_response())
+}
+
+/// Sign out everywhere: ends every administrator session but the caller's own.
+async fn logout_all(
+    State(s): State<AppState>,
+    _: super::auth::Admin,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    let keep = session_token(&headers).map(str::to_string);
+    let ended = blocking(&s, move |e| e.logout_all(keep.as_deref())).await?;
+    Ok(Json(json!({ "ok": true, "ended": ended })))
 }
 
 async fn get_data(State(s): State<AppState>) -> ApiResult<Response> {
@@ -224,7 +269,7 @@ async fn seed_data(
     Ok(Json(json!({ "ok": true, "seeded": true })))
 }
 
-/// Whole `/api/img` responses by full request URL, bounded in bytes, least recently used out.
+/// Whole `/api/img` responses by request path (without the query), bounded in bytes, least recently used out.
 /// Every PUT or DELETE of a key purges that key's responses and bumps `purges`; a fill started
 /// before a purge is dropped, so a deleted image is never served from the cache.
 pub struct ImageCache {
@@ -316,12 +361,26 @@ impl ImageCache {
     }
 }
 
+/// The content type an image is served with: one of the recognised image types, else (an
+/// object stored before uploads were checked) an inert download type.
+fn served_type(stored: &str) -> HeaderValue {
+    match stored {
+        "image/png" | "image/jpeg" | "image/gif" | "image/webp" => {
+            HeaderValue::from_str(stored).expect("ASCII")
+        }
+        _ => HeaderValue::from_static("application/octet-stream"),
+    }
+}
+
 fn image_response(c: &Cached, req: &HeaderMap) -> Response {
     let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, served_type(&c.content_type));
+    // Never sniffed into something else, and never a document with scripts or a same-origin
+    // view, whatever the bytes are.
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(
-        CONTENT_TYPE,
-        HeaderValue::from_str(&c.content_type)
-            .unwrap_or(HeaderValue::from_static("application/octet-stream")),
+        CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox; default-src 'none'"),
     );
     headers.insert(CACHE_CONTROL, HeaderValue::from_static(IMAGE_CACHE_CONTROL));
     headers.insert(ETAG, HeaderValue::from_str(&c.etag).expect("hex etag"));
@@ -367,8 +426,10 @@ async fn serve_image(s: &AppState, key: &str, uri: &Uri, req: &HeaderMap) -> Api
         ));
     }
     crate::engine::site::check_image_key(key)?;
-    // 3. A cached response for the same full URL (a conditional request still gets its 304).
-    let url = uri.to_string();
+    // 3. A cached response for the same path (a conditional request still gets its 304). The
+    // query string is no part of the key: it does not change the answer, and as a key it would
+    // let anyone fill the cache with copies of one image and push the others out.
+    let url = uri.path().to_string();
     if let Some(hit) = s.images.get(&url) {
         return Ok(image_response(&hit, req));
     }
@@ -473,15 +534,9 @@ async fn store_image(s: &AppState, key: String, req: Request) -> ApiResult<Json<
     crate::engine::site::check_image_key(&key)?;
     let limit = s.engine.config.limits.image_bytes;
     check_length(req.headers(), limit)?;
-    let content_type = req
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/octet-stream")
-        .to_string();
     let body = read_body(req.into_body(), limit).await?;
     let owned = key.clone();
-    let blob = blocking(s, move |e| e.put_site_image(&owned, &body, &content_type)).await?;
+    let blob = blocking(s, move |e| e.put_site_image(&owned, &body)).await?;
     s.images.purge(&key);
     Ok(Json(
         json!({ "ok": true, "key": key, "etag": blob.etag(), "size": blob.size }),

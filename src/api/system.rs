@@ -43,6 +43,7 @@ async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
         "sessions": sessions,
         "admin_auth": if e.has_admin_password() { "password" } else { "setup" },
         "providers": providers,
+        "inference_connected": e.inference_connected().await,
         "device": s.devices.health.get(),
     })))
 }

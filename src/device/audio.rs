@@ -115,6 +115,9 @@ pub(super) fn open_pcm(
     let _lock = ALSA_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     if sim {
         ensure_sim_config()?;
+    } else {
+        // Checked again where it is opened: the name is parsed by ALSA as configuration.
+        crate::config::PcmName::try_from(name.to_string())?;
     }
     let c = CString::new(name).map_err(|_| format!("{name:?}: not a device name"))?;
     PCM::open(&c, dir, nonblock).map_err(|e| format!("cannot open {name}: {}", why(&e)))
@@ -963,6 +966,17 @@ pub fn utterance(parts: &[Captured]) -> Vec<i16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plugin_definition_is_refused_before_alsa_sees_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let name = format!("file:'|touch {}',raw", marker.display());
+        let e = open_pcm(&name, Direction::Playback, true, false).unwrap_err();
+        assert!(e.contains("not an ALSA device name"), "{e}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!marker.exists(), "the command ran");
+    }
 
     #[test]
     fn pacer_keeps_to_the_clock() {

@@ -378,13 +378,13 @@ fn start_audio(engine: &Engine, mode: DeviceMode, health: &Arc<HealthBoard>) -> 
     } else {
         let mixer = (!cfg.mixer_control.is_empty()).then(|| {
             (
-                audio::mixer_card(&cfg.playback_device),
+                audio::mixer_card(cfg.playback_device.as_str()),
                 cfg.mixer_control.clone(),
             )
         });
         let setup = audio::AudioSetup {
-            capture: cfg.capture_device.clone(),
-            playback: cfg.playback_device.clone(),
+            capture: cfg.capture_device.as_str().to_string(),
+            playback: cfg.playback_device.as_str().to_string(),
             mixer,
             period,
             buffer,

@@ -30,6 +30,10 @@ const T_COST: u32 = 2;
 /// `META` flag set by the administrator's first successful login.
 const FIRST_LOGIN: &str = "admin_first_login";
 
+/// `META` entry with the salt and Argon2 hash of the password in force: a start with another
+/// password (the password changed) ends every session opened under the old one.
+const PASSWORD_HASH: &str = "admin_password_hash";
+
 /// The configured password as a salted hash; the clear text is dropped after start (except a
 /// first-boot password, see [`FirstBoot`]).
 pub struct Password {
@@ -43,6 +47,39 @@ impl Password {
         getrandom::fill(&mut salt).expect("system random source");
         let hash = derive(clear, &salt);
         Password { salt, hash }
+    }
+
+    /// The password for `clear`, under the salt stored with the previous start's password when
+    /// that was the same password. A different (changed) password is stored instead and every
+    /// administrator session is ended, so a password change locks out whoever held the old one.
+    pub(super) fn load(clear: &str, store: &store::Store) -> Result<Password> {
+        let previous = {
+            let tx = store.read()?;
+            tx.open_table(META)?
+                .get(PASSWORD_HASH)?
+                .and_then(|v| <[u8; 48]>::try_from(v.value()).ok())
+        };
+        if let Some(stored) = previous {
+            let mut salt = [0u8; 16];
+            salt.copy_from_slice(&stored[..16]);
+            let hash = derive(clear, &salt);
+            if bool::from(hash.ct_eq(&stored[16..])) {
+                return Ok(Password { salt, hash });
+            }
+        }
+        let password = Password::new(clear);
+        let mut record = [0u8; 48];
+        record[..16].copy_from_slice(&password.salt);
+        record[16..].copy_from_slice(&password.hash);
+        let tx = store.write()?;
+        tx.open_table(META)?
+            .insert(PASSWORD_HASH, record.as_slice())?;
+        tx.open_table(ADMIN_SESSIONS)?.retain(|_, _| false)?;
+        tx.commit()?;
+        if previous.is_some() {
+            tracing::info!("administrator password changed: every session ended");
+        }
+        Ok(password)
     }
 
     /// Compares in constant time over the whole hash, so timing tells nothing about where a
@@ -224,6 +261,21 @@ impl Engine {
             Ok(s.is_some_and(|s| s.expires_at > unix_now()))
         };
         !token.is_empty() && lookup().unwrap_or(false)
+    }
+
+    /// Ends every administrator session except `keep` ("sign out everywhere"); returns how many
+    /// ended.
+    pub fn logout_all(&self, keep: Option<&str>) -> Result<usize> {
+        let keep = keep.map(token_key);
+        let tx = self.store.write()?;
+        let mut ended = 0;
+        tx.open_table(ADMIN_SESSIONS)?.retain(|k, _| {
+            let stay = keep.as_deref() == Some(k);
+            ended += usize::from(!stay);
+            stay
+        })?;
+        tx.commit()?;
+        Ok(ended)
     }
 
     /// Ends a session (logout); unknown tokens are ignored.

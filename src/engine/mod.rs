@@ -45,6 +45,7 @@ pub struct Engine {
     recogniser_models: providers::ModelCache,
     budgets: access::Budgets,
     last_used: access::LastUsed,
+    reachability: providers::Reachability,
 }
 
 impl Engine {
@@ -55,8 +56,11 @@ impl Engine {
         let clear = config
             .resolve_admin_password()
             .map_err(|e| Error::BadRequest(e.to_string()))?;
-        let password = clear.as_deref().map(auth::Password::new);
         let store = Store::open(&config.data_dir, config.store_cache_bytes)?;
+        let password = match clear.as_deref() {
+            Some(p) => Some(auth::Password::load(p, &store)?),
+            None => None,
+        };
         let first_boot = auth::FirstBoot::load(&config, clear.as_deref(), &store)?;
         drop(clear);
         let config = launch::apply_saved(&store, config)?;
@@ -83,6 +87,7 @@ impl Engine {
             recogniser_models: providers::ModelCache::default(),
             budgets: access::Budgets::default(),
             last_used: access::LastUsed::default(),
+            reachability: providers::Reachability::default(),
         });
         engine.ensure_default_character()?;
         engine.ensure_site_document()?;

@@ -171,7 +171,11 @@ impl Engine {
         Ok(created)
     }
 
-    fn seed_history(&self, session_id: &str, items: &[(String, String)]) -> Result<()> {
+    pub(in crate::engine) fn seed_history(
+        &self,
+        session_id: &str,
+        items: &[(String, String)],
+    ) -> Result<()> {
         let session = self.session(session_id)?;
         let tx = self.store.write()?;
         for (role, text) in items {
@@ -184,6 +188,7 @@ impl Engine {
                 append_message(&tx, &session.character_id, session_id, role, text.trim(), 0)?;
             }
         }
+        self.retain_history(&tx, &session.character_id)?;
         tx.commit()?;
         Ok(())
     }
@@ -349,6 +354,114 @@ impl Engine {
             next_cursor: oldest.filter(|_| has_more).map(encode_cursor),
             has_more,
         })
+    }
+}
+
+/// What a purge of a character's history removes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Purge {
+    All,
+    /// The messages of one session (one visit).
+    Session(String),
+    /// Messages said before this time.
+    Before(SystemTime),
+}
+
+impl Purge {
+    /// The purge a request names: one session, or everything before a date (RFC 3339, or a
+    /// day `YYYY-MM-DD` meaning its start in UTC), or with neither the whole history.
+    pub fn parse(session_id: Option<&str>, before: Option<&str>) -> Result<Purge> {
+        match (session_id, before) {
+            (Some(_), Some(_)) => Err(bad("give session_id or before_date, not both")),
+            (Some(id), None) => Ok(Purge::Session(id.to_string())),
+            (None, Some(date)) => {
+                let full = if date.len() == 10 {
+                    format!("{date}T00:00:00Z")
+                } else {
+                    date.to_string()
+                };
+                humantime::parse_rfc3339_weak(&full)
+                    .map(Purge::Before)
+                    .map_err(|_| bad("before_date must be a date such as 2026-01-31"))
+            }
+            (None, None) => Ok(Purge::All),
+        }
+    }
+}
+
+/// Whether a stored message was said before `t` (an unreadable one counts as old).
+fn said_before(stored: &[u8], t: SystemTime) -> bool {
+    store::from_json::<Message>(stored)
+        .ok()
+        .and_then(|m| humantime::parse_rfc3339(&m.timestamp).ok())
+        .is_none_or(|at| at < t)
+}
+
+impl Engine {
+    /// Removes messages of a character's history (admin); returns how many.
+    pub fn purge_history(&self, character_id: &str, purge: &Purge) -> Result<usize> {
+        self.character_record(character_id)?;
+        let tx = self.store.write()?;
+        let mut removed = 0;
+        tx.open_table(MESSAGES)?.retain_in(
+            (character_id, 0)..=(character_id, u64::MAX),
+            |_, v| {
+                let gone = match purge {
+                    Purge::All => true,
+                    Purge::Session(id) => {
+                        store::from_json::<Message>(v).is_ok_and(|m| m.session_id == *id)
+                    }
+                    Purge::Before(t) => said_before(v, *t),
+                };
+                removed += usize::from(gone);
+                !gone
+            },
+        )?;
+        tx.commit()?;
+        Ok(removed)
+    }
+
+    /// Keeps a character's history within `history_max_messages` (newest kept) and
+    /// `history_max_days`; part of the transaction that appended, so the bound holds after
+    /// every write. The cost is one walk over at most the kept count plus what goes.
+    pub(in crate::engine) fn retain_history(
+        &self,
+        tx: &WriteTransaction,
+        character_id: &str,
+    ) -> Result<()> {
+        let mut table = tx.open_table(MESSAGES)?;
+        let all = (character_id, 0)..=(character_id, u64::MAX);
+        let max = self.config.history_max_messages;
+        if max > 0 {
+            let beyond = table
+                .range(all.clone())?
+                .rev()
+                .nth(max)
+                .transpose()?
+                .map(|(k, _)| k.value().1);
+            if let Some(newest_gone) = beyond {
+                table.retain_in((character_id, 0)..=(character_id, newest_gone), |_, _| {
+                    false
+                })?;
+            }
+        }
+        let days = self.config.history_max_days;
+        if days > 0 {
+            let cutoff = SystemTime::now() - Duration::from_secs(days.saturating_mul(86_400));
+            // Oldest first: everything up to the first message young enough goes.
+            let mut newest_gone = None;
+            for item in table.range(all)? {
+                let (k, v) = item?;
+                if !said_before(v.value(), cutoff) {
+                    break;
+                }
+                newest_gone = Some(k.value().1);
+            }
+            if let Some(last) = newest_gone {
+                table.retain_in((character_id, 0)..=(character_id, last), |_, _| false)?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -153,6 +153,9 @@ const SECRETS: &[(&str, &str)] = &[
     ("doubao", "access_token"),
 ];
 
+/// The sections with a `base_url` and the `api_key` sent to it.
+const KEYED_SERVICES: [&str; 4] = ["llm", "asr", "tts", "realtime"];
+
 /// How a secret is shown: its first three and last four characters when it is long enough for
 /// that to reveal little, else only that it is set.
 pub fn mask(secret: &str) -> String {
@@ -269,7 +272,10 @@ impl Settings {
             .as_object()
             .ok_or_else(|| bad("settings must be a JSON object"))?;
         let mut doc = serde_json::to_value(self).expect("settings serialise");
+        let before = doc.clone();
         let defaults = serde_json::to_value(Settings::default()).expect("settings serialise");
+        // Sections whose secret this update sets (a new value or `null`), not sends back masked.
+        let mut keyed = Vec::new();
         for (section, fields) in patch {
             let current = doc
                 .get_mut(section)
@@ -281,6 +287,13 @@ impl Settings {
                 _ => return Err(bad(format!("{section} must be an object"))),
             };
             for (field, value) in fields {
+                // What a read shows beside a secret: accepted back, and changes nothing.
+                if let Some(flag_of) = field.strip_suffix("_set")
+                    && SECRETS.contains(&(section.as_str(), flag_of))
+                    && value.is_boolean()
+                {
+                    continue;
+                }
                 let secret = SECRETS.contains(&(section.as_str(), field.as_str()));
                 let Some(slot) = current.get_mut(field) else {
                     return Err(bad(format!("unknown setting {section}.{field}")));
@@ -292,7 +305,9 @@ impl Settings {
                 }
                 match value {
                     Value::Null => *slot = defaults[section][field].clone(),
-                    Value::String(s) if secret && *s == mask(slot.as_str().unwrap_or("")) => {}
+                    Value::String(s) if secret && *s == mask(slot.as_str().unwrap_or("")) => {
+                        continue;
+                    }
                     Value::String(s) if secret && s.contains('…') => {
                         return Err(bad(format!(
                             "{section}.{field} looks like a masked value; send the whole secret"
@@ -300,6 +315,17 @@ impl Settings {
                     }
                     v => *slot = v.clone(),
                 }
+                if secret {
+                    keyed.push(section.as_str());
+                }
+            }
+        }
+        // A key goes only to the address it was given for: a new address without a new key
+        // clears the key, so an administrator session cannot redirect it to another host.
+        for section in KEYED_SERVICES {
+            if doc[section]["base_url"] != before[section]["base_url"] && !keyed.contains(&section)
+            {
+                doc[section]["api_key"] = Value::String(String::new());
             }
         }
         let s: Settings =
@@ -326,10 +352,14 @@ impl Settings {
             ("llm.base_url", &self.llm.base_url),
             ("asr.base_url", &self.asr.base_url),
             ("tts.base_url", &self.tts.base_url),
-            ("realtime.base_url", &self.realtime.base_url),
         ] {
-            check_url(name, url, &["http", "https", "ws", "wss"])?;
+            check_url(name, url, &["http", "https"])?;
         }
+        check_url(
+            "realtime.base_url",
+            &self.realtime.base_url,
+            &["http", "https", "ws", "wss"],
+        )?;
         let grpc = &self.remote_voice.grpc_addr;
         if !grpc.is_empty() {
             let with_scheme = if grpc.contains("://") {
@@ -485,5 +515,54 @@ mod tests {
             s.merged(&json!({"llm": {"base_url": "http://10.0.0.2:11434/v1"}}))
                 .is_ok()
         );
+        assert!(
+            s.merged(&json!({"llm": {"base_url": "ws://x/v1"}}))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn what_a_read_shows_can_be_written_back_unchanged() {
+        let s = Settings {
+            llm: Llm {
+                api_key: "sk-1234567890abcd".into(),
+                base_url: "http://10.0.0.2/v1".into(),
+                ..Llm::default()
+            },
+            doubao: Doubao {
+                access_token: "tok".into(),
+                ..Doubao::default()
+            },
+            ..Settings::default()
+        };
+        assert_eq!(s.merged(&s.masked()).unwrap(), s);
+        let flag = s.merged(&json!({"asr": {"api_key_set": true}})).unwrap();
+        assert_eq!(flag, s, "a flag changes nothing");
+        assert!(s.merged(&json!({"asr": {"model_set": true}})).is_err());
+    }
+
+    #[test]
+    fn a_new_address_without_a_new_key_clears_the_key() {
+        let s = Settings {
+            llm: Llm {
+                api_key: "sk-1234567890abcd".into(),
+                base_url: "http://10.0.0.2/v1".into(),
+                ..Llm::default()
+            },
+            ..Settings::default()
+        };
+        let elsewhere = json!({"llm": {"base_url": "http://attacker.example/v1"}});
+        assert_eq!(s.merged(&elsewhere).unwrap().llm.api_key, "");
+        let mut echoed = s.masked();
+        echoed["llm"]["base_url"] = json!("http://attacker.example/v1");
+        assert_eq!(
+            s.merged(&echoed).unwrap().llm.api_key,
+            "",
+            "the mask is no key"
+        );
+        let with_key = json!({"llm": {"base_url": "http://b/v1", "api_key": "sk-new"}});
+        assert_eq!(s.merged(&with_key).unwrap().llm.api_key, "sk-new");
+        let same = json!({"llm": {"base_url": "http://10.0.0.2/v1", "model": "m"}});
+        assert_eq!(s.merged(&same).unwrap().llm.api_key, s.llm.api_key);
     }
 }

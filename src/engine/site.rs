@@ -101,10 +101,16 @@ impl Engine {
         Ok(store::get(&tx.open_table(SITE_IMAGES)?, key)?)
     }
 
-    /// Stores (or replaces) the object for `key`.
-    pub fn put_site_image(&self, key: &str, bytes: &[u8], content_type: &str) -> Result<BlobRef> {
+    /// Stores (or replaces) the object for `key`. Only an image type recognised by content is
+    /// accepted (as for avatars), and the type stored is the recognised one, not the client's:
+    /// the images are served from the admin's origin, where an HTML or SVG file would run as a
+    /// script of the site.
+    pub fn put_site_image(&self, key: &str, bytes: &[u8]) -> Result<BlobRef> {
         self.image_store_on()?;
         check_image_key(key)?;
+        let (content_type, _) = super::media::sniff_image(bytes).ok_or_else(|| {
+            Error::UnsupportedMedia("an image must be PNG, JPEG, GIF or WebP".into())
+        })?;
         let blob = self.store.blobs().put(bytes, content_type)?;
         let stored = (|| {
             let tx = self.store.write()?;

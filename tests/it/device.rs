@@ -378,8 +378,8 @@ async fn the_button_route_needs_a_simulated_button() {
     let real = Server::start_with(|c| {
         c.devices = DeviceMode::Real;
         c.ptt.chip = "/dev/no-such-gpiochip".into();
-        c.audio.playback_device = "hw:77".into();
-        c.audio.capture_device = "hw:77".into();
+        c.audio.playback_device = "hw:77".to_string().try_into().unwrap();
+        c.audio.capture_device = "hw:77".to_string().try_into().unwrap();
     })
     .await;
     let v = real

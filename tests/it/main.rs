@@ -15,6 +15,7 @@ mod engine;
 mod first_boot;
 mod knowledge;
 mod licenses;
+mod limits;
 mod listener;
 mod realtime_provider;
 mod realtime_smoke;

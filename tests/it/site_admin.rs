@@ -201,8 +201,15 @@ async fn login(s: &Server) -> String {
     token_of(&r)
 }
 
+/// The configured password, and the test client (on loopback) trusted as the edge proxy, so
+/// that `Edge-Connecting-IP` stands for distinct client addresses.
+fn behind_proxy(c: &mut docent::config::Config) {
+    c.admin_password = Some(PW.into());
+    c.trusted_proxies = vec![std::net::Ipv4Addr::LOCALHOST.into()];
+}
+
 async fn with_password() -> (Server, String) {
-    let s = Server::start_with(|c| c.admin_password = Some(PW.into())).await;
+    let s = Server::start_with(behind_proxy).await;
     let token = login(&s).await;
     (s, token)
 }
@@ -257,6 +264,11 @@ async fn put_data(s: &Server, token: Option<&str>, body: &str) -> Reply {
             .body(body.to_string()),
     )
     .await
+}
+
+/// `rest` behind a PNG signature: what the image store recognises as a PNG image.
+fn image(rest: &[u8]) -> Vec<u8> {
+    [&b"\x89PNG\r\n\x1a\n"[..], rest].concat()
 }
 
 async fn put_image(s: &Server, token: &str, key: &str, bytes: &[u8], content_type: &str) -> Reply {
@@ -341,7 +353,7 @@ async fn login_without_a_configured_password_is_500() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_parses_leniently_and_refuses_empty_and_wrong_passwords() {
-    let s = Server::start_with(|c| c.admin_password = Some(PW.into())).await;
+    let s = Server::start_with(behind_proxy).await;
     // Step 3 and 4: an absent, empty or unparsable body counts as an empty password.
     for body in [
         "",
@@ -381,7 +393,7 @@ async fn login_parses_leniently_and_refuses_empty_and_wrong_passwords() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_success_sets_the_session_cookie() {
-    let s = Server::start_with(|c| c.admin_password = Some(PW.into())).await;
+    let s = Server::start_with(behind_proxy).await;
     let r = login_with(&s, Some("192.0.2.20"), PW).await.expect(200);
     assert_eq!(r.json(), json!({ "ok": true }));
     let cookies: Vec<&str> = r
@@ -504,7 +516,7 @@ async fn password_is_coerced_to_a_string() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rate_limit_is_per_address_and_checked_before_anything_else() {
     let s = Server::start_with(|c| {
-        c.admin_password = Some(PW.into());
+        behind_proxy(c);
         c.login_max_failures = 3;
     })
     .await;
@@ -528,7 +540,7 @@ async fn rate_limit_is_per_address_and_checked_before_anything_else() {
     let r = login_with(&s, Some("198.51.100.8"), PW).await.expect(200);
     assert!(authenticated(&s, |q| with_cookie(q, &token_of(&r))).await);
     login_with(&s, None, "wrong").await.expect_error(401);
-    // Requests without the header share one counter ("unknown"), whatever connection they use.
+    // Requests without the header share the proxy's own address, whatever connection they use.
     let other_client = client();
     send(
         other_client
@@ -555,7 +567,7 @@ async fn rate_limit_is_per_address_and_checked_before_anything_else() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_successful_login_clears_the_failure_count() {
     let s = Server::start_with(|c| {
-        c.admin_password = Some(PW.into());
+        behind_proxy(c);
         c.login_max_failures = 3;
     })
     .await;
@@ -575,7 +587,7 @@ async fn a_successful_login_clears_the_failure_count() {
 async fn concurrent_failed_logins_cannot_pass_the_limit() {
     let s = Arc::new(
         Server::start_with(|c| {
-            c.admin_password = Some(PW.into());
+            behind_proxy(c);
             c.login_max_failures = 3;
         })
         .await,
@@ -609,7 +621,7 @@ async fn concurrent_failed_logins_cannot_pass_the_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wait_counts_down_and_the_window_ends() {
     let s = Server::start_with(|c| {
-        c.admin_password = Some(PW.into());
+        behind_proxy(c);
         c.login_max_failures = 2;
         c.login_window_secs = 3;
     })
@@ -694,7 +706,7 @@ async fn other_methods_on_auth_are_405() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_and_failure_counters_survive_a_restart() {
     let config = |c: &mut docent::config::Config| {
-        c.admin_password = Some(PW.into());
+        behind_proxy(c);
         c.login_max_failures = 2;
     };
     let s = Server::start_with(config).await;
@@ -905,7 +917,7 @@ async fn seeding_resets_to_the_default_document() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_an_image_store_get_is_500_plain_and_delete_500_json() {
     let s = Server::start_with(|c| {
-        c.admin_password = Some(PW.into());
+        behind_proxy(c);
         c.image_store = false;
     })
     .await;
@@ -1004,11 +1016,12 @@ async fn image_get_checks_the_key_then_serves_with_cache_headers_and_etag() {
         assert_served(&r, &bytes, &etag, "image/png");
     }
     // A percent-encoded key is decoded once.
-    put_image(&s, &token, "two%20words.jpg", b"jpeg bytes", "image/jpeg")
+    let jpeg = [&b"\xFF\xD8\xFF"[..], b"jpeg bytes"].concat();
+    put_image(&s, &token, "two%20words.jpg", &jpeg, "image/jpeg")
         .await
         .expect(200);
     let r = send(s.get("/api/img/two%20words.jpg")).await.expect(200);
-    assert_eq!(r.body, b"jpeg bytes");
+    assert_eq!(r.body, jpeg);
     assert_eq!(r.header("content-type"), Some("image/jpeg"));
     // Images are public.
     send(with_cookie(s.get("/api/img/hero.png"), "forged"))
@@ -1119,7 +1132,7 @@ async fn a_deleted_image_is_never_served_from_the_cache() {
     for round in 0..50 {
         // Large enough that reading it takes a while: a fill started before the DELETE
         // committed is still running when the DELETE answers.
-        let bytes = format!("image of round {round};").repeat(4000).into_bytes();
+        let bytes = image(format!("image of round {round};").repeat(4000).as_bytes());
         put_image(&s, &token, "race.png", &bytes, "image/png")
             .await
             .expect(200);
@@ -1197,8 +1210,8 @@ async fn a_deleted_image_is_never_served_from_the_cache() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reuploaded_image_is_served_with_its_new_bytes() {
     let (s, token) = with_password().await;
-    let old = b"old image bytes".repeat(20);
-    let new = b"new image bytes!".repeat(20);
+    let old = image(&b"old image bytes".repeat(20));
+    let new = [&b"RIFF\0\0\0\0WEBP"[..], &b"new image bytes!".repeat(20)].concat();
     let old_tag = put_image(&s, &token, "swap.png", &old, "image/png")
         .await
         .expect(200)
@@ -1242,12 +1255,12 @@ async fn a_reuploaded_image_is_served_with_its_new_bytes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn image_uploads_over_the_bound_are_413_and_other_methods_405() {
     let s = Server::start_with(|c| {
-        c.admin_password = Some(PW.into());
+        behind_proxy(c);
         c.limits.image_bytes = 1024;
     })
     .await;
     let token = login(&s).await;
-    put_image(&s, &token, "big.png", &[1u8; 1025], "image/png")
+    put_image(&s, &token, "big.png", &image(&[1u8; 1025 - 8]), "image/png")
         .await
         .expect_error(413);
     // Without a declared length (chunked), too.
@@ -1261,12 +1274,12 @@ async fn image_uploads_over_the_bound_are_413_and_other_methods_405() {
     .await
     .expect_error(413);
     send(s.get("/api/img/big.png")).await.expect_plain(404);
-    put_image(&s, &token, "big.png", &[3u8; 1024], "image/png")
+    put_image(&s, &token, "big.png", &image(&[3u8; 1024 - 8]), "image/png")
         .await
         .expect(200);
     assert_eq!(
         send(s.get("/api/img/big.png")).await.expect(200).body,
-        vec![3u8; 1024]
+        image(&[3u8; 1024 - 8])
     );
     // Upload key rules and authentication.
     for path in ["/api/img/a%2Fb", "/api/img/a..b", "/api/img/"] {
@@ -1409,6 +1422,7 @@ const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/api/auth", Public),
     ("POST", "/api/auth", Public),
     ("DELETE", "/api/auth", Public),
+    ("POST", "/api/auth/logout-all", Admin),
     ("POST", "/api/v1/characters", Admin),
     ("POST", "/api/v1/characters/test-voice", Admin),
     ("PUT", "/api/v1/characters/{id}", Admin),
@@ -1452,6 +1466,11 @@ const ROUTES: &[(&str, &str, Access)] = &[
     ),
     (
         "GET",
+        "/api/v1/characters/{id}/conversations/messages",
+        Admin,
+    ),
+    (
+        "DELETE",
         "/api/v1/characters/{id}/conversations/messages",
         Admin,
     ),
@@ -1716,8 +1735,8 @@ async fn every_route_is_listed_once_and_guarded_as_listed() {
         .count();
     assert_eq!(ROUTES.len(), CYBERVERSE_ROUTES.len() + added);
     assert_eq!(
-        added, 16,
-        "4 idle-clip routes, 3 of /api/data, 3 of /api/img, 3 of /api/auth, 3 of client keys"
+        added, 18,
+        "4 idle-clip routes, 3 of /api/data, 3 of /api/img, 4 of /api/auth, 3 of client keys, the history purge"
     );
 
     let (s, token) = with_password().await;
@@ -1816,7 +1835,7 @@ async fn setup_mode_opens_the_admin_routes() {
         assert_ne!(r.status, 403, "{m} {t}: {}", r.shown());
     }
     assert!(!authenticated(&s, |q| q).await);
-    let with_password = Server::start_with(|c| c.admin_password = Some(PW.into())).await;
+    let with_password = Server::start_with(behind_proxy).await;
     let health = send(with_password.get("/api/v1/health"))
         .await
         .expect(200)

@@ -17,6 +17,18 @@ use serde_json::Value;
 /// anything bigger is far more likely a zip bomb than a manual.
 const MAX_DOCX_XML_BYTES: u64 = 64 * 1024 * 1024;
 
+/// Most a PDF's compressed streams may inflate to, all together: the PDF parser inflates every
+/// stream in memory, and a deflate stream can grow a thousandfold.
+const MAX_PDF_INFLATED_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Most entries a DOCX may list: a real one has a few dozen, and the zip reader keeps every
+/// entry of the central directory in memory.
+const MAX_DOCX_ENTRIES: u64 = 10_000;
+
+/// Longest the PDF parser may take; a file that takes longer is refused (the parser's thread
+/// finishes on its own, within the size bound above).
+const PDF_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Why a file could not be turned into text; `Display` is meant to be shown to the operator.
 #[derive(Debug)]
 pub enum ExtractError {
@@ -38,6 +50,11 @@ pub enum ExtractError {
     },
     /// The DOCX body inflates beyond 64 MiB.
     TooLarge,
+    /// The PDF's streams inflate beyond `MAX_PDF_INFLATED_BYTES`, or the DOCX lists too many
+    /// entries: a decompression bomb.
+    Bomb { format: &'static str },
+    /// The PDF parser took longer than `PDF_TIMEOUT`.
+    TooSlow,
 }
 
 impl fmt::Display for ExtractError {
@@ -51,6 +68,12 @@ impl fmt::Display for ExtractError {
                 f,
                 "DOCX document text is larger than {} MiB uncompressed",
                 MAX_DOCX_XML_BYTES / (1024 * 1024)
+            ),
+            Self::Bomb { format } => write!(f, "{format} decompresses to far more than it holds"),
+            Self::TooSlow => write!(
+                f,
+                "PDF took longer than {} s to read",
+                PDF_TIMEOUT.as_secs()
             ),
         }
     }
@@ -339,11 +362,91 @@ fn pdf_text(bytes: &[u8]) -> Result<String, ExtractError> {
         format: "PDF",
         reason,
     };
-    match std::panic::catch_unwind(|| pdf_extract::extract_text_from_mem(bytes)) {
-        Ok(Ok(text)) => Ok(text),
-        Ok(Err(e)) => Err(invalid(e.to_string())),
-        Err(_) => Err(invalid("the PDF parser could not read it".to_owned())),
+    check_pdf_streams(bytes, MAX_PDF_INFLATED_BYTES)?;
+    let owned = bytes.to_vec();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("pdf-extract".into())
+        .spawn(move || {
+            let parsed = std::panic::catch_unwind(|| pdf_extract::extract_text_from_mem(&owned));
+            let _ = tx.send(parsed);
+        })
+        .map_err(|e| invalid(format!("cannot start the PDF parser: {e}")))?;
+    match rx.recv_timeout(PDF_TIMEOUT) {
+        Ok(Ok(Ok(text))) => Ok(text),
+        Ok(Ok(Err(e))) => Err(invalid(e.to_string())),
+        Ok(Err(_)) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            Err(invalid("the PDF parser could not read it".to_owned()))
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(ExtractError::TooSlow),
     }
+}
+
+/// Inflates every deflate stream of a PDF (`stream` ... `endstream`) into nothing, counting
+/// the bytes, and refuses the file when they add up to more than `cap`;
+/// a stream whose output is itself deflate data (filters applied twice) is counted again.
+/// Streams that are not deflate data inflate to nothing here and are left to the parser.
+fn check_pdf_streams(bytes: &[u8], cap: u64) -> Result<(), ExtractError> {
+    let mut budget = cap;
+    let mut rest = bytes;
+    while let Some(at) = find(rest, 0, b"stream") {
+        let after = &rest[at + 6..];
+        let body = after
+            .strip_prefix(b"\r\n")
+            .or_else(|| after.strip_prefix(b"\n"));
+        let Some(body) = body else {
+            rest = after;
+            continue;
+        };
+        let end = find(body, 0, b"endstream").unwrap_or(body.len());
+        inflate_within(&body[..end], &mut budget, 0)?;
+        rest = &body[end..];
+    }
+    Ok(())
+}
+
+/// Counts what `data` inflates to against `budget`; keeps the output (up to 16 MiB) only to
+/// look for a second layer of deflate inside it.
+fn inflate_within(data: &[u8], budget: &mut u64, depth: u8) -> Result<(), ExtractError> {
+    const KEEP: u64 = 16 * 1024 * 1024;
+    let bomb = || ExtractError::Bomb { format: "PDF" };
+    if data.first() != Some(&0x78) {
+        return Ok(());
+    }
+    let mut decoder = flate2::read::ZlibDecoder::new(data);
+    let mut kept = Vec::new();
+    let mut chunk = [0u8; 64 * 1024];
+    loop {
+        match decoder.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                *budget = budget.checked_sub(n as u64).ok_or_else(bomb)?;
+                if (kept.len() as u64) < KEEP {
+                    kept.extend_from_slice(&chunk[..n]);
+                }
+            }
+        }
+    }
+    if depth < 3 {
+        inflate_within(&kept, budget, depth + 1)?;
+    }
+    Ok(())
+}
+
+/// The number of entries a zip's end-of-central-directory record declares; `u64::MAX` for a
+/// ZIP64 archive (a DOCX never needs one), `None` when there is no such record.
+fn zip_entries(bytes: &[u8]) -> Option<u64> {
+    const EOCD: &[u8] = b"PK\x05\x06";
+    let tail_start = bytes.len().saturating_sub(22 + 65_535);
+    let tail = &bytes[tail_start..];
+    let at = tail.windows(4).rposition(|w| w == EOCD)?;
+    let record = tail.get(at..at + 22)?;
+    let total = u16::from_le_bytes([record[10], record[11]]);
+    Some(if total == u16::MAX {
+        u64::MAX
+    } else {
+        u64::from(total)
+    })
 }
 
 /// Reads the body of a Word document: text runs (`w:t`), tabs, line breaks and paragraph ends.
@@ -353,6 +456,9 @@ fn docx_text(bytes: &[u8]) -> Result<String, ExtractError> {
         format: "DOCX",
         reason,
     };
+    if zip_entries(bytes).is_some_and(|n| n > MAX_DOCX_ENTRIES) {
+        return Err(ExtractError::Bomb { format: "DOCX" });
+    }
     let mut archive =
         zip::ZipArchive::new(Cursor::new(bytes)).map_err(|e| invalid(e.to_string()))?;
     let entry = archive
@@ -881,6 +987,50 @@ ssid: Museum_Guest
         )
         .unwrap();
         pdf
+    }
+
+    fn deflated(data: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        z.write_all(data).unwrap();
+        z.finish().unwrap()
+    }
+
+    #[test]
+    fn pdf_streams_that_inflate_beyond_the_cap_are_refused() {
+        let bomb = deflated(&vec![0u8; 2 << 20]);
+        let pdf = [
+            b"%PDF-1.4\n1 0 obj\n<< /Filter /FlateDecode >>\nstream\n",
+            &bomb[..],
+            b"\nendstream\nendobj\n",
+        ]
+        .concat();
+        assert!(matches!(
+            check_pdf_streams(&pdf, 1 << 20),
+            Err(ExtractError::Bomb { .. })
+        ));
+        assert!(check_pdf_streams(&pdf, 4 << 20).is_ok());
+        // Deflate inside deflate counts both layers.
+        let twice = deflated(&bomb);
+        let pdf = [b"stream\r\n", &twice[..], b"endstream"].concat();
+        assert!(matches!(
+            check_pdf_streams(&pdf, (2 << 20) + bomb.len() as u64 - 1),
+            Err(ExtractError::Bomb { .. })
+        ));
+    }
+
+    #[test]
+    fn a_docx_listing_too_many_entries_is_refused_before_it_is_read() {
+        let mut eocd = b"PK\x05\x06".to_vec();
+        eocd.extend_from_slice(&[
+            0, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        ]);
+        let file = [&b"garbage"[..], &eocd].concat();
+        assert_eq!(zip_entries(&file), Some(u64::MAX));
+        assert!(matches!(
+            extract_text("bomb.docx", &file),
+            Err(ExtractError::Bomb { format: "DOCX" })
+        ));
     }
 
     #[test]

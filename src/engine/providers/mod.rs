@@ -107,6 +107,14 @@ impl std::fmt::Display for ProviderError {
 #[derive(Default)]
 pub struct ModelCache(Mutex<HashMap<String, (u64, Arc<local::Model>)>>);
 
+/// The last answer to "do the configured providers answer?", for the settings it was measured
+/// with. One check runs at a time; the others wait for its answer instead of probing again.
+#[derive(Default)]
+pub struct Reachability(tokio::sync::Mutex<Option<(Instant, Arc<Settings>, bool)>>);
+
+/// How long a reachability answer stands before the health route measures again.
+const REACHABILITY_FRESH: Duration = Duration::from_secs(15);
+
 /// Every provider check gives up after this long.
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -257,6 +265,23 @@ impl Engine {
                 (stage.name(), provider.id(), problem)
             })
             .collect()
+    }
+
+    /// Whether every configured provider answers ([`Engine::test_providers`]), measured at most
+    /// every `REACHABILITY_FRESH` and again when the settings change, so that a health poll
+    /// does not become a stream of connections to the providers.
+    pub async fn inference_connected(&self) -> bool {
+        let mut last = self.reachability.0.lock().await;
+        let settings = self.settings();
+        if let Some((at, measured_with, ok)) = &*last
+            && at.elapsed() < REACHABILITY_FRESH
+            && Arc::ptr_eq(measured_with, &settings)
+        {
+            return *ok;
+        }
+        let ok = self.test_providers().await.iter().all(|c| c.ok);
+        *last = Some((Instant::now(), settings, ok));
+        ok
     }
 
     /// Checks every configured provider, each within `CHECK_TIMEOUT`; all checks run at once.

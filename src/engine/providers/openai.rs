@@ -35,7 +35,13 @@ fn send_error(e: reqwest::Error) -> ProviderError {
     }
 }
 
-/// Turns a non-success answer into the provider's own error text.
+/// Longest provider error message passed on (its first line only).
+const MESSAGE_MAX: usize = 120;
+
+/// Turns a non-success answer into a short status line: the status and the first line of an
+/// OpenAI-style `error.message`, if any. Any other body is only logged: the address is the
+/// administrator's to choose, so echoing whatever answers there would let the kiosk read other
+/// services on its network for whoever can change a setting.
 async fn check(res: reqwest::Response) -> Result<reqwest::Response, ProviderError> {
     if res.status().is_success() {
         return Ok(res);
@@ -48,9 +54,22 @@ async fn check(res: reqwest::Response) -> Result<reqwest::Response, ProviderErro
             v["error"]["message"]
                 .as_str()
                 .or(v["error"].as_str())
-                .map(str::to_string)
+                .map(|m| {
+                    m.lines()
+                        .next()
+                        .unwrap_or("")
+                        .chars()
+                        .take(MESSAGE_MAX)
+                        .collect()
+                })
         })
-        .unwrap_or_else(|| body.chars().take(300).collect());
+        .unwrap_or_else(|| {
+            let excerpt: String = body.chars().take(300).collect();
+            tracing::warn!(
+                "provider answered {status} with a body that is not an error: {excerpt:?}"
+            );
+            "no error message".to_string()
+        });
     Err(if status.is_server_error() && status.as_u16() == 503 {
         ProviderError::Unavailable(format!("{status}: {message}"))
     } else {
