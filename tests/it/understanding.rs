@@ -8,9 +8,10 @@ mod rig;
 
 use rig::{HEADER, Rig, Tally, VOICES, Verdict};
 
-/// Right answers at least, wrong answers at most (percent of the questions asked).
-const MIN_RIGHT: f64 = 0.0;
-const MAX_WRONG: f64 = 100.0;
+/// Right answers at least, wrong answers at most (percent of the questions asked). Reached when
+/// set: 54 % right, 18 % wrong (29 % asked again); the margin is for the press timing.
+const MIN_RIGHT: f64 = 45.0;
+const MAX_WRONG: f64 = 25.0;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spoken_questions_are_understood() {
