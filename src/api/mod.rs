@@ -122,7 +122,7 @@ async fn cors(State(state): State<AppState>, req: Request, next: Next) -> Respon
         && !allowed
         && !headers.contains_key(AUTHORIZATION)
         && auth::cookie_session(headers, &state.engine)
-        && !same_origin(headers)
+        && !same_origin(headers, req.uri())
     {
         ApiError::new(
             StatusCode::FORBIDDEN,
@@ -158,9 +158,15 @@ async fn cors(State(state): State<AppState>, req: Request, next: Next) -> Respon
     res
 }
 
-/// Whether the request's `Origin` (else its `Referer`) names the host it was sent to.
-fn same_origin(headers: &HeaderMap) -> bool {
-    let Some(host) = headers.get(HOST).and_then(|h| h.to_str().ok()) else {
+/// Whether the request's `Origin` (else its `Referer`) names the host it was sent to (the
+/// `Host` header, or the authority of an HTTP/2 request).
+fn same_origin(headers: &HeaderMap, uri: &axum::http::Uri) -> bool {
+    // HTTP/2 names the host in the `:authority` pseudo-header, which arrives as the URI's.
+    let Some(host) = headers
+        .get(HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| uri.authority().map(|a| a.as_str()))
+    else {
         return false;
     };
     let source = headers
