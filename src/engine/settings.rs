@@ -552,10 +552,16 @@ mod tests {
             assert!(s.merged(&bad).is_err(), "{bad}");
         }
         // Leaving Wyoming: the tcp:// address must go with it.
-        assert!(saved.merged(&json!({"asr": {"provider": "openai"}})).is_err());
         assert!(
             saved
-                .merged(&json!({"asr": {"provider": "openai", "base_url": "http://10.0.0.5:8000/v1"}}))
+                .merged(&json!({"asr": {"provider": "openai"}}))
+                .is_err()
+        );
+        assert!(
+            saved
+                .merged(
+                    &json!({"asr": {"provider": "openai", "base_url": "http://10.0.0.5:8000/v1"}})
+                )
                 .is_ok()
         );
     }

@@ -57,8 +57,8 @@ async fn chat(s: &Server, character: &str) -> Socket {
     ws
 }
 
-/// Sends `samples` of 16 kHz speech as one utterance.
-async fn say(ws: &mut Socket, samples: usize) {
+/// Sends `samples` of 16 kHz speech as one utterance; when its end went out.
+async fn say(ws: &mut Socket, samples: usize) -> Instant {
     ws.send(Message::text(
         json!({"type": "audio_start", "sample_rate": 16000}).to_string(),
     ))
@@ -71,6 +71,7 @@ async fn say(ws: &mut Socket, samples: usize) {
     ws.send(Message::text(json!({"type": "audio_end"}).to_string()))
         .await
         .unwrap();
+    Instant::now()
 }
 
 /// What a turn sent back, up to its end (`audio_end`, or an error and the apology's end).
@@ -79,7 +80,10 @@ struct Reply {
     user: Option<String>,
     samples: Vec<i16>,
     errors: Vec<String>,
-    /// From the end of the utterance to the first reply audio.
+    /// From the end of the utterance to the transcript (recognition).
+    heard: Option<Duration>,
+    /// From the end of the utterance to the first reply audio (recognition, reply, the first
+    /// piece's synthesis).
     first_audio: Option<Duration>,
 }
 
@@ -104,6 +108,7 @@ async fn reply(ws: &mut Socket, sent: Instant, wait: Duration) -> Reply {
                 match v["type"].as_str().unwrap_or("") {
                     "transcript" if v["speaker"] == "user" => {
                         r.user = v["text"].as_str().map(str::to_string);
+                        r.heard.get_or_insert_with(|| sent.elapsed());
                     }
                     "error" => r.errors.push(v["message"].as_str().unwrap_or("").into()),
                     "avatar_status" if v["status"] == "idle" && !r.errors.is_empty() => {
@@ -123,8 +128,8 @@ async fn a_spoken_turn_is_recognised_and_spoken_by_the_wyoming_server() {
     let fake = FakeWyoming::start(Mode::Normal).await;
     let (s, ada) = kiosk(&fake.url, 15_000).await;
     let mut ws = chat(&s, &ada).await;
-    say(&mut ws, 24_000).await;
-    let r = reply(&mut ws, Instant::now(), Duration::from_secs(20)).await;
+    let sent = say(&mut ws, 24_000).await;
+    let r = reply(&mut ws, sent, Duration::from_secs(20)).await;
     assert!(r.errors.is_empty(), "{r:?}");
     // The transcript depends on the audio the server got: all of it, at 16 kHz.
     assert_eq!(r.user.as_deref(), Some("I said 24000 samples"));
@@ -142,11 +147,27 @@ async fn a_spoken_turn_is_recognised_and_spoken_by_the_wyoming_server() {
         .map(|e| e["samples"].as_u64().unwrap() * 24_000 / RATE as u64)
         .sum();
     assert_eq!(r.samples.len() as u64, expected);
-    assert!(r.samples.iter().all(|&x| x == TONE), "only the server's samples");
+    assert!(
+        r.samples.iter().all(|&x| x == TONE),
+        "only the server's samples"
+    );
+    // The figures: more turns of the same.
+    let (mut heard, mut first) = (vec![r.heard.unwrap()], vec![r.first_audio.unwrap()]);
+    for _ in 0..9 {
+        let sent = say(&mut ws, 24_000).await;
+        let r = reply(&mut ws, sent, Duration::from_secs(20)).await;
+        assert_eq!(r.user.as_deref(), Some("I said 24000 samples"), "{r:?}");
+        heard.push(r.heard.unwrap());
+        first.push(r.first_audio.unwrap());
+    }
+    let median = |v: &mut Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2].as_micros() as f64 / 1000.0
+    };
     eprintln!(
-        "wyoming turn: 1.5 s of speech recognised, {} sentence(s) spoken; first audio {} ms after the utterance",
-        spoken.len(),
-        r.first_audio.unwrap().as_millis()
+        "wyoming turns (10, 1.5 s of speech each): end of speech to transcript {:.1} ms, to first reply audio {:.1} ms (medians)",
+        median(&mut heard),
+        median(&mut first)
     );
 }
 
@@ -170,7 +191,7 @@ fn check<'a>(answer: &'a Value, name: &str) -> &'a Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_settings_and_voice_tests_ask_the_wyoming_server() {
     let fake = FakeWyoming::start(Mode::Normal).await;
-    let (s, ada) = kiosk(&fake.url, 15_000).await;
+    let (s, _) = kiosk(&fake.url, 15_000).await;
     let (status, answer, _) = settings_test(&s).await;
     assert_eq!(status, 200, "{answer}");
     let asr = check(&answer, "asr:wyoming");
@@ -221,7 +242,10 @@ async fn the_settings_and_voice_tests_ask_the_wyoming_server() {
         json!({"llm": {"base_url": "tcp://127.0.0.1:10300"}}),
     ] {
         let v = s.put_json("/api/v1/settings", bad.clone(), 400).await;
-        assert!(v["error"].as_str().unwrap().contains("base_url"), "{bad}: {v}");
+        assert!(
+            v["error"].as_str().unwrap().contains("base_url"),
+            "{bad}: {v}"
+        );
     }
 }
 
@@ -242,8 +266,8 @@ async fn a_misbehaving_server_is_an_error_not_a_hang() {
         assert!(took < Duration::from_secs(5), "{mode:?}: {took:?}");
         // A turn: recognition fails with the same reason, and the turn ends.
         let mut ws = chat(&s, &ada).await;
-        say(&mut ws, 8_000).await;
-        let r = reply(&mut ws, Instant::now(), Duration::from_secs(10)).await;
+        let sent = say(&mut ws, 8_000).await;
+        let r = reply(&mut ws, sent, Duration::from_secs(10)).await;
         assert!(
             r.errors.first().is_some_and(|e| e.contains(says)),
             "{mode:?}: {r:?}"

@@ -149,9 +149,9 @@ impl Engine {
                 let ep = s.endpoint(Service::Realtime)?;
                 realtime::converse(&ep, input, ctx, timeout, out).await
             }
-            Provider::Local | Provider::Openai | Provider::Wyoming => Err(ProviderError::Failed(format!(
-                "{provider} does not answer with its own speech"
-            ))),
+            Provider::Local | Provider::Openai | Provider::Wyoming => Err(ProviderError::Failed(
+                format!("{provider} does not answer with its own speech"),
+            )),
         }
     }
 }

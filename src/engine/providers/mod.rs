@@ -321,10 +321,7 @@ impl Engine {
                 .iter()
                 .any(|t| t.1 == Target::Address(Service::RemoteVoice))
         {
-            targets.push((
-                "remote_voice".into(),
-                Target::Address(Service::RemoteVoice),
-            ));
+            targets.push(("remote_voice".into(), Target::Address(Service::RemoteVoice)));
         }
         let checks = targets.into_iter().map(|(name, target)| {
             let s = s.clone();

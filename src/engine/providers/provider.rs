@@ -166,6 +166,9 @@ mod tests {
         }
         assert_eq!(Provider::from_id("acme"), None);
         assert_eq!(Provider::from_id(""), None);
-        assert_eq!(Provider::ids(), "local, openai, openai_realtime, remote, wyoming");
+        assert_eq!(
+            Provider::ids(),
+            "local, openai, openai_realtime, remote, wyoming"
+        );
     }
 }

@@ -41,8 +41,7 @@ pub fn address(url: &str) -> Result<(String, u16), ProviderError> {
         )
     };
     let uri: axum::http::Uri = url.parse().map_err(|_| bad())?;
-    if uri.scheme_str() != Some("tcp") || !matches!(uri.path(), "" | "/") || uri.query().is_some()
-    {
+    if uri.scheme_str() != Some("tcp") || !matches!(uri.path(), "" | "/") || uri.query().is_some() {
         return Err(bad());
     }
     let auth = uri.authority().ok_or_else(bad)?;
@@ -80,7 +79,9 @@ impl Connection {
                     idle.as_millis()
                 ))
             })?
-            .map_err(|e| ProviderError::Unavailable(format!("cannot connect to {host}:{port}: {e}")))?;
+            .map_err(|e| {
+                ProviderError::Unavailable(format!("cannot connect to {host}:{port}: {e}"))
+            })?;
         // Small events (a request, the end of the audio) go out at once.
         let _ = stream.set_nodelay(true);
         Ok(Connection {
@@ -91,7 +92,12 @@ impl Connection {
     }
 
     /// Sends one event; `data` is left out when it is an empty object.
-    async fn send(&mut self, kind: &str, data: &Value, payload: &[u8]) -> Result<(), ProviderError> {
+    async fn send(
+        &mut self,
+        kind: &str,
+        data: &Value,
+        payload: &[u8],
+    ) -> Result<(), ProviderError> {
         let data = match data.as_object() {
             Some(o) if o.is_empty() => Vec::new(),
             _ => serde_json::to_vec(data).expect("JSON serialises"),
@@ -206,13 +212,21 @@ fn length(header: &Value, key: &str, max: u64) -> Result<usize, ProviderError> {
 
 /// The first line of a server's text, shortened.
 fn short(text: &str) -> String {
-    text.lines().next().unwrap_or("").chars().take(MESSAGE_MAX).collect()
+    text.lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(MESSAGE_MAX)
+        .collect()
 }
 
 /// An `error` event as a provider error.
 fn server_error(event: &Event) -> ProviderError {
     let text = event.data.get("text").and_then(Value::as_str).unwrap_or("");
-    ProviderError::Failed(format!("the Wyoming server answered an error: {}", short(text)))
+    ProviderError::Failed(format!(
+        "the Wyoming server answered an error: {}",
+        short(text)
+    ))
 }
 
 /// Recognises mono 16 kHz speech. `model` and `language` are sent when set.
