@@ -26,3 +26,4 @@ mod system;
 mod tidy;
 mod understanding;
 mod watchdog;
+mod wyoming;

@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 
 use super::{
     ChatRequest, OmniContext, OmniEvent, OmniInput, Provider, ProviderError, local, openai,
-    realtime, remote,
+    realtime, remote, wyoming,
 };
 use crate::engine::Engine;
 use crate::engine::knowledge::SearchResult;
@@ -49,6 +49,11 @@ impl Engine {
                 let ep = s.endpoint(Service::Asr)?;
                 openai::transcribe(&self.http, &ep, pcm, &s.asr.language, timeout).await
             }
+            Provider::Wyoming => {
+                let s = self.settings();
+                let ep = s.endpoint(Service::Asr)?;
+                wyoming::transcribe(ep.address, ep.model, &s.asr.language, pcm, timeout).await
+            }
             Provider::Local | Provider::OpenaiRealtime | Provider::Remote => {
                 let model = self.recogniser_model(character_id)?;
                 local::transcribe(pcm, &model, &self.scratch_dir(), timeout).await
@@ -72,7 +77,7 @@ impl Engine {
                 let ep = s.endpoint(Service::Llm)?;
                 openai::chat(&self.http, &ep, &chat(), timeout, out).await
             }
-            Provider::Local | Provider::OpenaiRealtime | Provider::Remote => {
+            Provider::Local | Provider::OpenaiRealtime | Provider::Remote | Provider::Wyoming => {
                 let text =
                     local::answer(prompt.question, prompt.passages).unwrap_or(prompt.fallback);
                 for word in text.split_inclusive(' ') {
@@ -103,6 +108,11 @@ impl Engine {
                 if out.push(&pcm) {
                     out.flush();
                 }
+            }
+            Provider::Wyoming => {
+                let s = self.settings();
+                let ep = s.endpoint(Service::Tts)?;
+                wyoming::speak(ep.address, text, voice, timeout, out).await?;
             }
             Provider::Local | Provider::OpenaiRealtime | Provider::Remote => {
                 let mut begun = false;
@@ -139,9 +149,9 @@ impl Engine {
                 let ep = s.endpoint(Service::Realtime)?;
                 realtime::converse(&ep, input, ctx, timeout, out).await
             }
-            Provider::Local | Provider::Openai => Err(ProviderError::Failed(format!(
-                "{provider} does not answer with its own speech"
-            ))),
+            Provider::Local | Provider::Openai | Provider::Wyoming => Err(ProviderError::Failed(
+                format!("{provider} does not answer with its own speech"),
+            )),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The providers a turn runs on, chosen per character and in the settings, and changed at run
-//! time: `local` (the offline engine), `openai` (any OpenAI-compatible server), and the omni
-//! providers `openai_realtime` and `remote`, which answer with their own speech. `dispatch`
+//! time: `local` (the offline engine), `openai` (any OpenAI-compatible server), `wyoming` (a
+//! Wyoming speech server: recognition and speech), and the omni providers `openai_realtime` and
+//! `remote`, which answer with their own speech. `dispatch`
 //! hands each stage (recognition, reply, speech, or a whole omni exchange) to the chosen one;
 //! this module also answers which providers are present and reachable (components, health,
 //! settings test, voice test).
@@ -12,6 +13,7 @@ pub mod openai;
 mod provider;
 pub mod realtime;
 pub mod remote;
+pub mod wyoming;
 
 pub use dispatch::{Prompt, Speech};
 pub use provider::{Provider, Stage};
@@ -140,8 +142,22 @@ pub struct Check {
     pub name: String,
     pub ok: bool,
     pub latency_ms: u64,
+    /// What an answering server says it is (a Wyoming server's programs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// What one check of the settings test looks at.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Target {
+    /// The offline engine's part of a stage: installed?
+    Local(Stage),
+    /// A service's address: can it be connected to?
+    Address(Service),
+    /// A Wyoming server serving a stage: does it say it offers it?
+    Wyoming(Stage),
 }
 
 /// Finds an executable on `PATH`.
@@ -287,36 +303,49 @@ impl Engine {
     /// Checks every configured provider, each within `CHECK_TIMEOUT`; all checks run at once.
     pub async fn test_providers(&self) -> Vec<Check> {
         let s = self.settings();
-        // Each check: the offline engine's part of a stage, or a service's address.
-        let mut targets: Vec<(String, Result<Service, Stage>)> = Stage::ALL
+        let mut targets: Vec<(String, Target)> = Stage::ALL
             .into_iter()
             .map(|stage| {
                 let provider = s.provider(stage);
                 let name = format!("{}:{}", stage.name(), provider.id());
-                (name, provider.service(stage).ok_or(stage))
+                let target = match (provider, provider.service(stage)) {
+                    (_, None) => Target::Local(stage),
+                    (Provider::Wyoming, Some(_)) => Target::Wyoming(stage),
+                    (_, Some(service)) => Target::Address(service),
+                };
+                (name, target)
             })
             .collect();
         if !s.remote_voice.grpc_addr.is_empty()
-            && !targets.iter().any(|t| t.1 == Ok(Service::RemoteVoice))
+            && !targets
+                .iter()
+                .any(|t| t.1 == Target::Address(Service::RemoteVoice))
         {
-            targets.push(("remote_voice".into(), Ok(Service::RemoteVoice)));
+            targets.push(("remote_voice".into(), Target::Address(Service::RemoteVoice)));
         }
         let checks = targets.into_iter().map(|(name, target)| {
             let s = s.clone();
             async move {
                 let started = Instant::now();
                 let result = match target {
-                    Err(stage) => local_check(stage),
-                    Ok(service) => match s.endpoint(service) {
-                        Ok(ep) => probe(ep.address).await,
+                    Target::Local(stage) => local_check(stage).map(|()| None),
+                    Target::Address(service) => match s.endpoint(service) {
+                        Ok(ep) => probe(ep.address).await.map(|()| None),
                         Err(e) => Err(e.to_string()),
                     },
+                    Target::Wyoming(stage) => wyoming_check(&s, stage).await.map(Some),
+                };
+                let latency_ms = started.elapsed().as_millis() as u64;
+                let (detail, error) = match result {
+                    Ok(detail) => (detail, None),
+                    Err(e) => (None, Some(e)),
                 };
                 Check {
                     name,
-                    ok: result.is_ok(),
-                    latency_ms: started.elapsed().as_millis() as u64,
-                    error: result.err(),
+                    ok: error.is_none(),
+                    latency_ms,
+                    detail,
+                    error,
                 }
             }
         });
@@ -345,8 +374,45 @@ impl Engine {
             }
             Provider::OpenaiRealtime => reachable(&s, Service::Realtime).await,
             Provider::Remote => reachable(&s, Service::RemoteVoice).await,
+            Provider::Wyoming => {
+                let ep = s.endpoint(Service::Tts).map_err(provider_error)?;
+                let info = wyoming::describe(ep.address, CHECK_TIMEOUT)
+                    .await
+                    .map_err(provider_error)?;
+                if info.tts.is_empty() {
+                    Err(Error::ProviderFailed(
+                        "the Wyoming server offers no speech synthesis".into(),
+                    ))
+                } else if !voice.is_empty() && !info.voices.iter().any(|v| v == voice) {
+                    Err(Error::ProviderFailed(format!(
+                        "the Wyoming server has no voice {voice:?}"
+                    )))
+                } else {
+                    Ok(())
+                }
+            }
         }
     }
+}
+
+/// Asks the Wyoming server of `stage` what it offers (`describe`), within `CHECK_TIMEOUT`; its
+/// programs for that stage as a short status line.
+async fn wyoming_check(s: &Settings, stage: Stage) -> std::result::Result<String, String> {
+    let service = Provider::Wyoming
+        .service(stage)
+        .expect("a stage Wyoming serves");
+    let ep = s.endpoint(service).map_err(|e| e.to_string())?;
+    let info = wyoming::describe(ep.address, CHECK_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (programs, what) = match stage {
+        Stage::Asr => (&info.asr, "speech recognition"),
+        Stage::Tts | Stage::Llm => (&info.tts, "speech synthesis"),
+    };
+    if programs.is_empty() {
+        return Err(format!("the Wyoming server offers no {what}"));
+    }
+    Ok(format!("Wyoming {what}: {}", programs.join(", ")))
 }
 
 /// Checks that `service` can be connected to.

@@ -19,6 +19,9 @@ pub enum Provider {
     OpenaiRealtime,
     /// Another VoiceLLMService over gRPC: listens, answers and speaks in one.
     Remote,
+    /// A Wyoming server on the LAN (wyoming-faster-whisper, wyoming-piper): recognition and
+    /// speech only.
+    Wyoming,
 }
 
 /// A stage of a standard turn, each with its own provider.
@@ -47,11 +50,12 @@ impl Stage {
 
 impl Provider {
     /// Every provider, in the order the components list shows them.
-    pub const ALL: [Provider; 4] = [
+    pub const ALL: [Provider; 5] = [
         Provider::Local,
         Provider::Openai,
         Provider::OpenaiRealtime,
         Provider::Remote,
+        Provider::Wyoming,
     ];
 
     /// The id stored in records and settings and used by the API.
@@ -61,6 +65,7 @@ impl Provider {
             Provider::Openai => "openai",
             Provider::OpenaiRealtime => "openai_realtime",
             Provider::Remote => "remote",
+            Provider::Wyoming => "wyoming",
         }
     }
 
@@ -78,7 +83,7 @@ impl Provider {
     /// recognition, reply and synthesis in one (chosen as the `llm` provider).
     pub fn is_omni(self) -> bool {
         match self {
-            Provider::Local | Provider::Openai => false,
+            Provider::Local | Provider::Openai | Provider::Wyoming => false,
             Provider::OpenaiRealtime | Provider::Remote => true,
         }
     }
@@ -89,6 +94,7 @@ impl Provider {
         match self {
             Provider::Local | Provider::Openai => true,
             Provider::OpenaiRealtime | Provider::Remote => stage == Stage::Llm,
+            Provider::Wyoming => stage != Stage::Llm,
         }
     }
 
@@ -103,6 +109,9 @@ impl Provider {
             (Provider::Openai, Stage::Tts) => "OpenAI-compatible speech",
             (Provider::OpenaiRealtime, _) => "OpenAI Realtime",
             (Provider::Remote, _) => "Remote VoiceLLMService",
+            (Provider::Wyoming, Stage::Asr) => "Wyoming speech recognition",
+            (Provider::Wyoming, Stage::Tts) => "Wyoming speech synthesis",
+            (Provider::Wyoming, Stage::Llm) => "Wyoming (speech only)",
         }
     }
 
@@ -118,15 +127,22 @@ impl Provider {
             }),
             Provider::OpenaiRealtime => Some(Service::Realtime),
             Provider::Remote => Some(Service::RemoteVoice),
+            // Recognition and speech only: a reply is left to the offline engine.
+            Provider::Wyoming => match stage {
+                Stage::Llm => None,
+                Stage::Asr => Some(Service::Asr),
+                Stage::Tts => Some(Service::Tts),
+            },
         }
     }
 
     /// Whether, chosen for speech, it synthesises a text only whole (one request per text), so
     /// that a long sentence is sent clause by clause to start sounding sooner. The offline
-    /// synthesiser passes its speech on as it writes it.
+    /// synthesiser passes its speech on as it writes it; a Wyoming server (piper) synthesises
+    /// the whole text before its first chunk.
     pub fn speaks_whole(self) -> bool {
         match self {
-            Provider::Openai => true,
+            Provider::Openai | Provider::Wyoming => true,
             Provider::Local | Provider::OpenaiRealtime | Provider::Remote => false,
         }
     }
@@ -150,6 +166,9 @@ mod tests {
         }
         assert_eq!(Provider::from_id("acme"), None);
         assert_eq!(Provider::from_id(""), None);
-        assert_eq!(Provider::ids(), "local, openai, openai_realtime, remote");
+        assert_eq!(
+            Provider::ids(),
+            "local, openai, openai_realtime, remote, wyoming"
+        );
     }
 }

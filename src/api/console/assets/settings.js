@@ -6,7 +6,7 @@ let original = {};
 
 function fieldId(section, key) { return `s-${section}-${key}`; }
 
-const PROVIDERS = ['', 'local', 'openai', 'openai_realtime', 'remote'];
+const PROVIDERS = ['', 'local', 'openai', 'openai_realtime', 'remote', 'wyoming'];
 
 function input(section, key, value, secret) {
   const id = fieldId(section, key);
@@ -53,7 +53,7 @@ async function runTest(name, result) {
   const mine = checks.filter((c) => c.name.startsWith(`${name}:`));
   const shown = mine.length ? mine : checks;
   result.replaceChildren(...(shown.length ? shown : [{ name, ok: true, latency_ms: 0, error: 'nothing to check' }]).map((c) =>
-    h('p', { class: c.ok ? 'okmsg' : 'error', text: `${c.name}: ${c.ok ? 'ok' : 'failed'} (${c.latency_ms} ms)${c.error ? ' – ' + c.error : ''}` })));
+    h('p', { class: c.ok ? 'okmsg' : 'error', text: `${c.name}: ${c.ok ? 'ok' : 'failed'} (${c.latency_ms} ms)${c.detail ? ' – ' + c.detail : ''}${c.error ? ' – ' + c.error : ''}` })));
 }
 
 function changes() {
