@@ -35,6 +35,11 @@ async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
         );
         reasons.extend(problem);
     }
+    let characters: Vec<Value> = e
+        .characters_not_on_this_kiosk()?
+        .into_iter()
+        .map(|(id, name, fields)| json!({ "id": id, "name": name, "fields": fields }))
+        .collect();
     Ok(Json(json!({
         "status": if reasons.is_empty() { "ok" } else { "degraded" },
         "reasons": reasons,
@@ -43,6 +48,7 @@ async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
         "sessions": sessions,
         "admin_auth": if e.has_admin_password() { "password" } else { "setup" },
         "providers": providers,
+        "characters_not_on_this_kiosk": characters,
         "inference_connected": e.inference_connected().await,
         "device": s.devices.health.get(),
     })))
