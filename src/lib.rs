@@ -61,7 +61,7 @@ pub async fn run_with(
     let tls = Arc::new(
         tokio::task::spawn_blocking(move || api::tls::load_or_create(&tls_config)).await??,
     );
-    tracing::info!(fingerprint = %tls.fingerprint, "HTTPS certificate");
+    tracing::info!(fingerprint = %tls.fingerprint(), "HTTPS certificate");
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "serving");
@@ -84,7 +84,7 @@ pub async fn run_with(
         engine: engine.clone(),
         devices: devices.clone(),
         loops,
-        tls_fingerprint: tls.fingerprint.clone(),
+        tls_fingerprint: tls.fingerprint(),
     });
     let served = api::serve(
         listener,

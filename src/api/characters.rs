@@ -125,15 +125,33 @@ struct VoiceTest {
     voice_type: String,
 }
 
+/// Checks a voice (`{status: "ok"}`), or, asked with `Accept: audio/wav`, answers a sample of
+/// it as a WAV file that a browser can play.
 async fn test_voice(
     _: Admin,
     State(s): State<AppState>,
+    headers: HeaderMap,
     JsonBody(body): JsonBody<VoiceTest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
+    let wants_wav = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("audio/wav"));
+    if wants_wav {
+        let wav = s
+            .engine
+            .voice_sample(&body.voice_provider, &body.voice_type)
+            .await?;
+        return Ok((
+            [("content-type", "audio/wav"), ("cache-control", "no-store")],
+            wav,
+        )
+            .into_response());
+    }
     s.engine
         .test_voice(&body.voice_provider, &body.voice_type)
         .await?;
-    Ok(Json(json!({ "status": "ok" })))
+    Ok(Json(json!({ "status": "ok" })).into_response())
 }
 
 fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {

@@ -51,6 +51,8 @@ pub struct AppState {
     streams: Arc<streams::Streams>,
     /// Password checks allowed at once (`login_concurrency`).
     logins: Arc<tokio::sync::Semaphore>,
+    /// The listener's certificate, set by `serve` (the certificate routes replace it).
+    tls: Option<Arc<tls::Tls>>,
 }
 
 impl AppState {
@@ -67,6 +69,7 @@ impl AppState {
             stopping: Default::default(),
             streams,
             logins,
+            tls: None,
         }
     }
 }
@@ -183,10 +186,11 @@ fn same_origin(headers: &HeaderMap, uri: &axum::http::Uri) -> bool {
 /// `shutdown` completes.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    state: AppState,
+    mut state: AppState,
     tls: Arc<tls::Tls>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    state.tls = Some(tls.clone());
     let engine = state.engine.clone();
     let stopping = state.stopping.clone();
     let shutdown = async move {

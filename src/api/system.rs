@@ -8,8 +8,9 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 
 use super::auth::Admin;
-use super::error::ApiResult;
+use super::error::{ApiError, ApiResult};
 use super::extract::JsonBody;
+use super::tls::Refused;
 use super::{AppState, blocking};
 use crate::engine::launch::LaunchUpdate;
 
@@ -21,6 +22,61 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/settings/test", post(test_settings))
         .route("/api/v1/config/avatar-model", get(avatar_model))
         .route("/api/v1/config/launch", get(get_launch).put(put_launch))
+        .route(
+            "/api/v1/tls/certificate",
+            get(get_certificate).put(put_certificate),
+        )
+}
+
+/// The HTTPS certificate in use: its fingerprint, and whether the console may replace it.
+async fn get_certificate(_: Admin, State(s): State<AppState>) -> ApiResult<Json<Value>> {
+    let tls = s.tls.as_ref().ok_or_else(no_tls)?;
+    Ok(Json(json!({
+        "fingerprint": tls.fingerprint(),
+        "replaceable": !tls.configured(),
+    })))
+}
+
+#[derive(serde::Deserialize)]
+struct CertificateUpload {
+    cert_pem: String,
+    key_pem: String,
+}
+
+/// Replaces the certificate with the administrator's own (PEM), checked before anything is
+/// replaced; new connections use it at once.
+async fn put_certificate(
+    _: Admin,
+    State(s): State<AppState>,
+    JsonBody(body): JsonBody<CertificateUpload>,
+) -> ApiResult<Json<Value>> {
+    let tls = s.tls.clone().ok_or_else(no_tls)?;
+    let installed = tokio::task::spawn_blocking(move || {
+        tls.install(body.cert_pem.as_bytes(), body.key_pem.as_bytes())
+    })
+    .await
+    .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error"))?;
+    match installed {
+        Ok(fingerprint) => Ok(Json(
+            json!({ "status": "saved", "fingerprint": fingerprint }),
+        )),
+        Err(Refused::Invalid(why)) => Err(ApiError::bad(why)),
+        Err(Refused::Configured) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "the configuration names the certificate files (tls_cert, tls_key): replace them there",
+        )),
+        Err(Refused::Io(e)) => {
+            tracing::error!("cannot write the certificate: {e}");
+            Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cannot write the certificate",
+            ))
+        }
+    }
+}
+
+fn no_tls() -> ApiError {
+    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "HTTPS is not served")
 }
 
 async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
@@ -35,6 +91,11 @@ async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
         );
         reasons.extend(problem);
     }
+    let characters: Vec<Value> = e
+        .characters_not_on_this_kiosk()?
+        .into_iter()
+        .map(|(id, name, fields)| json!({ "id": id, "name": name, "fields": fields }))
+        .collect();
     Ok(Json(json!({
         "status": if reasons.is_empty() { "ok" } else { "degraded" },
         "reasons": reasons,
@@ -43,6 +104,7 @@ async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
         "sessions": sessions,
         "admin_auth": if e.has_admin_password() { "password" } else { "setup" },
         "providers": providers,
+        "characters_not_on_this_kiosk": characters,
         "inference_connected": e.inference_connected().await,
         "device": s.devices.health.get(),
     })))

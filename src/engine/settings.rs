@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::error::{Result, bad};
-use super::providers::{Endpoint, Provider, ProviderError, Stage, wyoming};
+use super::providers::{Choice, Endpoint, Provider, ProviderError, Stage, wyoming};
 use super::{Engine, is_id};
 use crate::store::tables::SETTINGS;
 use crate::store::{self, Store};
@@ -208,13 +208,13 @@ impl Live {
 impl Settings {
     /// The provider of `stage` in force when a character chooses none. Unset ("") is the
     /// offline engine; any other value was checked when it was stored.
-    pub fn provider(&self, stage: Stage) -> Provider {
+    pub fn provider(&self, stage: Stage) -> Choice {
         let id = match stage {
             Stage::Llm => &self.llm.provider,
             Stage::Asr => &self.asr.provider,
             Stage::Tts => &self.tts.provider,
         };
-        Provider::from_id(id).unwrap_or(Provider::Local)
+        Choice::parse(id).unwrap_or(Choice::Kiosk(Provider::Local))
     }
 
     /// The model configured for `service` ("" for the remote voice service, which picks its own).
@@ -341,7 +341,7 @@ impl Settings {
             ("tts", &self.tts.provider),
             ("realtime", &self.realtime.provider),
         ] {
-            if !provider.is_empty() && Provider::from_id(provider).is_none() {
+            if !provider.is_empty() && Choice::parse(provider).is_none() {
                 return Err(bad(format!(
                     "{name}.provider must be one of {}",
                     Provider::ids()
@@ -539,7 +539,7 @@ mod tests {
             "tts": {"provider": "wyoming", "base_url": "tcp://10.0.0.5:10200"},
         });
         let saved = s.merged(&wyoming).unwrap();
-        assert_eq!(saved.provider(Stage::Asr), Provider::Wyoming);
+        assert_eq!(saved.provider(Stage::Asr), Choice::Kiosk(Provider::Wyoming));
         assert_eq!(saved.tts.base_url, "tcp://10.0.0.5:10200");
         for bad in [
             json!({"asr": {"provider": "openai", "base_url": "tcp://10.0.0.5:10300"}}),

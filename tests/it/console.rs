@@ -494,6 +494,50 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
     let docent = s.get_json("/api/v1/characters", 200).await;
     assert_eq!(docent[0]["images"].as_array().unwrap().len(), 1);
 
+    // Upload the idle clip of the active image (with progress): the page previews it.
+    let mp4 = tempfile::Builder::new().suffix(".mp4").tempfile().unwrap();
+    std::fs::write(mp4.path(), crate::support::mp4_h264()).unwrap();
+    let doc = b.call("DOM.getDocument", json!({})).await;
+    let input = b
+        .call(
+            "DOM.querySelector",
+            json!({"nodeId": doc["root"]["nodeId"], "selector": "#list > li input[data-state=idle]"}),
+        )
+        .await;
+    b.call(
+        "DOM.setFileInputFiles",
+        json!({"nodeId": input["nodeId"], "files": [mp4.path()]}),
+    )
+    .await;
+    b.wait_for(
+        "(document.querySelector('#list > li .clip video') || {}).getAttribute?.('src') || ''",
+        json!(format!(
+            "/api/v1/characters/{}/idle-videos/img_001/idle/idle.mp4",
+            docent[0]["id"].as_str().unwrap()
+        )),
+    )
+    .await;
+    // The preview's source is the stored clip, served to the page's session as MP4.
+    b.eval("window.clipType = ''; fetch(document.querySelector('#list > li .clip video').src).then((r) => r.ok && r.headers.get('content-type')).then((t) => { window.clipType = t; })").await;
+    b.wait_for("window.clipType", json!("video/mp4")).await;
+    let docent = s.get_json("/api/v1/characters", 200).await;
+    assert_eq!(docent[0]["idle_video_urls"].as_array().unwrap().len(), 1);
+
+    // "Play a sample" in the dialog plays the voice from a blob URL; then the dialog closes.
+    b.eval("document.querySelector('#list > li button').click()")
+        .await;
+    b.wait_for("document.getElementById('edit').open", json!(true))
+        .await;
+    b.eval("document.getElementById('sample-play').click()")
+        .await;
+    b.wait_for(
+        "document.getElementById('sample').src.startsWith('blob:') && document.getElementById('sample').duration > 1",
+        json!(true),
+    )
+    .await;
+    b.screenshot("characters-dialog-phone").await;
+    b.eval("document.getElementById('cancel').click()").await;
+
     // Create, edit and delete (after confirming) a character through the dialog.
     b.eval("document.getElementById('new').click()").await;
     b.type_into("f-name", "Captain Nemo").await;

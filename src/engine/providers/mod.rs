@@ -16,7 +16,7 @@ pub mod remote;
 pub mod wyoming;
 
 pub use dispatch::{Prompt, Speech};
-pub use provider::{Provider, Stage};
+pub use provider::{Choice, Foreign, Provider, Stage};
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::Engine;
+use super::audio;
 use super::error::{Error, Result, bad};
 use super::settings::{Service, Settings};
 
@@ -123,11 +124,13 @@ pub const CHECK_TIMEOUT: Duration = Duration::from_secs(3);
 /// One selectable provider of a stage, as the components route lists it.
 #[derive(Debug, Serialize)]
 pub struct ComponentOption {
-    pub id: Provider,
+    pub id: Choice,
     pub name: &'static str,
     pub model: String,
     pub default: bool,
     pub available: bool,
+    /// False for a provider of the original front end that this kiosk does not have.
+    pub on_this_kiosk: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -136,6 +139,9 @@ pub struct Components {
     pub asr: Vec<ComponentOption>,
     pub tts: Vec<ComponentOption>,
 }
+
+/// Why a provider named in the settings or by a character cannot run here.
+pub const NOT_ON_THIS_KIOSK: &str = "is not available on this kiosk";
 
 #[derive(Debug, Serialize)]
 pub struct Check {
@@ -158,6 +164,8 @@ enum Target {
     Address(Service),
     /// A Wyoming server serving a stage: does it say it offers it?
     Wyoming(Stage),
+    /// A provider this kiosk does not have: the check fails.
+    Foreign(Foreign),
 }
 
 /// Finds an executable on `PATH`.
@@ -249,13 +257,27 @@ impl Engine {
                         Some(service) => (s.model(service), s.endpoint(service).is_ok()),
                     };
                     ComponentOption {
-                        id: p,
+                        id: Choice::Kiosk(p),
                         name: p.name(stage),
                         model: model.to_string(),
-                        default: s.provider(stage) == p,
+                        default: s.provider(stage) == Choice::Kiosk(p),
                         available,
+                        on_this_kiosk: true,
                     }
                 })
+                .chain(
+                    Foreign::ALL
+                        .into_iter()
+                        .filter(|f| f.serves(stage))
+                        .map(|f| ComponentOption {
+                            id: Choice::Foreign(f),
+                            name: f.name(),
+                            model: String::new(),
+                            default: s.provider(stage) == Choice::Foreign(f),
+                            available: false,
+                            on_this_kiosk: false,
+                        }),
+                )
                 .collect()
         };
         Components {
@@ -273,9 +295,12 @@ impl Engine {
             .into_iter()
             .map(|stage| {
                 let provider = s.provider(stage);
-                let problem = match provider.service(stage) {
-                    None => local_check(stage).err(),
-                    Some(service) => s.endpoint(service).err().map(|e| e.to_string()),
+                let problem = match provider {
+                    Choice::Foreign(f) => Some(format!("{} {NOT_ON_THIS_KIOSK}", f.id())),
+                    Choice::Kiosk(p) => match p.service(stage) {
+                        None => local_check(stage).err(),
+                        Some(service) => s.endpoint(service).err().map(|e| e.to_string()),
+                    },
                 };
                 let problem = problem.map(|p| format!("{}: {p}", stage.name()));
                 (stage.name(), provider.id(), problem)
@@ -303,15 +328,19 @@ impl Engine {
     /// Checks every configured provider, each within `CHECK_TIMEOUT`; all checks run at once.
     pub async fn test_providers(&self) -> Vec<Check> {
         let s = self.settings();
+        // Each check: the offline engine's part of a stage, or a service's address.
         let mut targets: Vec<(String, Target)> = Stage::ALL
             .into_iter()
             .map(|stage| {
                 let provider = s.provider(stage);
                 let name = format!("{}:{}", stage.name(), provider.id());
-                let target = match (provider, provider.service(stage)) {
-                    (_, None) => Target::Local(stage),
-                    (Provider::Wyoming, Some(_)) => Target::Wyoming(stage),
-                    (_, Some(service)) => Target::Address(service),
+                let target = match provider {
+                    Choice::Foreign(f) => Target::Foreign(f),
+                    Choice::Kiosk(p) => match p.service(stage) {
+                        None => Target::Local(stage),
+                        Some(_) if p == Provider::Wyoming => Target::Wyoming(stage),
+                        Some(service) => Target::Address(service),
+                    },
                 };
                 (name, target)
             })
@@ -328,6 +357,7 @@ impl Engine {
             async move {
                 let started = Instant::now();
                 let result = match target {
+                    Target::Foreign(f) => Err(format!("{} {NOT_ON_THIS_KIOSK}", f.id())),
                     Target::Local(stage) => local_check(stage).map(|()| None),
                     Target::Address(service) => match s.endpoint(service) {
                         Ok(ep) => probe(ep.address).await.map(|()| None),
@@ -355,11 +385,20 @@ impl Engine {
     /// Checks that a provider accepts a voice: for the offline engine that the voice exists,
     /// for a remote provider that it can be reached.
     pub async fn test_voice(&self, provider: &str, voice: &str) -> Result<()> {
-        let Some(provider) = Provider::from_id(provider) else {
-            return Err(bad(format!(
-                "voice_provider must be one of {}",
-                Provider::ids()
-            )));
+        let provider = match Choice::parse(provider) {
+            Some(Choice::Kiosk(p)) => p,
+            Some(Choice::Foreign(f)) => {
+                return Err(Error::Unavailable(format!(
+                    "{} {NOT_ON_THIS_KIOSK}",
+                    f.id()
+                )));
+            }
+            None => {
+                return Err(bad(format!(
+                    "voice_provider must be one of {}",
+                    Provider::ids()
+                )));
+            }
         };
         let s = self.settings();
         match provider {
@@ -413,6 +452,72 @@ async fn wyoming_check(s: &Settings, stage: Stage) -> std::result::Result<String
         return Err(format!("the Wyoming server offers no {what}"));
     }
     Ok(format!("Wyoming {what}: {}", programs.join(", ")))
+}
+
+/// What a voice sample says.
+const SAMPLE_TEXT: &str = "Hello! This is how I sound. Ask me anything about the exhibition.";
+
+/// Longest voice sample kept (mono 24 kHz samples, 20 s).
+const SAMPLE_MAX: usize = 20 * audio::OUTPUT_RATE as usize;
+
+/// Collects a voice sample's speech, up to `SAMPLE_MAX` samples.
+#[derive(Default)]
+struct Sample(Vec<i16>);
+
+impl Speech for Sample {
+    fn begin(&mut self, _: &str) {}
+    fn push(&mut self, samples: &[i16]) -> bool {
+        let room = SAMPLE_MAX - self.0.len();
+        self.0
+            .extend_from_slice(&samples[..samples.len().min(room)]);
+        self.0.len() < SAMPLE_MAX
+    }
+    fn flush(&mut self) {}
+}
+
+impl Engine {
+    /// A short sentence spoken by `provider` (the settings' speech provider when "") in `voice`
+    /// (the settings' voice when ""), as a WAV file, so an administrator can hear a voice before
+    /// choosing it. The omni providers speak only in a conversation.
+    pub async fn voice_sample(&self, provider: &str, voice: &str) -> Result<Vec<u8>> {
+        let s = self.settings();
+        let choice = if provider.is_empty() {
+            s.provider(Stage::Tts)
+        } else {
+            Choice::parse(provider)
+                .ok_or_else(|| bad(format!("voice_provider must be one of {}", Provider::ids())))?
+        };
+        let provider = match choice {
+            Choice::Kiosk(p) => p,
+            Choice::Foreign(f) => {
+                return Err(Error::Unavailable(format!(
+                    "{} {NOT_ON_THIS_KIOSK}",
+                    f.id()
+                )));
+            }
+        };
+        if !provider.serves(Stage::Tts) {
+            return Err(bad(format!(
+                "{provider} speaks only in a conversation: try the character on the Try it page"
+            )));
+        }
+        let voice = if voice.is_empty() {
+            s.tts.voice.as_str()
+        } else {
+            voice
+        };
+        let timeout = Duration::from_millis(self.config.provider_timeout_ms);
+        let mut sample = Sample::default();
+        self.speak(provider, SAMPLE_TEXT, voice, timeout, &mut sample)
+            .await
+            .map_err(provider_error)?;
+        if sample.0.is_empty() {
+            return Err(Error::ProviderFailed(format!(
+                "{provider} produced no speech"
+            )));
+        }
+        Ok(audio::wav_bytes(&sample.0, audio::OUTPUT_RATE))
+    }
 }
 
 /// Checks that `service` can be connected to.

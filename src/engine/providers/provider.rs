@@ -148,6 +148,82 @@ impl Provider {
     }
 }
 
+/// A provider of the original CyberVerse front end that this kiosk does not have. Its front end,
+/// run unmodified against the kiosk, sends these ids; they are stored (so the rest of a character
+/// or of the settings saves) and a turn that needs one says that it is not available here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Foreign {
+    /// Alibaba's Qwen (chat, recognition, speech).
+    Qwen,
+    /// ByteDance's Doubao (chat, recognition, speech).
+    Doubao,
+    /// Qwen Omni: listens, answers and speaks in one.
+    QwenOmni,
+}
+
+impl Foreign {
+    pub const ALL: [Foreign; 3] = [Foreign::Qwen, Foreign::Doubao, Foreign::QwenOmni];
+
+    /// The id the original front end sends.
+    pub fn id(self) -> &'static str {
+        match self {
+            Foreign::Qwen => "qwen",
+            Foreign::Doubao => "doubao",
+            Foreign::QwenOmni => "qwen_omni",
+        }
+    }
+
+    /// The stages the original offers it for.
+    pub fn serves(self, stage: Stage) -> bool {
+        match self {
+            Foreign::Qwen | Foreign::Doubao => true,
+            Foreign::QwenOmni => stage == Stage::Llm,
+        }
+    }
+
+    /// Its name in the components list.
+    pub fn name(self) -> &'static str {
+        match self {
+            Foreign::Qwen => "Qwen (not available on this kiosk)",
+            Foreign::Doubao => "Doubao (not available on this kiosk)",
+            Foreign::QwenOmni => "Qwen Omni (not available on this kiosk)",
+        }
+    }
+}
+
+/// A provider id as records and settings may hold it: one this kiosk has, or a known one of the
+/// original front end that it does not have. Any other id is refused when it is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    Kiosk(Provider),
+    Foreign(Foreign),
+}
+
+impl Choice {
+    /// The choice this id names, if it names one.
+    pub fn parse(id: &str) -> Option<Choice> {
+        Provider::from_id(id).map(Choice::Kiosk).or_else(|| {
+            Foreign::ALL
+                .into_iter()
+                .find(|f| f.id() == id)
+                .map(Choice::Foreign)
+        })
+    }
+
+    pub fn id(self) -> &'static str {
+        match self {
+            Choice::Kiosk(p) => p.id(),
+            Choice::Foreign(f) => f.id(),
+        }
+    }
+}
+
+impl Serialize for Choice {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.id())
+    }
+}
+
 impl std::fmt::Display for Provider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.id())
@@ -156,7 +232,7 @@ impl std::fmt::Display for Provider {
 
 #[cfg(test)]
 mod tests {
-    use super::Provider;
+    use super::{Choice, Foreign, Provider};
 
     #[test]
     fn ids_are_the_serde_names_and_parse_back() {
@@ -170,5 +246,27 @@ mod tests {
             Provider::ids(),
             "local, openai, openai_realtime, remote, wyoming"
         );
+    }
+
+    #[test]
+    fn the_originals_ids_parse_as_foreign_and_others_not_at_all() {
+        assert_eq!(Choice::parse("qwen"), Some(Choice::Foreign(Foreign::Qwen)));
+        assert_eq!(
+            Choice::parse("doubao"),
+            Some(Choice::Foreign(Foreign::Doubao))
+        );
+        assert_eq!(
+            Choice::parse("qwen_omni"),
+            Some(Choice::Foreign(Foreign::QwenOmni))
+        );
+        assert_eq!(
+            Choice::parse("openai"),
+            Some(Choice::Kiosk(Provider::Openai))
+        );
+        assert_eq!(Choice::parse("acme"), None);
+        assert_eq!(Choice::parse("Qwen"), None);
+        for f in Foreign::ALL {
+            assert_eq!(serde_json::to_value(Choice::Foreign(f)).unwrap(), f.id());
+        }
     }
 }

@@ -24,7 +24,7 @@ use super::Engine;
 use super::error::{Result, bad};
 use super::knowledge::SearchResult;
 use super::live::{ErrorCode, Event, LiveSession, Overrides, Status};
-use super::providers::{Provider, ProviderError, Stage};
+use super::providers::{Choice, Foreign, NOT_ON_THIS_KIOSK, Provider, ProviderError, Stage};
 use crate::store::records::Character;
 use audio_out::AudioOut;
 
@@ -52,6 +52,9 @@ struct Plan {
     tts: Provider,
     voice: String,
     timeout: Duration,
+    /// Stages whose chosen provider this kiosk does not have (their field above is then the
+    /// offline engine, which says so).
+    missing: Vec<(Stage, Foreign)>,
 }
 
 /// A turn in progress: the session it publishes to, its number, its plan, and what the
@@ -143,15 +146,25 @@ impl Engine {
         let character = self.character_record(&live.character_id)?;
         let settings = self.settings();
         let overrides = live.overrides();
+        let mut missing = Vec::new();
         // The first id named, else the settings' provider of the stage.
-        let chosen = |stage: Stage, ids: &[&str]| match ids.iter().find(|id| !id.is_empty()) {
-            None => Ok(settings.provider(stage)),
-            Some(id) => Provider::from_id(id).ok_or_else(|| {
-                bad(format!(
-                    "provider must be one of {}, not {id:?}",
-                    Provider::ids()
-                ))
-            }),
+        let mut chosen = |stage: Stage, ids: &[&str]| -> Result<Provider> {
+            let choice = match ids.iter().find(|id| !id.is_empty()) {
+                None => settings.provider(stage),
+                Some(id) => Choice::parse(id).ok_or_else(|| {
+                    bad(format!(
+                        "provider must be one of {}, not {id:?}",
+                        Provider::ids()
+                    ))
+                })?,
+            };
+            Ok(match choice {
+                Choice::Kiosk(p) => p,
+                Choice::Foreign(f) => {
+                    missing.push((stage, f));
+                    Provider::Local
+                }
+            })
         };
         let llm = chosen(
             Stage::Llm,
@@ -179,6 +192,7 @@ impl Engine {
             voice,
             timeout: Duration::from_millis(self.config.provider_timeout_ms),
             character,
+            missing,
         })
     }
 }
@@ -187,6 +201,17 @@ impl Turn {
     /// The turn in order: recognise (or take the text), reply, store both sides of it.
     async fn run(&self, input: TurnInput) {
         self.status(Status::Processing);
+        if let Some((stage, foreign)) = self.missing_for(&input) {
+            if let TurnInput::Text {
+                text,
+                stored: false,
+            } = input
+            {
+                self.store("user", text).await;
+            }
+            self.not_on_this_kiosk(stage, foreign).await;
+            return;
+        }
         if self.plan.llm.is_omni() && !matches!(input, TurnInput::Greeting) {
             self.run_omni(input).await;
             return;
@@ -255,6 +280,43 @@ impl Turn {
             }
             Err((code, e)) => self.fail(code, &e).await,
         }
+    }
+
+    /// The first stage this input needs whose provider this kiosk does not have.
+    fn missing_for(&self, input: &TurnInput) -> Option<(Stage, Foreign)> {
+        let needs: &[Stage] = match input {
+            TurnInput::Greeting => &[Stage::Tts],
+            TurnInput::Text { .. } => &[Stage::Llm, Stage::Tts],
+            TurnInput::Audio(_) => &[Stage::Llm, Stage::Asr, Stage::Tts],
+        };
+        let missing = &self.plan.missing;
+        needs
+            .iter()
+            .find_map(|need| missing.iter().find(|(stage, _)| stage == need).copied())
+    }
+
+    /// A turn that needs a provider this kiosk does not have: an `error` event naming it, and
+    /// the character says so (in the offline voice), instead of failing silently.
+    async fn not_on_this_kiosk(&self, stage: Stage, foreign: Foreign) {
+        self.publish(Event::Error {
+            message: format!(
+                "{} provider {} {NOT_ON_THIS_KIOSK}",
+                stage.name(),
+                foreign.id()
+            ),
+            code: ErrorCode::ProviderUnavailable,
+            turn_seq: self.seq,
+        });
+        let part = match stage {
+            Stage::Llm => "brain",
+            Stage::Asr => "hearing",
+            Stage::Tts => "voice",
+        };
+        let line = format!("I'm sorry, this character's {part} {NOT_ON_THIS_KIOSK}.");
+        self.reply_fixed(&line).await;
+        self.said_stored();
+        self.store("assistant", line).await;
+        self.status(Status::Idle);
     }
 
     /// Publishes an event of this turn, if it is still the current one.

@@ -144,3 +144,25 @@ $('launch').addEventListener('submit', (ev) => {
 
 guarded(loadSettings);
 guarded(loadLaunch).catch((e) => showError(e));
+
+async function loadCertificate() {
+  const c = await api('GET', '/api/v1/tls/certificate');
+  $('cert-fingerprint').textContent = c.fingerprint;
+  if (!c.replaceable) {
+    $('cert-result').textContent = 'The configuration names the certificate files (tls_cert, tls_key): replace them there.';
+    for (const el of $('cert').querySelectorAll('input, button')) el.disabled = true;
+  }
+}
+
+$('cert').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  guarded(async () => {
+    $('cert-result').textContent = '';
+    const [cert_pem, key_pem] = await Promise.all([$('cert-file').files[0].text(), $('key-file').files[0].text()]);
+    const r = await api('PUT', '/api/v1/tls/certificate', { cert_pem, key_pem });
+    $('cert-fingerprint').textContent = r.fingerprint;
+    $('cert-result').textContent = 'Certificate replaced: new connections use it now.';
+  }, $('cert-error'));
+});
+
+guarded(loadCertificate);
