@@ -1,4 +1,4 @@
-//! Characters, their images, idle clips, knowledge and conversation history.
+//! Characters, their images, idle clips and knowledge.
 
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Request, State};
@@ -11,12 +11,12 @@ use serde_json::{Value, json};
 
 use super::auth::Admin;
 use super::error::{ApiError, ApiResult};
-use super::extract::{JsonBody, Params, QueryArgs, check_length, read_body};
+use super::extract::{JsonBody, Params, check_length, read_body};
 use super::{AppState, blocking, files};
 use crate::config::Limits;
 use crate::engine::characters::{Activation, CharacterInput, CharacterView, ImageView};
 use crate::engine::knowledge::{Upload, extract::mime_for};
-use crate::engine::sessions::{HistoryPage, Purge};
+use crate::engine::turn::Asked;
 use crate::store::BlobRef;
 
 /// Room for multipart framing around a file at its size bound.
@@ -49,6 +49,7 @@ pub fn routes(limits: &Limits) -> Router<AppState> {
             "/api/v1/characters/{id}/knowledge/files",
             post(upload_knowledge).layer(DefaultBodyLimit::max(limits.knowledge_request_bytes)),
         )
+        .route("/api/v1/characters/{id}/knowledge/ask", post(ask))
         .route(
             "/api/v1/characters/{id}/knowledge/{source_id}",
             axum::routing::delete(delete_source),
@@ -66,10 +67,6 @@ pub fn routes(limits: &Limits) -> Router<AppState> {
             clip,
         )
         .route("/api/v1/avatars/{filename}", get(avatar))
-        .route(
-            "/api/v1/characters/{id}/conversations/messages",
-            get(history).delete(purge_history),
-        )
 }
 
 async fn list(State(s): State<AppState>) -> ApiResult<Response> {
@@ -439,35 +436,17 @@ async fn reindex(
 }
 
 #[derive(Deserialize)]
-struct HistoryQuery {
-    limit: Option<usize>,
-    before: Option<String>,
-}
-
-async fn history(
-    _: Admin,
-    State(s): State<AppState>,
-    Params(id): Params<String>,
-    QueryArgs(q): QueryArgs<HistoryQuery>,
-) -> ApiResult<Json<HistoryPage>> {
-    Ok(Json(s.engine.history(&id, q.limit, q.before.as_deref())?))
-}
-
-#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct PurgeQuery {
-    session_id: Option<String>,
-    before_date: Option<String>,
+struct Question {
+    question: String,
 }
 
-/// Removes the whole history of a character, one session's messages, or those before a date.
-async fn purge_history(
+/// What the kiosk would answer to a question: the passages and the reply, nothing stored.
+async fn ask(
     _: Admin,
     State(s): State<AppState>,
     Params(id): Params<String>,
-    QueryArgs(q): QueryArgs<PurgeQuery>,
-) -> ApiResult<Json<Value>> {
-    let purge = Purge::parse(q.session_id.as_deref(), q.before_date.as_deref())?;
-    let deleted = blocking(&s, move |e| e.purge_history(&id, &purge)).await?;
-    Ok(Json(json!({ "deleted": deleted })))
+    JsonBody(q): JsonBody<Question>,
+) -> ApiResult<Json<Asked>> {
+    Ok(Json(s.engine.ask_knowledge(&id, &q.question).await?))
 }

@@ -9,6 +9,7 @@ mod auth;
 mod characters;
 mod client_keys;
 mod console;
+mod conversations;
 mod debug;
 mod device;
 mod error;
@@ -91,6 +92,7 @@ pub fn router(state: AppState) -> Router {
         .merge(ws::routes())
         .merge(grpc::routes(state.engine.clone(), state.streams.clone()))
         .merge(characters::routes(&state.engine.config.limits))
+        .merge(conversations::routes())
         .merge(hooks)
         .merge(console::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })

@@ -113,6 +113,11 @@ pub struct Message {
     pub content: String,
     pub timestamp: String,
     pub turn_seq: u64,
+    /// An assistant's reply that the knowledge did not answer (no passage, or none the
+    /// offline engine could answer from): its question is one to add to the knowledge.
+    /// Absent (false) in records written before it existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unmatched: bool,
 }
 
 /// An agent task of a session.

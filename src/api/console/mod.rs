@@ -40,6 +40,12 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("characters.js", JS, include_str!("assets/characters.js")),
     ("settings.js", JS, include_str!("assets/settings.js")),
     ("try.js", JS, include_str!("assets/try.js")),
+    ("knowledge.js", JS, include_str!("assets/knowledge.js")),
+    (
+        "conversations.js",
+        JS,
+        include_str!("assets/conversations.js"),
+    ),
 ];
 const JS: &str = "text/javascript; charset=utf-8";
 
@@ -49,6 +55,8 @@ enum Page {
     Login,
     Dashboard,
     Characters,
+    Knowledge,
+    Conversations,
     Settings,
     Try,
 }
@@ -60,6 +68,8 @@ impl Page {
             Page::Dashboard => "Dashboard",
             Page::Characters => "Characters",
             Page::Settings => "Settings",
+            Page::Knowledge => "Knowledge",
+            Page::Conversations => "Conversations",
             Page::Try => "Try it",
         }
     }
@@ -70,6 +80,8 @@ impl Page {
             Page::Dashboard => "/console/",
             Page::Characters => "/console/characters",
             Page::Settings => "/console/settings",
+            Page::Knowledge => "/console/knowledge",
+            Page::Conversations => "/console/conversations",
             Page::Try => "/console/try",
         }
     }
@@ -80,6 +92,8 @@ impl Page {
             Page::Dashboard => include_str!("assets/dashboard.html"),
             Page::Characters => include_str!("assets/characters.html"),
             Page::Settings => include_str!("assets/settings.html"),
+            Page::Knowledge => include_str!("assets/knowledge.html"),
+            Page::Conversations => include_str!("assets/conversations.html"),
             Page::Try => include_str!("assets/try.html"),
         }
     }
@@ -90,12 +104,21 @@ impl Page {
             Page::Dashboard => "/console/dashboard.js",
             Page::Characters => "/console/characters.js",
             Page::Settings => "/console/settings.js",
+            Page::Knowledge => "/console/knowledge.js",
+            Page::Conversations => "/console/conversations.js",
             Page::Try => "/console/try.js",
         }
     }
 }
 
-const NAV: [Page; 4] = [Page::Dashboard, Page::Characters, Page::Settings, Page::Try];
+const NAV: [Page; 6] = [
+    Page::Dashboard,
+    Page::Characters,
+    Page::Knowledge,
+    Page::Conversations,
+    Page::Settings,
+    Page::Try,
+];
 
 pub fn routes() -> Router<AppState> {
     let pages = Router::new()
@@ -105,6 +128,8 @@ pub fn routes() -> Router<AppState> {
         .route("/console/login", show(Page::Login))
         .route("/console/characters", show(Page::Characters))
         .route("/console/settings", show(Page::Settings))
+        .route("/console/knowledge", show(Page::Knowledge))
+        .route("/console/conversations", show(Page::Conversations))
         .route("/console/try", show(Page::Try))
         .route("/console/{file}", get(asset))
         .layer(middleware::from_fn(security_headers));

@@ -62,7 +62,8 @@ impl Engine {
     }
 
     /// Generates a reply, its text sent to `out` as it comes. `chat` builds the conversation a
-    /// language model is sent (only when one is asked).
+    /// language model is sent (only when one is asked). Returns false when the offline engine
+    /// found nothing in the passages to answer with (it said its fallback).
     pub(in crate::engine) async fn generate(
         &self,
         provider: Provider,
@@ -70,22 +71,24 @@ impl Engine {
         chat: impl FnOnce() -> ChatRequest,
         timeout: Duration,
         out: &mpsc::Sender<String>,
-    ) -> Result<(), ProviderError> {
+    ) -> Result<bool, ProviderError> {
         match provider {
             Provider::Openai => {
                 let s = self.settings();
                 let ep = s.endpoint(Service::Llm)?;
-                openai::chat(&self.http, &ep, &chat(), timeout, out).await
+                openai::chat(&self.http, &ep, &chat(), timeout, out).await?;
+                Ok(true)
             }
             Provider::Local | Provider::OpenaiRealtime | Provider::Remote | Provider::Wyoming => {
-                let text =
-                    local::answer(prompt.question, prompt.passages).unwrap_or(prompt.fallback);
+                let answer = local::answer(prompt.question, prompt.passages);
+                let answered = answer.is_some();
+                let text = answer.unwrap_or(prompt.fallback);
                 for word in text.split_inclusive(' ') {
                     if out.send(word.to_string()).await.is_err() {
                         break;
                     }
                 }
-                Ok(())
+                Ok(answered)
             }
         }
     }

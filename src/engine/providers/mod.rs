@@ -532,7 +532,7 @@ async fn reachable(s: &Settings, service: Service) -> Result<()> {
     })
 }
 
-fn provider_error(e: ProviderError) -> Error {
+pub(in crate::engine) fn provider_error(e: ProviderError) -> Error {
     match e {
         ProviderError::Unavailable(m) => Error::Unavailable(m),
         ProviderError::Timeout(m) => Error::Timeout(m),

@@ -64,11 +64,14 @@ impl Engine {
         role: &'static str,
         text: String,
         seq: u64,
+        unmatched: bool,
     ) {
         let engine = self.clone();
         let id = live.id.clone();
-        let stored =
-            tokio::task::spawn_blocking(move || engine.record_message(&id, role, &text, seq)).await;
+        let stored = tokio::task::spawn_blocking(move || {
+            engine.record_message(&id, role, &text, seq, unmatched)
+        })
+        .await;
         if let Ok(Err(e)) = stored {
             tracing::warn!(session = %live.id, "cannot store a {role} message: {e}");
         }
@@ -81,6 +84,7 @@ impl Engine {
         role: &str,
         text: &str,
         seq: u64,
+        unmatched: bool,
     ) -> Result<()> {
         let tx = self.store.write()?;
         {
@@ -91,7 +95,7 @@ impl Engine {
             s.turn_seq = s.turn_seq.max(seq);
             s.last_active_at = store::now();
             sessions.insert(session_id, store::to_json(&s).as_slice())?;
-            append_message(&tx, &s.character_id, session_id, role, text, seq)?;
+            append_message(&tx, &s.character_id, session_id, role, text, seq, unmatched)?;
             self.retain_history(&tx, &s.character_id)?;
         }
         tx.commit()?;
@@ -157,7 +161,7 @@ mod tests {
     }
 
     fn count(e: &Engine, character: &str) -> usize {
-        e.history(character, Some(500), None)
+        e.history(character, Some(500), None, None)
             .unwrap()
             .messages
             .len()
@@ -169,10 +173,11 @@ mod tests {
         let e = engine(&dir, |c| c.history_max_messages = 100);
         let (sid, cid) = session(&e);
         e.seed_history(&sid, &said(300, "flood")).unwrap();
-        let page = e.history(&cid, Some(500), None).unwrap();
+        let page = e.history(&cid, Some(500), None, None).unwrap();
         assert_eq!(page.messages.len(), 100);
         assert_eq!(page.messages[99].content, "flood 299", "the newest stay");
-        e.record_message(&sid, "user", "one more", 1).unwrap();
+        e.record_message(&sid, "user", "one more", 1, false)
+            .unwrap();
         assert_eq!(count(&e, &cid), 100);
     }
 
@@ -208,8 +213,8 @@ mod tests {
             tx.commit().unwrap();
         }
         assert_eq!(count(&e, &cid), 3);
-        e.record_message(&sid, "user", "new", 1).unwrap();
-        let page = e.history(&cid, Some(500), None).unwrap();
+        e.record_message(&sid, "user", "new", 1, false).unwrap();
+        let page = e.history(&cid, Some(500), None, None).unwrap();
         assert_eq!(page.messages.len(), 1);
         assert_eq!(page.messages[0].content, "new");
     }

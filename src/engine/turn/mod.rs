@@ -9,6 +9,7 @@
 //! and the live session refuses anything it still tries to publish. What was said before the cut
 //! is stored as the assistant's message.
 
+mod ask;
 mod audio_out;
 mod history;
 mod omni;
@@ -27,6 +28,8 @@ use super::live::{ErrorCode, Event, LiveSession, Overrides, Status};
 use super::providers::{Choice, Foreign, NOT_ON_THIS_KIOSK, Provider, ProviderError, Stage};
 use crate::store::records::Character;
 use audio_out::AudioOut;
+
+pub use ask::Asked;
 
 /// Characters of earlier conversation sent to the language model at most.
 const HISTORY_MAX_CHARS: usize = 6_000;
@@ -147,18 +150,10 @@ impl Engine {
         let settings = self.settings();
         let overrides = live.overrides();
         let mut missing = Vec::new();
-        // The first id named, else the settings' provider of the stage.
+        // The first id named, else the settings' provider of the stage; one this kiosk does
+        // not have is noted, and the turn says so.
         let mut chosen = |stage: Stage, ids: &[&str]| -> Result<Provider> {
-            let choice = match ids.iter().find(|id| !id.is_empty()) {
-                None => settings.provider(stage),
-                Some(id) => Choice::parse(id).ok_or_else(|| {
-                    bad(format!(
-                        "provider must be one of {}, not {id:?}",
-                        Provider::ids()
-                    ))
-                })?,
-            };
-            Ok(match choice {
+            Ok(match self.provider_for(stage, ids)? {
                 Choice::Kiosk(p) => p,
                 Choice::Foreign(f) => {
                     missing.push((stage, f));
@@ -194,6 +189,21 @@ impl Engine {
             character,
             missing,
         })
+    }
+}
+
+impl Engine {
+    /// The provider of `stage`: the first id named, else the settings' provider of the stage.
+    fn provider_for(&self, stage: Stage, ids: &[&str]) -> Result<Choice> {
+        match ids.iter().find(|id| !id.is_empty()) {
+            None => Ok(self.settings().provider(stage)),
+            Some(id) => Choice::parse(id).ok_or_else(|| {
+                bad(format!(
+                    "provider must be one of {}, not {id:?}",
+                    Provider::ids()
+                ))
+            }),
+        }
     }
 }
 
@@ -263,12 +273,12 @@ impl Turn {
         };
         let (_, replied) = tokio::join!(store_question, self.reply(&question));
         match replied {
-            Ok(text) => {
+            Ok((text, matched)) => {
                 // Stored whole, before the final (so a client that sees the final finds it in
                 // the history); a cancel from here on must not store it again as a partial.
                 self.said_stored();
                 if !text.is_empty() {
-                    self.store("assistant", text.clone()).await;
+                    self.store_reply(text.clone(), matched).await;
                 }
                 self.publish(Event::Transcript {
                     speaker: "assistant",
@@ -331,7 +341,14 @@ impl Turn {
     /// Stores a message of this turn.
     async fn store(&self, role: &'static str, text: String) {
         self.engine
-            .store_message(&self.live, role, text, self.seq)
+            .store_message(&self.live, role, text, self.seq, false)
+            .await;
+    }
+
+    /// Stores the reply, marked when the knowledge did not answer its question.
+    async fn store_reply(&self, text: String, matched: bool) {
+        self.engine
+            .store_message(&self.live, "assistant", text, self.seq, !matched)
             .await;
     }
 
@@ -393,43 +410,45 @@ impl Turn {
         self.status(Status::Idle);
     }
 
-    /// The system prompt: the character's persona (with a client's overrides), how to speak, and
-    /// the knowledge passages retrieved for the question.
     fn instructions(&self, passages: &[SearchResult]) -> String {
-        let c = &self.plan.character;
-        let o = self.live.overrides();
-        let name = o.bot_name.as_deref().unwrap_or(&c.name);
-        let mut system = format!("You are {name}, speaking aloud to a visitor at a kiosk.");
-        for (label, value) in [
-            ("About you", c.description.as_str()),
-            ("Personality", c.personality.as_str()),
-            (
-                "Speaking style",
-                o.speaking_style.as_deref().unwrap_or(&c.speaking_style),
-            ),
-            (
-                "Preferred opening",
-                o.welcome_message.as_deref().unwrap_or(&c.welcome_message),
-            ),
-        ] {
-            if !value.trim().is_empty() {
-                system.push_str(&format!("\n{label}: {}", value.trim()));
-            }
-        }
-        let prompt = o.system_prompt.as_deref().unwrap_or(&c.system_prompt);
-        if !prompt.trim().is_empty() {
-            system.push_str("\n\n");
-            system.push_str(prompt.trim());
-        }
-        system.push_str("\n\nAnswer in a few short spoken sentences, without lists or markup. If you do not know, say so.");
-        if !passages.is_empty() {
-            system.push_str("\n\nKnowledge you may use:");
-            for (i, p) in passages.iter().enumerate() {
-                system.push_str(&format!("\n[{}] ({}) {}", i + 1, p.title, p.content));
-            }
-        }
-        system
+        instructions(&self.plan.character, &self.live.overrides(), passages)
     }
+}
+
+/// The system prompt: the character's persona (with a client's overrides), how to speak, and
+/// the knowledge passages retrieved for the question.
+fn instructions(c: &Character, o: &Overrides, passages: &[SearchResult]) -> String {
+    let name = o.bot_name.as_deref().unwrap_or(&c.name);
+    let mut system = format!("You are {name}, speaking aloud to a visitor at a kiosk.");
+    for (label, value) in [
+        ("About you", c.description.as_str()),
+        ("Personality", c.personality.as_str()),
+        (
+            "Speaking style",
+            o.speaking_style.as_deref().unwrap_or(&c.speaking_style),
+        ),
+        (
+            "Preferred opening",
+            o.welcome_message.as_deref().unwrap_or(&c.welcome_message),
+        ),
+    ] {
+        if !value.trim().is_empty() {
+            system.push_str(&format!("\n{label}: {}", value.trim()));
+        }
+    }
+    let prompt = o.system_prompt.as_deref().unwrap_or(&c.system_prompt);
+    if !prompt.trim().is_empty() {
+        system.push_str("\n\n");
+        system.push_str(prompt.trim());
+    }
+    system.push_str("\n\nAnswer in a few short spoken sentences, without lists or markup. If you do not know, say so.");
+    if !passages.is_empty() {
+        system.push_str("\n\nKnowledge you may use:");
+        for (i, p) in passages.iter().enumerate() {
+            system.push_str(&format!("\n[{}] ({}) {}", i + 1, p.title, p.content));
+        }
+    }
+    system
 }
 
 fn greeting(c: &Character, o: &Overrides) -> String {
