@@ -119,7 +119,7 @@ const REACHABILITY_FRESH: Duration = Duration::from_secs(15);
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// One selectable provider of a stage, as the components route lists it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ComponentOption {
     pub id: Provider,
     pub name: &'static str,
@@ -128,14 +128,14 @@ pub struct ComponentOption {
     pub available: bool,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Components {
     pub llm: Vec<ComponentOption>,
     pub asr: Vec<ComponentOption>,
     pub tts: Vec<ComponentOption>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Check {
     pub name: String,
     pub ok: bool,
