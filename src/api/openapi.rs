@@ -206,8 +206,44 @@ pub fn document() -> &'static Bytes {
                 .paths
                 .insert(with_variant.replace("/{variant}", ""), item);
         }
+        unique_operation_ids(&mut doc);
         Bytes::from(doc.to_pretty_json().expect("the document serialises"))
     })
+}
+
+/// Operation ids come from the handlers' names, which repeat across modules (`list`,
+/// `create`): a repeated one is prefixed with its tag, so each names one operation.
+fn unique_operation_ids(doc: &mut utoipa::openapi::OpenApi) {
+    let ops = || {
+        doc.paths.paths.values().flat_map(|item| {
+            [&item.get, &item.put, &item.post, &item.delete]
+                .into_iter()
+                .flatten()
+        })
+    };
+    let mut seen = std::collections::HashMap::<String, usize>::new();
+    for op in ops() {
+        *seen
+            .entry(op.operation_id.clone().unwrap_or_default())
+            .or_default() += 1;
+    }
+    for item in doc.paths.paths.values_mut() {
+        for op in [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let id = op.operation_id.clone().unwrap_or_default();
+            if seen.get(&id).copied().unwrap_or(0) > 1 {
+                let tag = op.tags.iter().flatten().next().cloned().unwrap_or_default();
+                op.operation_id = Some(format!("{}_{id}", tag.replace('-', "_")));
+            }
+        }
+    }
 }
 
 pub fn routes() -> Router<AppState> {
