@@ -198,7 +198,7 @@ fn concrete_path(path: &str) -> String {
     let mut rest = path;
     while let Some(open) = rest.find('{') {
         out.push_str(&rest[..open]);
-        out.push_str("x");
+        out.push('x');
         rest = &rest[rest[open..].find('}').unwrap() + open + 1..];
     }
     out + rest
