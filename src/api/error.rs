@@ -83,11 +83,10 @@ impl ApiError {
             )
                 .into_response()
         } else {
-            (
-                self.status,
-                Json(serde_json::json!({ "error": self.message })),
-            )
-                .into_response()
+            let body = super::openapi::ErrorBody {
+                error: self.message,
+            };
+            (self.status, Json(body)).into_response()
         }
     }
 }

@@ -17,6 +17,7 @@ mod extract;
 mod files;
 mod grpc;
 pub mod listen;
+mod openapi;
 mod sessions;
 mod site;
 mod streams;
@@ -84,6 +85,7 @@ pub fn router(state: AppState) -> Router {
     };
     Router::new()
         .merge(system::routes())
+        .merge(openapi::routes())
         .merge(site::routes())
         .merge(sessions::routes())
         .merge(client_keys::routes())

@@ -79,6 +79,7 @@ fn no_tls() -> ApiError {
     ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "HTTPS is not served")
 }
 
+#[utoipa::path(get, path = "/api/v1/health", tag = "system", responses((status = 200, description = "Health, providers and devices", body = Object)))]
 async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
     let e = &s.engine;
     let sessions = e.session_count().unwrap_or(0);
@@ -110,14 +111,17 @@ async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
     })))
 }
 
+#[utoipa::path(get, path = "/api/v1/components", tag = "system", responses((status = 200, description = "Selectable providers per stage", body = crate::engine::providers::Components)))]
 async fn components(State(s): State<AppState>) -> Json<crate::engine::providers::Components> {
     Json(s.engine.components())
 }
 
+#[utoipa::path(get, path = "/api/v1/settings", tag = "settings", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The settings, secrets masked", body = Object), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody)))]
 async fn get_settings(_: Admin, State(s): State<AppState>) -> Json<Value> {
     Json(s.engine.settings().masked())
 }
 
+#[utoipa::path(put, path = "/api/v1/settings", tag = "settings", request_body(content = Object, description = "A partial settings document; null resets a field", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Saved; the settings, secrets masked", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody)))]
 async fn put_settings(
     _: Admin,
     State(s): State<AppState>,
@@ -129,6 +133,7 @@ async fn put_settings(
     ))
 }
 
+#[utoipa::path(post, path = "/api/v1/settings/test", tag = "settings", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Every provider check passed", body = Object), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 503, description = "A provider check failed", body = Object)))]
 async fn test_settings(_: Admin, State(s): State<AppState>) -> Response {
     let checks = s.engine.test_providers().await;
     match checks.iter().find(|c| !c.ok) {
@@ -145,6 +150,7 @@ async fn test_settings(_: Admin, State(s): State<AppState>) -> Response {
     }
 }
 
+#[utoipa::path(get, path = "/api/v1/config/avatar-model", tag = "system", responses((status = 200, description = "The avatar model (cached idle clips)", body = Object)))]
 async fn avatar_model() -> Json<Value> {
     Json(json!({
         "active_model": "cached_video",
@@ -160,6 +166,7 @@ async fn avatar_model() -> Json<Value> {
     }))
 }
 
+#[utoipa::path(get, path = "/api/v1/config/launch", tag = "settings", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Launch parameters", body = crate::engine::launch::LaunchView), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody)))]
 async fn get_launch(
     _: Admin,
     State(s): State<AppState>,
@@ -167,6 +174,7 @@ async fn get_launch(
     Ok(Json(s.engine.launch_config()?))
 }
 
+#[utoipa::path(put, path = "/api/v1/config/launch", tag = "settings", request_body(content = crate::engine::launch::LaunchUpdate, description = "JSON body", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Saved", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody)))]
 async fn put_launch(
     _: Admin,
     State(s): State<AppState>,

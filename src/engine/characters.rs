@@ -19,7 +19,7 @@ pub const CLIP_STATES: &[&str] = &["idle", "listening", "speaking"];
 /// The editable fields of a character, as a client sends them. Absent text fields become "";
 /// `images`, `active_image` and `avatar_image` are not fields here, so a client's copies are
 /// ignored.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct CharacterInput {
     pub name: String,
@@ -38,7 +38,7 @@ pub struct CharacterInput {
 }
 
 /// A character as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct CharacterView {
     pub id: String,
     pub name: String,
@@ -66,7 +66,7 @@ pub struct CharacterView {
 }
 
 /// A provider field of a character that names one of the original front end's providers.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ForeignField {
     pub field: &'static str,
     pub provider: &'static str,
@@ -91,7 +91,7 @@ pub fn foreign_fields(c: &Character) -> Vec<ForeignField> {
     .collect()
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ImageView {
     pub filename: String,
     pub orig_name: String,
@@ -101,7 +101,7 @@ pub struct ImageView {
 }
 
 /// What activating an image changes, as the API reports it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Activation {
     pub active_image: String,
     pub avatar_image: String,

@@ -21,14 +21,14 @@ use crate::store::{self};
 pub const MESSAGE_MAX_CHARS: usize = 8_000;
 const HISTORY_MAX_PAGE: usize = 200;
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct NewSession {
     pub mode: Option<String>,
     pub character_id: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct SessionCreated {
     pub session_id: String,
     pub mode: String,
@@ -42,7 +42,7 @@ pub struct SessionCreated {
     pub idle_video_urls: Vec<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct SessionSummary {
     pub id: String,
     pub state: String,
@@ -51,7 +51,7 @@ pub struct SessionSummary {
     pub created_at: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct HistoryPage {
     pub messages: Vec<Message>,
     pub next_cursor: Option<String>,

@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 use super::BlobRef;
 
 /// Which provider runs each stage of a turn for a character ("" = the settings' default).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(as = StageProviders)]
 pub struct Components {
     pub llm: String,
     pub asr: String,
@@ -106,7 +107,7 @@ pub enum Owner {
 }
 
 /// One message of the conversation history.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct Message {
     pub session_id: String,
     pub role: String,
@@ -141,7 +142,7 @@ pub struct Task {
 }
 
 /// One event of a task.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct TaskEvent {
     pub task_id: String,
     pub seq: u64,

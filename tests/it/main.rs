@@ -18,6 +18,7 @@ mod knowledge;
 mod licenses;
 mod limits;
 mod listener;
+mod openapi;
 mod realtime_provider;
 mod realtime_smoke;
 mod sessions_tasks;

@@ -6,7 +6,7 @@
 //! style) and the anti-framing, referrer and sniffing headers. `events.rs` adds the two admin
 //! routes the console needs beyond the public API: the kiosk's live events and its screen.
 
-mod events;
+pub(super) mod events;
 
 use axum::Router;
 use axum::extract::{Request, State};

@@ -122,8 +122,9 @@ const REACHABILITY_FRESH: Duration = Duration::from_secs(15);
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// One selectable provider of a stage, as the components route lists it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ComponentOption {
+    #[schema(value_type = String)]
     pub id: Choice,
     pub name: &'static str,
     pub model: String,
@@ -133,7 +134,7 @@ pub struct ComponentOption {
     pub on_this_kiosk: bool,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Components {
     pub llm: Vec<ComponentOption>,
     pub asr: Vec<ComponentOption>,
@@ -143,7 +144,7 @@ pub struct Components {
 /// Why a provider named in the settings or by a character cannot run here.
 pub const NOT_ON_THIS_KIOSK: &str = "is not available on this kiosk";
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Check {
     pub name: String,
     pub ok: bool,

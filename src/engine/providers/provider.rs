@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::engine::settings::Service;
 
 /// A provider a character or the settings may name. Its serde name is its id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Provider {
     /// The offline engine: espeak-ng, PocketSphinx, answers from the knowledge.
