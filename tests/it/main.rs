@@ -12,6 +12,7 @@ mod crash;
 mod device;
 mod display;
 mod engine;
+mod faults;
 mod first_boot;
 mod knowledge;
 mod licenses;

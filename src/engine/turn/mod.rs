@@ -15,6 +15,7 @@ mod omni;
 mod sentences;
 mod standard;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,7 +25,7 @@ use super::Engine;
 use super::error::{Result, bad};
 use super::knowledge::SearchResult;
 use super::live::{ErrorCode, Event, LiveSession, Overrides, Status};
-use super::providers::{Provider, ProviderError, Stage};
+use super::providers::{Provider, ProviderError, Stage, StreamBounds};
 use crate::store::records::Character;
 use audio_out::AudioOut;
 
@@ -52,6 +53,8 @@ struct Plan {
     tts: Provider,
     voice: String,
     timeout: Duration,
+    /// Bounds of a streamed reply.
+    stream: StreamBounds,
 }
 
 /// A turn in progress: the session it publishes to, its number, its plan, and what the
@@ -62,6 +65,8 @@ struct Turn {
     seq: u64,
     plan: Plan,
     said: Mutex<String>,
+    /// A message of this turn could not be stored (reported once).
+    unsaved: AtomicBool,
 }
 
 impl Engine {
@@ -121,6 +126,7 @@ impl Engine {
                 seq,
                 plan,
                 said: Mutex::new(String::new()),
+                unsaved: AtomicBool::new(false),
             };
             let finished = tokio::select! {
                 biased;
@@ -165,6 +171,9 @@ impl Engine {
             Stage::Tts,
             &[&character.components.tts, &character.voice_provider],
         )?;
+        let ms = |bound: Option<u64>| {
+            Duration::from_millis(bound.unwrap_or(self.config.provider_timeout_ms))
+        };
         let voice = overrides.voice.clone().unwrap_or_else(|| {
             if character.voice_type.is_empty() {
                 settings.tts.voice.clone()
@@ -178,6 +187,10 @@ impl Engine {
             tts,
             voice,
             timeout: Duration::from_millis(self.config.provider_timeout_ms),
+            stream: StreamBounds {
+                first_byte: ms(self.config.provider_first_byte_timeout_ms),
+                between_chunks: ms(self.config.provider_chunk_timeout_ms),
+            },
             character,
         })
     }
@@ -266,11 +279,18 @@ impl Turn {
         self.live.set_status(self.seq, status);
     }
 
-    /// Stores a message of this turn.
+    /// Stores a message of this turn. A turn whose history cannot be written (a full data
+    /// partition) still speaks; it logs its first failure only.
     async fn store(&self, role: &'static str, text: String) {
-        self.engine
+        let stored = self
+            .engine
             .store_message(&self.live, role, text, self.seq)
             .await;
+        if let Err(e) = stored
+            && !self.unsaved.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(session = %self.live.id, turn = self.seq, "the turn's history is not stored: {e}");
+        }
     }
 
     /// A sentence was spoken: it counts as said.

@@ -31,7 +31,7 @@ impl Turn {
             };
             let chat = || self.chat_request(question, &passages);
             self.engine
-                .generate(plan.llm, prompt, chat, plan.timeout, &tx)
+                .generate(plan.llm, prompt, chat, plan.stream, &tx)
                 .await
         };
         let speak = self.speak_stream(&mut rx);
