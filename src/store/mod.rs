@@ -107,8 +107,9 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// The opened data directory.
 pub struct Store {
-    /// `None` only while a failed database is being reopened (see `reopen`).
-    db: RwLock<Option<Database>>,
+    /// The database and how many times it was opened; `None` after a reopen that failed (see
+    /// `reopen`).
+    db: RwLock<(u64, Option<Database>)>,
     blobs: Blobs,
     dir: PathBuf,
     cache_bytes: usize,
@@ -122,7 +123,7 @@ impl Store {
         let db = open_db(dir, cache_bytes)?;
         let blobs = Blobs::open(&dir.join("blobs"))?;
         let store = Store {
-            db: RwLock::new(Some(db)),
+            db: RwLock::new((0, Some(db))),
             blobs,
             dir: dir.to_path_buf(),
             cache_bytes,
@@ -158,40 +159,41 @@ impl Store {
         self.with_db(|db| db.begin_write())
     }
 
-    /// Runs `begin` on the database. After an I/O failure redb refuses everything
-    /// (`PreviousIo`) until the database is opened again: it is reopened here, once the last
-    /// transaction of the failed one has ended, so that freeing space is enough to recover.
+    /// Runs `begin` on the database. After an I/O failure redb refuses every new write
+    /// (`PreviousIo`) until the database is opened again: it is reopened here, so that freeing
+    /// space is enough to recover. Opening replays redb's recovery; if it cannot run yet (the
+    /// disk still full, a transaction of the failed database still alive), the next call tries
+    /// again.
     fn with_db<T>(
         &self,
         begin: impl Fn(&Database) -> Result<T, redb::TransactionError>,
     ) -> Result<T> {
-        {
+        let seen = {
             let db = self.db.read().unwrap_or_else(|p| p.into_inner());
-            if let Some(db) = db.as_ref() {
-                match begin(db) {
+            if let Some(open) = db.1.as_ref() {
+                match begin(open) {
                     Err(redb::TransactionError::Storage(redb::StorageError::PreviousIo)) => {}
                     other => return Ok(other?),
                 }
             }
-        }
-        self.reopen()?;
+            db.0
+        };
+        self.reopen(seen)?;
         let db = self.db.read().unwrap_or_else(|p| p.into_inner());
-        let db = db.as_ref().ok_or(StoreError::Full)?;
-        Ok(begin(db)?)
+        let open = db.1.as_ref().ok_or(StoreError::Full)?;
+        Ok(begin(open)?)
     }
 
-    fn reopen(&self) -> Result<()> {
+    /// Opens the database again unless another caller already replaced generation `seen`.
+    fn reopen(&self, seen: u64) -> Result<()> {
         let mut db = self.db.write().unwrap_or_else(|p| p.into_inner());
-        if let Some(open) = db.as_ref() {
-            match open.begin_read() {
-                Err(redb::TransactionError::Storage(redb::StorageError::PreviousIo)) => {}
-                // Another caller reopened it already.
-                _ => return Ok(()),
-            }
+        if db.0 != seen && db.1.is_some() {
+            return Ok(());
         }
         tracing::warn!("reopening the database after an I/O failure");
-        *db = None;
-        *db = Some(open_db(&self.dir, self.cache_bytes)?);
+        db.1 = None;
+        db.1 = Some(open_db(&self.dir, self.cache_bytes)?);
+        db.0 += 1;
         tracing::info!("database reopened");
         Ok(())
     }

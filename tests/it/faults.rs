@@ -278,3 +278,52 @@ async fn a_full_data_partition_refuses_writes_keeps_talking_and_recovers() {
     drop(s);
     drop(fs);
 }
+
+/// Without a reserve the database itself meets the full disk: redb fails the commit and then
+/// refuses everything until it is opened again, which the store does once space is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_recovers_from_a_commit_on_a_full_disk_without_a_restart() {
+    let Some(mut fs) = Tmpfs::mount(16) else {
+        return;
+    };
+    let root = fs.path.clone();
+    let tweak = |c: &mut docent::config::Config| {
+        c.data_reserve_bytes = 0;
+        c.devices = docent::config::DeviceMode::None;
+    };
+    let s = Server::start_in(fs.take_dir(), tweak).await;
+    create_character(&s, "Before", 201).await;
+    fill(&root, 0);
+    let mut refused = 0;
+    for i in 0..50 {
+        let res = s
+            .post("/api/v1/characters")
+            .json(&json!({"name": format!("Full {i}"), "description": "x".repeat(4000)}))
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        assert!(
+            status == 201 || status == 507,
+            "a full disk is 507, not {status}: {}",
+            res.text().await.unwrap()
+        );
+        if status == 507 {
+            refused += 1;
+            let v: Value = res.json().await.unwrap();
+            assert_full(&v, "character on a full disk");
+        }
+    }
+    assert!(refused > 0, "the disk filled up");
+    unfill(&root);
+    create_character(&s, "After", 201).await;
+    let dir = s.stop().await;
+    let s = Server::start_in(dir, tweak).await;
+    let list = s.get_json("/api/v1/characters", 200).await.to_string();
+    assert!(
+        list.contains("\"After\"") && list.contains("\"Before\""),
+        "{list}"
+    );
+    drop(s);
+    drop(fs);
+}
