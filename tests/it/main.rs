@@ -23,6 +23,7 @@ mod realtime_smoke;
 mod sessions_tasks;
 mod site_admin;
 mod smoke;
+mod soak;
 mod system;
 mod tidy;
 mod understanding;
