@@ -427,6 +427,9 @@ async fn receive_files(
 }
 
 fn io_error(e: std::io::Error) -> ApiError {
+    if crate::store::is_full(&e) {
+        return crate::engine::Error::from(e).into();
+    }
     tracing::error!("cannot stage an upload: {e}");
     ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "cannot store the upload")
 }

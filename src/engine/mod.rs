@@ -56,7 +56,8 @@ impl Engine {
         let clear = config
             .resolve_admin_password()
             .map_err(|e| Error::BadRequest(e.to_string()))?;
-        let store = Store::open(&config.data_dir, config.store_cache_bytes)?;
+        let store = Store::open(&config.data_dir, config.store_cache_bytes)?
+            .with_reserve(config.data_reserve_bytes);
         let password = match clear.as_deref() {
             Some(p) => Some(auth::Password::load(p, &store)?),
             None => None,
@@ -67,7 +68,7 @@ impl Engine {
         let settings = settings::Live::load(&store)?;
         // Several engines may open in one process (tests); the first installation wins.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = http_client(config.provider_timeout_ms)?;
+        let http = http_client(config.provider_connect_timeout_ms)?;
         let scratch = config.data_dir.join("tmp");
         if scratch.exists() {
             std::fs::remove_dir_all(&scratch)?;

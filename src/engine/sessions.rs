@@ -310,17 +310,23 @@ impl Engine {
         self.spend_message(caller)?;
         let live = self.live(session_id)?;
         let (seq, cancel) = live.next_turn();
-        if let Err(e) = self.record_message(session_id, "user", text, seq, false) {
-            cancel.cancel();
-            return Err(e);
-        }
+        // A full data partition does not silence the kiosk: the turn runs, tries to store the
+        // question again and reports once that it could not.
+        let stored = match self.record_message(session_id, "user", text, seq, false) {
+            Ok(()) => true,
+            Err(Error::InsufficientStorage(_)) => false,
+            Err(e) => {
+                cancel.cancel();
+                return Err(e);
+            }
+        };
         self.spawn_turn(
             live,
             seq,
             cancel,
             TurnInput::Text {
                 text: text.to_string(),
-                stored: true,
+                stored,
             },
         );
         Ok(seq)

@@ -7,8 +7,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::{
-    ChatRequest, OmniContext, OmniEvent, OmniInput, Provider, ProviderError, local, openai,
-    realtime, remote, wyoming,
+    ChatRequest, OmniContext, OmniEvent, OmniInput, Provider, ProviderError, StreamBounds, local,
+    openai, realtime, remote, wyoming,
 };
 use crate::engine::Engine;
 use crate::engine::knowledge::SearchResult;
@@ -69,14 +69,14 @@ impl Engine {
         provider: Provider,
         prompt: Prompt<'_>,
         chat: impl FnOnce() -> ChatRequest,
-        timeout: Duration,
+        bounds: StreamBounds,
         out: &mpsc::Sender<String>,
     ) -> Result<bool, ProviderError> {
         match provider {
             Provider::Openai => {
                 let s = self.settings();
                 let ep = s.endpoint(Service::Llm)?;
-                openai::chat(&self.http, &ep, &chat(), timeout, out).await?;
+                openai::chat(&self.http, &ep, &chat(), bounds, out).await?;
                 Ok(true)
             }
             Provider::Local | Provider::OpenaiRealtime | Provider::Remote | Provider::Wyoming => {

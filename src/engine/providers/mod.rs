@@ -45,6 +45,16 @@ pub struct ChatRequest {
     pub max_tokens: u32,
 }
 
+/// How long a streamed reply may keep a turn waiting: a provider that hangs or stops
+/// mid-stream ends the turn with its apology after at most one of these.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamBounds {
+    /// Until the response's headers and first bytes.
+    pub first_byte: Duration,
+    /// Between two chunks of the response.
+    pub between_chunks: Duration,
+}
+
 /// Where and how a provider is reached over the network (see `Settings::endpoint`).
 pub struct Endpoint<'a> {
     /// A base URL, or `host:port` for the remote voice service.

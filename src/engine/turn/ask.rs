@@ -2,8 +2,6 @@
 //! retrieval, the same provider, the same persona), without a session, a history or speech,
 //! and without storing anything, so an administrator can check the knowledge.
 
-use std::time::Duration;
-
 use serde::Serialize;
 use tokio::sync::mpsc;
 
@@ -54,7 +52,6 @@ impl Engine {
         } else {
             Provider::Local
         };
-        let timeout = Duration::from_millis(self.config.provider_timeout_ms);
         let (relay, mut relayed) = mpsc::channel::<String>(64);
         // The reply's deltas, gathered while it is generated.
         let collect = async {
@@ -74,7 +71,7 @@ impl Engine {
             )
         };
         let generate = async move {
-            self.answer_question(character, llm, question, chat, timeout, &relay)
+            self.answer_question(character, llm, question, chat, self.stream_bounds(), &relay)
                 .await
         };
         let (generated, answer) = tokio::join!(generate, collect);

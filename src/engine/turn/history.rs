@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::HISTORY_MAX_CHARS;
 use crate::engine::Engine;
-use crate::engine::error::Result;
+use crate::engine::error::{Error, Result};
 use crate::engine::live::LiveSession;
 use crate::engine::providers::ChatMessage;
 use crate::engine::sessions::append_message;
@@ -58,6 +58,7 @@ impl Engine {
     }
 
     /// Stores a message of turn `seq` (on the blocking pool; a deleted session stores nothing).
+    /// A failure is returned for the turn to report: the turn goes on without it.
     pub(super) async fn store_message(
         self: &Arc<Self>,
         live: &LiveSession,
@@ -65,16 +66,12 @@ impl Engine {
         text: String,
         seq: u64,
         unmatched: bool,
-    ) {
+    ) -> Result<()> {
         let engine = self.clone();
         let id = live.id.clone();
-        let stored = tokio::task::spawn_blocking(move || {
-            engine.record_message(&id, role, &text, seq, unmatched)
-        })
-        .await;
-        if let Ok(Err(e)) = stored {
-            tracing::warn!(session = %live.id, "cannot store a {role} message: {e}");
-        }
+        tokio::task::spawn_blocking(move || engine.record_message(&id, role, &text, seq, unmatched))
+            .await
+            .unwrap_or_else(|e| Err(Error::Internal(format!("history write: {e}"))))
     }
 
     /// Appends to the history of a session and advances its stored turn number.

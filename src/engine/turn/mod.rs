@@ -16,6 +16,7 @@ mod omni;
 mod sentences;
 mod standard;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,7 +26,9 @@ use super::Engine;
 use super::error::{Result, bad};
 use super::knowledge::SearchResult;
 use super::live::{ErrorCode, Event, LiveSession, Overrides, Status};
-use super::providers::{Choice, Foreign, NOT_ON_THIS_KIOSK, Provider, ProviderError, Stage};
+use super::providers::{
+    Choice, Foreign, NOT_ON_THIS_KIOSK, Provider, ProviderError, Stage, StreamBounds,
+};
 use crate::store::records::Character;
 use audio_out::AudioOut;
 
@@ -58,6 +61,8 @@ struct Plan {
     /// Stages whose chosen provider this kiosk does not have (their field above is then the
     /// offline engine, which says so).
     missing: Vec<(Stage, Foreign)>,
+    /// Bounds of a streamed reply.
+    stream: StreamBounds,
 }
 
 /// A turn in progress: the session it publishes to, its number, its plan, and what the
@@ -68,6 +73,8 @@ struct Turn {
     seq: u64,
     plan: Plan,
     said: Mutex<String>,
+    /// A message of this turn could not be stored (reported once).
+    unsaved: AtomicBool,
 }
 
 impl Engine {
@@ -127,6 +134,7 @@ impl Engine {
                 seq,
                 plan,
                 said: Mutex::new(String::new()),
+                unsaved: AtomicBool::new(false),
             };
             let finished = tokio::select! {
                 biased;
@@ -186,6 +194,7 @@ impl Engine {
             tts,
             voice,
             timeout: Duration::from_millis(self.config.provider_timeout_ms),
+            stream: self.stream_bounds(),
             character,
             missing,
         })
@@ -193,6 +202,17 @@ impl Engine {
 }
 
 impl Engine {
+    /// How long a streamed reply may keep a turn (or an admin's question) waiting.
+    fn stream_bounds(&self) -> StreamBounds {
+        let ms = |bound: Option<u64>| {
+            Duration::from_millis(bound.unwrap_or(self.config.provider_timeout_ms))
+        };
+        StreamBounds {
+            first_byte: ms(self.config.provider_first_byte_timeout_ms),
+            between_chunks: ms(self.config.provider_chunk_timeout_ms),
+        }
+    }
+
     /// The provider of `stage`: the first id named, else the settings' provider of the stage.
     fn provider_for(&self, stage: Stage, ids: &[&str]) -> Result<Choice> {
         match ids.iter().find(|id| !id.is_empty()) {
@@ -338,18 +358,27 @@ impl Turn {
         self.live.set_status(self.seq, status);
     }
 
-    /// Stores a message of this turn.
+    /// Stores a message of this turn. A turn whose history cannot be written (a full data
+    /// partition) still speaks; it logs its first failure only.
     async fn store(&self, role: &'static str, text: String) {
-        self.engine
-            .store_message(&self.live, role, text, self.seq, false)
-            .await;
+        self.store_marked(role, text, false).await;
     }
 
     /// Stores the reply, marked when the knowledge did not answer its question.
     async fn store_reply(&self, text: String, matched: bool) {
-        self.engine
-            .store_message(&self.live, "assistant", text, self.seq, !matched)
+        self.store_marked("assistant", text, !matched).await;
+    }
+
+    async fn store_marked(&self, role: &'static str, text: String, unmatched: bool) {
+        let stored = self
+            .engine
+            .store_message(&self.live, role, text, self.seq, unmatched)
             .await;
+        if let Err(e) = stored
+            && !self.unsaved.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(session = %self.live.id, turn = self.seq, "the turn's history is not stored: {e}");
+        }
     }
 
     /// A sentence was spoken: it counts as said.

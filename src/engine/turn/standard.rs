@@ -1,8 +1,6 @@
 //! A standard reply: knowledge retrieval, the reply streamed from the language model, and each
 //! sentence synthesised while the rest still streams, so that speech starts early.
 
-use std::time::Duration;
-
 use tokio::sync::mpsc;
 
 use super::Turn;
@@ -11,7 +9,9 @@ use super::sentences::{Sentences, clauses};
 use crate::engine::Engine;
 use crate::engine::knowledge::SearchResult;
 use crate::engine::live::{ErrorCode, Event};
-use crate::engine::providers::{ChatMessage, ChatRequest, Prompt, Provider, ProviderError};
+use crate::engine::providers::{
+    ChatMessage, ChatRequest, Prompt, Provider, ProviderError, StreamBounds,
+};
 use crate::engine::spoken::for_speech;
 use crate::store::records::Character;
 
@@ -29,7 +29,7 @@ impl Engine {
         llm: Provider,
         question: &str,
         chat: impl FnOnce(&[SearchResult]) -> ChatRequest,
-        timeout: Duration,
+        bounds: StreamBounds,
         out: &mpsc::Sender<String>,
     ) -> Result<(Vec<SearchResult>, bool), ProviderError> {
         let passages = self
@@ -41,7 +41,7 @@ impl Engine {
             fallback: fallback(character),
         };
         let answered = self
-            .generate(llm, prompt, || chat(&passages), timeout, out)
+            .generate(llm, prompt, || chat(&passages), bounds, out)
             .await?;
         let matched = answered && !passages.is_empty();
         Ok((passages, matched))
@@ -61,7 +61,7 @@ impl Turn {
         let generate = async move {
             let chat = |passages: &[SearchResult]| self.chat_request(question, passages);
             self.engine
-                .answer_question(&plan.character, plan.llm, question, chat, plan.timeout, &tx)
+                .answer_question(&plan.character, plan.llm, question, chat, plan.stream, &tx)
                 .await
         };
         let speak = self.speak_stream(&mut rx);
