@@ -40,7 +40,10 @@ pub fn init() {
 /// The last `n` lines logged, oldest first.
 pub fn recent(n: usize) -> Vec<String> {
     let ring = RING.lock().unwrap_or_else(|e| e.into_inner());
-    ring.iter().skip(ring.len().saturating_sub(n)).cloned().collect()
+    ring.iter()
+        .skip(ring.len().saturating_sub(n))
+        .cloned()
+        .collect()
 }
 
 fn push(text: &str) {

@@ -224,9 +224,7 @@ fn reset_password(args: ServeArgs) -> std::process::ExitCode {
             std::process::ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!(
-                "docent reset-password: {e} (stop the kiosk first: systemctl stop docent)"
-            );
+            eprintln!("docent reset-password: {e} (stop the kiosk first: systemctl stop docent)");
             std::process::ExitCode::FAILURE
         }
     }

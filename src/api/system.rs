@@ -5,12 +5,12 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::http::header::{CACHE_CONTROL, CONTENT_DISPOSITION, CONTENT_TYPE};
-use futures_util::StreamExt;
-use tokio::io::AsyncWriteExt;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
 
 use super::auth::Admin;
 use super::error::{ApiError, ApiResult};

@@ -207,7 +207,10 @@ fn token_key(token: &str) -> String {
 impl Engine {
     /// Whether an administrator password is configured (else the kiosk is in setup mode).
     pub fn has_admin_password(&self) -> bool {
-        self.password.read().unwrap_or_else(|e| e.into_inner()).is_some()
+        self.password
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
     }
 
     /// Whether the password in force is the first-boot one from `admin_password_file`, which

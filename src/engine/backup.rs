@@ -217,16 +217,22 @@ fn stage(
     let mut blobs = HashMap::new();
     let mut seen_manifest = false;
     let mut seen_db = false;
-    let entries = tar.entries().map_err(|e| bad(format!("not a backup archive: {e}")))?;
+    let entries = tar
+        .entries()
+        .map_err(|e| bad(format!("not a backup archive: {e}")))?;
     for (n, entry) in entries.enumerate() {
         let mut entry = entry.map_err(|e| bad(format!("not a backup archive: {e}")))?;
         if n >= max_entries {
-            return Err(bad(format!("the archive has more than {max_entries} entries")));
+            return Err(bad(format!(
+                "the archive has more than {max_entries} entries"
+            )));
         }
         let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         let shown: String = name.chars().take(80).collect();
         if !entry.header().entry_type().is_file() {
-            return Err(bad(format!("archive member {shown:?} is not a regular file")));
+            return Err(bad(format!(
+                "archive member {shown:?} is not a regular file"
+            )));
         }
         if n == 0 && name != MANIFEST {
             return Err(bad(format!(

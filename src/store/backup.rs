@@ -114,9 +114,10 @@ pub fn check_database(path: &Path) -> Result<Vec<BlobRef>, String> {
             &mut self,
             def: TableDefinition<K, V>,
         ) -> Result<()> {
-            let table = self.0.open_table(def).map_err(|e| {
-                StoreError::Corrupt(format!("table {}: {e}", def.name()))
-            })?;
+            let table = self
+                .0
+                .open_table(def)
+                .map_err(|e| StoreError::Corrupt(format!("table {}: {e}", def.name())))?;
             // Reading every entry proves the pages are sound.
             for item in table.iter()? {
                 item?;
@@ -143,8 +144,7 @@ pub fn check_database(path: &Path) -> Result<Vec<BlobRef>, String> {
     let blobs = read.open_table(BLOBS).map_err(|e| e.to_string())?;
     for item in blobs.iter().map_err(|e| e.to_string())? {
         let (k, v) = item.map_err(|e| e.to_string())?;
-        let blob: BlobRef =
-            from_json(v.value()).map_err(|e| format!("blob index entry: {e}"))?;
+        let blob: BlobRef = from_json(v.value()).map_err(|e| format!("blob index entry: {e}"))?;
         if blob.id != k.value() || !is_blob_id(&blob.id) {
             return Err(format!("blob index entry {:?} is malformed", k.value()));
         }
@@ -210,14 +210,25 @@ mod tests {
         assert_eq!(check_database(&out).unwrap(), [blob]);
         let copy = Database::open(&out).unwrap();
         let read = copy.begin_read().unwrap();
-        assert!(read.open_table(CHARACTERS).unwrap().get("c").unwrap().is_some());
+        assert!(
+            read.open_table(CHARACTERS)
+                .unwrap()
+                .get("c")
+                .unwrap()
+                .is_some()
+        );
         assert!(read.open_table(ADMIN_SESSIONS).unwrap().is_empty().unwrap());
     }
 
     #[test]
     fn blob_ids_are_only_the_issued_form() {
         assert!(is_blob_id("0123456789abcdef0123456789abcdef"));
-        for bad in ["", "..", "0123456789ABCDEF0123456789abcdef", "../../etc/passwd"] {
+        for bad in [
+            "",
+            "..",
+            "0123456789ABCDEF0123456789abcdef",
+            "../../etc/passwd",
+        ] {
             assert!(!is_blob_id(bad), "{bad}");
         }
     }

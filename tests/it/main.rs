@@ -17,6 +17,7 @@ mod knowledge;
 mod licenses;
 mod limits;
 mod listener;
+mod maintenance;
 mod realtime_provider;
 mod realtime_smoke;
 mod sessions_tasks;
