@@ -79,9 +79,8 @@ async fn backup(_: Admin, State(s): State<AppState>) -> ApiResult<Response> {
         }
     });
     // Errors before the first bytes (another backup runs, the copy failed) get a status.
-    match first_rx.await {
-        Ok(Err(e)) => return Err(e.into()),
-        Ok(Ok(())) | Err(_) => {}
+    if let Ok(Err(e)) = first_rx.await {
+        return Err(e.into());
     }
     let name = format!(
         "attachment; filename=\"docent-backup-{}.tar\"",

@@ -187,6 +187,7 @@ pub fn apply_pending(dir: &Path) -> Result<()> {
 mod tests {
     use super::*;
     use crate::store::tables::CHARACTERS;
+    use redb::ReadableTableMetadata;
 
     #[test]
     fn a_snapshot_is_a_database_this_build_accepts() {
@@ -206,7 +207,7 @@ mod tests {
         tx.commit().unwrap();
         let out = dir.path().join("copy.redb");
         let owned = store.snapshot(&out).unwrap();
-        assert_eq!(owned, [blob.clone()]);
+        assert_eq!(owned, std::slice::from_ref(&blob));
         assert_eq!(check_database(&out).unwrap(), [blob]);
         let copy = Database::open(&out).unwrap();
         let read = copy.begin_read().unwrap();
