@@ -58,9 +58,13 @@ fn unauthorized() -> ApiError {
 async fn auth_status(State(s): State<AppState>, headers: HeaderMap) -> Json<Value> {
     let authenticated = s.engine.has_admin_password()
         && session_token(&headers).is_some_and(|t| s.engine.admin_session_valid(t));
-    // Told only to a signed-in administrator: whether the first-boot password is still in force.
-    let must_change = authenticated && s.engine.must_change_password();
-    Json(json!({ "authenticated": authenticated, "must_change": must_change }))
+    // Only a signed-in administrator is told, and only while the first-boot password is in
+    // force; every other answer keeps the site API's shape, `{authenticated}` alone.
+    if authenticated && s.engine.must_change_password() {
+        Json(json!({ "authenticated": true, "must_change": true }))
+    } else {
+        Json(json!({ "authenticated": authenticated }))
+    }
 }
 
 /// The rate-limit key: the TCP peer's address; only from a peer listed in `trusted_proxies`
