@@ -126,6 +126,10 @@ pub struct Limits {
     pub knowledge_request_bytes: usize,
     pub knowledge_files: usize,
     pub video_bytes: usize,
+    /// Largest backup archive a restore accepts.
+    pub backup_bytes: u64,
+    /// Most members a backup archive may have (one per stored file, plus two).
+    pub backup_entries: usize,
 }
 
 /// ALSA devices of the kiosk (used by the device layer).
@@ -348,6 +352,8 @@ impl Default for Limits {
             knowledge_request_bytes: 256 << 20,
             knowledge_files: 1000,
             video_bytes: 64 << 20,
+            backup_bytes: 4 << 30,
+            backup_entries: 100_000,
         }
     }
 }

@@ -26,7 +26,7 @@ use super::error::{ApiError, ApiResult};
 use super::extract::{Params, check_length, read_body};
 use super::listen::Transport;
 use super::{AppState, blocking};
-use crate::engine::auth::Login;
+use crate::engine::auth::{Change, Login};
 
 const IMAGE_CACHE_CONTROL: &str = "public, max-age=31536000, immutable";
 const DATA_CACHE_CONTROL: &str = "public, max-age=30, stale-while-revalidate=300";
@@ -37,6 +37,7 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/auth", get(auth_status).post(login).delete(logout))
         .route("/api/auth/logout-all", post(logout_all))
+        .route("/api/auth/password", axum::routing::put(change_password))
         .route("/api/data", get(get_data).put(put_data).post(seed_data))
         .route(
             "/api/img/{name}",
@@ -58,7 +59,13 @@ fn unauthorized() -> ApiError {
 async fn auth_status(State(s): State<AppState>, headers: HeaderMap) -> Json<Value> {
     let authenticated = s.engine.has_admin_password()
         && session_token(&headers).is_some_and(|t| s.engine.admin_session_valid(t));
-    Json(json!({ "authenticated": authenticated }))
+    // Only a signed-in administrator is told, and only while the first-boot password is in
+    // force; every other answer keeps the site API's shape, `{authenticated}` alone.
+    if authenticated && s.engine.must_change_password() {
+        Json(json!({ "authenticated": true, "must_change": true }))
+    } else {
+        Json(json!({ "authenticated": authenticated }))
+    }
 }
 
 /// The rate-limit key: the TCP peer's address; only from a peer listed in `trusted_proxies`
@@ -213,6 +220,51 @@ async fn logout(State(s): State<AppState>, req: Request) -> ApiResult<Response> 
     }
     let cookie = session_cookie("", 0, over_https(&parts));
     Ok(([(SET_COOKIE, cookie)], Json(json!({ "ok": true }))).into_response())
+}
+
+/// `PUT /api/auth/password` `{current, new}`: the current password is checked again (rate
+/// limited and through the bounded pool, like a login); every other session ends.
+async fn change_password(
+    State(s): State<AppState>,
+    _: super::auth::Admin,
+    req: Request,
+) -> ApiResult<Response> {
+    let (parts, body) = req.into_parts();
+    refuse_plain_login(&s, &parts)?;
+    let peer = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(a)| a.ip());
+    let client = client_key(peer, &parts.headers, &s.engine.config.trusted_proxies);
+    let keep = session_token(&parts.headers).map(str::to_string);
+    let body = read_body(body, s.engine.config.limits.json_bytes).await?;
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        current: String,
+        new: String,
+    }
+    let Body { current, new } = serde_json::from_slice(&body)
+        .map_err(|_| ApiError::bad("expected {\"current\": string, \"new\": string}"))?;
+    let Ok(Ok(slot)) =
+        tokio::time::timeout(LOGIN_QUEUE_WAIT, s.logins.clone().acquire_owned()).await
+    else {
+        return Ok(too_many(LOGIN_QUEUE_WAIT.as_secs()));
+    };
+    let outcome = blocking(&s, move |e| {
+        let outcome = e.change_password(&client, keep.as_deref(), &current, &new);
+        drop(slot);
+        outcome
+    })
+    .await?;
+    match outcome {
+        Change::Changed => Ok(Json(json!({ "ok": true })).into_response()),
+        Change::WrongPassword => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "the current password is wrong",
+        )),
+        Change::Limited(wait) => Ok(too_many(wait)),
+    }
 }
 
 /// Sign out everywhere: ends every administrator session but the caller's own.

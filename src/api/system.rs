@@ -1,15 +1,20 @@
-//! Health, components, settings and configuration routes.
+//! Health, components, settings and configuration routes, and the administrator's system
+//! routes: restart, backup, restore and the recent log.
 
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::http::header::{CACHE_CONTROL, CONTENT_DISPOSITION, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
 
 use super::auth::Admin;
 use super::error::{ApiError, ApiResult};
-use super::extract::JsonBody;
+use super::extract::{JsonBody, QueryArgs};
 use super::tls::Refused;
 use super::{AppState, blocking};
 use crate::engine::launch::LaunchUpdate;
@@ -26,6 +31,181 @@ pub fn routes() -> Router<AppState> {
             "/api/v1/tls/certificate",
             get(get_certificate).put(put_certificate),
         )
+        .route("/api/v1/system/restart", post(restart))
+        .route("/api/v1/system/backup", get(backup))
+        .route("/api/v1/system/restore", post(restore))
+        .route("/api/v1/system/logs", get(logs))
+}
+
+/// The process stops serving once this answer is sent, then starts again.
+async fn restart(_: Admin, State(s): State<AppState>) -> Json<Value> {
+    s.engine.request_restart();
+    Json(json!({ "status": "restarting" }))
+}
+
+/// Chunks of the archive in flight between the thread that writes it and the response.
+const BACKUP_CHUNKS: usize = 4;
+const BACKUP_CHUNK_BYTES: usize = 64 << 10;
+
+/// The backup archive, written by a blocking thread as the client reads it (at most
+/// `BACKUP_CHUNKS` chunks buffered). A failure after the first bytes cuts the response short,
+/// so the client sees an incomplete download rather than a well-formed bad archive.
+async fn backup(_: Admin, State(s): State<AppState>) -> ApiResult<Response> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(BACKUP_CHUNKS);
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+    let engine = s.engine.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut out = ChannelWriter {
+            tx,
+            buf: Vec::with_capacity(BACKUP_CHUNK_BYTES),
+            started: Some(first_tx),
+        };
+        let result = engine.write_backup(&mut out);
+        match result {
+            Ok(()) => {
+                let _ = out.send();
+                if let Some(started) = out.started.take() {
+                    let _ = started.send(Ok(()));
+                }
+            }
+            Err(e) => {
+                tracing::warn!("backup failed: {e}");
+                match out.started.take() {
+                    Some(started) => {
+                        let _ = started.send(Err(e));
+                    }
+                    None => {
+                        let _ = out
+                            .tx
+                            .blocking_send(Err(std::io::Error::other(e.to_string())));
+                    }
+                }
+            }
+        }
+    });
+    // Errors before the first bytes (another backup runs, the copy failed) get a status.
+    if let Ok(Err(e)) = first_rx.await {
+        return Err(e.into());
+    }
+    let name = format!(
+        "attachment; filename=\"docent-backup-{}.tar\"",
+        humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+            .to_string()
+            .replace(':', "-")
+    );
+    let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+    Ok((
+        [
+            (CONTENT_TYPE, "application/x-tar".to_string()),
+            (CONTENT_DISPOSITION, name),
+            (CACHE_CONTROL, "no-store".to_string()),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+/// `io::Write` into the response's channel, in chunks; the first full chunk tells the handler
+/// that the archive is under way.
+struct ChannelWriter {
+    tx: tokio::sync::mpsc::Sender<std::io::Result<Bytes>>,
+    buf: Vec<u8>,
+    started: Option<tokio::sync::oneshot::Sender<crate::engine::Result<()>>>,
+}
+
+impl ChannelWriter {
+    fn send(&mut self) -> std::io::Result<()> {
+        if let Some(started) = self.started.take() {
+            let _ = started.send(Ok(()));
+        }
+        let chunk = Bytes::from(std::mem::replace(
+            &mut self.buf,
+            Vec::with_capacity(BACKUP_CHUNK_BYTES),
+        ));
+        self.tx
+            .blocking_send(Ok(chunk))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "client went away"))
+    }
+}
+
+impl std::io::Write for ChannelWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        let n = data.len().min(BACKUP_CHUNK_BYTES - self.buf.len());
+        self.buf.extend_from_slice(&data[..n]);
+        if self.buf.len() == BACKUP_CHUNK_BYTES {
+            self.send()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Restores a backup: the upload (at most `limits.backup_bytes`) is kept in the scratch
+/// directory, checked completely and staged; then the kiosk restarts into it. A bad archive
+/// changes nothing: 400 with the reason.
+async fn restore(_: Admin, State(s): State<AppState>, body: Body) -> ApiResult<Json<Value>> {
+    let limit = s.engine.config.limits.backup_bytes;
+    let path = s
+        .engine
+        .scratch_dir()
+        .join(format!("restore-{}.tar", crate::engine::new_id()));
+    let upload = Upload(path.clone());
+    let mut file = tokio::fs::File::create(&path)
+        .await
+        .map_err(crate::engine::Error::from)?;
+    let mut stream = body.into_data_stream();
+    let mut size = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad(format!("upload cut short: {e}")))?;
+        size += chunk.len() as u64;
+        if size > limit {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("a backup may be at most {limit} bytes"),
+            ));
+        }
+        file.write_all(&chunk)
+            .await
+            .map_err(crate::engine::Error::from)?;
+    }
+    drop(file);
+    let restored = blocking(&s, move |e| {
+        let restored = e.restore_backup(&upload.0);
+        drop(upload);
+        restored
+    })
+    .await?;
+    s.engine.request_restart();
+    Ok(Json(json!({
+        "status": "restored",
+        "blobs": restored.blobs,
+        "bytes": restored.bytes,
+        "restarting": true,
+    })))
+}
+
+/// The uploaded archive, removed when the restore is done with it.
+struct Upload(std::path::PathBuf);
+
+impl Drop for Upload {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LogsQuery {
+    lines: Option<usize>,
+}
+
+/// The last lines of the log (`?lines=`, at most all that are kept), oldest first.
+async fn logs(_: Admin, QueryArgs(q): QueryArgs<LogsQuery>) -> Json<Value> {
+    let n = q.lines.unwrap_or(200).min(crate::logs::LINES);
+    Json(json!({ "lines": crate::logs::recent(n), "kept": crate::logs::LINES }))
 }
 
 /// The HTTPS certificate in use: its fingerprint, and whether the console may replace it.

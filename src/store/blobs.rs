@@ -92,6 +92,12 @@ impl Blobs {
         File::open(self.path(&blob.id))
     }
 
+    /// A second name for a blob's file at `dest` (same file system): the bytes stay readable
+    /// there even if the blob is removed meanwhile.
+    pub fn link_to(&self, blob: &BlobRef, dest: &Path) -> io::Result<()> {
+        fs::hard_link(self.path(&blob.id), dest)
+    }
+
     pub fn read(&self, blob: &BlobRef) -> io::Result<Vec<u8>> {
         let mut out = Vec::with_capacity(blob.size as usize);
         self.open_file(blob)?.read_to_end(&mut out)?;

@@ -7,6 +7,7 @@
 //! transaction, and files with no entry are removed at start, so a crash leaves neither a dangling
 //! reference nor a visible half-written file.
 
+pub mod backup;
 pub mod blobs;
 pub mod records;
 pub mod tables;
@@ -120,6 +121,7 @@ impl Store {
     /// files that no committed record owns.
     pub fn open(dir: &Path, cache_bytes: usize) -> Result<Store> {
         std::fs::create_dir_all(dir)?;
+        backup::apply_pending(dir)?;
         let db = open_db(dir, cache_bytes)?;
         let blobs = Blobs::open(&dir.join("blobs"))?;
         let store = Store {

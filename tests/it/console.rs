@@ -18,7 +18,7 @@ use crate::support::{PNG, Server};
 const PASSWORD: &str = "console-test-password";
 const LLM_KEY: &str = "sk-console-test-llm-key-1234";
 const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; media-src 'self' blob:; connect-src 'self'; frame-ancestors 'none'";
-const PAGES: [&str; 7] = [
+const PAGES: [&str; 8] = [
     "/console/",
     "/console/login",
     "/console/characters",
@@ -26,6 +26,7 @@ const PAGES: [&str; 7] = [
     "/console/conversations",
     "/console/settings",
     "/console/try",
+    "/console/system",
 ];
 /// The console's budget: every page, style sheet and script together, uncompressed.
 const WEIGHT_MAX: usize = 150 * 1024;
@@ -623,6 +624,84 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
+    assert!(
+        b.errors.is_empty(),
+        "script or console errors: {:?}",
+        b.errors
+    );
+}
+
+#[tokio::test]
+async fn a_browser_changes_the_first_boot_password_and_reads_the_log() {
+    // The in-process server logs into the same ring as the binary does.
+    docent::logs::init();
+    const FIRST_BOOT: &str = "Fb3kQz9TmW2xLr7N";
+    const CHOSEN: &str = "my-own-kiosk-password";
+    let outside = tempfile::tempdir().unwrap();
+    let file = outside.path().join("admin-password");
+    std::fs::write(&file, format!("{FIRST_BOOT}\n")).unwrap();
+    let s = Server::start_with(move |c| c.admin_password_file = Some(file)).await;
+    let mut b = Browser::launch().await;
+    b.call(
+        "Emulation.setDeviceMetricsOverride",
+        json!({"width": 1200, "height": 900, "deviceScaleFactor": 1, "mobile": false}),
+    )
+    .await;
+
+    // Signed in with the first-boot password, the console shows only "choose your password".
+    b.goto(&s.url("/console/login")).await;
+    b.type_into("password", FIRST_BOOT).await;
+    b.press_enter().await;
+    b.wait_for("location.pathname", json!("/console/password"))
+        .await;
+    b.wait_for("document.querySelectorAll('nav a').length", json!(0))
+        .await;
+    b.goto(&s.url("/console/characters")).await;
+    b.wait_for("location.pathname", json!("/console/password"))
+        .await;
+    b.type_into("current", FIRST_BOOT).await;
+    b.type_into("new", CHOSEN).await;
+    b.type_into("again", "a-different-one").await;
+    b.press_enter().await;
+    b.wait_for(
+        "document.getElementById('error').textContent",
+        json!("The two new passwords differ."),
+    )
+    .await;
+    b.screenshot("password-choose").await;
+    b.type_into("again", CHOSEN).await;
+    b.press_enter().await;
+    b.wait_for("location.pathname", json!("/console/")).await;
+
+    // The System page shows the recent log.
+    b.goto(&s.url("/console/system")).await;
+    b.wait_for(
+        "document.getElementById('logs').textContent.includes('administrator password changed')",
+        json!(true),
+    )
+    .await;
+    let log = b.eval("document.getElementById('logs').textContent").await;
+    assert!(
+        !log.to_string().contains(FIRST_BOOT),
+        "no password in the log"
+    );
+    assert!(!log.to_string().contains(CHOSEN), "no password in the log");
+    b.screenshot("system").await;
+
+    // Sign out, then the first-boot password no longer opens and the chosen one does.
+    b.eval("document.getElementById('signout').click()").await;
+    b.wait_for("location.pathname", json!("/console/login"))
+        .await;
+    b.type_into("password", FIRST_BOOT).await;
+    b.press_enter().await;
+    b.wait_for(
+        "document.getElementById('error').textContent",
+        json!("wrong password (HTTP 401)"),
+    )
+    .await;
+    b.type_into("password", CHOSEN).await;
+    b.press_enter().await;
+    b.wait_for("location.pathname", json!("/console/")).await;
     assert!(
         b.errors.is_empty(),
         "script or console errors: {:?}",

@@ -19,6 +19,7 @@ mod knowledge;
 mod licenses;
 mod limits;
 mod listener;
+mod maintenance;
 mod openapi;
 mod realtime_provider;
 mod realtime_smoke;

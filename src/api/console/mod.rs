@@ -46,6 +46,8 @@ const ASSETS: &[(&str, &str, &str)] = &[
         JS,
         include_str!("assets/conversations.js"),
     ),
+    ("password.js", JS, include_str!("assets/password.js")),
+    ("system.js", JS, include_str!("assets/system.js")),
 ];
 const JS: &str = "text/javascript; charset=utf-8";
 
@@ -53,12 +55,15 @@ const JS: &str = "text/javascript; charset=utf-8";
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Page {
     Login,
+    /// "Choose your password": the only page while the first-boot password is in force.
+    Password,
     Dashboard,
     Characters,
     Knowledge,
     Conversations,
     Settings,
     Try,
+    System,
 }
 
 impl Page {
@@ -71,6 +76,8 @@ impl Page {
             Page::Knowledge => "Knowledge",
             Page::Conversations => "Conversations",
             Page::Try => "Try it",
+            Page::System => "System",
+            Page::Password => "Choose your password",
         }
     }
 
@@ -83,6 +90,8 @@ impl Page {
             Page::Knowledge => "/console/knowledge",
             Page::Conversations => "/console/conversations",
             Page::Try => "/console/try",
+            Page::Password => "/console/password",
+            Page::System => "/console/system",
         }
     }
 
@@ -95,6 +104,8 @@ impl Page {
             Page::Knowledge => include_str!("assets/knowledge.html"),
             Page::Conversations => include_str!("assets/conversations.html"),
             Page::Try => include_str!("assets/try.html"),
+            Page::System => include_str!("assets/system.html"),
+            Page::Password => include_str!("assets/password.html"),
         }
     }
 
@@ -107,17 +118,20 @@ impl Page {
             Page::Knowledge => "/console/knowledge.js",
             Page::Conversations => "/console/conversations.js",
             Page::Try => "/console/try.js",
+            Page::System => "/console/system.js",
+            Page::Password => "/console/password.js",
         }
     }
 }
 
-const NAV: [Page; 6] = [
+const NAV: [Page; 7] = [
     Page::Dashboard,
     Page::Characters,
     Page::Knowledge,
     Page::Conversations,
     Page::Settings,
     Page::Try,
+    Page::System,
 ];
 
 pub fn routes() -> Router<AppState> {
@@ -131,6 +145,8 @@ pub fn routes() -> Router<AppState> {
         .route("/console/knowledge", show(Page::Knowledge))
         .route("/console/conversations", show(Page::Conversations))
         .route("/console/try", show(Page::Try))
+        .route("/console/system", show(Page::System))
+        .route("/console/password", show(Page::Password))
         .route("/console/{file}", get(asset))
         .layer(middleware::from_fn(security_headers));
     pages.merge(events::routes())
@@ -145,14 +161,20 @@ fn see_other(to: &'static str) -> Response {
 }
 
 /// A page, or the way to the page the caller may see: signed out to the sign-in page, signed
-/// in (or in setup mode, where there is no password) away from it.
+/// in (or in setup mode, where there is no password) away from it, and while the first-boot
+/// password is in force to "choose your password" and nowhere else.
 async fn page(State(s): State<AppState>, req: Request, page: Page) -> Response {
     let (parts, _) = req.into_parts();
     let admin = is_admin(&parts.headers, crate::api::auth::peer(&parts), &s);
+    let must_change = admin && s.engine.must_change_password();
     match (page, admin) {
+        (Page::Login, true) if must_change => return see_other(Page::Password.path()),
         (Page::Login, true) => return see_other(Page::Dashboard.path()),
         (Page::Login, false) => {}
         (_, false) => return see_other(Page::Login.path()),
+        (Page::Password, true) if !must_change => return see_other(Page::Dashboard.path()),
+        (Page::Password, true) => {}
+        (_, true) if must_change => return see_other(Page::Password.path()),
         (_, true) => {}
     }
     let html = render(page);
@@ -172,7 +194,8 @@ fn render(page: Page) -> String {
         String::new()
     } else {
         let mut links = String::from("<nav aria-label=\"Console\"><ul>");
-        for p in NAV {
+        let nav: &[Page] = if page == Page::Password { &[] } else { &NAV };
+        for &p in nav {
             let current = if p == page {
                 " aria-current=\"page\""
             } else {

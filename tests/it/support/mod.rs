@@ -85,6 +85,19 @@ impl Server {
         }
     }
 
+    /// A client of a running process that the test keeps owning (no data directory of its own).
+    pub fn attach(running: &Running) -> Server {
+        Server {
+            base: running.base(),
+            addr: running.addr,
+            http: reqwest::Client::new(),
+            dir: tempfile::tempdir().unwrap(),
+            stop: None,
+            task: None,
+            process: None,
+        }
+    }
+
     /// Stops the server and gives back its data directory.
     pub async fn stop(mut self) -> tempfile::TempDir {
         self.shutdown().await;
