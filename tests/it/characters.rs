@@ -1444,7 +1444,15 @@ async fn history_pages_cover_every_message_once_while_new_ones_arrive() {
         .collect();
     assert_eq!(union, everything, "every message exactly once, in order");
     for m in &union {
-        let keys: BTreeSet<&str> = m.as_object().unwrap().keys().map(String::as_str).collect();
+        // The message's fields, plus `unmatched: true` on a reply the knowledge did not answer
+        // (absent otherwise).
+        let mut keys: BTreeSet<&str> = m.as_object().unwrap().keys().map(String::as_str).collect();
+        if keys.remove("unmatched") {
+            assert_eq!(
+                (&m["role"], &m["unmatched"]),
+                (&json!("assistant"), &json!(true))
+            );
+        }
         assert_eq!(
             keys,
             BTreeSet::from(["session_id", "role", "content", "timestamp", "turn_seq"])
