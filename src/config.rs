@@ -114,6 +114,7 @@ pub struct Config {
     pub ptt: PttConfig,
     pub display: DisplayConfig,
     pub kiosk: KioskConfig,
+    pub mdns: MdnsConfig,
 }
 
 /// Upper bounds on request bodies; anything larger is refused with 413 and nothing is stored.
@@ -219,6 +220,61 @@ pub struct KioskConfig {
     pub max_speaking_ms: u64,
     /// Presses released sooner than this start no turn (they still stop the kiosk speaking).
     pub min_press_ms: u64,
+}
+
+/// How the kiosk announces itself on the LAN (mDNS/DNS-SD), so that an administrator can type
+/// `https://docent-1a2b.local:8080/` instead of finding its address.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct MdnsConfig {
+    pub enabled: bool,
+    /// The host name without `.local`; empty: `docent-` and four hex digits of the board's id.
+    pub name: HostLabel,
+}
+
+impl Default for MdnsConfig {
+    fn default() -> Self {
+        MdnsConfig {
+            enabled: true,
+            name: HostLabel(String::new()),
+        }
+    }
+}
+
+/// A DNS label (letters, digits, inner hyphens, at most 63), or empty: nothing else can be a
+/// `.local` host name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct HostLabel(String);
+
+impl HostLabel {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for HostLabel {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, String> {
+        let ok = name.len() <= 63
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !name.starts_with('-')
+            && !name.ends_with('-');
+        if ok {
+            Ok(HostLabel(name.to_ascii_lowercase()))
+        } else {
+            Err(format!(
+                "{name:?} is not a host name: letters, digits and inner hyphens, at most 63"
+            ))
+        }
+    }
+}
+
+impl From<HostLabel> for String {
+    fn from(name: HostLabel) -> String {
+        name.0
+    }
 }
 
 /// The push-to-talk button and its LED, as GPIO character-device lines.
@@ -339,6 +395,7 @@ impl Default for Config {
             ptt: PttConfig::default(),
             display: DisplayConfig::default(),
             kiosk: KioskConfig::default(),
+            mdns: MdnsConfig::default(),
         }
     }
 }
@@ -448,6 +505,21 @@ impl Config {
             .clone()
             .or(from_file)
             .filter(|p| !p.is_empty()))
+    }
+}
+
+#[cfg(test)]
+mod host_label_tests {
+    use super::HostLabel;
+
+    #[test]
+    fn only_dns_labels_are_host_names() {
+        for good in ["", "docent-1a2b", "Hall-B", "k1"] {
+            assert!(HostLabel::try_from(good.to_string()).is_ok(), "{good}");
+        }
+        for bad in ["-a", "a-", "a.b", "a b", "../x", "é", &"a".repeat(64)] {
+            assert!(HostLabel::try_from(bad.to_string()).is_err(), "{bad}");
+        }
     }
 }
 

@@ -77,6 +77,8 @@ pub async fn run_with(
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "serving");
+    // Said goodbye on the LAN when `run` returns.
+    let _announcement = api::mdns::announce(&engine.config, addr);
     spawn_sweeper(engine.clone());
     let probe_stop = tokio_util::sync::CancellationToken::new();
     let (engine_beat, probe) = watchdog::spawn_engine_probe(engine.clone(), probe_stop.clone());

@@ -17,6 +17,7 @@ mod extract;
 mod files;
 mod grpc;
 pub mod listen;
+pub mod mdns;
 mod openapi;
 mod sessions;
 mod site;

@@ -59,7 +59,7 @@ pub fn load_or_create(config: &Config) -> anyhow::Result<Tls> {
         (None, None) => {
             let (cert, key) = generated_paths(&config.data_dir);
             if !cert.exists() || !key.exists() {
-                create_self_signed(&cert, &key, &config.listen)?;
+                create_self_signed(&cert, &key, config)?;
             }
             (cert.clone(), key.clone(), Some((cert, key)))
         }
@@ -80,7 +80,7 @@ pub fn load_or_create(config: &Config) -> anyhow::Result<Tls> {
         // a new self-signed pair keeps the console reachable.
         (Err(e), Some(_)) => {
             tracing::warn!("{e:#}; creating a new self-signed certificate");
-            create_self_signed(&cert, &key, &config.listen)?;
+            create_self_signed(&cert, &key, config)?;
             read()?
         }
     };
@@ -156,17 +156,20 @@ pub fn fingerprint_of(cert: &CertificateDer<'_>) -> String {
     hex.join(":")
 }
 
-/// A self-signed certificate for `localhost`, the board's `.local` name and its addresses.
-fn create_self_signed(
-    cert: &Path,
-    key: &Path,
-    listen: &std::net::SocketAddr,
-) -> anyhow::Result<()> {
-    let mut names = vec!["localhost".to_string()];
+/// A self-signed certificate for `localhost`, the kiosk's mDNS name, the board's host name (and
+/// its `.local`) and its addresses.
+fn create_self_signed(cert: &Path, key: &Path, config: &Config) -> anyhow::Result<()> {
+    let listen = &config.listen;
+    let mut names = vec![
+        "localhost".to_string(),
+        format!("{}.local", super::mdns::host_name(config)),
+    ];
     if let Some(host) = hostname() {
         names.push(format!("{host}.local"));
         names.push(host);
     }
+    names.sort();
+    names.dedup();
     let mut params = rcgen::CertificateParams::new(names)?;
     let mut addresses = vec![
         std::net::IpAddr::from([127, 0, 0, 1]),

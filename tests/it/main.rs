@@ -20,6 +20,7 @@ mod licenses;
 mod limits;
 mod listener;
 mod maintenance;
+mod mdns;
 mod openapi;
 mod realtime_provider;
 mod realtime_smoke;

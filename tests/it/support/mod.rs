@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use docent::config::Config;
 use tokio::sync::oneshot;
 
-pub use process::{Process, Running, docent};
+pub use process::{Process, Running, docent, docent_under};
 
 pub struct Server {
     pub base: String,

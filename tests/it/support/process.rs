@@ -22,7 +22,20 @@ const LISTENING: &str = "docent listening on http://";
 /// variables of its flags (`DOCENT_*`), the administrator password, systemd's notification
 /// socket and watchdog. It logs at `info` unless `DOCENT_LOG` is set again.
 pub fn docent() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_docent"));
+    docent_under(&[])
+}
+
+/// `docent` started by `wrapper` (e.g. `ip netns exec NAME`), in the same environment.
+pub fn docent_under(wrapper: &[&str]) -> Command {
+    let binary = env!("CARGO_BIN_EXE_docent");
+    let mut command = match wrapper {
+        [] => Command::new(binary),
+        [program, args @ ..] => {
+            let mut c = Command::new(program);
+            c.args(args).arg(binary);
+            c
+        }
+    };
     for (name, _) in std::env::vars_os() {
         if name.to_str().is_some_and(|n| n.starts_with("DOCENT_")) {
             command.env_remove(name);
