@@ -20,6 +20,10 @@ const NOT_DOCUMENTED: &[(&str, &str)] = &[
     ("/console/characters", "console page (HTML)"),
     ("/console/settings", "console page (HTML)"),
     ("/console/try", "console page (HTML)"),
+    ("/console/knowledge", "console page (HTML)"),
+    ("/console/conversations", "console page (HTML)"),
+    ("/console/system", "console page (HTML)"),
+    ("/console/password", "console page (HTML)"),
     ("/console/{file}", "console asset (CSS, JS)"),
     (
         "/api/v1/internal/debug/stall",
