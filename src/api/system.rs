@@ -47,7 +47,9 @@ pub struct StatusBody {
 #[utoipa::path(post, path = "/api/v1/system/restart", tag = "system", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The kiosk restarts once this answer is sent (`status: restarting`)", body = StatusBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody)))]
 async fn restart(_: Admin, State(s): State<AppState>) -> Json<StatusBody> {
     s.engine.request_restart();
-    Json(StatusBody { status: "restarting" })
+    Json(StatusBody {
+        status: "restarting",
+    })
 }
 
 /// Chunks of the archive in flight between the thread that writes it and the response.
@@ -154,7 +156,7 @@ impl std::io::Write for ChannelWriter {
 /// Restores a backup: the upload (at most `limits.backup_bytes`) is kept in the scratch
 /// directory, checked completely and staged; then the kiosk restarts into it. A bad archive
 /// changes nothing: 400 with the reason.
-#[utoipa::path(post, path = "/api/v1/system/restore", tag = "system", request_body(content = crate::api::openapi::Binary, description = "A backup archive from `GET /api/v1/system/backup`", content_type = "application/x-tar"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Staged; the kiosk restarts into it", body = Restored), (status = 400, description = "Not a backup of this kiosk, or cut short; nothing changed", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 409, description = "Another restore or backup is under way", body = crate::api::openapi::ErrorBody), (status = 413, description = "Larger than `limits.backup_bytes`", body = crate::api::openapi::ErrorBody), (status = 507, description = "No room to stage the archive", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/system/restore", tag = "system", request_body(content = crate::api::openapi::Binary, description = "A backup archive (tar) from `GET /api/v1/system/backup`", content_type = "application/octet-stream"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Staged; the kiosk restarts into it", body = Restored), (status = 400, description = "Not a backup of this kiosk, or cut short; nothing changed", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 409, description = "Another restore or backup is under way", body = crate::api::openapi::ErrorBody), (status = 413, description = "Larger than `limits.backup_bytes`", body = crate::api::openapi::ErrorBody), (status = 507, description = "No room to stage the archive", body = crate::api::openapi::ErrorBody)))]
 async fn restore(_: Admin, State(s): State<AppState>, body: Body) -> ApiResult<Json<Restored>> {
     let limit = s.engine.config.limits.backup_bytes;
     let path = s
