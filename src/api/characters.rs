@@ -129,7 +129,7 @@ struct VoiceTest {
 
 /// Checks a voice (`{status: "ok"}`), or, asked with `Accept: audio/wav`, answers a sample of
 /// it as a WAV file that a browser can play.
-#[utoipa::path(post, path = "/api/v1/characters/test-voice", tag = "characters", request_body(content = VoiceTest, description = "JSON body", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The voice works", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody), (status = 502, description = "The provider failed", body = crate::api::openapi::ErrorBody), (status = 503, description = "The provider is unavailable", body = crate::api::openapi::ErrorBody), (status = 504, description = "The provider timed out", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/characters/test-voice", tag = "characters", request_body(content = VoiceTest, description = "JSON body", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The voice works (`{\"status\": \"ok\"}`), or, asked with `Accept: audio/wav`, a sample of it", content((Object = "application/json"), (crate::api::openapi::Binary = "audio/wav"))), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody), (status = 502, description = "The provider failed", body = crate::api::openapi::ErrorBody), (status = 503, description = "The provider is unavailable", body = crate::api::openapi::ErrorBody), (status = 504, description = "The provider timed out", body = crate::api::openapi::ErrorBody)))]
 async fn test_voice(
     _: Admin,
     State(s): State<AppState>,
@@ -457,13 +457,14 @@ async fn reindex(
     ))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct Question {
     question: String,
 }
 
 /// What the kiosk would answer to a question: the passages and the reply, nothing stored.
+#[utoipa::path(post, path = "/api/v1/characters/{id}/knowledge/ask", tag = "knowledge", params(("id" = String, Path, description = "Character id")), request_body(content = Question, content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The passages found and the reply", body = Asked), (status = 400, description = "Invalid body, or a blank or too long question", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such character", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody), (status = 502, description = "The language model failed", body = crate::api::openapi::ErrorBody), (status = 503, description = "The language model is unavailable", body = crate::api::openapi::ErrorBody), (status = 504, description = "The language model timed out", body = crate::api::openapi::ErrorBody)))]
 async fn ask(
     _: Admin,
     State(s): State<AppState>,

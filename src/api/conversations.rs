@@ -9,13 +9,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::auth::Admin;
 use super::error::ApiResult;
 use super::extract::{Params, QueryArgs};
 use super::{AppState, blocking};
-use crate::engine::sessions::{HistoryPage, Purge};
+use crate::engine::sessions::{HistoryPage, Purge, Unmatched};
 use crate::store::records::Message;
 
 pub fn routes() -> Router<AppState> {
@@ -31,13 +31,20 @@ pub fn routes() -> Router<AppState> {
         )
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct HistoryQuery {
+    /// Messages per page (default 50, at most 200).
+    #[param(minimum = 1)]
     limit: Option<usize>,
+    /// The `next_cursor` of the previous page.
     before: Option<String>,
+    /// Only this visit's messages.
     session_id: Option<String>,
 }
 
+/// A page of the history, newest first.
+#[utoipa::path(get, path = "/api/v1/characters/{id}/conversations/messages", tag = "conversations", params(("id" = String, Path, description = "Character id"), HistoryQuery), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "A page of messages, newest first", body = HistoryPage), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such character", body = crate::api::openapi::ErrorBody)))]
 async fn history(
     _: Admin,
     State(s): State<AppState>,
@@ -52,24 +59,34 @@ async fn history(
     )?))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct UnmatchedQuery {
+    /// How many questions (default 50, at most 200).
+    #[param(minimum = 1)]
     limit: Option<usize>,
 }
 
+/// The questions the knowledge did not answer.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct UnmatchedList {
+    questions: Vec<Unmatched>,
+}
+
+#[utoipa::path(get, path = "/api/v1/characters/{id}/conversations/unmatched", tag = "conversations", params(("id" = String, Path, description = "Character id"), UnmatchedQuery), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Unanswered questions, most recently asked first", body = UnmatchedList), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such character", body = crate::api::openapi::ErrorBody)))]
 async fn unmatched(
     _: Admin,
     State(s): State<AppState>,
     Params(id): Params<String>,
     QueryArgs(q): QueryArgs<UnmatchedQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<UnmatchedList>> {
     let questions = blocking(&s, move |e| e.unmatched_questions(&id, q.limit)).await?;
-    Ok(Json(json!({ "questions": questions })))
+    Ok(Json(UnmatchedList { questions }))
 }
 
 /// The formats of an export.
-#[derive(Deserialize, Clone, Copy, Default)]
+#[derive(Deserialize, Clone, Copy, Default, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 enum Format {
     #[default]
@@ -77,11 +94,15 @@ enum Format {
     Json,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct ExportQuery {
+    /// `csv` (default) or `json`.
     #[serde(default)]
+    #[param(inline)]
     format: Format,
+    /// Only this visit's messages.
     session_id: Option<String>,
 }
 
@@ -94,6 +115,7 @@ enum Step {
 
 /// The history (or one visit's), oldest first, as a download. It is read one batch per short
 /// read transaction while the response streams, so a long history never sits in memory.
+#[utoipa::path(get, path = "/api/v1/characters/{id}/conversations/export", tag = "conversations", params(("id" = String, Path, description = "Character id"), ExportQuery), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The history as a download (`Content-Disposition: attachment`): CSV with a header row, or JSON `{character_id, messages}`", content((String = "text/csv"), (Object = "application/json"))), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such character", body = crate::api::openapi::ErrorBody)))]
 async fn export(
     _: Admin,
     State(s): State<AppState>,
@@ -209,23 +231,33 @@ fn csv_field(out: &mut String, field: &str) {
     out.push('"');
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct PurgeQuery {
+    /// Only this visit's messages.
     session_id: Option<String>,
+    /// Only messages before this date (`YYYY-MM-DD` or RFC 3339).
     before_date: Option<String>,
 }
 
+/// What a purge removed.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct Purged {
+    deleted: usize,
+}
+
 /// Removes the whole history of a character, one session's messages, or those before a date.
+#[utoipa::path(delete, path = "/api/v1/characters/{id}/conversations/messages", tag = "conversations", params(("id" = String, Path, description = "Character id"), PurgeQuery), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Removed; how many messages", body = Purged), (status = 400, description = "Invalid parameter or date", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such character", body = crate::api::openapi::ErrorBody), (status = 507, description = "The data partition is full", body = crate::api::openapi::ErrorBody)))]
 async fn purge_history(
     _: Admin,
     State(s): State<AppState>,
     Params(id): Params<String>,
     QueryArgs(q): QueryArgs<PurgeQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Purged>> {
     let purge = Purge::parse(q.session_id.as_deref(), q.before_date.as_deref())?;
     let deleted = blocking(&s, move |e| e.purge_history(&id, &purge)).await?;
-    Ok(Json(json!({ "deleted": deleted })))
+    Ok(Json(Purged { deleted }))
 }
 
 #[cfg(test)]

@@ -19,7 +19,9 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 use super::AppState;
 use super::auth::SESSION_COOKIE;
-use super::{characters, client_keys, console, device, sessions, site, system, tasks, ws};
+use super::{
+    characters, client_keys, console, conversations, device, sessions, site, system, tasks, ws,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -42,10 +44,17 @@ use super::{characters, client_keys, console, device, sessions, site, system, ta
         system::avatar_model,
         system::get_launch,
         system::put_launch,
+        system::restart,
+        system::backup,
+        system::restore,
+        system::logs,
+        system::get_certificate,
+        system::put_certificate,
         site::auth_status,
         site::login,
         site::logout,
         site::logout_all,
+        site::change_password,
         site::get_data,
         site::put_data,
         site::seed_data,
@@ -88,10 +97,15 @@ use super::{characters, client_keys, console, device, sessions, site, system, ta
         characters::upload_knowledge,
         characters::delete_source,
         characters::reindex,
+        characters::ask,
         characters::get_clip,
         characters::put_clip,
         characters::delete_clip,
         characters::avatar,
+        conversations::history,
+        conversations::purge_history,
+        conversations::export,
+        conversations::unmatched,
         console::events::events,
         console::events::snapshot,
     ),

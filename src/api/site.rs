@@ -222,8 +222,17 @@ async fn logout(State(s): State<AppState>, req: Request) -> ApiResult<Response> 
     Ok(([(SET_COOKIE, cookie)], Json(json!({ "ok": true }))).into_response())
 }
 
+/// The body of a password change.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+struct PasswordChange {
+    current: String,
+    new: String,
+}
+
 /// `PUT /api/auth/password` `{current, new}`: the current password is checked again (rate
 /// limited and through the bounded pool, like a login); every other session ends.
+#[utoipa::path(put, path = "/api/auth/password", tag = "site", request_body(content = PasswordChange, content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Changed; every other admin session ended", body = Object), (status = 400, description = "Not `{current, new}`, or a new password the rules refuse", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "The current password is wrong, a change in clear from the network, or a cookie write from another origin", body = crate::api::openapi::ErrorBody), (status = 409, description = "No administrator password is configured (setup mode)", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 429, description = "Too many failures or checks; see Retry-After", body = crate::api::openapi::ErrorBody)))]
 async fn change_password(
     State(s): State<AppState>,
     _: super::auth::Admin,
@@ -238,13 +247,7 @@ async fn change_password(
     let client = client_key(peer, &parts.headers, &s.engine.config.trusted_proxies);
     let keep = session_token(&parts.headers).map(str::to_string);
     let body = read_body(body, s.engine.config.limits.json_bytes).await?;
-    #[derive(serde::Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct Body {
-        current: String,
-        new: String,
-    }
-    let Body { current, new } = serde_json::from_slice(&body)
+    let PasswordChange { current, new } = serde_json::from_slice(&body)
         .map_err(|_| ApiError::bad("expected {\"current\": string, \"new\": string}"))?;
     let Ok(Ok(slot)) =
         tokio::time::timeout(LOGIN_QUEUE_WAIT, s.logins.clone().acquire_owned()).await

@@ -37,10 +37,19 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/system/logs", get(logs))
 }
 
+/// An answer that says what happens next: `restarting`, `saved`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct StatusBody {
+    status: &'static str,
+}
+
 /// The process stops serving once this answer is sent, then starts again.
-async fn restart(_: Admin, State(s): State<AppState>) -> Json<Value> {
+#[utoipa::path(post, path = "/api/v1/system/restart", tag = "system", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The kiosk restarts once this answer is sent (`status: restarting`)", body = StatusBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody)))]
+async fn restart(_: Admin, State(s): State<AppState>) -> Json<StatusBody> {
     s.engine.request_restart();
-    Json(json!({ "status": "restarting" }))
+    Json(StatusBody {
+        status: "restarting",
+    })
 }
 
 /// Chunks of the archive in flight between the thread that writes it and the response.
@@ -50,6 +59,7 @@ const BACKUP_CHUNK_BYTES: usize = 64 << 10;
 /// The backup archive, written by a blocking thread as the client reads it (at most
 /// `BACKUP_CHUNKS` chunks buffered). A failure after the first bytes cuts the response short,
 /// so the client sees an incomplete download rather than a well-formed bad archive.
+#[utoipa::path(get, path = "/api/v1/system/backup", tag = "system", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The backup archive (tar: the database and the stored files), as a download", body = crate::api::openapi::Binary, content_type = "application/x-tar"), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 409, description = "Another backup is being written", body = crate::api::openapi::ErrorBody), (status = 507, description = "No room for the database copy", body = crate::api::openapi::ErrorBody)))]
 async fn backup(_: Admin, State(s): State<AppState>) -> ApiResult<Response> {
     let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(BACKUP_CHUNKS);
     let (first_tx, first_rx) = tokio::sync::oneshot::channel();
@@ -146,7 +156,8 @@ impl std::io::Write for ChannelWriter {
 /// Restores a backup: the upload (at most `limits.backup_bytes`) is kept in the scratch
 /// directory, checked completely and staged; then the kiosk restarts into it. A bad archive
 /// changes nothing: 400 with the reason.
-async fn restore(_: Admin, State(s): State<AppState>, body: Body) -> ApiResult<Json<Value>> {
+#[utoipa::path(post, path = "/api/v1/system/restore", tag = "system", request_body(content = crate::api::openapi::Binary, description = "A backup archive (tar) from `GET /api/v1/system/backup`", content_type = "application/octet-stream"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Staged; the kiosk restarts into it", body = Restored), (status = 400, description = "Not a backup of this kiosk, or cut short; nothing changed", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 409, description = "Another restore or backup is under way", body = crate::api::openapi::ErrorBody), (status = 413, description = "Larger than `limits.backup_bytes`", body = crate::api::openapi::ErrorBody), (status = 507, description = "No room to stage the archive", body = crate::api::openapi::ErrorBody)))]
+async fn restore(_: Admin, State(s): State<AppState>, body: Body) -> ApiResult<Json<Restored>> {
     let limit = s.engine.config.limits.backup_bytes;
     let path = s
         .engine
@@ -179,12 +190,23 @@ async fn restore(_: Admin, State(s): State<AppState>, body: Body) -> ApiResult<J
     })
     .await?;
     s.engine.request_restart();
-    Ok(Json(json!({
-        "status": "restored",
-        "blobs": restored.blobs,
-        "bytes": restored.bytes,
-        "restarting": true,
-    })))
+    Ok(Json(Restored {
+        status: "restored",
+        blobs: restored.blobs,
+        bytes: restored.bytes,
+        restarting: true,
+    }))
+}
+
+/// What a restore staged.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct Restored {
+    status: &'static str,
+    /// Stored files in the archive.
+    blobs: usize,
+    /// Their bytes.
+    bytes: u64,
+    restarting: bool,
 }
 
 /// The uploaded archive, removed when the restore is done with it.
@@ -196,28 +218,50 @@ impl Drop for Upload {
     }
 }
 
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct LogsQuery {
+    /// How many of the last lines (default 200; at most all that are kept).
     lines: Option<usize>,
 }
 
 /// The last lines of the log (`?lines=`, at most all that are kept), oldest first.
-async fn logs(_: Admin, QueryArgs(q): QueryArgs<LogsQuery>) -> Json<Value> {
+#[utoipa::path(get, path = "/api/v1/system/logs", tag = "system", params(LogsQuery), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The last lines of the log, oldest first", body = Logs), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody)))]
+async fn logs(_: Admin, QueryArgs(q): QueryArgs<LogsQuery>) -> Json<Logs> {
     let n = q.lines.unwrap_or(200).min(crate::logs::LINES);
-    Json(json!({ "lines": crate::logs::recent(n), "kept": crate::logs::LINES }))
+    Json(Logs {
+        lines: crate::logs::recent(n),
+        kept: crate::logs::LINES,
+    })
+}
+
+/// The recent log.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct Logs {
+    lines: Vec<String>,
+    /// How many lines are kept.
+    kept: usize,
 }
 
 /// The HTTPS certificate in use: its fingerprint, and whether the console may replace it.
-async fn get_certificate(_: Admin, State(s): State<AppState>) -> ApiResult<Json<Value>> {
+#[utoipa::path(get, path = "/api/v1/tls/certificate", tag = "system", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The certificate's SHA-256 fingerprint, and whether the console may replace it (not named in the configuration)", body = Certificate), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 503, description = "HTTPS is not served", body = crate::api::openapi::ErrorBody)))]
+async fn get_certificate(_: Admin, State(s): State<AppState>) -> ApiResult<Json<Certificate>> {
     let tls = s.tls.as_ref().ok_or_else(no_tls)?;
-    Ok(Json(json!({
-        "fingerprint": tls.fingerprint(),
-        "replaceable": !tls.configured(),
-    })))
+    Ok(Json(Certificate {
+        fingerprint: tls.fingerprint(),
+        replaceable: !tls.configured(),
+    }))
 }
 
-#[derive(serde::Deserialize)]
+/// The certificate in use.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct Certificate {
+    fingerprint: String,
+    replaceable: bool,
+}
+
+#[derive(serde::Deserialize, utoipa::ToSchema)]
 struct CertificateUpload {
     cert_pem: String,
     key_pem: String,
@@ -225,6 +269,7 @@ struct CertificateUpload {
 
 /// Replaces the certificate with the administrator's own (PEM), checked before anything is
 /// replaced; new connections use it at once.
+#[utoipa::path(put, path = "/api/v1/tls/certificate", tag = "system", request_body(content = CertificateUpload, description = "A certificate chain and its private key, PEM", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Installed; new connections use it (`status: saved`, the new fingerprint)", body = Object), (status = 400, description = "Invalid body, or a certificate or key that does not parse or match", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 409, description = "The configuration names the certificate files", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody), (status = 503, description = "HTTPS is not served", body = crate::api::openapi::ErrorBody)))]
 async fn put_certificate(
     _: Admin,
     State(s): State<AppState>,

@@ -381,7 +381,7 @@ impl Engine {
 pub const EXPORT_BATCH: usize = 256;
 
 /// A question the knowledge did not answer, with how often it was asked.
-#[derive(Debug, Serialize, PartialEq)]
+#[derive(Debug, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct Unmatched {
     /// Its latest wording.
     pub question: String,

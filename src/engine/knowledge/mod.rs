@@ -78,7 +78,7 @@ impl From<Source> for SourceView {
 }
 
 /// A passage found by a knowledge search.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct SearchResult {
     pub source_id: String,
     pub title: String,

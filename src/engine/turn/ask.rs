@@ -15,7 +15,7 @@ use crate::engine::providers::{Choice, Provider, Stage, provider_error};
 use crate::engine::sessions::MESSAGE_MAX_CHARS;
 
 /// What the kiosk would answer to a question.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Asked {
     /// The passages retrieved, best first.
     pub passages: Vec<SearchResult>,
