@@ -11,7 +11,8 @@ use docent_fuzz::Kiosk;
 use prost::Message;
 
 fn main() {
-    let kiosk = Kiosk::start();
+    // A panic aborts the process (AFL++ records the input), so nothing is observed after one.
+    let kiosk = std::panic::AssertUnwindSafe(Kiosk::start());
     afl::fuzz!(|data: &[u8]| {
         let Some((&kind, msg)) = data.split_first() else {
             return;

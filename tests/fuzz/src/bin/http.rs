@@ -14,7 +14,8 @@ const TASK: &str = "6f1c1d7e-3a55-4b0e-9b8e-0c3c3b1f2a10";
 const AVATAR: &[u8] = include_bytes!("../../corpus/image/tiny.png");
 
 fn main() {
-    let kiosk = Kiosk::start();
+    // A panic aborts the process (AFL++ records the input), so nothing is observed after one.
+    let kiosk = std::panic::AssertUnwindSafe(Kiosk::start());
     let created = kiosk.runtime.block_on(async {
         let req = axum::http::Request::builder()
             .method("POST")
