@@ -37,6 +37,8 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 
 use error::ApiError;
+/// The WebSocket chat's message parser, public for the fuzz targets (tests/fuzz).
+pub use ws::{ClientMessage, parse_client_message};
 
 use crate::device::Devices;
 use crate::engine::Engine;

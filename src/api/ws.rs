@@ -217,41 +217,38 @@ fn error(message: &str, code: ErrorCode) -> Value {
     json!({"type": "error", "message": message, "code": code})
 }
 
-/// Acts on one client message; an `Err` is the error frame to answer with.
-fn handle(
-    engine: &Arc<Engine>,
-    streams: &Streams,
-    live: &Arc<LiveSession>,
-    caller: &Owner,
-    raw: &str,
-    audio: &mut Option<AudioWanted>,
-    utterance: &mut Option<Utterance>,
-) -> Result<(), Value> {
+/// A message a client sends on the socket, checked (docs/api.md, "Realtime").
+#[derive(Debug, PartialEq)]
+pub enum ClientMessage {
+    /// A typed question, trimmed and not blank.
+    TextInput(String),
+    Interrupt,
+    ClientMediaReady,
+    /// Audio (`pcm_s16le`) follows in binary frames until `audio_end`.
+    AudioStart {
+        rate: u32,
+        channels: u16,
+    },
+    AudioEnd,
+    AudioOutput {
+        enabled: bool,
+    },
+}
+
+/// Parses one text frame; an `Err` is the error frame to answer with.
+pub fn parse_client_message(raw: &str) -> Result<ClientMessage, Value> {
     let msg: Value = serde_json::from_str(raw)
         .map_err(|e| error(&format!("invalid JSON: {e}"), ErrorCode::BadRequest))?;
-    match msg["type"].as_str().unwrap_or("") {
+    Ok(match msg["type"].as_str().unwrap_or("") {
         "text_input" => {
             let t = msg["text"].as_str().unwrap_or("").trim();
             if t.is_empty() {
                 return Err(error("text must not be blank", ErrorCode::BadRequest));
             }
-            spend(engine, caller)?;
-            engine.start_turn(
-                live,
-                TurnInput::Text {
-                    text: t.to_string(),
-                    stored: false,
-                },
-            );
+            ClientMessage::TextInput(t.to_string())
         }
-        "interrupt" => {
-            engine.interrupt(live);
-        }
-        "client_media_ready" => {
-            if live.first_greeting() {
-                engine.start_turn(live, TurnInput::Greeting);
-            }
-        }
+        "interrupt" => ClientMessage::Interrupt,
+        "client_media_ready" => ClientMessage::ClientMediaReady,
         "audio_start" => {
             let rate = msg["sample_rate"].as_u64().unwrap_or(16_000);
             let channels = msg["channels"].as_u64().unwrap_or(1);
@@ -265,14 +262,62 @@ fn handle(
                     ErrorCode::BadRequest,
                 ));
             }
-            *utterance = Some(Utterance {
+            ClientMessage::AudioStart {
                 rate: rate as u32,
                 channels: channels as u16,
+            }
+        }
+        "audio_end" => ClientMessage::AudioEnd,
+        "audio_output" => ClientMessage::AudioOutput {
+            enabled: msg["enabled"].as_bool().unwrap_or(false),
+        },
+        other => {
+            return Err(error(
+                &format!("unknown message type {other:?}"),
+                ErrorCode::BadRequest,
+            ));
+        }
+    })
+}
+
+/// Acts on one client message; an `Err` is the error frame to answer with.
+fn handle(
+    engine: &Arc<Engine>,
+    streams: &Streams,
+    live: &Arc<LiveSession>,
+    caller: &Owner,
+    raw: &str,
+    audio: &mut Option<AudioWanted>,
+    utterance: &mut Option<Utterance>,
+) -> Result<(), Value> {
+    match parse_client_message(raw)? {
+        ClientMessage::TextInput(text) => {
+            spend(engine, caller)?;
+            engine.start_turn(
+                live,
+                TurnInput::Text {
+                    text,
+                    stored: false,
+                },
+            );
+        }
+        ClientMessage::Interrupt => {
+            engine.interrupt(live);
+        }
+        ClientMessage::ClientMediaReady => {
+            if live.first_greeting() {
+                engine.start_turn(live, TurnInput::Greeting);
+            }
+        }
+        ClientMessage::AudioStart { rate, channels } => {
+            *utterance = Some(Utterance {
+                rate,
+                channels,
                 bytes: streams.buffer(),
             });
             engine.listen(live);
         }
-        "audio_end" => {
+        ClientMessage::AudioEnd => {
             let Some(u) = utterance.take() else {
                 return Err(error(
                     "audio_end without audio_start",
@@ -283,17 +328,8 @@ fn handle(
             let pcm = audio::to_recogniser(u.bytes.bytes(), u.rate, u.channels);
             engine.start_turn(live, TurnInput::Audio(pcm));
         }
-        "audio_output" => {
-            *audio = msg["enabled"]
-                .as_bool()
-                .unwrap_or(false)
-                .then(|| live.want_audio());
-        }
-        other => {
-            return Err(error(
-                &format!("unknown message type {other:?}"),
-                ErrorCode::BadRequest,
-            ));
+        ClientMessage::AudioOutput { enabled } => {
+            *audio = enabled.then(|| live.want_audio());
         }
     }
     Ok(())
@@ -349,4 +385,40 @@ fn frame_of(event: &Event, wants_audio: bool) -> Option<(Option<u64>, Message)> 
         | Event::Closed => return None,
     };
     Some((None, text(v)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_messages_are_checked_before_anything_acts_on_them() {
+        assert_eq!(
+            parse_client_message(r#"{"type":"text_input","text":"  Hi  "}"#),
+            Ok(ClientMessage::TextInput("Hi".into()))
+        );
+        assert_eq!(
+            parse_client_message(r#"{"type":"audio_start","sample_rate":48000,"channels":2}"#),
+            Ok(ClientMessage::AudioStart {
+                rate: 48_000,
+                channels: 2
+            })
+        );
+        assert_eq!(
+            parse_client_message(r#"{"type":"audio_output","enabled":true}"#),
+            Ok(ClientMessage::AudioOutput { enabled: true })
+        );
+        for refused in [
+            "",
+            "[]",
+            r#"{"type":"text_input","text":" \n"}"#,
+            r#"{"type":"audio_start","sample_rate":4294983296}"#,
+            r#"{"type":"audio_start","channels":3}"#,
+            r#"{"type":"audio_start","format":"opus"}"#,
+            r#"{"type":"shutdown"}"#,
+        ] {
+            let e = parse_client_message(refused).expect_err(refused);
+            assert_eq!(e["code"], "bad_request", "{refused}: {e}");
+        }
+    }
 }

@@ -34,6 +34,26 @@ pub fn check_image_key(key: &str) -> Result<()> {
     }
 }
 
+/// Checks a site document (seed PUT steps 2 to 5, in order): JSON, every required key, `works`
+/// and `exhibitions` arrays; the counts of both.
+pub fn validate_document(body: &[u8]) -> Result<Counts> {
+    let doc: Value = serde_json::from_slice(body).map_err(|e| bad(format!("invalid JSON: {e}")))?;
+    for key in REQUIRED_KEYS {
+        if doc.get(key).is_none() {
+            return Err(bad(format!("missing key: {key}")));
+        }
+    }
+    let works = doc["works"]
+        .as_array()
+        .ok_or_else(|| bad("works must be an array"))?
+        .len();
+    let exhibitions = doc["exhibitions"]
+        .as_array()
+        .ok_or_else(|| bad("exhibitions must be an array"))?
+        .len();
+    Ok(Counts { works, exhibitions })
+}
+
 impl Engine {
     pub(super) fn ensure_site_document(&self) -> Result<()> {
         let tx = self.store.write()?;
@@ -56,27 +76,13 @@ impl Engine {
         ))
     }
 
-    /// Validates (seed PUT steps 2 to 5, in order) and stores a document as given.
+    /// Validates (`validate_document`) and stores a document as given.
     pub fn put_site_document(&self, body: &[u8]) -> Result<Counts> {
-        let doc: Value =
-            serde_json::from_slice(body).map_err(|e| bad(format!("invalid JSON: {e}")))?;
-        for key in REQUIRED_KEYS {
-            if doc.get(key).is_none() {
-                return Err(bad(format!("missing key: {key}")));
-            }
-        }
-        let works = doc["works"]
-            .as_array()
-            .ok_or_else(|| bad("works must be an array"))?
-            .len();
-        let exhibitions = doc["exhibitions"]
-            .as_array()
-            .ok_or_else(|| bad("exhibitions must be an array"))?
-            .len();
+        let counts = validate_document(body)?;
         let tx = self.store.write()?;
         tx.open_table(SITE)?.insert("document", body)?;
         tx.commit()?;
-        Ok(Counts { works, exhibitions })
+        Ok(counts)
     }
 
     /// Overwrites the document with the default one.

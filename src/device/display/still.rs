@@ -10,6 +10,10 @@ use super::scale::RgbImage;
 
 /// Memory one decoded image may take; larger ones are refused rather than risking the kiosk.
 const MAX_DECODED_BYTES: usize = 96 << 20;
+/// Largest picture a JPEG may declare (a 40-megapixel photo): decoding costs time in proportion
+/// to it even when scaled down or truncated, and a 600-byte file declaring 32767x65535 kept the
+/// decoder busy for minutes (found by fuzzing).
+const MAX_JPEG_PIXELS: u64 = 40_000_000;
 
 /// Decodes a PNG or JPEG file. `hint` is the screen size: large JPEGs are decoded at a reduced
 /// scale (DCT scaling) no smaller than it.
@@ -76,6 +80,10 @@ fn decode_jpeg(bytes: &[u8], hint: (u32, u32)) -> Result<RgbImage> {
     let mut dec = jpeg_decoder::Decoder::new(Cursor::new(bytes));
     dec.set_max_decoding_buffer_size(MAX_DECODED_BYTES);
     dec.read_info().context("JPEG header")?;
+    let declared = dec.info().context("JPEG info")?;
+    if declared.width as u64 * declared.height as u64 > MAX_JPEG_PIXELS {
+        bail!("JPEG too large: {}x{}", declared.width, declared.height);
+    }
     let clamp = |v: u32| v.clamp(1, u16::MAX as u32) as u16;
     dec.scale(clamp(hint.0), clamp(hint.1))
         .context("JPEG scale")?;
@@ -113,6 +121,16 @@ fn decode_jpeg(bytes: &[u8], hint: (u32, u32)) -> Result<RgbImage> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fuzzer's input: a JPEG header declaring 32767x65535 pixels, and little data.
+    #[test]
+    fn a_jpeg_declaring_billions_of_pixels_is_refused_at_once() {
+        let bytes = include_bytes!("../../../tests/fuzz/corpus/image/jpeg-2gpixel");
+        let started = std::time::Instant::now();
+        let e = decode(bytes, (320, 240)).expect_err("refused");
+        assert!(e.to_string().contains("too large"), "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    }
 
     fn png_of(w: u32, h: u32, color: png::ColorType, data: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
