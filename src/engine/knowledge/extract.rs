@@ -368,18 +368,54 @@ fn pdf_text(bytes: &[u8]) -> Result<String, ExtractError> {
     std::thread::Builder::new()
         .name("pdf-extract".into())
         .spawn(move || {
-            let parsed = std::panic::catch_unwind(|| pdf_extract::extract_text_from_mem(&owned));
-            let _ = tx.send(parsed);
+            let parsed = std::panic::catch_unwind(|| {
+                if !pages_have_ancestry(&owned) {
+                    return Ok(Err(invalid(
+                        "a page of its page tree is its own ancestor".into(),
+                    )));
+                }
+                Ok(pdf_extract::extract_text_from_mem(&owned).map_err(|e| invalid(e.to_string())))
+            });
+            let _ = tx.send(parsed.unwrap_or_else(Err));
         })
         .map_err(|e| invalid(format!("cannot start the PDF parser: {e}")))?;
     match rx.recv_timeout(PDF_TIMEOUT) {
-        Ok(Ok(Ok(text))) => Ok(text),
-        Ok(Ok(Err(e))) => Err(invalid(e.to_string())),
+        Ok(Ok(extracted)) => extracted,
         Ok(Err(_)) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
             Err(invalid("the PDF parser could not read it".to_owned()))
         }
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(ExtractError::TooSlow),
     }
+}
+
+/// Whether every page's `/Parent` chain ends: pdf-extract follows it for inherited attributes
+/// without noticing a cycle, and a page that is its own ancestor overflows the parser's stack,
+/// which aborts the whole process (no `catch_unwind` can help). A file lopdf cannot load passes
+/// here: pdf-extract then reports why.
+fn pages_have_ancestry(bytes: &[u8]) -> bool {
+    /// Deeper page trees than this are not made by any real writer.
+    const MAX_DEPTH: usize = 256;
+    let Ok(doc) = lopdf::Document::load_mem(bytes) else {
+        return true;
+    };
+    doc.get_pages().into_values().all(|page| {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut at = page;
+        loop {
+            if !seen.insert(at) || seen.len() > MAX_DEPTH {
+                return false;
+            }
+            let parent = doc
+                .get_dictionary(at)
+                .ok()
+                .and_then(|d| d.get(b"Parent").ok())
+                .and_then(|p| p.as_reference().ok());
+            match parent {
+                Some(next) => at = next,
+                None => return true,
+            }
+        }
+    })
 }
 
 /// Inflates every deflate stream of a PDF (`stream` ... `endstream`) into nothing, counting
@@ -956,6 +992,19 @@ ssid: Museum_Guest
 
     /// Builds a one-page PDF, with a correct xref table, whose page draws `content` and has
     /// Helvetica as font `/F1`.
+    #[test]
+    fn a_pdf_page_that_is_its_own_parent_is_refused_not_a_crash() {
+        // Found by fuzzing: without a MediaBox of its own, pdf-extract looked for the page's
+        // inherited one up a `/Parent` chain that never ended, until the stack overflowed and
+        // the process aborted. The same length keeps the cross-reference offsets right.
+        let pdf = minimal_pdf("BT /F1 24 Tf 72 720 Td (Hello) Tj ET");
+        let cyclic = String::from_utf8(pdf)
+            .unwrap()
+            .replace("/Parent 2 0 R /MediaBox", "/Parent 3 0 R /mediaBox");
+        let err = extract_text("loop.pdf", cyclic.as_bytes()).unwrap_err();
+        assert!(err.to_string().contains("its own ancestor"), "{err}");
+    }
+
     fn minimal_pdf(content: &str) -> Vec<u8> {
         let objects = [
             "<< /Type /Catalog /Pages 2 0 R >>".to_owned(),
