@@ -21,7 +21,10 @@ pub fn decode(bytes: &[u8], hint: (u32, u32)) -> Result<RgbImage> {
     if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
         decode_png(bytes)
     } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
-        decode_jpeg(bytes, hint)
+        // jpeg-decoder overflows its arithmetic on some crafted scans (a panic where overflow
+        // is checked): an avatar must never take the display down.
+        std::panic::catch_unwind(|| decode_jpeg(bytes, hint))
+            .unwrap_or_else(|_| bail!("JPEG data the decoder cannot read"))
     } else {
         bail!("not a PNG or JPEG image")
     }
@@ -130,6 +133,13 @@ mod tests {
         let e = decode(bytes, (320, 240)).expect_err("refused");
         assert!(e.to_string().contains("too large"), "{e}");
         assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    }
+
+    /// The fuzzer's input: a JPEG whose scan overflows the decoder's arithmetic.
+    #[test]
+    fn a_jpeg_that_breaks_the_decoder_is_an_error_not_a_panic() {
+        let bytes = include_bytes!("../../../tests/fuzz/corpus/image/jpeg-scan-overflow.jpg");
+        assert!(decode(bytes, (320, 240)).is_err());
     }
 
     fn png_of(w: u32, h: u32, color: png::ColorType, data: &[u8]) -> Vec<u8> {
