@@ -99,7 +99,7 @@ fn x86_64_board_serves_a_visitor_survives_a_power_cut_and_restarts_a_stuck_kiosk
 /// the administrator's first login. Returns the board, the admin session and the password.
 fn first_boot(arch: Arch, rt: &Runtime, data: &Path, dir: &Path) -> (Board, Admin, String) {
     // --- First boot: the password on the console and the screen, until the first login ---
-    let b = Board::boot(arch, data, dir);
+    let mut b = Board::boot(arch, data, dir);
     let ready = rt.block_on(wait_health(&b, Duration::from_secs(120)));
     let boot_to_ready = ready - b.powered_on;
     println!(
@@ -109,9 +109,33 @@ fn first_boot(arch: Arch, rt: &Runtime, data: &Path, dir: &Path) -> (Board, Admi
     let password = first_boot_password(&b.transcript());
     let setup = |s: &Screen| s.fraction(|p| p == SETUP_BACKGROUND);
     // Health answers as soon as docent listens; the display's first frame follows shortly.
+    // The password is the only pure white on it: absent until the button is held for 5 s.
+    let password_drawn = |s: &Screen| s.fraction(|p| p == (255, 255, 255)) > 0.0;
     wait_screen(&b, dir, "the first-boot setup screen shows", |s| {
-        setup(s) > 0.5
+        setup(s) > 0.5 && !password_drawn(s)
     });
+    b.sh("button press; sleep 2; button release");
+    std::thread::sleep(Duration::from_secs(2));
+    wait_screen(&b, dir, "no password after a 2 s press", |s| {
+        setup(s) > 0.5 && !password_drawn(s)
+    });
+    b.sh("button press; sleep 6; button release");
+    wait_screen(&b, dir, "the password after a 5 s hold", |s| {
+        setup(s) > 0.5 && password_drawn(s)
+    });
+    // docent runs as its own user (the unit's User=), in the groups of its devices.
+    let status = b.sh(
+        "for p in $(pidof docent); do grep -q serve /proc/$p/cmdline && grep -E '^(Uid|Gid|Groups):' /proc/$p/status; done; id docent",
+    );
+    let uid: u32 = value_after(&status, "Uid:").unwrap_or_else(|| panic!("docent's uid: {status}"));
+    assert_ne!(uid, 0, "docent does not run as root:\n{status}");
+    for group in ["audio", "video", "input", "gpio"] {
+        assert!(
+            status.contains(&format!("({group})")),
+            "docent is in {group}:\n{status}"
+        );
+    }
+    println!("docent on the board: uid {uid}, not root");
     let admin = rt.block_on(Admin::login(&b, &password));
     wait_screen(
         &b,

@@ -81,7 +81,11 @@ fn docent_runs_as_its_own_user_with_no_capabilities_on_an_unprivileged_port() {
         unit_values("SupplementaryGroups"),
         ["audio video input gpio"]
     );
-    assert_eq!(unit_values("CapabilityBoundingSet"), [""], "no capabilities");
+    assert_eq!(
+        unit_values("CapabilityBoundingSet"),
+        [""],
+        "no capabilities"
+    );
     assert_eq!(unit_values("AmbientCapabilities"), [""]);
     assert_eq!(unit_values("ReadWritePaths"), ["/data"]);
     // Binding below 1024 would need CAP_NET_BIND_SERVICE, which the unit does not give.
@@ -117,7 +121,10 @@ fn the_unit_sandbox_scores_ok_in_systemd_analyze_security() {
     );
     let score: f64 = text
         .lines()
-        .find_map(|l| l.split("Overall exposure level for docent.service: ").nth(1))
+        .find_map(|l| {
+            l.split("Overall exposure level for docent.service: ")
+                .nth(1)
+        })
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no overall exposure in:\n{text}"));
