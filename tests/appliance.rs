@@ -129,11 +129,19 @@ fn first_boot(arch: Arch, rt: &Runtime, data: &Path, dir: &Path) -> (Board, Admi
     );
     let uid: u32 = value_after(&status, "Uid:").unwrap_or_else(|| panic!("docent's uid: {status}"));
     assert_ne!(uid, 0, "docent does not run as root:\n{status}");
+    let groups: Vec<&str> = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .unwrap_or_else(|| panic!("docent's groups: {status}"))
+        .split_whitespace()
+        .collect();
     for group in ["audio", "video", "input", "gpio"] {
-        assert!(
-            status.contains(&format!("({group})")),
-            "docent is in {group}:\n{status}"
-        );
+        // `id docent` names each group as `GID(NAME)`.
+        let gid = status
+            .split([',', '=', ' '])
+            .find_map(|g| g.strip_suffix(&format!("({group})")))
+            .unwrap_or_else(|| panic!("no group {group}:\n{status}"));
+        assert!(groups.contains(&gid), "docent runs in {group}:\n{status}");
     }
     println!("docent on the board: uid {uid}, not root");
     let admin = rt.block_on(Admin::login(&b, &password));
