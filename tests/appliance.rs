@@ -187,9 +187,11 @@ fn visit(b: &mut Board, rt: &Runtime, admin: &Admin, dir: &Path) {
         .zip(value_after::<f64>(&said, "time.tv_usec:"))
         .map(|(s, us)| s + us / 1e6)
         .unwrap_or_else(|| panic!("the question played and the button was released: {said}"));
-    wait_frame(&frames, "the kiosk speaks", Duration::from_secs(120), |f| {
-        f["type"] == "avatar_status" && f["status"] == "speaking"
-    });
+    let speaks = |f: &Value| f["type"] == "avatar_status" && f["status"] == "speaking";
+    if !seen(&frames, Duration::from_secs(120), speaks) {
+        eprintln!("docent's log:\n{}", b.sh("tail -n 60 /run/docent.log"));
+    }
+    wait_frame(&frames, "the kiosk speaks", Duration::from_secs(1), speaks);
     // The speaking clip, while the reply plays (the engine's "speaking" comes as synthesis
     // starts; the kiosk speaks from the first sample played to the last).
     // (The reply is long enough to leave a debug build under emulation time to switch.)
@@ -475,6 +477,18 @@ async fn watch(b: &Board, admin: &Admin, session: &str) -> Frames {
         }
     });
     frames
+}
+
+/// Whether a frame passes `ok` within `within`.
+fn seen(frames: &Frames, within: Duration, ok: impl Fn(&Value) -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < within {
+        if frames.lock().unwrap().iter().any(&ok) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
 }
 
 fn wait_frame(frames: &Frames, what: &str, within: Duration, ok: impl Fn(&Value) -> bool) {
