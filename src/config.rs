@@ -84,6 +84,15 @@ pub struct Config {
     pub session_idle_secs: u64,
     /// Bound on every provider call (recognition, each reply chunk, each sentence of speech).
     pub provider_timeout_ms: u64,
+    /// Time to open a connection to a network provider.
+    pub provider_connect_timeout_ms: u64,
+    /// Wait for a streamed reply's first bytes (default: `provider_timeout_ms`).
+    pub provider_first_byte_timeout_ms: Option<u64>,
+    /// Wait between two chunks of a streamed reply (default: `provider_timeout_ms`).
+    pub provider_chunk_timeout_ms: Option<u64>,
+    /// Free space kept on the data partition: below it every write answers 507 before anything
+    /// is written, so the database never meets a full disk; turns still answer.
+    pub data_reserve_bytes: u64,
     /// Silence (ms) that ends a streamed gRPC utterance after speech; 0 turns voice activity
     /// detection off (utterances then end with an `is_final` chunk).
     pub vad_silence_ms: u64,
@@ -117,6 +126,10 @@ pub struct Limits {
     pub knowledge_request_bytes: usize,
     pub knowledge_files: usize,
     pub video_bytes: usize,
+    /// Largest backup archive a restore accepts.
+    pub backup_bytes: u64,
+    /// Most members a backup archive may have (one per stored file, plus two).
+    pub backup_entries: usize,
 }
 
 /// ALSA devices of the kiosk (used by the device layer).
@@ -311,6 +324,10 @@ impl Default for Config {
             max_sessions: 8,
             session_idle_secs: 30 * 60,
             provider_timeout_ms: 15_000,
+            provider_connect_timeout_ms: 5_000,
+            provider_first_byte_timeout_ms: None,
+            provider_chunk_timeout_ms: None,
+            data_reserve_bytes: 8 << 20,
             history_messages: 12,
             vad_silence_ms: 0,
             store_cache_bytes: 16 << 20,
@@ -335,6 +352,8 @@ impl Default for Limits {
             knowledge_request_bytes: 256 << 20,
             knowledge_files: 1000,
             video_bytes: 64 << 20,
+            backup_bytes: 4 << 30,
+            backup_entries: 100_000,
         }
     }
 }

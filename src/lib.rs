@@ -8,6 +8,7 @@ pub mod api;
 pub mod config;
 pub mod device;
 pub mod engine;
+pub mod logs;
 pub mod proto;
 pub mod store;
 pub mod watchdog;
@@ -18,13 +19,24 @@ use api::AppState;
 use config::Config;
 use engine::Engine;
 
+/// Why the server stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// `shutdown` completed.
+    Shutdown,
+    /// An administrator asked for a restart (or a restore needs one): the caller starts the
+    /// kiosk again (`docent` exits for systemd, or runs itself again; see docs/system.md).
+    Restart,
+}
+
 /// Opens the data directory and serves the kiosk on the configured address until `shutdown`
-/// completes. `on_ready` gets the bound address (the port may have been 0).
+/// completes or a restart is asked for. `on_ready` gets the bound address (the port may have
+/// been 0).
 pub async fn run(
     config: Config,
     on_ready: impl FnOnce(std::net::SocketAddr),
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Stopped> {
     run_with(config, |ready| on_ready(ready.addr), shutdown).await
 }
 
@@ -44,7 +56,7 @@ pub async fn run_with(
     config: Config,
     on_ready: impl FnOnce(Ready),
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Stopped> {
     let listen = config.listen;
     let engine = tokio::task::spawn_blocking(move || Engine::open(config)).await??;
     if !engine.has_admin_password() {
@@ -61,7 +73,7 @@ pub async fn run_with(
     let tls = Arc::new(
         tokio::task::spawn_blocking(move || api::tls::load_or_create(&tls_config)).await??,
     );
-    tracing::info!(fingerprint = %tls.fingerprint, "HTTPS certificate");
+    tracing::info!(fingerprint = %tls.fingerprint(), "HTTPS certificate");
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "serving");
@@ -89,8 +101,16 @@ pub async fn run_with(
         engine: engine.clone(),
         devices: devices.clone(),
         loops,
-        tls_fingerprint: tls.fingerprint.clone(),
+        tls_fingerprint: tls.fingerprint(),
     });
+    let restart = engine.restart_token();
+    let restarting = restart.clone();
+    let shutdown = async move {
+        tokio::select! {
+            _ = shutdown => {}
+            _ = restarting.cancelled() => {}
+        }
+    };
     let served = api::serve(
         listener,
         AppState::new(engine.clone(), devices.clone()),
@@ -105,7 +125,11 @@ pub async fn run_with(
     let _ = probe.await;
     tokio::task::spawn_blocking(move || engine.knowledge.stop()).await?;
     served?;
-    Ok(())
+    Ok(if restart.is_cancelled() {
+        Stopped::Restart
+    } else {
+        Stopped::Shutdown
+    })
 }
 
 /// Once a minute closes idle sessions (so abandoned clients do not hold places forever) and

@@ -23,6 +23,9 @@ struct Cli {
 enum Command {
     /// Serve the conversation server, the site administration API and the kiosk (default).
     Serve(ServeArgs),
+    /// Forget the administrator password chosen in the console (run while the kiosk is stopped):
+    /// the next start takes the configured password again.
+    ResetPassword(ServeArgs),
     /// Save the running kiosk's simulated screen as a PNG file.
     Snapshot(SnapshotArgs),
     /// Check a sound card: play a file to an ALSA device, or record one to a WAV file.
@@ -126,18 +129,11 @@ impl ServeArgs {
 }
 
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("DOCENT_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        // Colours for a person at a terminal; plain lines for the journal and log files.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    docent::logs::init();
     let cli = Cli::parse();
     let args = match cli.command {
         Some(Command::Serve(args)) => args,
+        Some(Command::ResetPassword(args)) => return reset_password(args),
         Some(Command::Snapshot(args)) => return snapshot(args),
         Some(Command::Audio(command)) => return audio(command),
         None => cli.serve,
@@ -167,9 +163,68 @@ fn main() -> std::process::ExitCode {
             stopping.stopping();
         },
     )) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(docent::Stopped::Shutdown) => std::process::ExitCode::SUCCESS,
+        Ok(docent::Stopped::Restart) => {
+            runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+            restart()
+        }
         Err(e) => {
             eprintln!("docent: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Exit status that asks systemd (`Restart=always`) to start the kiosk again.
+const EXIT_RESTART: u8 = 75;
+
+/// Starts the kiosk again after an administrator asked for it: under systemd (it set
+/// `$NOTIFY_SOCKET` or `$INVOCATION_ID`) by exiting with [`EXIT_RESTART`] so the unit restarts
+/// it; otherwise (`./x run`, a terminal) by running this program again in this process, with the
+/// same arguments and environment.
+fn restart() -> std::process::ExitCode {
+    let supervised = ["NOTIFY_SOCKET", "INVOCATION_ID"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some());
+    if supervised {
+        eprintln!("docent: restarting (exit {EXIT_RESTART} for systemd)");
+        return std::process::ExitCode::from(EXIT_RESTART);
+    }
+    eprintln!("docent: restarting");
+    let mut args = std::env::args_os();
+    let err = match std::env::current_exe() {
+        Ok(exe) => {
+            use std::os::unix::process::CommandExt;
+            let program = args.next().unwrap_or_else(|| exe.clone().into());
+            std::process::Command::new(exe)
+                .arg0(program)
+                .args(args)
+                .exec()
+        }
+        Err(e) => e,
+    };
+    eprintln!("docent: could not start again ({err}); the kiosk has stopped");
+    std::process::ExitCode::from(EXIT_RESTART)
+}
+
+/// `docent reset-password`.
+fn reset_password(args: ServeArgs) -> std::process::ExitCode {
+    let config = match args.config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("docent: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    match docent::engine::auth::reset_password(&config) {
+        Ok(()) => {
+            println!(
+                "the password chosen in the console is forgotten: the next start takes the configured password"
+            );
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("docent reset-password: {e} (stop the kiosk first: systemctl stop docent)");
             std::process::ExitCode::FAILURE
         }
     }

@@ -132,7 +132,7 @@ pub struct Rig {
     events: broadcast::Receiver<Event>,
     mic: std::path::PathBuf,
     stop: oneshot::Sender<()>,
-    server: tokio::task::JoinHandle<anyhow::Result<()>>,
+    server: tokio::task::JoinHandle<anyhow::Result<docent::Stopped>>,
     _dir: tempfile::TempDir,
     asked: usize,
 }

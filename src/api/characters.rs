@@ -1,4 +1,4 @@
-//! Characters, their images, idle clips, knowledge and conversation history.
+//! Characters, their images, idle clips and knowledge.
 
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Request, State};
@@ -11,12 +11,12 @@ use serde_json::{Value, json};
 
 use super::auth::Admin;
 use super::error::{ApiError, ApiResult};
-use super::extract::{JsonBody, Params, QueryArgs, check_length, read_body};
+use super::extract::{JsonBody, Params, check_length, read_body};
 use super::{AppState, blocking, files};
 use crate::config::Limits;
 use crate::engine::characters::{Activation, CharacterInput, CharacterView, ImageView};
 use crate::engine::knowledge::{Upload, extract::mime_for};
-use crate::engine::sessions::{HistoryPage, Purge};
+use crate::engine::turn::Asked;
 use crate::store::BlobRef;
 
 /// Room for multipart framing around a file at its size bound.
@@ -49,6 +49,7 @@ pub fn routes(limits: &Limits) -> Router<AppState> {
             "/api/v1/characters/{id}/knowledge/files",
             post(upload_knowledge).layer(DefaultBodyLimit::max(limits.knowledge_request_bytes)),
         )
+        .route("/api/v1/characters/{id}/knowledge/ask", post(ask))
         .route(
             "/api/v1/characters/{id}/knowledge/{source_id}",
             axum::routing::delete(delete_source),
@@ -66,12 +67,9 @@ pub fn routes(limits: &Limits) -> Router<AppState> {
             clip,
         )
         .route("/api/v1/avatars/{filename}", get(avatar))
-        .route(
-            "/api/v1/characters/{id}/conversations/messages",
-            get(history).delete(purge_history),
-        )
 }
 
+#[utoipa::path(get, path = "/api/v1/characters", tag = "characters", responses((status = 200, description = "Every character", body = Vec<crate::engine::characters::CharacterView>)))]
 async fn list(State(s): State<AppState>) -> ApiResult<Response> {
     let json = s.engine.characters_json()?;
     Ok((
@@ -81,6 +79,7 @@ async fn list(State(s): State<AppState>) -> ApiResult<Response> {
         .into_response())
 }
 
+#[utoipa::path(post, path = "/api/v1/characters", tag = "characters", request_body(content = crate::engine::characters::CharacterInput, description = "JSON body", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 201, description = "Created", body = crate::engine::characters::CharacterView), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody)))]
 async fn create(
     _: Admin,
     State(s): State<AppState>,
@@ -90,6 +89,7 @@ async fn create(
     Ok((StatusCode::CREATED, Json(c)))
 }
 
+#[utoipa::path(get, path = "/api/v1/characters/{id}", tag = "characters", params(("id" = String, Path, description = "Character id")), responses((status = 200, description = "The character", body = crate::engine::characters::CharacterView), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
 async fn read(
     State(s): State<AppState>,
     Params(id): Params<String>,
@@ -97,6 +97,7 @@ async fn read(
     Ok(Json(s.engine.character(&id)?))
 }
 
+#[utoipa::path(put, path = "/api/v1/characters/{id}", tag = "characters", params(("id" = String, Path, description = "Character id")), request_body(content = crate::engine::characters::CharacterInput, description = "JSON body", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Updated", body = crate::engine::characters::CharacterView), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody)))]
 async fn update(
     _: Admin,
     State(s): State<AppState>,
@@ -108,6 +109,7 @@ async fn update(
     ))
 }
 
+#[utoipa::path(delete, path = "/api/v1/characters/{id}", tag = "characters", params(("id" = String, Path, description = "Character id")), security(("admin_session" = []), ("bearer" = [])), responses((status = 204, description = "Deleted"), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
 async fn remove(
     _: Admin,
     State(s): State<AppState>,
@@ -117,7 +119,7 @@ async fn remove(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct VoiceTest {
     #[serde(default)]
     voice_provider: String,
@@ -125,15 +127,34 @@ struct VoiceTest {
     voice_type: String,
 }
 
+/// Checks a voice (`{status: "ok"}`), or, asked with `Accept: audio/wav`, answers a sample of
+/// it as a WAV file that a browser can play.
+#[utoipa::path(post, path = "/api/v1/characters/test-voice", tag = "characters", request_body(content = VoiceTest, description = "JSON body", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The voice works", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody), (status = 502, description = "The provider failed", body = crate::api::openapi::ErrorBody), (status = 503, description = "The provider is unavailable", body = crate::api::openapi::ErrorBody), (status = 504, description = "The provider timed out", body = crate::api::openapi::ErrorBody)))]
 async fn test_voice(
     _: Admin,
     State(s): State<AppState>,
+    headers: HeaderMap,
     JsonBody(body): JsonBody<VoiceTest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
+    let wants_wav = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("audio/wav"));
+    if wants_wav {
+        let wav = s
+            .engine
+            .voice_sample(&body.voice_provider, &body.voice_type)
+            .await?;
+        return Ok((
+            [("content-type", "audio/wav"), ("cache-control", "no-store")],
+            wav,
+        )
+            .into_response());
+    }
     s.engine
         .test_voice(&body.voice_provider, &body.voice_type)
         .await?;
-    Ok(Json(json!({ "status": "ok" })))
+    Ok(Json(json!({ "status": "ok" })).into_response())
 }
 
 fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
@@ -152,6 +173,7 @@ async fn multipart(req: Request, s: &AppState) -> ApiResult<Multipart> {
     })
 }
 
+#[utoipa::path(post, path = "/api/v1/characters/{id}/avatar", tag = "characters", params(("id" = String, Path, description = "Character id")), request_body(content = crate::api::openapi::AvatarForm, content_type = "multipart/form-data"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Stored", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Not an image", body = crate::api::openapi::ErrorBody)))]
 async fn upload_avatar(
     _: Admin,
     State(s): State<AppState>,
@@ -182,6 +204,7 @@ async fn upload_avatar(
     Err(ApiError::bad("multipart field \"avatar\" is missing"))
 }
 
+#[utoipa::path(get, path = "/api/v1/characters/{id}/images", tag = "characters", params(("id" = String, Path, description = "Character id")), responses((status = 200, description = "The character's images", body = Vec<crate::engine::characters::ImageView>), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
 async fn images(
     State(s): State<AppState>,
     Params(id): Params<String>,
@@ -189,6 +212,7 @@ async fn images(
     Ok(Json(s.engine.images(&id)?))
 }
 
+#[utoipa::path(get, path = "/api/v1/characters/{id}/images/{filename}", tag = "characters", params(("id" = String, Path, description = "Character id"), ("filename" = String, Path, description = "Image file name")), responses((status = 200, description = "The image", body = crate::api::openapi::Binary, content_type = "image/*"), (status = 206, description = "A byte range", body = crate::api::openapi::Binary, content_type = "image/*"), (status = 304, description = "Not modified"), (status = 400, description = "Invalid name", body = String, content_type = "text/plain"), (status = 404, description = "No such image", body = String, content_type = "text/plain"), (status = 416, description = "Range not satisfiable", body = String, content_type = "text/plain")))]
 async fn image(
     State(s): State<AppState>,
     params: Result<Params<(String, String)>, ApiError>,
@@ -202,6 +226,7 @@ async fn image(
     files::serve(s.engine.blobs(), &image.blob, &headers).await
 }
 
+#[utoipa::path(delete, path = "/api/v1/characters/{id}/images/{filename}", tag = "characters", params(("id" = String, Path, description = "Character id"), ("filename" = String, Path, description = "Image file name")), security(("admin_session" = []), ("bearer" = [])), responses((status = 204, description = "Deleted"), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
 async fn delete_image(
     _: Admin,
     State(s): State<AppState>,
@@ -211,6 +236,7 @@ async fn delete_image(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(put, path = "/api/v1/characters/{id}/images/{filename}/activate", tag = "characters", params(("id" = String, Path, description = "Character id"), ("filename" = String, Path, description = "Image file name")), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Activated", body = crate::engine::characters::Activation), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
 async fn activate(
     _: Admin,
     State(s): State<AppState>,
@@ -221,6 +247,7 @@ async fn activate(
     ))
 }
 
+#[utoipa::path(get, path = "/api/v1/avatars/{filename}", tag = "characters", params(("filename" = String, Path, description = "{character_id}_{image filename}")), responses((status = 200, description = "The image", body = crate::api::openapi::Binary, content_type = "image/*"), (status = 206, description = "A byte range", body = crate::api::openapi::Binary, content_type = "image/*"), (status = 304, description = "Not modified"), (status = 400, description = "Invalid name", body = String, content_type = "text/plain"), (status = 404, description = "No such image", body = String, content_type = "text/plain"), (status = 416, description = "Range not satisfiable", body = String, content_type = "text/plain")))]
 async fn avatar(
     State(s): State<AppState>,
     params: Result<Params<String>, ApiError>,
@@ -244,6 +271,7 @@ struct ClipPath {
     filename: String,
 }
 
+#[utoipa::path(get, path = "/api/v1/characters/{id}/idle-videos/{imgbase}/{variant}/{filename}", tag = "characters", params(("id" = String, Path, description = "Character id"), ("imgbase" = String, Path, description = "Base name of one of the character's images"), ("variant" = String, Path, description = "idle, listening, speaking or WIDTHxHEIGHT"), ("filename" = String, Path, description = "Clip file name")), responses((status = 200, description = "The clip", body = crate::api::openapi::Binary, content_type = "video/mp4"), (status = 206, description = "A byte range", body = crate::api::openapi::Binary, content_type = "video/mp4"), (status = 304, description = "Not modified"), (status = 400, description = "Invalid name", body = String, content_type = "text/plain"), (status = 404, description = "No such clip", body = String, content_type = "text/plain"), (status = 416, description = "Range not satisfiable", body = String, content_type = "text/plain")))]
 async fn get_clip(
     State(s): State<AppState>,
     params: Result<Params<ClipPath>, ApiError>,
@@ -257,6 +285,7 @@ async fn get_clip(
     files::serve(s.engine.blobs(), &clip.blob, &headers).await
 }
 
+#[utoipa::path(put, path = "/api/v1/characters/{id}/idle-videos/{imgbase}/{variant}/{filename}", tag = "characters", params(("id" = String, Path, description = "Character id"), ("imgbase" = String, Path, description = "Base name of one of the character's images"), ("variant" = String, Path, description = "idle, listening, speaking or WIDTHxHEIGHT"), ("filename" = String, Path, description = "Clip file name")), request_body(content = crate::api::openapi::Binary, description = "An MP4 with an H.264 track", content_type = "application/octet-stream"), security(("admin_session" = []), ("bearer" = [])), responses((status = 201, description = "Stored", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Not an MP4 with an H.264 track", body = crate::api::openapi::ErrorBody)))]
 async fn put_clip(
     _: Admin,
     State(s): State<AppState>,
@@ -278,6 +307,7 @@ async fn put_clip(
     ))
 }
 
+#[utoipa::path(delete, path = "/api/v1/characters/{id}/idle-videos/{imgbase}/{variant}/{filename}", tag = "characters", params(("id" = String, Path, description = "Character id"), ("imgbase" = String, Path, description = "Base name of one of the character's images"), ("variant" = String, Path, description = "idle, listening, speaking or WIDTHxHEIGHT"), ("filename" = String, Path, description = "Clip file name")), security(("admin_session" = []), ("bearer" = [])), responses((status = 204, description = "Deleted"), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
 async fn delete_clip(
     _: Admin,
     State(s): State<AppState>,
@@ -290,6 +320,7 @@ async fn delete_clip(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(get, path = "/api/v1/characters/{id}/knowledge", tag = "knowledge", params(("id" = String, Path, description = "Character id")), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The knowledge sources", body = Object), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
 async fn knowledge(
     _: Admin,
     State(s): State<AppState>,
@@ -301,6 +332,7 @@ async fn knowledge(
 
 /// Receives knowledge files, streaming each to a staged blob so that a large upload never sits
 /// in memory; any failure discards every file of the request.
+#[utoipa::path(post, path = "/api/v1/characters/{id}/knowledge/files", tag = "knowledge", params(("id" = String, Path, description = "Character id")), request_body(content = crate::api::openapi::KnowledgeForm, content_type = "multipart/form-data"), security(("admin_session" = []), ("bearer" = [])), responses((status = 201, description = "Stored; indexing follows", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody)))]
 async fn upload_knowledge(
     _: Admin,
     State(s): State<AppState>,
@@ -395,10 +427,14 @@ async fn receive_files(
 }
 
 fn io_error(e: std::io::Error) -> ApiError {
+    if crate::store::is_full(&e) {
+        return crate::engine::Error::from(e).into();
+    }
     tracing::error!("cannot stage an upload: {e}");
     ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "cannot store the upload")
 }
 
+#[utoipa::path(delete, path = "/api/v1/characters/{id}/knowledge/{source_id}", tag = "knowledge", params(("id" = String, Path, description = "Character id"), ("source_id" = String, Path, description = "Knowledge source id")), security(("admin_session" = []), ("bearer" = [])), responses((status = 204, description = "Deleted"), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
 async fn delete_source(
     _: Admin,
     State(s): State<AppState>,
@@ -408,6 +444,7 @@ async fn delete_source(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(post, path = "/api/v1/characters/{id}/knowledge/{source_id}/reindex", tag = "knowledge", params(("id" = String, Path, description = "Character id"), ("source_id" = String, Path, description = "Knowledge source id")), security(("admin_session" = []), ("bearer" = [])), responses((status = 202, description = "Reindexing", body = Object), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody), (status = 409, description = "Already indexing", body = crate::api::openapi::ErrorBody)))]
 async fn reindex(
     _: Admin,
     State(s): State<AppState>,
@@ -421,35 +458,17 @@ async fn reindex(
 }
 
 #[derive(Deserialize)]
-struct HistoryQuery {
-    limit: Option<usize>,
-    before: Option<String>,
-}
-
-async fn history(
-    _: Admin,
-    State(s): State<AppState>,
-    Params(id): Params<String>,
-    QueryArgs(q): QueryArgs<HistoryQuery>,
-) -> ApiResult<Json<HistoryPage>> {
-    Ok(Json(s.engine.history(&id, q.limit, q.before.as_deref())?))
-}
-
-#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct PurgeQuery {
-    session_id: Option<String>,
-    before_date: Option<String>,
+struct Question {
+    question: String,
 }
 
-/// Removes the whole history of a character, one session's messages, or those before a date.
-async fn purge_history(
+/// What the kiosk would answer to a question: the passages and the reply, nothing stored.
+async fn ask(
     _: Admin,
     State(s): State<AppState>,
     Params(id): Params<String>,
-    QueryArgs(q): QueryArgs<PurgeQuery>,
-) -> ApiResult<Json<Value>> {
-    let purge = Purge::parse(q.session_id.as_deref(), q.before_date.as_deref())?;
-    let deleted = blocking(&s, move |e| e.purge_history(&id, &purge)).await?;
-    Ok(Json(json!({ "deleted": deleted })))
+    JsonBody(q): JsonBody<Question>,
+) -> ApiResult<Json<Asked>> {
+    Ok(Json(s.engine.ask_knowledge(&id, &q.question).await?))
 }

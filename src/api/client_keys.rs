@@ -20,11 +20,12 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/client-keys/{id}", delete(revoke))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct NewKey {
     name: String,
 }
 
+#[utoipa::path(post, path = "/api/v1/client-keys", tag = "client-keys", request_body(content = NewKey, description = "JSON body", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 201, description = "Created; the only answer that holds the key", body = crate::engine::access::NewClientKey), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 409, description = "At most 64 keys", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody)))]
 async fn create(
     State(s): State<AppState>,
     _: Admin,
@@ -34,10 +35,12 @@ async fn create(
     Ok((StatusCode::CREATED, Json(created)))
 }
 
+#[utoipa::path(get, path = "/api/v1/client-keys", tag = "client-keys", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The keys, without the keys themselves", body = Object), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody)))]
 async fn list(State(s): State<AppState>, _: Admin) -> ApiResult<Json<Value>> {
     Ok(Json(json!({ "keys": s.engine.client_keys()? })))
 }
 
+#[utoipa::path(delete, path = "/api/v1/client-keys/{id}", tag = "client-keys", params(("id" = String, Path, description = "Client key id")), security(("admin_session" = []), ("bearer" = [])), responses((status = 204, description = "Revoked"), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
 async fn revoke(
     State(s): State<AppState>,
     _: Admin,

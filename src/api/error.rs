@@ -54,6 +54,7 @@ impl From<Error> for ApiError {
             Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::ProviderFailed(_) => StatusCode::BAD_GATEWAY,
             Error::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            Error::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError::new(status, e.to_string())
@@ -83,11 +84,10 @@ impl ApiError {
             )
                 .into_response()
         } else {
-            (
-                self.status,
-                Json(serde_json::json!({ "error": self.message })),
-            )
-                .into_response()
+            let body = super::openapi::ErrorBody {
+                error: self.message,
+            };
+            (self.status, Json(body)).into_response()
         }
     }
 }

@@ -81,6 +81,7 @@ fn status_of(e: Error) -> Status {
         Error::Conflict(m) => Status::already_exists(m),
         Error::Unavailable(m) => Status::unavailable(m),
         Error::Timeout(m) => Status::deadline_exceeded(m),
+        Error::InsufficientStorage(m) => Status::resource_exhausted(m),
         other => Status::internal(other.to_string()),
     }
 }

@@ -9,6 +9,7 @@ mod auth;
 mod characters;
 mod client_keys;
 mod console;
+mod conversations;
 mod debug;
 mod device;
 mod error;
@@ -16,6 +17,7 @@ mod extract;
 mod files;
 mod grpc;
 pub mod listen;
+mod openapi;
 mod sessions;
 mod site;
 mod streams;
@@ -51,6 +53,8 @@ pub struct AppState {
     streams: Arc<streams::Streams>,
     /// Password checks allowed at once (`login_concurrency`).
     logins: Arc<tokio::sync::Semaphore>,
+    /// The listener's certificate, set by `serve` (the certificate routes replace it).
+    tls: Option<Arc<tls::Tls>>,
 }
 
 impl AppState {
@@ -67,6 +71,7 @@ impl AppState {
             stopping: Default::default(),
             streams,
             logins,
+            tls: None,
         }
     }
 }
@@ -80,6 +85,7 @@ pub fn router(state: AppState) -> Router {
     };
     Router::new()
         .merge(system::routes())
+        .merge(openapi::routes())
         .merge(site::routes())
         .merge(sessions::routes())
         .merge(client_keys::routes())
@@ -88,6 +94,7 @@ pub fn router(state: AppState) -> Router {
         .merge(ws::routes())
         .merge(grpc::routes(state.engine.clone(), state.streams.clone()))
         .merge(characters::routes(&state.engine.config.limits))
+        .merge(conversations::routes())
         .merge(hooks)
         .merge(console::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
@@ -183,10 +190,11 @@ fn same_origin(headers: &HeaderMap, uri: &axum::http::Uri) -> bool {
 /// `shutdown` completes.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    state: AppState,
+    mut state: AppState,
     tls: Arc<tls::Tls>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    state.tls = Some(tls.clone());
     let engine = state.engine.clone();
     let stopping = state.stopping.clone();
     let shutdown = async move {

@@ -26,7 +26,7 @@ use super::error::{ApiError, ApiResult};
 use super::extract::{Params, check_length, read_body};
 use super::listen::Transport;
 use super::{AppState, blocking};
-use crate::engine::auth::Login;
+use crate::engine::auth::{Change, Login};
 
 const IMAGE_CACHE_CONTROL: &str = "public, max-age=31536000, immutable";
 const DATA_CACHE_CONTROL: &str = "public, max-age=30, stale-while-revalidate=300";
@@ -37,6 +37,7 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/auth", get(auth_status).post(login).delete(logout))
         .route("/api/auth/logout-all", post(logout_all))
+        .route("/api/auth/password", axum::routing::put(change_password))
         .route("/api/data", get(get_data).put(put_data).post(seed_data))
         .route(
             "/api/img/{name}",
@@ -54,10 +55,17 @@ fn unauthorized() -> ApiError {
     ApiError::new(StatusCode::UNAUTHORIZED, "authentication required")
 }
 
+#[utoipa::path(get, path = "/api/auth", tag = "site", responses((status = 200, description = "Whether the request carries a live admin session", body = Object)))]
 async fn auth_status(State(s): State<AppState>, headers: HeaderMap) -> Json<Value> {
     let authenticated = s.engine.has_admin_password()
         && session_token(&headers).is_some_and(|t| s.engine.admin_session_valid(t));
-    Json(json!({ "authenticated": authenticated }))
+    // Only a signed-in administrator is told, and only while the first-boot password is in
+    // force; every other answer keeps the site API's shape, `{authenticated}` alone.
+    if authenticated && s.engine.must_change_password() {
+        Json(json!({ "authenticated": true, "must_change": true }))
+    } else {
+        Json(json!({ "authenticated": authenticated }))
+    }
 }
 
 /// The rate-limit key: the TCP peer's address; only from a peer listed in `trusted_proxies`
@@ -151,6 +159,7 @@ fn refuse_plain_login(s: &AppState, req: &http::request::Parts) -> Result<(), Ap
 /// How long a login waits for a free password check before it is answered 429.
 const LOGIN_QUEUE_WAIT: Duration = Duration::from_secs(2);
 
+#[utoipa::path(post, path = "/api/auth", tag = "site", request_body(content = Object, description = "The password: {\"password\": \"...\"}", content_type = "application/json"), responses((status = 200, description = "Signed in; sets the session cookie", body = Object), (status = 400, description = "No password", body = crate::api::openapi::ErrorBody), (status = 401, description = "Wrong password", body = crate::api::openapi::ErrorBody), (status = 403, description = "A login in clear from the network", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 429, description = "Too many failures or checks; see Retry-After", body = Object), (status = 500, description = "No administrator password is configured", body = crate::api::openapi::ErrorBody)))]
 async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
     let (parts, body) = req.into_parts();
     // 0. Never a password in clear over the network.
@@ -203,6 +212,7 @@ async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
     }
 }
 
+#[utoipa::path(delete, path = "/api/auth", tag = "site", responses((status = 200, description = "Signed out; clears the cookie", body = Object), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody)))]
 async fn logout(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
     let (parts, _) = req.into_parts();
     if let Some(token) = session_token(&parts.headers).map(str::to_string) {
@@ -212,7 +222,53 @@ async fn logout(State(s): State<AppState>, req: Request) -> ApiResult<Response> 
     Ok(([(SET_COOKIE, cookie)], Json(json!({ "ok": true }))).into_response())
 }
 
+/// `PUT /api/auth/password` `{current, new}`: the current password is checked again (rate
+/// limited and through the bounded pool, like a login); every other session ends.
+async fn change_password(
+    State(s): State<AppState>,
+    _: super::auth::Admin,
+    req: Request,
+) -> ApiResult<Response> {
+    let (parts, body) = req.into_parts();
+    refuse_plain_login(&s, &parts)?;
+    let peer = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(a)| a.ip());
+    let client = client_key(peer, &parts.headers, &s.engine.config.trusted_proxies);
+    let keep = session_token(&parts.headers).map(str::to_string);
+    let body = read_body(body, s.engine.config.limits.json_bytes).await?;
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        current: String,
+        new: String,
+    }
+    let Body { current, new } = serde_json::from_slice(&body)
+        .map_err(|_| ApiError::bad("expected {\"current\": string, \"new\": string}"))?;
+    let Ok(Ok(slot)) =
+        tokio::time::timeout(LOGIN_QUEUE_WAIT, s.logins.clone().acquire_owned()).await
+    else {
+        return Ok(too_many(LOGIN_QUEUE_WAIT.as_secs()));
+    };
+    let outcome = blocking(&s, move |e| {
+        let outcome = e.change_password(&client, keep.as_deref(), &current, &new);
+        drop(slot);
+        outcome
+    })
+    .await?;
+    match outcome {
+        Change::Changed => Ok(Json(json!({ "ok": true })).into_response()),
+        Change::WrongPassword => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "the current password is wrong",
+        )),
+        Change::Limited(wait) => Ok(too_many(wait)),
+    }
+}
+
 /// Sign out everywhere: ends every administrator session but the caller's own.
+#[utoipa::path(post, path = "/api/auth/logout-all", tag = "site", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Every other admin session ended", body = Object), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody)))]
 async fn logout_all(
     State(s): State<AppState>,
     _: super::auth::Admin,
@@ -223,6 +279,7 @@ async fn logout_all(
     Ok(Json(json!({ "ok": true, "ended": ended })))
 }
 
+#[utoipa::path(get, path = "/api/data", tag = "site", responses((status = 200, description = "The site document", body = Object)))]
 async fn get_data(State(s): State<AppState>) -> ApiResult<Response> {
     let doc = s.engine.site_document()?;
     Ok((
@@ -235,6 +292,7 @@ async fn get_data(State(s): State<AppState>) -> ApiResult<Response> {
         .into_response())
 }
 
+#[utoipa::path(put, path = "/api/data", tag = "site", request_body(content = Object, description = "The site document", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Stored", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody)))]
 async fn put_data(State(s): State<AppState>, req: Request) -> ApiResult<Json<Value>> {
     // 1. Authentication first.
     if !is_admin(req.headers(), peer_of(&req), &s) {
@@ -248,6 +306,7 @@ async fn put_data(State(s): State<AppState>, req: Request) -> ApiResult<Json<Val
     Ok(Json(json!({ "ok": true, "count": counts })))
 }
 
+#[utoipa::path(post, path = "/api/data", tag = "site", params(("seed" = Option<String>, Query, description = "Must be 1")), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Seeded with the default document", body = Object), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 405, description = "Without ?seed=1", body = crate::api::openapi::ErrorBody)))]
 async fn seed_data(
     State(s): State<AppState>,
     RawQuery(query): RawQuery,
@@ -400,6 +459,7 @@ fn key_of(name: Result<Params<String>, ApiError>) -> String {
     name.map_or_else(|_| String::new(), |Params(n)| n)
 }
 
+#[utoipa::path(get, path = "/api/img/{name}", tag = "site", params(("name" = String, Path, description = "Image key")), responses((status = 200, description = "The image", body = crate::api::openapi::Binary, content_type = "image/*"), (status = 304, description = "Not modified"), (status = 400, description = "Invalid key", body = String, content_type = "text/plain"), (status = 404, description = "No such image", body = String, content_type = "text/plain"), (status = 500, description = "The image store is not configured", body = String, content_type = "text/plain")))]
 async fn get_image(
     State(s): State<AppState>,
     name: Result<Params<String>, ApiError>,
@@ -411,6 +471,7 @@ async fn get_image(
         .unwrap_or_else(|e| e.plain().into_response())
 }
 
+#[utoipa::path(get, path = "/api/img/", tag = "site", responses((status = 400, description = "The empty key is invalid", body = String, content_type = "text/plain"), (status = 500, description = "The image store is not configured", body = String, content_type = "text/plain")))]
 async fn get_image_empty(State(s): State<AppState>, uri: Uri, headers: HeaderMap) -> Response {
     serve_image(&s, "", &uri, &headers)
         .await
@@ -486,6 +547,7 @@ async fn serve_image(s: &AppState, key: &str, uri: &Uri, req: &HeaderMap) -> Api
     Ok(res)
 }
 
+#[utoipa::path(delete, path = "/api/img/{name}", tag = "site", params(("name" = String, Path, description = "Image key")), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Deleted (absent keys too)", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 500, description = "The image store is not configured", body = crate::api::openapi::ErrorBody)))]
 async fn delete_image(
     State(s): State<AppState>,
     name: Result<Params<String>, ApiError>,
@@ -494,6 +556,7 @@ async fn delete_image(
     remove_image(&s, key_of(name), &request).await
 }
 
+#[utoipa::path(delete, path = "/api/img/", tag = "site", security(("admin_session" = []), ("bearer" = [])), responses((status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 500, description = "The image store is not configured", body = crate::api::openapi::ErrorBody)))]
 async fn delete_image_empty(State(s): State<AppState>, request: Parts) -> ApiResult<Json<Value>> {
     remove_image(&s, String::new(), &request).await
 }
@@ -509,6 +572,7 @@ async fn remove_image(s: &AppState, key: String, request: &Parts) -> ApiResult<J
     Ok(Json(json!({ "ok": true, "deleted": key })))
 }
 
+#[utoipa::path(put, path = "/api/img/{name}", tag = "site", params(("name" = String, Path, description = "Image key")), request_body(content = crate::api::openapi::Binary, content_type = "image/png"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Stored", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Not a PNG, JPEG, GIF or WebP image", body = crate::api::openapi::ErrorBody), (status = 500, description = "The image store is not configured", body = crate::api::openapi::ErrorBody)))]
 async fn put_image(
     State(s): State<AppState>,
     name: Result<Params<String>, ApiError>,
@@ -517,6 +581,7 @@ async fn put_image(
     store_image(&s, key_of(name), req).await
 }
 
+#[utoipa::path(put, path = "/api/img/", tag = "site", request_body(content = crate::api::openapi::Binary, content_type = "image/png"), security(("admin_session" = []), ("bearer" = [])), responses((status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 500, description = "The image store is not configured", body = crate::api::openapi::ErrorBody)))]
 async fn put_image_empty(State(s): State<AppState>, req: Request) -> ApiResult<Json<Value>> {
     store_image(&s, String::new(), req).await
 }

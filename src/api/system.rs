@@ -1,15 +1,21 @@
-//! Health, components, settings and configuration routes.
+//! Health, components, settings and configuration routes, and the administrator's system
+//! routes: restart, backup, restore and the recent log.
 
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::http::header::{CACHE_CONTROL, CONTENT_DISPOSITION, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
 
 use super::auth::Admin;
-use super::error::ApiResult;
-use super::extract::JsonBody;
+use super::error::{ApiError, ApiResult};
+use super::extract::{JsonBody, QueryArgs};
+use super::tls::Refused;
 use super::{AppState, blocking};
 use crate::engine::launch::LaunchUpdate;
 
@@ -21,8 +27,239 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/settings/test", post(test_settings))
         .route("/api/v1/config/avatar-model", get(avatar_model))
         .route("/api/v1/config/launch", get(get_launch).put(put_launch))
+        .route(
+            "/api/v1/tls/certificate",
+            get(get_certificate).put(put_certificate),
+        )
+        .route("/api/v1/system/restart", post(restart))
+        .route("/api/v1/system/backup", get(backup))
+        .route("/api/v1/system/restore", post(restore))
+        .route("/api/v1/system/logs", get(logs))
 }
 
+/// The process stops serving once this answer is sent, then starts again.
+async fn restart(_: Admin, State(s): State<AppState>) -> Json<Value> {
+    s.engine.request_restart();
+    Json(json!({ "status": "restarting" }))
+}
+
+/// Chunks of the archive in flight between the thread that writes it and the response.
+const BACKUP_CHUNKS: usize = 4;
+const BACKUP_CHUNK_BYTES: usize = 64 << 10;
+
+/// The backup archive, written by a blocking thread as the client reads it (at most
+/// `BACKUP_CHUNKS` chunks buffered). A failure after the first bytes cuts the response short,
+/// so the client sees an incomplete download rather than a well-formed bad archive.
+async fn backup(_: Admin, State(s): State<AppState>) -> ApiResult<Response> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(BACKUP_CHUNKS);
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+    let engine = s.engine.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut out = ChannelWriter {
+            tx,
+            buf: Vec::with_capacity(BACKUP_CHUNK_BYTES),
+            started: Some(first_tx),
+        };
+        let result = engine.write_backup(&mut out);
+        match result {
+            Ok(()) => {
+                let _ = out.send();
+                if let Some(started) = out.started.take() {
+                    let _ = started.send(Ok(()));
+                }
+            }
+            Err(e) => {
+                tracing::warn!("backup failed: {e}");
+                match out.started.take() {
+                    Some(started) => {
+                        let _ = started.send(Err(e));
+                    }
+                    None => {
+                        let _ = out
+                            .tx
+                            .blocking_send(Err(std::io::Error::other(e.to_string())));
+                    }
+                }
+            }
+        }
+    });
+    // Errors before the first bytes (another backup runs, the copy failed) get a status.
+    if let Ok(Err(e)) = first_rx.await {
+        return Err(e.into());
+    }
+    let name = format!(
+        "attachment; filename=\"docent-backup-{}.tar\"",
+        humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+            .to_string()
+            .replace(':', "-")
+    );
+    let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+    Ok((
+        [
+            (CONTENT_TYPE, "application/x-tar".to_string()),
+            (CONTENT_DISPOSITION, name),
+            (CACHE_CONTROL, "no-store".to_string()),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+/// `io::Write` into the response's channel, in chunks; the first full chunk tells the handler
+/// that the archive is under way.
+struct ChannelWriter {
+    tx: tokio::sync::mpsc::Sender<std::io::Result<Bytes>>,
+    buf: Vec<u8>,
+    started: Option<tokio::sync::oneshot::Sender<crate::engine::Result<()>>>,
+}
+
+impl ChannelWriter {
+    fn send(&mut self) -> std::io::Result<()> {
+        if let Some(started) = self.started.take() {
+            let _ = started.send(Ok(()));
+        }
+        let chunk = Bytes::from(std::mem::replace(
+            &mut self.buf,
+            Vec::with_capacity(BACKUP_CHUNK_BYTES),
+        ));
+        self.tx
+            .blocking_send(Ok(chunk))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "client went away"))
+    }
+}
+
+impl std::io::Write for ChannelWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        let n = data.len().min(BACKUP_CHUNK_BYTES - self.buf.len());
+        self.buf.extend_from_slice(&data[..n]);
+        if self.buf.len() == BACKUP_CHUNK_BYTES {
+            self.send()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Restores a backup: the upload (at most `limits.backup_bytes`) is kept in the scratch
+/// directory, checked completely and staged; then the kiosk restarts into it. A bad archive
+/// changes nothing: 400 with the reason.
+async fn restore(_: Admin, State(s): State<AppState>, body: Body) -> ApiResult<Json<Value>> {
+    let limit = s.engine.config.limits.backup_bytes;
+    let path = s
+        .engine
+        .scratch_dir()
+        .join(format!("restore-{}.tar", crate::engine::new_id()));
+    let upload = Upload(path.clone());
+    let mut file = tokio::fs::File::create(&path)
+        .await
+        .map_err(crate::engine::Error::from)?;
+    let mut stream = body.into_data_stream();
+    let mut size = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad(format!("upload cut short: {e}")))?;
+        size += chunk.len() as u64;
+        if size > limit {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("a backup may be at most {limit} bytes"),
+            ));
+        }
+        file.write_all(&chunk)
+            .await
+            .map_err(crate::engine::Error::from)?;
+    }
+    drop(file);
+    let restored = blocking(&s, move |e| {
+        let restored = e.restore_backup(&upload.0);
+        drop(upload);
+        restored
+    })
+    .await?;
+    s.engine.request_restart();
+    Ok(Json(json!({
+        "status": "restored",
+        "blobs": restored.blobs,
+        "bytes": restored.bytes,
+        "restarting": true,
+    })))
+}
+
+/// The uploaded archive, removed when the restore is done with it.
+struct Upload(std::path::PathBuf);
+
+impl Drop for Upload {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LogsQuery {
+    lines: Option<usize>,
+}
+
+/// The last lines of the log (`?lines=`, at most all that are kept), oldest first.
+async fn logs(_: Admin, QueryArgs(q): QueryArgs<LogsQuery>) -> Json<Value> {
+    let n = q.lines.unwrap_or(200).min(crate::logs::LINES);
+    Json(json!({ "lines": crate::logs::recent(n), "kept": crate::logs::LINES }))
+}
+
+/// The HTTPS certificate in use: its fingerprint, and whether the console may replace it.
+async fn get_certificate(_: Admin, State(s): State<AppState>) -> ApiResult<Json<Value>> {
+    let tls = s.tls.as_ref().ok_or_else(no_tls)?;
+    Ok(Json(json!({
+        "fingerprint": tls.fingerprint(),
+        "replaceable": !tls.configured(),
+    })))
+}
+
+#[derive(serde::Deserialize)]
+struct CertificateUpload {
+    cert_pem: String,
+    key_pem: String,
+}
+
+/// Replaces the certificate with the administrator's own (PEM), checked before anything is
+/// replaced; new connections use it at once.
+async fn put_certificate(
+    _: Admin,
+    State(s): State<AppState>,
+    JsonBody(body): JsonBody<CertificateUpload>,
+) -> ApiResult<Json<Value>> {
+    let tls = s.tls.clone().ok_or_else(no_tls)?;
+    let installed = tokio::task::spawn_blocking(move || {
+        tls.install(body.cert_pem.as_bytes(), body.key_pem.as_bytes())
+    })
+    .await
+    .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error"))?;
+    match installed {
+        Ok(fingerprint) => Ok(Json(
+            json!({ "status": "saved", "fingerprint": fingerprint }),
+        )),
+        Err(Refused::Invalid(why)) => Err(ApiError::bad(why)),
+        Err(Refused::Configured) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "the configuration names the certificate files (tls_cert, tls_key): replace them there",
+        )),
+        Err(Refused::Io(e)) => {
+            tracing::error!("cannot write the certificate: {e}");
+            Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cannot write the certificate",
+            ))
+        }
+    }
+}
+
+fn no_tls() -> ApiError {
+    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "HTTPS is not served")
+}
+
+#[utoipa::path(get, path = "/api/v1/health", tag = "system", responses((status = 200, description = "Health, providers and devices", body = Object)))]
 async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
     let e = &s.engine;
     let sessions = e.session_count().unwrap_or(0);
@@ -35,6 +272,11 @@ async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
         );
         reasons.extend(problem);
     }
+    let characters: Vec<Value> = e
+        .characters_not_on_this_kiosk()?
+        .into_iter()
+        .map(|(id, name, fields)| json!({ "id": id, "name": name, "fields": fields }))
+        .collect();
     Ok(Json(json!({
         "status": if reasons.is_empty() { "ok" } else { "degraded" },
         "reasons": reasons,
@@ -43,19 +285,23 @@ async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
         "sessions": sessions,
         "admin_auth": if e.has_admin_password() { "password" } else { "setup" },
         "providers": providers,
+        "characters_not_on_this_kiosk": characters,
         "inference_connected": e.inference_connected().await,
         "device": s.devices.health.get(),
     })))
 }
 
+#[utoipa::path(get, path = "/api/v1/components", tag = "system", responses((status = 200, description = "Selectable providers per stage", body = crate::engine::providers::Components)))]
 async fn components(State(s): State<AppState>) -> Json<crate::engine::providers::Components> {
     Json(s.engine.components())
 }
 
+#[utoipa::path(get, path = "/api/v1/settings", tag = "settings", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The settings, secrets masked", body = Object), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody)))]
 async fn get_settings(_: Admin, State(s): State<AppState>) -> Json<Value> {
     Json(s.engine.settings().masked())
 }
 
+#[utoipa::path(put, path = "/api/v1/settings", tag = "settings", request_body(content = Object, description = "A partial settings document; null resets a field", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Saved; the settings, secrets masked", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody)))]
 async fn put_settings(
     _: Admin,
     State(s): State<AppState>,
@@ -67,6 +313,7 @@ async fn put_settings(
     ))
 }
 
+#[utoipa::path(post, path = "/api/v1/settings/test", tag = "settings", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Every provider check passed", body = Object), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 503, description = "A provider check failed", body = Object)))]
 async fn test_settings(_: Admin, State(s): State<AppState>) -> Response {
     let checks = s.engine.test_providers().await;
     match checks.iter().find(|c| !c.ok) {
@@ -83,6 +330,7 @@ async fn test_settings(_: Admin, State(s): State<AppState>) -> Response {
     }
 }
 
+#[utoipa::path(get, path = "/api/v1/config/avatar-model", tag = "system", responses((status = 200, description = "The avatar model (cached idle clips)", body = Object)))]
 async fn avatar_model() -> Json<Value> {
     Json(json!({
         "active_model": "cached_video",
@@ -98,6 +346,7 @@ async fn avatar_model() -> Json<Value> {
     }))
 }
 
+#[utoipa::path(get, path = "/api/v1/config/launch", tag = "settings", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Launch parameters", body = crate::engine::launch::LaunchView), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody)))]
 async fn get_launch(
     _: Admin,
     State(s): State<AppState>,
@@ -105,6 +354,7 @@ async fn get_launch(
     Ok(Json(s.engine.launch_config()?))
 }
 
+#[utoipa::path(put, path = "/api/v1/config/launch", tag = "settings", request_body(content = crate::engine::launch::LaunchUpdate, description = "JSON body", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Saved", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody)))]
 async fn put_launch(
     _: Admin,
     State(s): State<AppState>,

@@ -34,6 +34,7 @@ pub fn routes() -> Router<AppState> {
         )
 }
 
+#[utoipa::path(get, path = "/api/v1/tasks/{task_id}", tag = "tasks", params(("task_id" = String, Path, description = "Task id")), security(("admin_session" = []), ("bearer" = []), ()), responses((status = 200, description = "The task", body = crate::engine::tasks::TaskView), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not a conversation client", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
 async fn task(
     State(s): State<AppState>,
     _: Caller,
@@ -48,6 +49,7 @@ struct EventsQuery {
     limit: Option<usize>,
 }
 
+#[utoipa::path(get, path = "/api/v1/tasks/{task_id}/events", tag = "tasks", params(("task_id" = String, Path, description = "Task id"), ("after_seq" = Option<u64>, Query, description = "Only events after this sequence number"), ("limit" = Option<usize>, Query, description = "At most this many")), security(("admin_session" = []), ("bearer" = []), ()), responses((status = 200, description = "The task's events", body = Object), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not a conversation client", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
 async fn events(
     State(s): State<AppState>,
     _: Caller,
@@ -58,6 +60,7 @@ async fn events(
     Ok(Json(json!({ "events": events })))
 }
 
+#[utoipa::path(get, path = "/api/v1/tasks/{task_id}/artifacts/{artifact_id}", tag = "tasks", params(("task_id" = String, Path, description = "Task id"), ("artifact_id" = String, Path, description = "Artifact id")), security(("admin_session" = []), ("bearer" = []), ()), responses((status = 200, description = "The artifact's content, with its type", body = crate::api::openapi::Binary, content_type = "*/*"), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not a conversation client", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
 async fn artifact(
     State(s): State<AppState>,
     _: Caller,
@@ -76,6 +79,7 @@ async fn artifact(
     Ok((headers, bytes).into_response())
 }
 
+#[utoipa::path(post, path = "/api/v1/internal/tasks/{task_id}/events", tag = "internal", params(("task_id" = String, Path, description = "Task id")), request_body(content = crate::engine::tasks::EventInput, description = "JSON body", content_type = "application/json"), security(("bearer" = []), ()), responses((status = 200, description = "Recorded", body = crate::engine::tasks::Posted), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Neither loopback nor the internal token", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody)))]
 async fn post_event(
     _: Internal,
     State(s): State<AppState>,
@@ -87,6 +91,7 @@ async fn post_event(
     ))
 }
 
+#[utoipa::path(post, path = "/api/v1/internal/tasks/{task_id}/artifacts", tag = "internal", params(("task_id" = String, Path, description = "Task id")), request_body(content = crate::engine::tasks::ArtifactInput, description = "JSON body", content_type = "application/json"), security(("bearer" = []), ()), responses((status = 201, description = "Stored", body = crate::engine::tasks::ArtifactView), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Neither loopback nor the internal token", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody)))]
 async fn post_artifact(
     _: Internal,
     State(s): State<AppState>,
@@ -97,12 +102,13 @@ async fn post_artifact(
     Ok((StatusCode::CREATED, Json(artifact)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct SearchBody {
     query: String,
     top_k: Option<usize>,
 }
 
+#[utoipa::path(post, path = "/api/v1/internal/characters/{id}/knowledge/search", tag = "internal", params(("id" = String, Path, description = "Character id")), request_body(content = SearchBody, description = "JSON body", content_type = "application/json"), security(("bearer" = []), ()), responses((status = 200, description = "Matching passages", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Neither loopback nor the internal token", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody)))]
 async fn search(
     _: Internal,
     State(s): State<AppState>,

@@ -60,6 +60,7 @@ struct KeyQuery {
     key: Option<String>,
 }
 
+#[utoipa::path(get, path = "/ws/chat/{id}", tag = "sessions", params(("id" = String, Path, description = "Session id"), ("key" = Option<String>, Query, description = "A client key (browsers cannot set Authorization)")), security(("admin_session" = []), ("bearer" = []), ()), responses((status = 101, description = "Switching to the WebSocket chat protocol"), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not a conversation client", body = crate::api::openapi::ErrorBody), (status = 403, description = "Not the session's owner", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody), (status = 426, description = "Not a WebSocket upgrade request", body = crate::api::openapi::ErrorBody), (status = 503, description = "Too many live WebSockets", body = crate::api::openapi::ErrorBody)))]
 async fn upgrade(
     State(s): State<AppState>,
     Params(id): Params<String>,

@@ -53,7 +53,7 @@ pub fn may(caller: &Owner, owner: &Owner, use_: Use) -> bool {
 }
 
 /// A client key as listed: never the key itself.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ClientKeyView {
     pub id: String,
     pub name: String,
@@ -62,7 +62,7 @@ pub struct ClientKeyView {
 }
 
 /// A client key just created: the only time the key is shown.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct NewClientKey {
     #[serde(flatten)]
     pub view: ClientKeyView,

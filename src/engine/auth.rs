@@ -34,7 +34,16 @@ const FIRST_LOGIN: &str = "admin_first_login";
 /// password (the password changed) ends every session opened under the old one.
 const PASSWORD_HASH: &str = "admin_password_hash";
 
-/// The configured password as a salted hash; the clear text is dropped after start (except a
+/// `META` flag: the hash in `PASSWORD_HASH` was chosen in the console and wins over the
+/// configured password.
+const CHANGED: &str = "admin_password_changed";
+
+/// Shortest password an administrator may choose, in characters.
+pub const MIN_PASSWORD_CHARS: usize = 10;
+/// Longest password accepted, in bytes (Argon2 hashes any length; this bounds the work).
+pub const MAX_PASSWORD_BYTES: usize = 1024;
+
+/// The password in force as a salted hash; the clear text is dropped after start (except a
 /// first-boot password, see [`FirstBoot`]).
 pub struct Password {
     salt: [u8; 16],
@@ -47,6 +56,34 @@ impl Password {
         getrandom::fill(&mut salt).expect("system random source");
         let hash = derive(clear, &salt);
         Password { salt, hash }
+    }
+
+    /// The password chosen in the console, if one was: it wins over the configured one.
+    pub(super) fn chosen(store: &store::Store) -> Result<Option<Password>> {
+        let tx = store.read()?;
+        let meta = tx.open_table(META)?;
+        if meta.get(CHANGED)?.is_none() {
+            return Ok(None);
+        }
+        Ok(meta
+            .get(PASSWORD_HASH)?
+            .and_then(|v| <[u8; 48]>::try_from(v.value()).ok())
+            .map(|stored| Password::from_record(&stored)))
+    }
+
+    fn from_record(stored: &[u8; 48]) -> Password {
+        let mut salt = [0u8; 16];
+        let mut hash = [0u8; 32];
+        salt.copy_from_slice(&stored[..16]);
+        hash.copy_from_slice(&stored[16..]);
+        Password { salt, hash }
+    }
+
+    fn record(&self) -> [u8; 48] {
+        let mut record = [0u8; 48];
+        record[..16].copy_from_slice(&self.salt);
+        record[16..].copy_from_slice(&self.hash);
+        record
     }
 
     /// The password for `clear`, under the salt stored with the previous start's password when
@@ -68,12 +105,9 @@ impl Password {
             }
         }
         let password = Password::new(clear);
-        let mut record = [0u8; 48];
-        record[..16].copy_from_slice(&password.salt);
-        record[16..].copy_from_slice(&password.hash);
         let tx = store.write()?;
         tx.open_table(META)?
-            .insert(PASSWORD_HASH, record.as_slice())?;
+            .insert(PASSWORD_HASH, password.record().as_slice())?;
         tx.open_table(ADMIN_SESSIONS)?.retain(|_, _| false)?;
         tx.commit()?;
         if previous.is_some() {
@@ -114,9 +148,8 @@ impl FirstBoot {
         clear: Option<&str>,
         store: &store::Store,
     ) -> Result<FirstBoot> {
-        let from_file = config.admin_password.is_none() && config.admin_password_file.is_some();
         let keep = match clear {
-            Some(p) if from_file && !p.is_empty() => {
+            Some(p) if from_file(config) && !p.is_empty() => {
                 let tx = store.read()?;
                 let logged_in = tx.open_table(META)?.get(FIRST_LOGIN)?.is_some();
                 (!logged_in).then(|| p.to_string())
@@ -139,11 +172,27 @@ impl FirstBoot {
     }
 }
 
+/// Whether the configured password came from `admin_password_file` (the first-boot password
+/// shown on the display), not from `admin_password` (which the environment and flag also set).
+pub(super) fn from_file(config: &crate::config::Config) -> bool {
+    config.admin_password.is_none() && config.admin_password_file.is_some()
+}
+
 /// What a login attempt came to.
 #[derive(Debug, PartialEq)]
 pub enum Login {
     /// The new session token.
     Success(String),
+    WrongPassword,
+    /// Too many failures from this address: retry after this many seconds.
+    Limited(u64),
+}
+
+/// What a password change came to.
+#[derive(Debug, PartialEq)]
+pub enum Change {
+    Changed,
+    /// The current password given was wrong.
     WrongPassword,
     /// Too many failures from this address: retry after this many seconds.
     Limited(u64),
@@ -162,7 +211,25 @@ fn token_key(token: &str) -> String {
 impl Engine {
     /// Whether an administrator password is configured (else the kiosk is in setup mode).
     pub fn has_admin_password(&self) -> bool {
-        self.password.is_some()
+        self.password
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    /// Whether the password in force is the first-boot one from `admin_password_file`, which
+    /// the administrator must replace before doing anything else.
+    pub fn must_change_password(&self) -> bool {
+        self.must_change.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether `candidate` is the password in force (constant time, one Argon2 derivation).
+    fn password_matches(&self, candidate: &str) -> Result<bool> {
+        let password = self.password.read().unwrap_or_else(|e| e.into_inner());
+        let configured = password
+            .as_ref()
+            .ok_or_else(|| Error::Conflict("no administrator password is configured".into()))?;
+        Ok(configured.matches(candidate))
     }
 
     /// The administrator password in clear text, for the kiosk's own display only, while the
@@ -196,38 +263,15 @@ impl Engine {
     /// failures and, the first time, records that the administrator has logged in (which ends
     /// first boot); a failure is counted. Without a configured password this is an error.
     pub fn login(&self, client: &str, password: &str) -> Result<Login> {
-        let configured = self
-            .password
-            .as_ref()
-            .ok_or_else(|| Error::Internal("no administrator password is configured".into()))?;
-        // The attempt is counted as a failure, in the same write transaction as the limit
-        // check, before the password is compared: concurrent guesses cannot all pass the check
-        // before any of them is counted. A success then clears the count.
-        let now = unix_now();
-        let window = self.config.login_window_secs;
-        let tx = self.store.write()?;
-        {
-            let mut table = tx.open_table(LOGIN_FAILURES)?;
-            let previous: Option<LoginFailures> = store::get(&table, client)?;
-            let failures = match previous {
-                Some(f) if now < f.window_start + window => {
-                    if f.count >= self.config.login_max_failures {
-                        return Ok(Login::Limited(f.window_start + window - now));
-                    }
-                    LoginFailures {
-                        count: f.count + 1,
-                        ..f
-                    }
-                }
-                _ => LoginFailures {
-                    count: 1,
-                    window_start: now,
-                },
-            };
-            table.insert(client, store::to_json(&failures).as_slice())?;
+        if !self.has_admin_password() {
+            return Err(Error::Internal(
+                "no administrator password is configured".into(),
+            ));
         }
-        tx.commit()?;
-        if !configured.matches(password) {
+        if let Some(wait) = self.count_attempt(client)? {
+            return Ok(Login::Limited(wait));
+        }
+        if !self.password_matches(password)? {
             return Ok(Login::WrongPassword);
         }
         let now = unix_now();
@@ -260,6 +304,95 @@ impl Engine {
         }
         self.first_boot.end();
         Ok(Login::Success(token))
+    }
+
+    /// Counts a password check by `client` as a failure, in the same write transaction as the
+    /// limit check and before the password is compared, so concurrent guesses cannot all pass
+    /// the check before any of them is counted (a success then clears the count). `Some(wait)`
+    /// when the client is rate limited.
+    fn count_attempt(&self, client: &str) -> Result<Option<u64>> {
+        let now = unix_now();
+        let window = self.config.login_window_secs;
+        let tx = self.store.write()?;
+        {
+            let mut table = tx.open_table(LOGIN_FAILURES)?;
+            let previous: Option<LoginFailures> = store::get(&table, client)?;
+            let failures = match previous {
+                Some(f) if now < f.window_start + window => {
+                    if f.count >= self.config.login_max_failures {
+                        return Ok(Some(f.window_start + window - now));
+                    }
+                    LoginFailures {
+                        count: f.count + 1,
+                        ..f
+                    }
+                }
+                _ => LoginFailures {
+                    count: 1,
+                    window_start: now,
+                },
+            };
+            table.insert(client, store::to_json(&failures).as_slice())?;
+        }
+        tx.commit()?;
+        Ok(None)
+    }
+
+    /// Replaces the password in force by `new`, once `current` checks out (counted against
+    /// `client`'s failed attempts like a login). The new password is stored as a hash and wins
+    /// over the configured one from then on; every administrator session but `keep` (the
+    /// caller's) ends in the same transaction.
+    pub fn change_password(
+        &self,
+        client: &str,
+        keep: Option<&str>,
+        current: &str,
+        new: &str,
+    ) -> Result<Change> {
+        if !self.has_admin_password() {
+            return Err(Error::Conflict(
+                "no administrator password is configured".into(),
+            ));
+        }
+        if new.chars().count() < MIN_PASSWORD_CHARS {
+            return Err(super::error::bad(format!(
+                "the new password must have at least {MIN_PASSWORD_CHARS} characters"
+            )));
+        }
+        if new.len() > MAX_PASSWORD_BYTES {
+            return Err(super::error::bad(format!(
+                "the new password must have at most {MAX_PASSWORD_BYTES} bytes"
+            )));
+        }
+        if new == current {
+            return Err(super::error::bad(
+                "the new password must differ from the current one",
+            ));
+        }
+        if let Some(wait) = self.count_attempt(client)? {
+            return Ok(Change::Limited(wait));
+        }
+        if !self.password_matches(current)? {
+            return Ok(Change::WrongPassword);
+        }
+        let password = Password::new(new);
+        let keep = keep.map(token_key);
+        let tx = self.store.write()?;
+        tx.open_table(LOGIN_FAILURES)?.remove(client)?;
+        {
+            let mut meta = tx.open_table(META)?;
+            meta.insert(PASSWORD_HASH, password.record().as_slice())?;
+            meta.insert(CHANGED, [1u8].as_slice())?;
+        }
+        tx.open_table(ADMIN_SESSIONS)?
+            .retain(|k, _| keep.as_deref() == Some(k))?;
+        tx.commit()?;
+        *self.password.write().unwrap_or_else(|e| e.into_inner()) = Some(password);
+        self.must_change
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        self.first_boot.end();
+        tracing::info!("administrator password changed in the console: other sessions ended");
+        Ok(Change::Changed)
     }
 
     /// Whether `token` names a live administrator session.
@@ -310,6 +443,24 @@ impl Engine {
         tx.commit()?;
         Ok(())
     }
+}
+
+/// `docent reset-password`: forgets the password chosen in the console, every administrator
+/// session and the record of the first login, so that the next start takes the configured
+/// password again (a password from `admin_password_file` is shown on the display once more).
+/// The kiosk must be stopped: the database is opened here.
+pub fn reset_password(config: &crate::config::Config) -> Result<()> {
+    let store = store::Store::open(&config.data_dir, config.store_cache_bytes)?;
+    let tx = store.write()?;
+    {
+        let mut meta = tx.open_table(META)?;
+        meta.remove(CHANGED)?;
+        meta.remove(PASSWORD_HASH)?;
+        meta.remove(FIRST_LOGIN)?;
+    }
+    tx.open_table(ADMIN_SESSIONS)?.retain(|_, _| false)?;
+    tx.commit()?;
+    Ok(())
 }
 
 #[cfg(test)]

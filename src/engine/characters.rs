@@ -6,7 +6,7 @@ use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use super::error::{Error, Result, bad, not_found};
-use super::providers::Provider;
+use super::providers::{Choice, Provider};
 use super::{Engine, check_segment, is_id, media, new_id};
 use crate::store::records::{Character, Clip, Components, Image};
 use crate::store::tables::{CHARACTERS, CLIPS, IMAGES, MESSAGES, SESSIONS};
@@ -19,7 +19,7 @@ pub const CLIP_STATES: &[&str] = &["idle", "listening", "speaking"];
 /// The editable fields of a character, as a client sends them. Absent text fields become "";
 /// `images`, `active_image` and `avatar_image` are not fields here, so a client's copies are
 /// ignored.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct CharacterInput {
     pub name: String,
@@ -38,7 +38,7 @@ pub struct CharacterInput {
 }
 
 /// A character as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct CharacterView {
     pub id: String,
     pub name: String,
@@ -61,9 +61,37 @@ pub struct CharacterView {
     pub updated_at: String,
     pub idle_video_url: String,
     pub idle_video_urls: Vec<String>,
+    /// Read-only: the provider fields naming a provider this kiosk does not have.
+    pub not_on_this_kiosk: Vec<ForeignField>,
 }
 
-#[derive(Debug, Serialize)]
+/// A provider field of a character that names one of the original front end's providers.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct ForeignField {
+    pub field: &'static str,
+    pub provider: &'static str,
+}
+
+/// The provider fields of `c` that name a provider this kiosk does not have.
+pub fn foreign_fields(c: &Character) -> Vec<ForeignField> {
+    [
+        ("voice_provider", &c.voice_provider),
+        ("components.llm", &c.components.llm),
+        ("components.asr", &c.components.asr),
+        ("components.tts", &c.components.tts),
+    ]
+    .into_iter()
+    .filter_map(|(field, id)| match Choice::parse(id) {
+        Some(Choice::Foreign(f)) => Some(ForeignField {
+            field,
+            provider: f.id(),
+        }),
+        _ => None,
+    })
+    .collect()
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ImageView {
     pub filename: String,
     pub orig_name: String,
@@ -73,7 +101,7 @@ pub struct ImageView {
 }
 
 /// What activating an image changes, as the API reports it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Activation {
     pub active_image: String,
     pub avatar_image: String,
@@ -120,7 +148,7 @@ impl CharacterInput {
             ("components.asr", &self.components.asr),
             ("components.tts", &self.components.tts),
         ] {
-            if !value.is_empty() && Provider::from_id(value).is_none() {
+            if !value.is_empty() && Choice::parse(value).is_none() {
                 return Err(bad(format!(
                     "{field} must be one of {}, not {value:?}",
                     Provider::ids()
@@ -245,6 +273,22 @@ impl Engine {
         let tx = self.store.read()?;
         let c = load(&tx.open_table(CHARACTERS)?, id)?;
         view(&tx, c)
+    }
+
+    /// Every character whose provider fields name a provider this kiosk does not have, as
+    /// (id, name, fields), for the health route.
+    pub fn characters_not_on_this_kiosk(&self) -> Result<Vec<(String, String, Vec<ForeignField>)>> {
+        let tx = self.store.read()?;
+        let mut found = Vec::new();
+        for item in tx.open_table(CHARACTERS)?.iter()? {
+            let (_, v) = item?;
+            let c = store::from_json::<Character>(v.value())?;
+            let fields = foreign_fields(&c);
+            if !fields.is_empty() {
+                found.push((c.id, c.name, fields));
+            }
+        }
+        Ok(found)
     }
 
     /// The stored record, for the engine's own use (prompts, voices).
@@ -643,6 +687,7 @@ fn view(tx: &redb::ReadTransaction, c: Character) -> Result<CharacterView> {
     clips.sort_by_key(|k| (k.variant != "idle", !k.variant.is_empty()));
     let idle_video_urls: Vec<String> = clips.iter().map(|k| clip_url(&c.id, k)).collect();
     Ok(CharacterView {
+        not_on_this_kiosk: foreign_fields(&c),
         avatar_image: if c.active_image.is_empty() {
             String::new()
         } else {

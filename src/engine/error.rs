@@ -21,6 +21,8 @@ pub enum Error {
     ProviderFailed(String),
     /// A provider did not answer in time.
     Timeout(String),
+    /// The data partition is full: nothing was written; writes work again once space is freed.
+    InsufficientStorage(String),
     /// Our fault: storage or an invariant broke.
     Internal(String),
 }
@@ -37,6 +39,7 @@ impl std::fmt::Display for Error {
         | Error::Unavailable(m)
         | Error::ProviderFailed(m)
         | Error::Timeout(m)
+        | Error::InsufficientStorage(m)
         | Error::Internal(m)) = self;
         f.write_str(m)
     }
@@ -46,6 +49,11 @@ impl std::error::Error for Error {}
 
 impl From<StoreError> for Error {
     fn from(e: StoreError) -> Self {
+        // Not logged here: a full partition is the caller's to report (a 507, or one line of
+        // the turn whose history it could not store).
+        if e.is_full() {
+            return Error::InsufficientStorage(FULL.into());
+        }
         tracing::error!("storage failure: {e}");
         Error::Internal("storage failure".into())
     }
@@ -56,6 +64,9 @@ impl From<std::io::Error> for Error {
         Error::from(StoreError::Io(e))
     }
 }
+
+/// What a client is told when the data partition is full.
+pub const FULL: &str = "the kiosk's storage is full: nothing was saved; free space (delete clips, images, knowledge or history) and try again";
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -151,12 +151,12 @@ const SECTIONS: &[Section] = &[
     },
 ];
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct LaunchView {
     pub sections: Vec<SectionView>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct SectionView {
     pub key: &'static str,
     pub title: &'static str,
@@ -164,7 +164,7 @@ pub struct SectionView {
     pub params: Vec<ParamView>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ParamView {
     pub name: &'static str,
     pub path: &'static str,
@@ -179,12 +179,12 @@ pub struct ParamView {
     pub options: &'static [&'static str],
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub struct LaunchUpdate {
     pub params: Vec<ParamUpdate>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub struct ParamUpdate {
     pub path: String,
     pub value: Value,

@@ -7,6 +7,7 @@
 pub mod access;
 pub mod audio;
 pub mod auth;
+pub mod backup;
 pub mod characters;
 pub mod error;
 pub mod knowledge;
@@ -37,8 +38,15 @@ pub struct Engine {
     characters: characters::ListCache,
     pub knowledge: knowledge::Indexer,
     settings: settings::Live,
-    password: Option<auth::Password>,
+    /// The password in force; replaced when the administrator changes it.
+    password: std::sync::RwLock<Option<auth::Password>>,
+    /// Whether the password in force is the first-boot one, to be changed at once.
+    must_change: std::sync::atomic::AtomicBool,
     first_boot: auth::FirstBoot,
+    /// Cancelled when an administrator asks for a restart (or a restore needs one).
+    restart: tokio_util::sync::CancellationToken,
+    /// Held while a backup or restore runs: one at a time.
+    maintenance: std::sync::Mutex<()>,
     live: live::Registry,
     /// Client for HTTP providers (TLS through rustls with ring).
     http: reqwest::Client,
@@ -56,10 +64,14 @@ impl Engine {
         let clear = config
             .resolve_admin_password()
             .map_err(|e| Error::BadRequest(e.to_string()))?;
-        let store = Store::open(&config.data_dir, config.store_cache_bytes)?;
-        let password = match clear.as_deref() {
-            Some(p) => Some(auth::Password::load(p, &store)?),
-            None => None,
+        let store = Store::open(&config.data_dir, config.store_cache_bytes)?
+            .with_reserve(config.data_reserve_bytes);
+        let chosen = auth::Password::chosen(&store)?;
+        let must_change = chosen.is_none() && clear.is_some() && auth::from_file(&config);
+        let password = match (chosen, clear.as_deref()) {
+            (Some(chosen), _) => Some(chosen),
+            (None, Some(p)) => Some(auth::Password::load(p, &store)?),
+            (None, None) => None,
         };
         let first_boot = auth::FirstBoot::load(&config, clear.as_deref(), &store)?;
         drop(clear);
@@ -67,7 +79,7 @@ impl Engine {
         let settings = settings::Live::load(&store)?;
         // Several engines may open in one process (tests); the first installation wins.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = http_client(config.provider_timeout_ms)?;
+        let http = http_client(config.provider_connect_timeout_ms)?;
         let scratch = config.data_dir.join("tmp");
         if scratch.exists() {
             std::fs::remove_dir_all(&scratch)?;
@@ -80,8 +92,11 @@ impl Engine {
             characters: characters::ListCache::default(),
             knowledge: knowledge::Indexer::default(),
             settings,
-            password,
+            password: std::sync::RwLock::new(password),
+            must_change: must_change.into(),
             first_boot,
+            restart: Default::default(),
+            maintenance: Default::default(),
             live: live::Registry::default(),
             http,
             recogniser_models: providers::ModelCache::default(),

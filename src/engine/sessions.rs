@@ -1,5 +1,6 @@
 //! Conversation sessions and the history they write.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -20,14 +21,14 @@ use crate::store::{self};
 pub const MESSAGE_MAX_CHARS: usize = 8_000;
 const HISTORY_MAX_PAGE: usize = 200;
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct NewSession {
     pub mode: Option<String>,
     pub character_id: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct SessionCreated {
     pub session_id: String,
     pub mode: String,
@@ -41,7 +42,7 @@ pub struct SessionCreated {
     pub idle_video_urls: Vec<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct SessionSummary {
     pub id: String,
     pub state: String,
@@ -50,7 +51,7 @@ pub struct SessionSummary {
     pub created_at: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct HistoryPage {
     pub messages: Vec<Message>,
     pub next_cursor: Option<String>,
@@ -185,7 +186,15 @@ impl Engine {
                 "user"
             };
             if !text.trim().is_empty() {
-                append_message(&tx, &session.character_id, session_id, role, text.trim(), 0)?;
+                append_message(
+                    &tx,
+                    &session.character_id,
+                    session_id,
+                    role,
+                    text.trim(),
+                    0,
+                    false,
+                )?;
             }
         }
         self.retain_history(&tx, &session.character_id)?;
@@ -301,29 +310,36 @@ impl Engine {
         self.spend_message(caller)?;
         let live = self.live(session_id)?;
         let (seq, cancel) = live.next_turn();
-        if let Err(e) = self.record_message(session_id, "user", text, seq) {
-            cancel.cancel();
-            return Err(e);
-        }
+        // A full data partition does not silence the kiosk: the turn runs, tries to store the
+        // question again and reports once that it could not.
+        let stored = match self.record_message(session_id, "user", text, seq, false) {
+            Ok(()) => true,
+            Err(Error::InsufficientStorage(_)) => false,
+            Err(e) => {
+                cancel.cancel();
+                return Err(e);
+            }
+        };
         self.spawn_turn(
             live,
             seq,
             cancel,
             TurnInput::Text {
                 text: text.to_string(),
-                stored: true,
+                stored,
             },
         );
         Ok(seq)
     }
 
-    /// One page of a character's history, walking back from `before` (newest page first);
-    /// messages within a page run oldest to newest.
+    /// One page of a character's history (or of one session's, one visit), walking back from
+    /// `before` (newest page first); messages within a page run oldest to newest.
     pub fn history(
         &self,
         character_id: &str,
         limit: Option<usize>,
         before: Option<&str>,
+        session_id: Option<&str>,
     ) -> Result<HistoryPage> {
         let limit = limit.unwrap_or(50).clamp(1, HISTORY_MAX_PAGE);
         let before = match before.filter(|s| !s.is_empty()) {
@@ -341,12 +357,16 @@ impl Engine {
             .rev()
         {
             let (k, v) = item?;
+            let m = store::from_json::<Message>(v.value())?;
+            if session_id.is_some_and(|s| s != m.session_id) {
+                continue;
+            }
             if page.len() == limit {
                 has_more = true;
                 break;
             }
             oldest = Some(k.value().1);
-            page.push(store::from_json::<Message>(v.value())?);
+            page.push(m);
         }
         page.reverse();
         Ok(HistoryPage {
@@ -354,6 +374,106 @@ impl Engine {
             next_cursor: oldest.filter(|_| has_more).map(encode_cursor),
             has_more,
         })
+    }
+}
+
+/// Messages read per transaction by an export.
+pub const EXPORT_BATCH: usize = 256;
+
+/// A question the knowledge did not answer, with how often it was asked.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct Unmatched {
+    /// Its latest wording.
+    pub question: String,
+    /// How many times it was asked (the same words, case and punctuation aside).
+    pub count: usize,
+    pub last_asked: String,
+    /// The visit that asked it last.
+    pub session_id: String,
+}
+
+/// A question as it is compared with its repeats: lower case, words only.
+fn question_key(q: &str) -> String {
+    q.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl Engine {
+    /// The next messages of a character's history (or one session's) after message number
+    /// `after`, oldest first, at most `EXPORT_BATCH`; with the number to continue after, or
+    /// `None` at the end. An export reads the history this way, one short read at a time.
+    pub fn history_batch(
+        &self,
+        character_id: &str,
+        after: Option<u64>,
+        session_id: Option<&str>,
+    ) -> Result<(Vec<Message>, Option<u64>)> {
+        let tx = self.store.read()?;
+        let table = tx.open_table(MESSAGES)?;
+        let start = after.map_or(0, |a| a.saturating_add(1));
+        let mut out = Vec::new();
+        for item in table.range((character_id, start)..=(character_id, u64::MAX))? {
+            let (k, v) = item?;
+            let m = store::from_json::<Message>(v.value())?;
+            if session_id.is_none_or(|s| s == m.session_id) {
+                out.push(m);
+            }
+            if out.len() == EXPORT_BATCH {
+                return Ok((out, Some(k.value().1)));
+            }
+        }
+        Ok((out, None))
+    }
+
+    /// The questions visitors asked that the knowledge did not answer, most recently asked
+    /// first, repeats counted together (admin). Walks the whole kept history, which
+    /// `history_max_messages` bounds.
+    pub fn unmatched_questions(
+        &self,
+        character_id: &str,
+        limit: Option<usize>,
+    ) -> Result<Vec<Unmatched>> {
+        let limit = limit.unwrap_or(50).clamp(1, HISTORY_MAX_PAGE);
+        self.character_record(character_id)?;
+        let tx = self.store.read()?;
+        let table = tx.open_table(MESSAGES)?;
+        // Turns whose reply was unmatched, waiting for their question (said before the reply).
+        let mut waiting: HashSet<(String, u64)> = HashSet::new();
+        let mut out: Vec<Unmatched> = Vec::new();
+        let mut index: HashMap<String, usize> = HashMap::new();
+        for item in table
+            .range((character_id, 0)..=(character_id, u64::MAX))?
+            .rev()
+        {
+            let m = store::from_json::<Message>(item?.1.value())?;
+            if m.role != "user" {
+                if m.unmatched {
+                    waiting.insert((m.session_id, m.turn_seq));
+                }
+                continue;
+            }
+            if !waiting.remove(&(m.session_id.clone(), m.turn_seq)) {
+                continue;
+            }
+            let key = question_key(&m.content);
+            match index.get(&key) {
+                Some(&i) => out[i].count += 1,
+                None => {
+                    index.insert(key, out.len());
+                    out.push(Unmatched {
+                        question: m.content,
+                        count: 1,
+                        last_asked: m.timestamp,
+                        session_id: m.session_id,
+                    });
+                }
+            }
+        }
+        out.truncate(limit);
+        Ok(out)
     }
 }
 
@@ -474,6 +594,7 @@ pub fn append_message(
     role: &str,
     content: &str,
     turn_seq: u64,
+    unmatched: bool,
 ) -> Result<()> {
     let seq = store::next_counter(tx, "message_seq")?;
     let m = Message {
@@ -482,6 +603,7 @@ pub fn append_message(
         content: content.into(),
         timestamp: store::now(),
         turn_seq,
+        unmatched,
     };
     tx.open_table(MESSAGES)?
         .insert((character_id, seq), store::to_json(&m).as_slice())?;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::error::{Result, bad};
-use super::providers::{Endpoint, Provider, ProviderError, Stage};
+use super::providers::{Choice, Endpoint, Provider, ProviderError, Stage, wyoming};
 use super::{Engine, is_id};
 use crate::store::tables::SETTINGS;
 use crate::store::{self, Store};
@@ -208,13 +208,13 @@ impl Live {
 impl Settings {
     /// The provider of `stage` in force when a character chooses none. Unset ("") is the
     /// offline engine; any other value was checked when it was stored.
-    pub fn provider(&self, stage: Stage) -> Provider {
+    pub fn provider(&self, stage: Stage) -> Choice {
         let id = match stage {
             Stage::Llm => &self.llm.provider,
             Stage::Asr => &self.asr.provider,
             Stage::Tts => &self.tts.provider,
         };
-        Provider::from_id(id).unwrap_or(Provider::Local)
+        Choice::parse(id).unwrap_or(Choice::Kiosk(Provider::Local))
     }
 
     /// The model configured for `service` ("" for the remote voice service, which picks its own).
@@ -341,19 +341,29 @@ impl Settings {
             ("tts", &self.tts.provider),
             ("realtime", &self.realtime.provider),
         ] {
-            if !provider.is_empty() && Provider::from_id(provider).is_none() {
+            if !provider.is_empty() && Choice::parse(provider).is_none() {
                 return Err(bad(format!(
                     "{name}.provider must be one of {}",
                     Provider::ids()
                 )));
             }
         }
-        for (name, url) in [
-            ("llm.base_url", &self.llm.base_url),
-            ("asr.base_url", &self.asr.base_url),
-            ("tts.base_url", &self.tts.base_url),
+        check_url("llm.base_url", &self.llm.base_url, &["http", "https"])?;
+        // A Wyoming server is reached over plain TCP, and only it: tcp:// given to an HTTP
+        // provider (or http:// to Wyoming) is refused when it is saved, not at the next turn.
+        for (name, provider, url) in [
+            ("asr", &self.asr.provider, &self.asr.base_url),
+            ("tts", &self.tts.provider, &self.tts.base_url),
         ] {
-            check_url(name, url, &["http", "https"])?;
+            if Provider::from_id(provider) == Some(Provider::Wyoming) {
+                if !url.is_empty() && wyoming::address(url).is_err() {
+                    return Err(bad(format!(
+                        "{name}.base_url must be tcp://host:port for the Wyoming provider, such as tcp://192.168.1.10:10300"
+                    )));
+                }
+            } else {
+                check_url(&format!("{name}.base_url"), url, &["http", "https"])?;
+            }
         }
         check_url(
             "realtime.base_url",
@@ -518,6 +528,41 @@ mod tests {
         assert!(
             s.merged(&json!({"llm": {"base_url": "ws://x/v1"}}))
                 .is_err()
+        );
+    }
+
+    #[test]
+    fn tcp_addresses_are_for_the_wyoming_provider_only() {
+        let s = Settings::default();
+        let wyoming = json!({
+            "asr": {"provider": "wyoming", "base_url": "tcp://10.0.0.5:10300"},
+            "tts": {"provider": "wyoming", "base_url": "tcp://10.0.0.5:10200"},
+        });
+        let saved = s.merged(&wyoming).unwrap();
+        assert_eq!(saved.provider(Stage::Asr), Choice::Kiosk(Provider::Wyoming));
+        assert_eq!(saved.tts.base_url, "tcp://10.0.0.5:10200");
+        for bad in [
+            json!({"asr": {"provider": "openai", "base_url": "tcp://10.0.0.5:10300"}}),
+            json!({"tts": {"base_url": "tcp://10.0.0.5:10200"}}),
+            json!({"llm": {"base_url": "tcp://10.0.0.5:10300"}}),
+            json!({"asr": {"provider": "wyoming", "base_url": "http://10.0.0.5:10300"}}),
+            json!({"asr": {"provider": "wyoming", "base_url": "tcp://10.0.0.5"}}),
+            json!({"tts": {"provider": "wyoming", "base_url": "tcp://10.0.0.5:10200/v1"}}),
+        ] {
+            assert!(s.merged(&bad).is_err(), "{bad}");
+        }
+        // Leaving Wyoming: the tcp:// address must go with it.
+        assert!(
+            saved
+                .merged(&json!({"asr": {"provider": "openai"}}))
+                .is_err()
+        );
+        assert!(
+            saved
+                .merged(
+                    &json!({"asr": {"provider": "openai", "base_url": "http://10.0.0.5:8000/v1"}})
+                )
+                .is_ok()
         );
     }
 

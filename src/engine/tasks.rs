@@ -25,7 +25,7 @@ const FINAL: &[&str] = &["completed", "failed", "cancelled"];
 const TEXT_MAX_CHARS: usize = 10_000;
 
 /// An event posted by an internal component; it may create the task.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct EventInput {
     pub event_type: Option<String>,
@@ -38,7 +38,7 @@ pub struct EventInput {
     pub user_request: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ArtifactInput {
     #[serde(rename = "type")]
@@ -49,14 +49,14 @@ pub struct ArtifactInput {
     pub metadata: Option<Value>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Posted {
     pub event: TaskEvent,
     pub task: TaskView,
 }
 
 /// A task as the API shows it (without its bookkeeping fields).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct TaskView {
     pub id: String,
     pub session_id: String,
@@ -92,7 +92,7 @@ impl From<Task> for TaskView {
 }
 
 /// An artifact as the API shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ArtifactView {
     pub id: String,
     pub task_id: String,

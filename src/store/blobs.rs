@@ -13,7 +13,7 @@ use redb::WriteTransaction;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{Result, tables::BLOBS, to_json};
+use super::{Result, StoreError, tables::BLOBS, to_json};
 
 /// What the database knows of a blob file.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -34,6 +34,8 @@ impl BlobRef {
 
 pub struct Blobs {
     dir: PathBuf,
+    /// Free bytes the data partition keeps (see `Store::with_reserve`).
+    pub(super) reserve: u64,
 }
 
 impl Blobs {
@@ -46,11 +48,26 @@ impl Blobs {
         fs::create_dir_all(&staging)?;
         Ok(Blobs {
             dir: dir.to_path_buf(),
+            reserve: 0,
         })
     }
 
-    /// Starts a blob; bytes are streamed in with `BlobWriter::write`.
+    /// Fails with `StoreError::Full` when the partition has less free space than the reserve.
+    pub fn check_space(&self) -> Result<()> {
+        if self.reserve > 0 && super::free_bytes(&self.dir)? < self.reserve {
+            return Err(StoreError::Full);
+        }
+        Ok(())
+    }
+
+    /// Starts a blob; bytes are streamed in with `BlobWriter::write`. A full partition (below
+    /// the reserve) is an `io::ErrorKind::StorageFull` error.
     pub fn create(&self) -> io::Result<BlobWriter> {
+        match self.check_space() {
+            Err(StoreError::Io(e)) => return Err(e),
+            Err(_) => return Err(io::ErrorKind::StorageFull.into()),
+            Ok(()) => {}
+        }
         let id = uuid::Uuid::new_v4().simple().to_string();
         let staged = self.dir.join("tmp").join(&id);
         let file = File::create(&staged)?;
@@ -73,6 +90,12 @@ impl Blobs {
 
     pub fn open_file(&self, blob: &BlobRef) -> io::Result<File> {
         File::open(self.path(&blob.id))
+    }
+
+    /// A second name for a blob's file at `dest` (same file system): the bytes stay readable
+    /// there even if the blob is removed meanwhile.
+    pub fn link_to(&self, blob: &BlobRef, dest: &Path) -> io::Result<()> {
+        fs::hard_link(self.path(&blob.id), dest)
     }
 
     pub fn read(&self, blob: &BlobRef) -> io::Result<Vec<u8>> {

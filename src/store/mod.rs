@@ -7,11 +7,13 @@
 //! transaction, and files with no entry are removed at start, so a crash leaves neither a dangling
 //! reference nor a visible half-written file.
 
+pub mod backup;
 pub mod blobs;
 pub mod records;
 pub mod tables;
 
 use std::path::{Path, PathBuf};
+use std::sync::RwLock;
 
 use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, WriteTransaction};
 use serde::Serialize;
@@ -29,6 +31,42 @@ pub enum StoreError {
     Db(redb::Error),
     Io(std::io::Error),
     Corrupt(String),
+    /// The data partition has less free space than the reserve (or none at all): the write was
+    /// refused before anything was written.
+    Full,
+}
+
+impl StoreError {
+    /// Whether the failure is the file system running out of space (ENOSPC, or EDQUOT for a
+    /// quota): a condition that ends when space is freed, not a fault of the store.
+    pub fn is_full(&self) -> bool {
+        let io = match self {
+            StoreError::Full => return true,
+            StoreError::Io(e) => Some(e),
+            StoreError::Db(redb::Error::Io(e)) => Some(e),
+            StoreError::Db(_) | StoreError::Corrupt(_) => None,
+        };
+        io.is_some_and(is_full)
+    }
+}
+
+/// Whether an I/O error says the file system (or the user's quota) is full.
+pub fn is_full(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+        || e.kind() == std::io::ErrorKind::StorageFull
+}
+
+/// Bytes the unprivileged user may still write on the file system holding `dir`.
+pub fn free_bytes(dir: &Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is a NUL-terminated string and `st` a valid out-parameter.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
 }
 
 impl std::fmt::Display for StoreError {
@@ -37,6 +75,7 @@ impl std::fmt::Display for StoreError {
             StoreError::Db(e) => write!(f, "database: {e}"),
             StoreError::Io(e) => write!(f, "file store: {e}"),
             StoreError::Corrupt(e) => write!(f, "corrupt record: {e}"),
+            StoreError::Full => f.write_str("the data partition is full"),
         }
     }
 }
@@ -69,9 +108,12 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// The opened data directory.
 pub struct Store {
-    db: Database,
+    /// The database and how many times it was opened; `None` after a reopen that failed (see
+    /// `reopen`).
+    db: RwLock<(u64, Option<Database>)>,
     blobs: Blobs,
     dir: PathBuf,
+    cache_bytes: usize,
 }
 
 impl Store {
@@ -79,14 +121,14 @@ impl Store {
     /// files that no committed record owns.
     pub fn open(dir: &Path, cache_bytes: usize) -> Result<Store> {
         std::fs::create_dir_all(dir)?;
-        let db = Database::builder()
-            .set_cache_size(cache_bytes)
-            .create(dir.join("docent.redb"))?;
+        backup::apply_pending(dir)?;
+        let db = open_db(dir, cache_bytes)?;
         let blobs = Blobs::open(&dir.join("blobs"))?;
         let store = Store {
-            db,
+            db: RwLock::new((0, Some(db))),
             blobs,
             dir: dir.to_path_buf(),
+            cache_bytes,
         };
         store.migrate()?;
         store.collect_garbage()?;
@@ -97,16 +139,65 @@ impl Store {
         &self.dir
     }
 
+    /// Keeps `bytes` of the data partition free: a write transaction or a new blob is refused
+    /// with `StoreError::Full` below it, so that the database itself never meets a full disk
+    /// (where redb would fail every later read until it is reopened).
+    pub fn with_reserve(mut self, bytes: u64) -> Store {
+        self.blobs.reserve = bytes;
+        self
+    }
+
     pub fn blobs(&self) -> &Blobs {
         &self.blobs
     }
 
     pub fn read(&self) -> Result<ReadTransaction> {
-        Ok(self.db.begin_read()?)
+        self.with_db(|db| db.begin_read())
     }
 
+    /// Begins a write transaction if the partition still has its reserve.
     pub fn write(&self) -> Result<WriteTransaction> {
-        Ok(self.db.begin_write()?)
+        self.blobs.check_space()?;
+        self.with_db(|db| db.begin_write())
+    }
+
+    /// Runs `begin` on the database. After an I/O failure redb refuses every new write
+    /// (`PreviousIo`) until the database is opened again: it is reopened here, so that freeing
+    /// space is enough to recover. Opening replays redb's recovery; if it cannot run yet (the
+    /// disk still full, a transaction of the failed database still alive), the next call tries
+    /// again.
+    fn with_db<T>(
+        &self,
+        begin: impl Fn(&Database) -> Result<T, redb::TransactionError>,
+    ) -> Result<T> {
+        let seen = {
+            let db = self.db.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(open) = db.1.as_ref() {
+                match begin(open) {
+                    Err(redb::TransactionError::Storage(redb::StorageError::PreviousIo)) => {}
+                    other => return Ok(other?),
+                }
+            }
+            db.0
+        };
+        self.reopen(seen)?;
+        let db = self.db.read().unwrap_or_else(|p| p.into_inner());
+        let open = db.1.as_ref().ok_or(StoreError::Full)?;
+        Ok(begin(open)?)
+    }
+
+    /// Opens the database again unless another caller already replaced generation `seen`.
+    fn reopen(&self, seen: u64) -> Result<()> {
+        let mut db = self.db.write().unwrap_or_else(|p| p.into_inner());
+        if db.0 != seen && db.1.is_some() {
+            return Ok(());
+        }
+        tracing::warn!("reopening the database after an I/O failure");
+        db.1 = None;
+        db.1 = Some(open_db(&self.dir, self.cache_bytes)?);
+        db.0 += 1;
+        tracing::info!("database reopened");
+        Ok(())
     }
 
     /// Creates every table and brings an older schema up to date. A database written by a newer
@@ -154,6 +245,12 @@ impl Store {
             .retain(|id| table.get(id).ok().flatten().is_some())?;
         Ok(())
     }
+}
+
+fn open_db(dir: &Path, cache_bytes: usize) -> Result<Database> {
+    Ok(Database::builder()
+        .set_cache_size(cache_bytes)
+        .create(dir.join("docent.redb"))?)
 }
 
 /// The migration hook: upgrades schema `from` to `from + 1` inside the opening transaction, so a

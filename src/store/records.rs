@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 use super::BlobRef;
 
 /// Which provider runs each stage of a turn for a character ("" = the settings' default).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(as = StageProviders)]
 pub struct Components {
     pub llm: String,
     pub asr: String,
@@ -106,13 +107,18 @@ pub enum Owner {
 }
 
 /// One message of the conversation history.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct Message {
     pub session_id: String,
     pub role: String,
     pub content: String,
     pub timestamp: String,
     pub turn_seq: u64,
+    /// An assistant's reply that the knowledge did not answer (no passage, or none the
+    /// offline engine could answer from): its question is one to add to the knowledge.
+    /// Absent (false) in records written before it existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unmatched: bool,
 }
 
 /// An agent task of a session.
@@ -136,7 +142,7 @@ pub struct Task {
 }
 
 /// One event of a task.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct TaskEvent {
     pub task_id: String,
     pub seq: u64,

@@ -54,39 +54,52 @@ pub const SITE: TableDefinition<&str, &[u8]> = TableDefinition::new("site");
 /// Image key -> `BlobRef` of a site image (the blob's content type is its HTTP metadata).
 pub const SITE_IMAGES: TableDefinition<&str, &[u8]> = TableDefinition::new("site_images");
 
+/// Something done to every table in turn (create, copy, check): `each` is the one list of the
+/// schema's tables, so no use of the whole schema can miss one.
+pub trait Visit {
+    fn visit<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &mut self,
+        def: TableDefinition<K, V>,
+    ) -> Result<()>;
+}
+
+/// Visits every table of the schema.
+pub fn each(v: &mut impl Visit) -> Result<()> {
+    v.visit(META)?;
+    v.visit(BLOBS)?;
+    v.visit(CHARACTERS)?;
+    v.visit(IMAGES)?;
+    v.visit(CLIPS)?;
+    v.visit(SESSIONS)?;
+    v.visit(MESSAGES)?;
+    v.visit(TASKS)?;
+    v.visit(SESSION_TASKS)?;
+    v.visit(TASK_EVENTS)?;
+    v.visit(ARTIFACTS)?;
+    v.visit(SOURCES)?;
+    v.visit(CHUNKS)?;
+    v.visit(POSTINGS)?;
+    v.visit(SETTINGS)?;
+    v.visit(LAUNCH)?;
+    v.visit(ADMIN_SESSIONS)?;
+    v.visit(CLIENT_KEYS)?;
+    v.visit(LOGIN_FAILURES)?;
+    v.visit(SITE)?;
+    v.visit(SITE_IMAGES)?;
+    Ok(())
+}
+
 /// Opens every table once so that readers never meet a missing table.
 pub fn create_all(tx: &WriteTransaction) -> Result<()> {
-    fn touch<K: redb::Key + 'static, V: redb::Value + 'static>(
-        tx: &WriteTransaction,
-        def: TableDefinition<K, V>,
-    ) -> Result<()> {
-        tx.open_table(def)?;
-        Ok(())
+    struct Create<'a>(&'a WriteTransaction);
+    impl Visit for Create<'_> {
+        fn visit<K: redb::Key + 'static, V: redb::Value + 'static>(
+            &mut self,
+            def: TableDefinition<K, V>,
+        ) -> Result<()> {
+            self.0.open_table(def)?;
+            Ok(())
+        }
     }
-    for def in [
-        META,
-        BLOBS,
-        CHARACTERS,
-        IMAGES,
-        CLIPS,
-        SESSIONS,
-        TASKS,
-        ARTIFACTS,
-        SOURCES,
-        SETTINGS,
-        LAUNCH,
-        ADMIN_SESSIONS,
-        CLIENT_KEYS,
-        LOGIN_FAILURES,
-        SITE,
-        SITE_IMAGES,
-    ] {
-        touch(tx, def)?;
-    }
-    touch(tx, MESSAGES)?;
-    touch(tx, SESSION_TASKS)?;
-    touch(tx, TASK_EVENTS)?;
-    touch(tx, CHUNKS)?;
-    touch(tx, POSTINGS)?;
-    Ok(())
+    each(&mut Create(tx))
 }

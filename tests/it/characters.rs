@@ -43,6 +43,7 @@ const CHARACTER_FIELDS: &[&str] = &[
     "updated_at",
     "idle_video_url",
     "idle_video_urls",
+    "not_on_this_kiosk",
 ];
 
 /// Path segments that could name something outside the store (or do not decode), as sent on
@@ -1443,7 +1444,15 @@ async fn history_pages_cover_every_message_once_while_new_ones_arrive() {
         .collect();
     assert_eq!(union, everything, "every message exactly once, in order");
     for m in &union {
-        let keys: BTreeSet<&str> = m.as_object().unwrap().keys().map(String::as_str).collect();
+        // The message's fields, plus `unmatched: true` on a reply the knowledge did not answer
+        // (absent otherwise).
+        let mut keys: BTreeSet<&str> = m.as_object().unwrap().keys().map(String::as_str).collect();
+        if keys.remove("unmatched") {
+            assert_eq!(
+                (&m["role"], &m["unmatched"]),
+                (&json!("assistant"), &json!(true))
+            );
+        }
         assert_eq!(
             keys,
             BTreeSet::from(["session_id", "role", "content", "timestamp", "turn_seq"])
@@ -1548,4 +1557,189 @@ async fn history_limit_is_clamped_and_bad_queries_are_refused() {
             .await
             .expect_json_error(404, who);
     }
+}
+
+// =============================================================================================
+// The original front end's provider ids
+
+/// The original CyberVerse front end sends its own provider ids: they are stored as "not
+/// available on this kiosk" (the rest of the character saves), shown so in the character,
+/// components and health, and a turn that needs one says so; any other id is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_originals_provider_ids_are_kept_as_not_available_and_a_turn_says_so() {
+    let s = Server::start().await;
+    let c = s
+        .post_json(
+            "/api/v1/characters",
+            json!({
+                "name": "Qin", "welcome_message": "Hi",
+                "voice_provider": "doubao", "voice_type": "zh_female",
+                "components": { "llm": "qwen", "asr": "local", "tts": "doubao" },
+            }),
+            201,
+        )
+        .await;
+    let id = c["id"].as_str().unwrap().to_string();
+    assert_eq!(c["voice_provider"], "doubao");
+    assert_eq!(c["components"]["llm"], "qwen");
+    assert_eq!(
+        c["not_on_this_kiosk"],
+        json!([
+            { "field": "voice_provider", "provider": "doubao" },
+            { "field": "components.llm", "provider": "qwen" },
+            { "field": "components.tts", "provider": "doubao" },
+        ])
+    );
+    // The omni id of the original too; an id it never had is refused and changes nothing.
+    let mut edit = c.clone();
+    edit["components"]["llm"] = json!("qwen_omni");
+    let saved = s
+        .put_json(&format!("/api/v1/characters/{id}"), edit, 200)
+        .await;
+    assert_eq!(saved["components"]["llm"], "qwen_omni");
+    let mut bad = saved.clone();
+    bad["components"]["llm"] = json!("qwen_max");
+    let r = s
+        .put(&format!("/api/v1/characters/{id}"))
+        .json(&bad)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let now = s.get_json(&format!("/api/v1/characters/{id}"), 200).await;
+    assert_eq!(now["components"]["llm"], "qwen_omni");
+
+    let health = s.get_json("/api/v1/health", 200).await;
+    let listed = health["characters_not_on_this_kiosk"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{health}");
+    assert_eq!(listed[0]["id"], id.as_str());
+    assert_eq!(listed[0]["fields"][1]["provider"], "qwen_omni");
+
+    let components = s.get_json("/api/v1/components", 200).await;
+    let llm = components["llm"].as_array().unwrap();
+    let omni = llm
+        .iter()
+        .find(|o| o["id"] == "qwen_omni")
+        .expect("qwen_omni listed");
+    assert_eq!(omni["available"], false);
+    assert_eq!(omni["on_this_kiosk"], false);
+    let local = llm.iter().find(|o| o["id"] == "local").unwrap();
+    assert_eq!(local["on_this_kiosk"], true);
+    assert!(
+        !components["asr"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["id"] == "qwen_omni"),
+        "qwen_omni only listens as part of an omni exchange: {components}"
+    );
+
+    // A typed question needs the brain: the character says it is not available here.
+    let session = new_session(&s, &id).await;
+    say(&s, &id, &session, "Who built the wall?").await;
+    let page = history(&s, &id, "limit=10").await;
+    let reply = messages(&page).last().unwrap();
+    assert_eq!(reply["role"], "assistant");
+    assert_eq!(
+        reply["content"],
+        "I'm sorry, this character's brain is not available on this kiosk."
+    );
+
+    // A voice test of it answers 503 naming it; no sample is made.
+    let r = s
+        .post("/api/v1/characters/test-voice")
+        .header("accept", "audio/wav")
+        .json(&json!({ "voice_provider": "doubao", "voice_type": "x" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(
+        r.text()
+            .await
+            .unwrap()
+            .contains("doubao is not available on this kiosk")
+    );
+}
+
+/// Settings naming the original's providers save, and health says they are not available.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_with_the_originals_provider_ids_save_and_health_says_not_available() {
+    let s = Server::start().await;
+    s.put_json(
+        "/api/v1/settings",
+        json!({ "tts": { "provider": "doubao" } }),
+        200,
+    )
+    .await;
+    let r = s
+        .put("/api/v1/settings")
+        .json(&json!({ "llm": { "provider": "acme" } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let health = s.get_json("/api/v1/health", 200).await;
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert_eq!(health["providers"]["tts"]["provider"], "doubao");
+    assert_eq!(health["providers"]["tts"]["ok"], false);
+    assert!(
+        health["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r == "tts: doubao is not available on this kiosk"),
+        "{health}"
+    );
+    let components = s.get_json("/api/v1/components", 200).await;
+    let tts = components["tts"].as_array().unwrap();
+    let doubao = tts.iter().find(|o| o["id"] == "doubao").unwrap();
+    assert_eq!(doubao["default"], true, "{components}");
+}
+
+/// "Play a sample": asked for audio, the voice test answers a WAV of the chosen voice that a
+/// browser can play; asked as before, the JSON check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn test_voice_answers_a_playable_sample_when_asked_for_audio() {
+    let s = Server::start().await;
+    let r = s
+        .post("/api/v1/characters/test-voice")
+        .header("accept", "audio/wav")
+        .json(&json!({ "voice_provider": "local", "voice_type": "en-us" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "audio/wav");
+    let wav = r.bytes().await.unwrap();
+    assert_eq!(&wav[..4], b"RIFF");
+    assert_eq!(&wav[8..12], b"WAVE");
+    let rate = u32::from_le_bytes(wav[24..28].try_into().unwrap());
+    assert_eq!(rate, 24_000);
+    // Over a second of speech, not silence.
+    let samples: Vec<i16> = wav[44..]
+        .chunks_exact(2)
+        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+        .collect();
+    assert!(samples.len() > 24_000, "{} samples", samples.len());
+    assert!(
+        samples.iter().any(|v| v.unsigned_abs() > 1000),
+        "a sample that is silent"
+    );
+    let plain = s
+        .post_json(
+            "/api/v1/characters/test-voice",
+            json!({ "voice_provider": "local", "voice_type": "en-us" }),
+            200,
+        )
+        .await;
+    assert_eq!(plain, json!({ "status": "ok" }));
+    let r = s
+        .post("/api/v1/characters/test-voice")
+        .header("accept", "audio/wav")
+        .json(&json!({ "voice_provider": "remote", "voice_type": "" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
 }

@@ -18,12 +18,15 @@ use crate::support::{PNG, Server};
 const PASSWORD: &str = "console-test-password";
 const LLM_KEY: &str = "sk-console-test-llm-key-1234";
 const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; media-src 'self' blob:; connect-src 'self'; frame-ancestors 'none'";
-const PAGES: [&str; 5] = [
+const PAGES: [&str; 8] = [
     "/console/",
     "/console/login",
     "/console/characters",
+    "/console/knowledge",
+    "/console/conversations",
     "/console/settings",
     "/console/try",
+    "/console/system",
 ];
 /// The console's budget: every page, style sheet and script together, uncompressed.
 const WEIGHT_MAX: usize = 150 * 1024;
@@ -494,6 +497,50 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
     let docent = s.get_json("/api/v1/characters", 200).await;
     assert_eq!(docent[0]["images"].as_array().unwrap().len(), 1);
 
+    // Upload the idle clip of the active image (with progress): the page previews it.
+    let mp4 = tempfile::Builder::new().suffix(".mp4").tempfile().unwrap();
+    std::fs::write(mp4.path(), crate::support::mp4_h264()).unwrap();
+    let doc = b.call("DOM.getDocument", json!({})).await;
+    let input = b
+        .call(
+            "DOM.querySelector",
+            json!({"nodeId": doc["root"]["nodeId"], "selector": "#list > li input[data-state=idle]"}),
+        )
+        .await;
+    b.call(
+        "DOM.setFileInputFiles",
+        json!({"nodeId": input["nodeId"], "files": [mp4.path()]}),
+    )
+    .await;
+    b.wait_for(
+        "(document.querySelector('#list > li .clip video') || {}).getAttribute?.('src') || ''",
+        json!(format!(
+            "/api/v1/characters/{}/idle-videos/img_001/idle/idle.mp4",
+            docent[0]["id"].as_str().unwrap()
+        )),
+    )
+    .await;
+    // The preview's source is the stored clip, served to the page's session as MP4.
+    b.eval("window.clipType = ''; fetch(document.querySelector('#list > li .clip video').src).then((r) => r.ok && r.headers.get('content-type')).then((t) => { window.clipType = t; })").await;
+    b.wait_for("window.clipType", json!("video/mp4")).await;
+    let docent = s.get_json("/api/v1/characters", 200).await;
+    assert_eq!(docent[0]["idle_video_urls"].as_array().unwrap().len(), 1);
+
+    // "Play a sample" in the dialog plays the voice from a blob URL; then the dialog closes.
+    b.eval("document.querySelector('#list > li button').click()")
+        .await;
+    b.wait_for("document.getElementById('edit').open", json!(true))
+        .await;
+    b.eval("document.getElementById('sample-play').click()")
+        .await;
+    b.wait_for(
+        "document.getElementById('sample').src.startsWith('blob:') && document.getElementById('sample').duration > 1",
+        json!(true),
+    )
+    .await;
+    b.screenshot("characters-dialog-phone").await;
+    b.eval("document.getElementById('cancel').click()").await;
+
     // Create, edit and delete (after confirming) a character through the dialog.
     b.eval("document.getElementById('new').click()").await;
     b.type_into("f-name", "Captain Nemo").await;
@@ -577,6 +624,84 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
+    assert!(
+        b.errors.is_empty(),
+        "script or console errors: {:?}",
+        b.errors
+    );
+}
+
+#[tokio::test]
+async fn a_browser_changes_the_first_boot_password_and_reads_the_log() {
+    // The in-process server logs into the same ring as the binary does.
+    docent::logs::init();
+    const FIRST_BOOT: &str = "Fb3kQz9TmW2xLr7N";
+    const CHOSEN: &str = "my-own-kiosk-password";
+    let outside = tempfile::tempdir().unwrap();
+    let file = outside.path().join("admin-password");
+    std::fs::write(&file, format!("{FIRST_BOOT}\n")).unwrap();
+    let s = Server::start_with(move |c| c.admin_password_file = Some(file)).await;
+    let mut b = Browser::launch().await;
+    b.call(
+        "Emulation.setDeviceMetricsOverride",
+        json!({"width": 1200, "height": 900, "deviceScaleFactor": 1, "mobile": false}),
+    )
+    .await;
+
+    // Signed in with the first-boot password, the console shows only "choose your password".
+    b.goto(&s.url("/console/login")).await;
+    b.type_into("password", FIRST_BOOT).await;
+    b.press_enter().await;
+    b.wait_for("location.pathname", json!("/console/password"))
+        .await;
+    b.wait_for("document.querySelectorAll('nav a').length", json!(0))
+        .await;
+    b.goto(&s.url("/console/characters")).await;
+    b.wait_for("location.pathname", json!("/console/password"))
+        .await;
+    b.type_into("current", FIRST_BOOT).await;
+    b.type_into("new", CHOSEN).await;
+    b.type_into("again", "a-different-one").await;
+    b.press_enter().await;
+    b.wait_for(
+        "document.getElementById('error').textContent",
+        json!("The two new passwords differ."),
+    )
+    .await;
+    b.screenshot("password-choose").await;
+    b.type_into("again", CHOSEN).await;
+    b.press_enter().await;
+    b.wait_for("location.pathname", json!("/console/")).await;
+
+    // The System page shows the recent log.
+    b.goto(&s.url("/console/system")).await;
+    b.wait_for(
+        "document.getElementById('logs').textContent.includes('administrator password changed')",
+        json!(true),
+    )
+    .await;
+    let log = b.eval("document.getElementById('logs').textContent").await;
+    assert!(
+        !log.to_string().contains(FIRST_BOOT),
+        "no password in the log"
+    );
+    assert!(!log.to_string().contains(CHOSEN), "no password in the log");
+    b.screenshot("system").await;
+
+    // Sign out, then the first-boot password no longer opens and the chosen one does.
+    b.eval("document.getElementById('signout').click()").await;
+    b.wait_for("location.pathname", json!("/console/login"))
+        .await;
+    b.type_into("password", FIRST_BOOT).await;
+    b.press_enter().await;
+    b.wait_for(
+        "document.getElementById('error').textContent",
+        json!("wrong password (HTTP 401)"),
+    )
+    .await;
+    b.type_into("password", CHOSEN).await;
+    b.press_enter().await;
+    b.wait_for("location.pathname", json!("/console/")).await;
     assert!(
         b.errors.is_empty(),
         "script or console errors: {:?}",
@@ -762,4 +887,216 @@ async fn kiosk_event_streams_are_bounded_and_end_with_the_server() {
         .await
         .expect("the server stops with console streams open");
     drop(open);
+}
+
+#[tokio::test]
+async fn a_browser_uploads_knowledge_asks_it_and_reads_the_conversations() {
+    let s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let mut b = Browser::launch().await;
+    b.call(
+        "Emulation.setDeviceMetricsOverride",
+        json!({"width": 1200, "height": 1000, "deviceScaleFactor": 1, "mobile": false}),
+    )
+    .await;
+    b.goto(&s.url("/console/login")).await;
+    b.type_into("password", PASSWORD).await;
+    b.press_enter().await;
+    b.wait_for("location.pathname", json!("/console/")).await;
+
+    // A folder of three files, set on the folder input (Chromium lists a directory's files,
+    // with their paths inside it): each is uploaded and becomes ready.
+    b.goto(&s.url("/console/knowledge")).await;
+    b.wait_for(
+        "document.getElementById('sources').textContent",
+        json!("No knowledge yet."),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let museum = dir.path().join("museum");
+    std::fs::create_dir(&museum).unwrap();
+    let files = [
+        (
+            "hours.md",
+            "# Opening hours\n\nThe museum opens at nine o'clock every day and closes at six.\n",
+        ),
+        (
+            "cafe.txt",
+            "The cafe on the ground floor serves coffee and cake until five.\n",
+        ),
+        (
+            "faq.md",
+            "Q: Can I take photos?\nA: Yes, without a flash.\n\nQ: Is there a cloakroom?\nA: Yes, by the entrance.\n",
+        ),
+    ];
+    for (name, text) in files {
+        std::fs::write(museum.join(name), text).unwrap();
+    }
+    let doc = b.call("DOM.getDocument", json!({})).await;
+    let input = b
+        .call(
+            "DOM.querySelector",
+            json!({"nodeId": doc["root"]["nodeId"], "selector": "#folder"}),
+        )
+        .await;
+    b.call(
+        "DOM.setFileInputFiles",
+        json!({"nodeId": input["nodeId"], "files": [museum]}),
+    )
+    .await;
+    let ready = "[...document.querySelectorAll('#sources li')].filter((li) => li.dataset.status === 'ready').length";
+    b.wait_for(ready, json!(3)).await;
+    let shown = b
+        .eval("[...document.querySelectorAll('#sources strong')].map((e) => e.textContent).sort().join()")
+        .await;
+    assert_eq!(shown, "museum/cafe.txt,museum/faq.md,museum/hours.md");
+    b.wait_for(
+        "[...document.querySelectorAll('#uploads progress')].map((p) => p.value).join()",
+        json!("1,1,1"),
+    )
+    .await;
+    b.screenshot("knowledge").await;
+
+    // What would it answer: the passage and the kiosk's answer.
+    b.type_into("question", "When does the museum open?").await;
+    b.press_enter().await;
+    b.wait_for(
+        "(document.getElementById('answer-text') || {}).textContent",
+        json!("The museum opens at nine o'clock every day and closes at six."),
+    )
+    .await;
+    let passage = b
+        .eval("document.querySelector('#passages li').textContent")
+        .await;
+    assert!(
+        passage.as_str().unwrap().contains("nine o'clock"),
+        "{passage}"
+    );
+    b.screenshot("knowledge-ask").await;
+
+    // Delete a source after confirming.
+    b.eval("[...document.querySelectorAll('#sources li')].find((li) => li.textContent.includes('cafe.txt')).querySelector('button.danger').click()").await;
+    b.wait_for("document.querySelectorAll('#sources li').length", json!(2))
+        .await;
+    assert_eq!(b.dialogs, ["Delete museum/cafe.txt?"]);
+
+    // A visit: one question the knowledge answers, one it does not.
+    let cookie = sign_in(&s).await;
+    let cid = s.default_character().await;
+    let post = |path: String, body: Value| {
+        s.post(&path)
+            .header("cookie", &cookie)
+            .header("origin", s.url(""))
+            .json(&body)
+            .send()
+    };
+    let created: Value = post("/api/v1/sessions".into(), json!({"character_id": cid}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let sid = created["session_id"].as_str().unwrap().to_string();
+    for (i, text) in ["Can I take photos?", "Is there a bicycle rack?"]
+        .into_iter()
+        .enumerate()
+    {
+        let res = post(
+            format!("/api/v1/sessions/{sid}/message"),
+            json!({"text": text}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(res.status(), 202);
+        let start = Instant::now();
+        loop {
+            let page: Value = s
+                .get(&format!(
+                    "/api/v1/characters/{cid}/conversations/messages?session_id={sid}"
+                ))
+                .header("cookie", &cookie)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if page["messages"].as_array().unwrap().len() == 2 * (i + 1) {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "{page}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    // The unanswered question is listed on the knowledge page.
+    b.goto(&s.url("/console/knowledge")).await;
+    b.wait_for(
+        "document.getElementById('unmatched').textContent",
+        json!("Is there a bicycle rack?×1"),
+    )
+    .await;
+
+    // The conversations page shows the visit, newest first, and one visit alone.
+    b.goto(&s.url("/console/conversations")).await;
+    let said =
+        "[...document.querySelectorAll('#messages li.user')].map((e) => e.textContent).join('|')";
+    b.wait_for(said, json!("Is there a bicycle rack?|Can I take photos?"))
+        .await;
+    b.wait_for(
+        "document.querySelector('#messages li.assistant').textContent.endsWith('not in the knowledge')",
+        json!(true),
+    )
+    .await;
+    b.eval("document.querySelector('#messages li.visit button').click()")
+        .await;
+    b.wait_for("document.getElementById('visit').textContent", json!(sid))
+        .await;
+    b.wait_for(
+        "document.querySelectorAll('#messages li.user').length",
+        json!(2),
+    )
+    .await;
+    b.screenshot("conversations").await;
+
+    // The CSV export link downloads the visit's rows.
+    let href = b.eval("document.getElementById('csv').href").await;
+    let res = reqwest::Client::new()
+        .get(href.as_str().unwrap())
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert!(
+        res.headers()["content-disposition"]
+            .to_str()
+            .unwrap()
+            .starts_with("attachment; filename=\"conversations-")
+    );
+    let csv = res.text().await.unwrap();
+    let lines: Vec<&str> = csv.split("\r\n").filter(|l| !l.is_empty()).collect();
+    assert_eq!(
+        lines[0],
+        "timestamp,session_id,turn_seq,role,content,unmatched"
+    );
+    assert_eq!(lines.len(), 5, "{csv}");
+    assert!(
+        lines[1].ends_with(&format!(
+            ",\"{sid}\",\"1\",\"user\",\"Can I take photos?\",\"false\""
+        )),
+        "{csv}"
+    );
+    assert!(
+        lines[2].ends_with(",\"Yes, without a flash.\",\"false\""),
+        "{csv}"
+    );
+    assert!(lines[4].ends_with(",\"true\""), "{csv}");
+    // Without the cookie the export is refused.
+    let refused = reqwest::get(href.as_str().unwrap()).await.unwrap();
+    assert_eq!(refused.status(), 401);
+
+    assert!(
+        b.errors.is_empty(),
+        "script or console errors: {:?}",
+        b.errors
+    );
 }

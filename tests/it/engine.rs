@@ -2021,7 +2021,13 @@ const APOLOGY_HINT: &str = "sorry";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_failures_apologise_and_the_session_goes_on() {
-    let Rig { s, fake, cid } = rig_with(|c| c.provider_timeout_ms = 500).await;
+    // The stream's own bounds govern the reply (the general bound would take 10 s).
+    let Rig { s, fake, cid } = rig_with(|c| {
+        c.provider_timeout_ms = 10_000;
+        c.provider_first_byte_timeout_ms = Some(500);
+        c.provider_chunk_timeout_ms = Some(500);
+    })
+    .await;
     let sid = new_session(&s, &cid).await;
     let mut ws = Ws::connect(&s, &sid).await;
     ws.send(json!({"type": "audio_output", "enabled": true}))
@@ -2058,9 +2064,38 @@ async fn provider_failures_apologise_and_the_session_goes_on() {
             Some(Chat::failing(Failure::Garbage)),
             "llm_failed",
         ),
+        (
+            "the model sends headers, then nothing",
+            Some(Chat::reply("Never said.").stall_after(0)),
+            "llm_failed",
+        ),
+        (
+            "the model's connection is cut mid-reply",
+            Some(Chat::reply("I was saying something when").cut_after(2)),
+            "llm_failed",
+        ),
+        (
+            "the model sends garbage mid-reply",
+            Some(Chat::reply("I was saying something when").garbage_after(2)),
+            "llm_failed",
+        ),
+        ("the host accepts and never answers", None, "llm_failed"),
     ];
+    // A host whose kernel accepts connections that nobody ever reads or answers.
+    let mute = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mute_url = format!("http://{}/v1", mute.local_addr().unwrap());
+    let held = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = held.clone();
+    let mute_task = tokio::spawn(async move {
+        while let Ok((sock, _)) = mute.accept().await {
+            keep.lock().unwrap().push(sock);
+        }
+    });
     for (what, script, code) in cases {
+        let mute_host = what.starts_with("the host");
+        let aborted_before = fake.chats_aborted();
         match &script {
+            None if mute_host => set_llm_url(&s, &mute_url).await,
             None => set_llm_url(&s, &closed).await,
             Some(chat) => fake.set_chat(chat.clone()),
         }
@@ -2109,6 +2144,17 @@ async fn provider_failures_apologise_and_the_session_goes_on() {
             took < Duration::from_millis(2_500),
             "{what}: answered within about the timeout, took {took:?}"
         );
+        // Nothing is left behind: a stream the kiosk gave up on is dropped (the fake sees its
+        // client go away), and the turn is over (the next one starts at once).
+        if script
+            .as_ref()
+            .is_some_and(|c| c.stall_after.is_some() || c.cut_after.is_some())
+        {
+            fake.wait_until(WAIT, &format!("{what}: the stream is dropped"), |f| {
+                f.chats_aborted() > aborted_before
+            })
+            .await;
+        }
         // The next turn works.
         match &script {
             None => set_llm_url(&s, &fake.base_url()).await,
@@ -2119,6 +2165,11 @@ async fn provider_failures_apologise_and_the_session_goes_on() {
         assert_eq!(assistant_text(&frames).1, "Yes, I am here.", "{what}");
         assert!(!frames.iter().any(|f| f.is("error")), "{what}");
     }
+    mute_task.abort();
+    assert!(
+        !held.lock().unwrap().is_empty(),
+        "the mute host was reached"
+    );
 
     // Speech recognition and synthesis failures are reported with their own codes.
     fake.set_transcription(Transcription {

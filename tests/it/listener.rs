@@ -363,3 +363,112 @@ async fn a_login_over_plain_http_from_the_network_is_refused_with_the_https_addr
     let url = format!("http://{lan}:{}/api/auth", s.addr.port());
     assert_eq!(login(&s.http, url).await.0, 200);
 }
+
+/// The administrator uploads their own certificate and key: a bad pair is refused (400) and
+/// nothing is replaced; a good one is written over the self-signed files, served to the next
+/// connection at once, shown by its fingerprint, and kept across a restart.
+#[tokio::test]
+async fn an_uploaded_certificate_replaces_the_self_signed_one_at_once() {
+    let s = Server::start().await;
+    let url = format!("https://127.0.0.1:{}/api/v1/health", s.addr.port());
+    let old_pem = std::fs::read(cert_path(&s)).unwrap();
+    let before = s.get_json("/api/v1/tls/certificate", 200).await;
+    assert_eq!(before["replaceable"], true);
+    let old_fingerprint = before["fingerprint"].as_str().unwrap().to_string();
+    assert_eq!(old_fingerprint.len(), 32 * 3 - 1, "{before}");
+
+    let mine = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
+    let other = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
+    for (what, cert, key) in [
+        (
+            "another certificate's key",
+            mine.cert.pem(),
+            other.signing_key.serialize_pem(),
+        ),
+        (
+            "no certificate",
+            "junk".into(),
+            mine.signing_key.serialize_pem(),
+        ),
+        ("no key", mine.cert.pem(), String::new()),
+        ("a certificate as the key", mine.cert.pem(), mine.cert.pem()),
+    ] {
+        let r = s
+            .put("/api/v1/tls/certificate")
+            .json(&json!({ "cert_pem": cert, "key_pem": key }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{what}");
+        assert!(r.json::<Value>().await.unwrap()["error"].is_string());
+        assert_eq!(std::fs::read(cert_path(&s)).unwrap(), old_pem, "{what}");
+        let now = s.get_json("/api/v1/tls/certificate", 200).await;
+        assert_eq!(now["fingerprint"], old_fingerprint.as_str(), "{what}");
+    }
+    trusting(&old_pem)
+        .get(&url)
+        .send()
+        .await
+        .expect("still the self-signed one");
+
+    let saved = s
+        .put_json(
+            "/api/v1/tls/certificate",
+            json!({ "cert_pem": mine.cert.pem(), "key_pem": mine.signing_key.serialize_pem() }),
+            200,
+        )
+        .await;
+    let fingerprint = saved["fingerprint"].as_str().unwrap().to_string();
+    assert_ne!(fingerprint, old_fingerprint);
+    let shown = s.get_json("/api/v1/tls/certificate", 200).await;
+    assert_eq!(shown["fingerprint"], fingerprint.as_str());
+    // The next connection gets the new certificate; a client that trusts only the old one fails.
+    let res = trusting(mine.cert.pem().as_bytes())
+        .get(&url)
+        .send()
+        .await
+        .expect("the uploaded certificate is served");
+    assert_eq!(res.status(), 200);
+    assert!(trusting(&old_pem).get(&url).send().await.is_err());
+    assert_eq!(
+        std::fs::read(cert_path(&s)).unwrap(),
+        mine.cert.pem().as_bytes()
+    );
+
+    let dir = s.stop().await;
+    let s = Server::start_in(dir, |_| {}).await;
+    let shown = s.get_json("/api/v1/tls/certificate", 200).await;
+    assert_eq!(
+        shown["fingerprint"],
+        fingerprint.as_str(),
+        "kept across a restart"
+    );
+}
+
+/// Where the configuration names the certificate files, an upload is refused (409).
+#[tokio::test]
+async fn a_configured_certificate_is_not_replaced_by_an_upload() {
+    let own = tempfile::tempdir().unwrap();
+    let pair = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
+    let (cert, key) = (own.path().join("c.pem"), own.path().join("k.pem"));
+    std::fs::write(&cert, pair.cert.pem()).unwrap();
+    std::fs::write(&key, pair.signing_key.serialize_pem()).unwrap();
+    let s = Server::start_with(|c| {
+        c.tls_cert = Some(cert.clone());
+        c.tls_key = Some(key.clone());
+    })
+    .await;
+    assert_eq!(
+        s.get_json("/api/v1/tls/certificate", 200).await["replaceable"],
+        false
+    );
+    let mine = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
+    let r = s
+        .put("/api/v1/tls/certificate")
+        .json(&json!({ "cert_pem": mine.cert.pem(), "key_pem": mine.signing_key.serialize_pem() }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    assert_eq!(std::fs::read(&cert).unwrap(), pair.cert.pem().as_bytes());
+}

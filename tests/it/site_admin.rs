@@ -1474,6 +1474,13 @@ const ROUTES: &[(&str, &str, Access)] = &[
         "/api/v1/characters/{id}/conversations/messages",
         Admin,
     ),
+    ("GET", "/api/v1/characters/{id}/conversations/export", Admin),
+    (
+        "GET",
+        "/api/v1/characters/{id}/conversations/unmatched",
+        Admin,
+    ),
+    ("POST", "/api/v1/characters/{id}/knowledge/ask", Admin),
     ("GET", "/api/v1/settings", Admin),
     ("PUT", "/api/v1/settings", Admin),
     ("POST", "/api/v1/settings/test", Admin),
@@ -1700,6 +1707,9 @@ fn route_request(s: &Server, fx: &Fixture, m: &str, template: &str) -> reqwest::
         ("PUT", "/api/v1/characters/{id}") => req.json(&json!({ "name": "Renamed" })),
         ("POST", "/api/v1/characters/{id}/avatar") => req.multipart(avatar_form()),
         ("POST", "/api/v1/characters/{id}/knowledge/files") => req.multipart(knowledge_form()),
+        ("POST", "/api/v1/characters/{id}/knowledge/ask") => {
+            req.json(&json!({ "question": "harbour" }))
+        }
         ("PUT", t) if t.contains("/idle-videos/") => req.body(mp4_h264()),
         ("PUT", "/api/v1/characters/{id}/images/{filename}/activate") => req,
         ("PUT", "/api/v1/settings") => req.json(&json!({ "kiosk": { "volume": 70 } })),
@@ -1735,8 +1745,8 @@ async fn every_route_is_listed_once_and_guarded_as_listed() {
         .count();
     assert_eq!(ROUTES.len(), CYBERVERSE_ROUTES.len() + added);
     assert_eq!(
-        added, 18,
-        "4 idle-clip routes, 3 of /api/data, 3 of /api/img, 4 of /api/auth, 3 of client keys, the history purge"
+        added, 21,
+        "4 idle-clip routes, 3 of /api/data, 3 of /api/img, 4 of /api/auth, 3 of client keys, the history purge, its export, the unmatched questions, the knowledge ask"
     );
 
     let (s, token) = with_password().await;

@@ -105,7 +105,14 @@ async fn components_have_one_default_per_stage_and_measured_availability() {
         for o in options {
             assert_eq!(
                 keys(o),
-                ["available", "default", "id", "model", "name"],
+                [
+                    "available",
+                    "default",
+                    "id",
+                    "model",
+                    "name",
+                    "on_this_kiosk"
+                ],
                 "{o}"
             );
             assert!(

@@ -39,12 +39,14 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/kiosk/snapshot", get(snapshot))
 }
 
+#[utoipa::path(get, path = "/api/v1/kiosk/snapshot", tag = "console", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The simulated screen", body = crate::api::openapi::Binary, content_type = "image/png"), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 409, description = "The display is not simulated", body = crate::api::openapi::ErrorBody)))]
 async fn snapshot(_: Admin, State(s): State<AppState>) -> ApiResult<Response> {
     crate::api::device::screen_png(&s).await
 }
 
 /// `state` events (`{status, character_id, session_id}`) whenever the kiosk's state changes,
 /// the first at once; `transcript`, `assistant` and `turn_error` events of the visitor's session.
+#[utoipa::path(get, path = "/api/v1/kiosk/events", tag = "console", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Server-Sent Events: state, transcript, assistant, turn_error", body = String, content_type = "text/event-stream"), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 503, description = "Too many event streams", body = crate::api::openapi::ErrorBody)))]
 async fn events(
     _: Admin,
     State(s): State<AppState>,

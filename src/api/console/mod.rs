@@ -6,7 +6,7 @@
 //! style) and the anti-framing, referrer and sniffing headers. `events.rs` adds the two admin
 //! routes the console needs beyond the public API: the kiosk's live events and its screen.
 
-mod events;
+pub(super) mod events;
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -40,6 +40,14 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("characters.js", JS, include_str!("assets/characters.js")),
     ("settings.js", JS, include_str!("assets/settings.js")),
     ("try.js", JS, include_str!("assets/try.js")),
+    ("knowledge.js", JS, include_str!("assets/knowledge.js")),
+    (
+        "conversations.js",
+        JS,
+        include_str!("assets/conversations.js"),
+    ),
+    ("password.js", JS, include_str!("assets/password.js")),
+    ("system.js", JS, include_str!("assets/system.js")),
 ];
 const JS: &str = "text/javascript; charset=utf-8";
 
@@ -47,10 +55,15 @@ const JS: &str = "text/javascript; charset=utf-8";
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Page {
     Login,
+    /// "Choose your password": the only page while the first-boot password is in force.
+    Password,
     Dashboard,
     Characters,
+    Knowledge,
+    Conversations,
     Settings,
     Try,
+    System,
 }
 
 impl Page {
@@ -60,7 +73,11 @@ impl Page {
             Page::Dashboard => "Dashboard",
             Page::Characters => "Characters",
             Page::Settings => "Settings",
+            Page::Knowledge => "Knowledge",
+            Page::Conversations => "Conversations",
             Page::Try => "Try it",
+            Page::System => "System",
+            Page::Password => "Choose your password",
         }
     }
 
@@ -70,7 +87,11 @@ impl Page {
             Page::Dashboard => "/console/",
             Page::Characters => "/console/characters",
             Page::Settings => "/console/settings",
+            Page::Knowledge => "/console/knowledge",
+            Page::Conversations => "/console/conversations",
             Page::Try => "/console/try",
+            Page::Password => "/console/password",
+            Page::System => "/console/system",
         }
     }
 
@@ -80,7 +101,11 @@ impl Page {
             Page::Dashboard => include_str!("assets/dashboard.html"),
             Page::Characters => include_str!("assets/characters.html"),
             Page::Settings => include_str!("assets/settings.html"),
+            Page::Knowledge => include_str!("assets/knowledge.html"),
+            Page::Conversations => include_str!("assets/conversations.html"),
             Page::Try => include_str!("assets/try.html"),
+            Page::System => include_str!("assets/system.html"),
+            Page::Password => include_str!("assets/password.html"),
         }
     }
 
@@ -90,12 +115,24 @@ impl Page {
             Page::Dashboard => "/console/dashboard.js",
             Page::Characters => "/console/characters.js",
             Page::Settings => "/console/settings.js",
+            Page::Knowledge => "/console/knowledge.js",
+            Page::Conversations => "/console/conversations.js",
             Page::Try => "/console/try.js",
+            Page::System => "/console/system.js",
+            Page::Password => "/console/password.js",
         }
     }
 }
 
-const NAV: [Page; 4] = [Page::Dashboard, Page::Characters, Page::Settings, Page::Try];
+const NAV: [Page; 7] = [
+    Page::Dashboard,
+    Page::Characters,
+    Page::Knowledge,
+    Page::Conversations,
+    Page::Settings,
+    Page::Try,
+    Page::System,
+];
 
 pub fn routes() -> Router<AppState> {
     let pages = Router::new()
@@ -105,7 +142,11 @@ pub fn routes() -> Router<AppState> {
         .route("/console/login", show(Page::Login))
         .route("/console/characters", show(Page::Characters))
         .route("/console/settings", show(Page::Settings))
+        .route("/console/knowledge", show(Page::Knowledge))
+        .route("/console/conversations", show(Page::Conversations))
         .route("/console/try", show(Page::Try))
+        .route("/console/system", show(Page::System))
+        .route("/console/password", show(Page::Password))
         .route("/console/{file}", get(asset))
         .layer(middleware::from_fn(security_headers));
     pages.merge(events::routes())
@@ -120,14 +161,20 @@ fn see_other(to: &'static str) -> Response {
 }
 
 /// A page, or the way to the page the caller may see: signed out to the sign-in page, signed
-/// in (or in setup mode, where there is no password) away from it.
+/// in (or in setup mode, where there is no password) away from it, and while the first-boot
+/// password is in force to "choose your password" and nowhere else.
 async fn page(State(s): State<AppState>, req: Request, page: Page) -> Response {
     let (parts, _) = req.into_parts();
     let admin = is_admin(&parts.headers, crate::api::auth::peer(&parts), &s);
+    let must_change = admin && s.engine.must_change_password();
     match (page, admin) {
+        (Page::Login, true) if must_change => return see_other(Page::Password.path()),
         (Page::Login, true) => return see_other(Page::Dashboard.path()),
         (Page::Login, false) => {}
         (_, false) => return see_other(Page::Login.path()),
+        (Page::Password, true) if !must_change => return see_other(Page::Dashboard.path()),
+        (Page::Password, true) => {}
+        (_, true) if must_change => return see_other(Page::Password.path()),
         (_, true) => {}
     }
     let html = render(page);
@@ -147,7 +194,8 @@ fn render(page: Page) -> String {
         String::new()
     } else {
         let mut links = String::from("<nav aria-label=\"Console\"><ul>");
-        for p in NAV {
+        let nav: &[Page] = if page == Page::Password { &[] } else { &NAV };
+        for &p in nav {
             let current = if p == page {
                 " aria-current=\"page\""
             } else {

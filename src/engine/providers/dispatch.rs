@@ -7,8 +7,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::{
-    ChatRequest, OmniContext, OmniEvent, OmniInput, Provider, ProviderError, local, openai,
-    realtime, remote,
+    ChatRequest, OmniContext, OmniEvent, OmniInput, Provider, ProviderError, StreamBounds, local,
+    openai, realtime, remote, wyoming,
 };
 use crate::engine::Engine;
 use crate::engine::knowledge::SearchResult;
@@ -49,6 +49,11 @@ impl Engine {
                 let ep = s.endpoint(Service::Asr)?;
                 openai::transcribe(&self.http, &ep, pcm, &s.asr.language, timeout).await
             }
+            Provider::Wyoming => {
+                let s = self.settings();
+                let ep = s.endpoint(Service::Asr)?;
+                wyoming::transcribe(ep.address, ep.model, &s.asr.language, pcm, timeout).await
+            }
             Provider::Local | Provider::OpenaiRealtime | Provider::Remote => {
                 let model = self.recogniser_model(character_id)?;
                 local::transcribe(pcm, &model, &self.scratch_dir(), timeout).await
@@ -57,30 +62,33 @@ impl Engine {
     }
 
     /// Generates a reply, its text sent to `out` as it comes. `chat` builds the conversation a
-    /// language model is sent (only when one is asked).
+    /// language model is sent (only when one is asked). Returns false when the offline engine
+    /// found nothing in the passages to answer with (it said its fallback).
     pub(in crate::engine) async fn generate(
         &self,
         provider: Provider,
         prompt: Prompt<'_>,
         chat: impl FnOnce() -> ChatRequest,
-        timeout: Duration,
+        bounds: StreamBounds,
         out: &mpsc::Sender<String>,
-    ) -> Result<(), ProviderError> {
+    ) -> Result<bool, ProviderError> {
         match provider {
             Provider::Openai => {
                 let s = self.settings();
                 let ep = s.endpoint(Service::Llm)?;
-                openai::chat(&self.http, &ep, &chat(), timeout, out).await
+                openai::chat(&self.http, &ep, &chat(), bounds, out).await?;
+                Ok(true)
             }
-            Provider::Local | Provider::OpenaiRealtime | Provider::Remote => {
-                let text =
-                    local::answer(prompt.question, prompt.passages).unwrap_or(prompt.fallback);
+            Provider::Local | Provider::OpenaiRealtime | Provider::Remote | Provider::Wyoming => {
+                let answer = local::answer(prompt.question, prompt.passages);
+                let answered = answer.is_some();
+                let text = answer.unwrap_or(prompt.fallback);
                 for word in text.split_inclusive(' ') {
                     if out.send(word.to_string()).await.is_err() {
                         break;
                     }
                 }
-                Ok(())
+                Ok(answered)
             }
         }
     }
@@ -103,6 +111,11 @@ impl Engine {
                 if out.push(&pcm) {
                     out.flush();
                 }
+            }
+            Provider::Wyoming => {
+                let s = self.settings();
+                let ep = s.endpoint(Service::Tts)?;
+                wyoming::speak(ep.address, text, voice, timeout, out).await?;
             }
             Provider::Local | Provider::OpenaiRealtime | Provider::Remote => {
                 let mut begun = false;
@@ -139,9 +152,9 @@ impl Engine {
                 let ep = s.endpoint(Service::Realtime)?;
                 realtime::converse(&ep, input, ctx, timeout, out).await
             }
-            Provider::Local | Provider::Openai => Err(ProviderError::Failed(format!(
-                "{provider} does not answer with its own speech"
-            ))),
+            Provider::Local | Provider::Openai | Provider::Wyoming => Err(ProviderError::Failed(
+                format!("{provider} does not answer with its own speech"),
+            )),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The providers a turn runs on, chosen per character and in the settings, and changed at run
-//! time: `local` (the offline engine), `openai` (any OpenAI-compatible server), and the omni
-//! providers `openai_realtime` and `remote`, which answer with their own speech. `dispatch`
+//! time: `local` (the offline engine), `openai` (any OpenAI-compatible server), `wyoming` (a
+//! Wyoming speech server: recognition and speech), and the omni providers `openai_realtime` and
+//! `remote`, which answer with their own speech. `dispatch`
 //! hands each stage (recognition, reply, speech, or a whole omni exchange) to the chosen one;
 //! this module also answers which providers are present and reachable (components, health,
 //! settings test, voice test).
@@ -12,9 +13,10 @@ pub mod openai;
 mod provider;
 pub mod realtime;
 pub mod remote;
+pub mod wyoming;
 
 pub use dispatch::{Prompt, Speech};
-pub use provider::{Provider, Stage};
+pub use provider::{Choice, Foreign, Provider, Stage};
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -24,6 +26,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::Engine;
+use super::audio;
 use super::error::{Error, Result, bad};
 use super::settings::{Service, Settings};
 
@@ -40,6 +43,16 @@ pub struct ChatRequest {
     pub messages: Vec<ChatMessage>,
     pub temperature: f32,
     pub max_tokens: u32,
+}
+
+/// How long a streamed reply may keep a turn waiting: a provider that hangs or stops
+/// mid-stream ends the turn with its apology after at most one of these.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamBounds {
+    /// Until the response's headers and first bytes.
+    pub first_byte: Duration,
+    /// Between two chunks of the response.
+    pub between_chunks: Duration,
 }
 
 /// Where and how a provider is reached over the network (see `Settings::endpoint`).
@@ -119,29 +132,51 @@ const REACHABILITY_FRESH: Duration = Duration::from_secs(15);
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// One selectable provider of a stage, as the components route lists it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ComponentOption {
-    pub id: Provider,
+    #[schema(value_type = String)]
+    pub id: Choice,
     pub name: &'static str,
     pub model: String,
     pub default: bool,
     pub available: bool,
+    /// False for a provider of the original front end that this kiosk does not have.
+    pub on_this_kiosk: bool,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Components {
     pub llm: Vec<ComponentOption>,
     pub asr: Vec<ComponentOption>,
     pub tts: Vec<ComponentOption>,
 }
 
-#[derive(Debug, Serialize)]
+/// Why a provider named in the settings or by a character cannot run here.
+pub const NOT_ON_THIS_KIOSK: &str = "is not available on this kiosk";
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Check {
     pub name: String,
     pub ok: bool,
     pub latency_ms: u64,
+    /// What an answering server says it is (a Wyoming server's programs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// What one check of the settings test looks at.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Target {
+    /// The offline engine's part of a stage: installed?
+    Local(Stage),
+    /// A service's address: can it be connected to?
+    Address(Service),
+    /// A Wyoming server serving a stage: does it say it offers it?
+    Wyoming(Stage),
+    /// A provider this kiosk does not have: the check fails.
+    Foreign(Foreign),
 }
 
 /// Finds an executable on `PATH`.
@@ -233,13 +268,27 @@ impl Engine {
                         Some(service) => (s.model(service), s.endpoint(service).is_ok()),
                     };
                     ComponentOption {
-                        id: p,
+                        id: Choice::Kiosk(p),
                         name: p.name(stage),
                         model: model.to_string(),
-                        default: s.provider(stage) == p,
+                        default: s.provider(stage) == Choice::Kiosk(p),
                         available,
+                        on_this_kiosk: true,
                     }
                 })
+                .chain(
+                    Foreign::ALL
+                        .into_iter()
+                        .filter(|f| f.serves(stage))
+                        .map(|f| ComponentOption {
+                            id: Choice::Foreign(f),
+                            name: f.name(),
+                            model: String::new(),
+                            default: s.provider(stage) == Choice::Foreign(f),
+                            available: false,
+                            on_this_kiosk: false,
+                        }),
+                )
                 .collect()
         };
         Components {
@@ -257,9 +306,12 @@ impl Engine {
             .into_iter()
             .map(|stage| {
                 let provider = s.provider(stage);
-                let problem = match provider.service(stage) {
-                    None => local_check(stage).err(),
-                    Some(service) => s.endpoint(service).err().map(|e| e.to_string()),
+                let problem = match provider {
+                    Choice::Foreign(f) => Some(format!("{} {NOT_ON_THIS_KIOSK}", f.id())),
+                    Choice::Kiosk(p) => match p.service(stage) {
+                        None => local_check(stage).err(),
+                        Some(service) => s.endpoint(service).err().map(|e| e.to_string()),
+                    },
                 };
                 let problem = problem.map(|p| format!("{}: {p}", stage.name()));
                 (stage.name(), provider.id(), problem)
@@ -288,35 +340,53 @@ impl Engine {
     pub async fn test_providers(&self) -> Vec<Check> {
         let s = self.settings();
         // Each check: the offline engine's part of a stage, or a service's address.
-        let mut targets: Vec<(String, Result<Service, Stage>)> = Stage::ALL
+        let mut targets: Vec<(String, Target)> = Stage::ALL
             .into_iter()
             .map(|stage| {
                 let provider = s.provider(stage);
                 let name = format!("{}:{}", stage.name(), provider.id());
-                (name, provider.service(stage).ok_or(stage))
+                let target = match provider {
+                    Choice::Foreign(f) => Target::Foreign(f),
+                    Choice::Kiosk(p) => match p.service(stage) {
+                        None => Target::Local(stage),
+                        Some(_) if p == Provider::Wyoming => Target::Wyoming(stage),
+                        Some(service) => Target::Address(service),
+                    },
+                };
+                (name, target)
             })
             .collect();
         if !s.remote_voice.grpc_addr.is_empty()
-            && !targets.iter().any(|t| t.1 == Ok(Service::RemoteVoice))
+            && !targets
+                .iter()
+                .any(|t| t.1 == Target::Address(Service::RemoteVoice))
         {
-            targets.push(("remote_voice".into(), Ok(Service::RemoteVoice)));
+            targets.push(("remote_voice".into(), Target::Address(Service::RemoteVoice)));
         }
         let checks = targets.into_iter().map(|(name, target)| {
             let s = s.clone();
             async move {
                 let started = Instant::now();
                 let result = match target {
-                    Err(stage) => local_check(stage),
-                    Ok(service) => match s.endpoint(service) {
-                        Ok(ep) => probe(ep.address).await,
+                    Target::Foreign(f) => Err(format!("{} {NOT_ON_THIS_KIOSK}", f.id())),
+                    Target::Local(stage) => local_check(stage).map(|()| None),
+                    Target::Address(service) => match s.endpoint(service) {
+                        Ok(ep) => probe(ep.address).await.map(|()| None),
                         Err(e) => Err(e.to_string()),
                     },
+                    Target::Wyoming(stage) => wyoming_check(&s, stage).await.map(Some),
+                };
+                let latency_ms = started.elapsed().as_millis() as u64;
+                let (detail, error) = match result {
+                    Ok(detail) => (detail, None),
+                    Err(e) => (None, Some(e)),
                 };
                 Check {
                     name,
-                    ok: result.is_ok(),
-                    latency_ms: started.elapsed().as_millis() as u64,
-                    error: result.err(),
+                    ok: error.is_none(),
+                    latency_ms,
+                    detail,
+                    error,
                 }
             }
         });
@@ -326,11 +396,20 @@ impl Engine {
     /// Checks that a provider accepts a voice: for the offline engine that the voice exists,
     /// for a remote provider that it can be reached.
     pub async fn test_voice(&self, provider: &str, voice: &str) -> Result<()> {
-        let Some(provider) = Provider::from_id(provider) else {
-            return Err(bad(format!(
-                "voice_provider must be one of {}",
-                Provider::ids()
-            )));
+        let provider = match Choice::parse(provider) {
+            Some(Choice::Kiosk(p)) => p,
+            Some(Choice::Foreign(f)) => {
+                return Err(Error::Unavailable(format!(
+                    "{} {NOT_ON_THIS_KIOSK}",
+                    f.id()
+                )));
+            }
+            None => {
+                return Err(bad(format!(
+                    "voice_provider must be one of {}",
+                    Provider::ids()
+                )));
+            }
         };
         let s = self.settings();
         match provider {
@@ -345,7 +424,110 @@ impl Engine {
             }
             Provider::OpenaiRealtime => reachable(&s, Service::Realtime).await,
             Provider::Remote => reachable(&s, Service::RemoteVoice).await,
+            Provider::Wyoming => {
+                let ep = s.endpoint(Service::Tts).map_err(provider_error)?;
+                let info = wyoming::describe(ep.address, CHECK_TIMEOUT)
+                    .await
+                    .map_err(provider_error)?;
+                if info.tts.is_empty() {
+                    Err(Error::ProviderFailed(
+                        "the Wyoming server offers no speech synthesis".into(),
+                    ))
+                } else if !voice.is_empty() && !info.voices.iter().any(|v| v == voice) {
+                    Err(Error::ProviderFailed(format!(
+                        "the Wyoming server has no voice {voice:?}"
+                    )))
+                } else {
+                    Ok(())
+                }
+            }
         }
+    }
+}
+
+/// Asks the Wyoming server of `stage` what it offers (`describe`), within `CHECK_TIMEOUT`; its
+/// programs for that stage as a short status line.
+async fn wyoming_check(s: &Settings, stage: Stage) -> std::result::Result<String, String> {
+    let service = Provider::Wyoming
+        .service(stage)
+        .expect("a stage Wyoming serves");
+    let ep = s.endpoint(service).map_err(|e| e.to_string())?;
+    let info = wyoming::describe(ep.address, CHECK_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (programs, what) = match stage {
+        Stage::Asr => (&info.asr, "speech recognition"),
+        Stage::Tts | Stage::Llm => (&info.tts, "speech synthesis"),
+    };
+    if programs.is_empty() {
+        return Err(format!("the Wyoming server offers no {what}"));
+    }
+    Ok(format!("Wyoming {what}: {}", programs.join(", ")))
+}
+
+/// What a voice sample says.
+const SAMPLE_TEXT: &str = "Hello! This is how I sound. Ask me anything about the exhibition.";
+
+/// Longest voice sample kept (mono 24 kHz samples, 20 s).
+const SAMPLE_MAX: usize = 20 * audio::OUTPUT_RATE as usize;
+
+/// Collects a voice sample's speech, up to `SAMPLE_MAX` samples.
+#[derive(Default)]
+struct Sample(Vec<i16>);
+
+impl Speech for Sample {
+    fn begin(&mut self, _: &str) {}
+    fn push(&mut self, samples: &[i16]) -> bool {
+        let room = SAMPLE_MAX - self.0.len();
+        self.0
+            .extend_from_slice(&samples[..samples.len().min(room)]);
+        self.0.len() < SAMPLE_MAX
+    }
+    fn flush(&mut self) {}
+}
+
+impl Engine {
+    /// A short sentence spoken by `provider` (the settings' speech provider when "") in `voice`
+    /// (the settings' voice when ""), as a WAV file, so an administrator can hear a voice before
+    /// choosing it. The omni providers speak only in a conversation.
+    pub async fn voice_sample(&self, provider: &str, voice: &str) -> Result<Vec<u8>> {
+        let s = self.settings();
+        let choice = if provider.is_empty() {
+            s.provider(Stage::Tts)
+        } else {
+            Choice::parse(provider)
+                .ok_or_else(|| bad(format!("voice_provider must be one of {}", Provider::ids())))?
+        };
+        let provider = match choice {
+            Choice::Kiosk(p) => p,
+            Choice::Foreign(f) => {
+                return Err(Error::Unavailable(format!(
+                    "{} {NOT_ON_THIS_KIOSK}",
+                    f.id()
+                )));
+            }
+        };
+        if !provider.serves(Stage::Tts) {
+            return Err(bad(format!(
+                "{provider} speaks only in a conversation: try the character on the Try it page"
+            )));
+        }
+        let voice = if voice.is_empty() {
+            s.tts.voice.as_str()
+        } else {
+            voice
+        };
+        let timeout = Duration::from_millis(self.config.provider_timeout_ms);
+        let mut sample = Sample::default();
+        self.speak(provider, SAMPLE_TEXT, voice, timeout, &mut sample)
+            .await
+            .map_err(provider_error)?;
+        if sample.0.is_empty() {
+            return Err(Error::ProviderFailed(format!(
+                "{provider} produced no speech"
+            )));
+        }
+        Ok(audio::wav_bytes(&sample.0, audio::OUTPUT_RATE))
     }
 }
 
@@ -361,7 +543,7 @@ async fn reachable(s: &Settings, service: Service) -> Result<()> {
     })
 }
 
-fn provider_error(e: ProviderError) -> Error {
+pub(in crate::engine) fn provider_error(e: ProviderError) -> Error {
     match e {
         ProviderError::Unavailable(m) => Error::Unavailable(m),
         ProviderError::Timeout(m) => Error::Timeout(m),

@@ -7,7 +7,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{ChatRequest, Endpoint, ProviderError};
+use super::{ChatRequest, Endpoint, ProviderError, StreamBounds};
 use crate::engine::audio;
 
 impl Endpoint<'_> {
@@ -77,13 +77,14 @@ async fn check(res: reqwest::Response) -> Result<reqwest::Response, ProviderErro
     })
 }
 
-/// Streams a chat completion, sending each text delta to `out`. `idle` bounds the wait for the
-/// first byte and between chunks.
+/// Streams a chat completion, sending each text delta to `out`. `bounds` limit the wait for the
+/// first bytes and between chunks; a cut connection or a line that is not a completion chunk
+/// ends the reply with an error.
 pub async fn chat(
     client: &reqwest::Client,
     ep: &Endpoint<'_>,
     req: &ChatRequest,
-    idle: Duration,
+    bounds: StreamBounds,
     out: &mpsc::Sender<String>,
 ) -> Result<(), ProviderError> {
     let messages: Vec<Value> = req
@@ -99,7 +100,7 @@ pub async fn chat(
         "stream": true,
     });
     let res = tokio::time::timeout(
-        idle,
+        bounds.first_byte,
         ep.request(client, "chat/completions").json(&body).send(),
     )
     .await
@@ -107,6 +108,7 @@ pub async fn chat(
     .map_err(send_error)?;
     let mut stream = check(res).await?.bytes_stream();
     let mut buf: Vec<u8> = Vec::new();
+    let mut idle = bounds.first_byte;
     loop {
         let chunk = match tokio::time::timeout(idle, stream.next()).await {
             Err(_) => {
@@ -117,6 +119,7 @@ pub async fn chat(
             Ok(None) => return Ok(()),
             Ok(Some(chunk)) => chunk.map_err(send_error)?,
         };
+        idle = bounds.between_chunks;
         buf.extend_from_slice(&chunk);
         while let Some(end) = buf.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = buf.drain(..=end).collect();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::HISTORY_MAX_CHARS;
 use crate::engine::Engine;
-use crate::engine::error::Result;
+use crate::engine::error::{Error, Result};
 use crate::engine::live::LiveSession;
 use crate::engine::providers::ChatMessage;
 use crate::engine::sessions::append_message;
@@ -58,20 +58,20 @@ impl Engine {
     }
 
     /// Stores a message of turn `seq` (on the blocking pool; a deleted session stores nothing).
+    /// A failure is returned for the turn to report: the turn goes on without it.
     pub(super) async fn store_message(
         self: &Arc<Self>,
         live: &LiveSession,
         role: &'static str,
         text: String,
         seq: u64,
-    ) {
+        unmatched: bool,
+    ) -> Result<()> {
         let engine = self.clone();
         let id = live.id.clone();
-        let stored =
-            tokio::task::spawn_blocking(move || engine.record_message(&id, role, &text, seq)).await;
-        if let Ok(Err(e)) = stored {
-            tracing::warn!(session = %live.id, "cannot store a {role} message: {e}");
-        }
+        tokio::task::spawn_blocking(move || engine.record_message(&id, role, &text, seq, unmatched))
+            .await
+            .unwrap_or_else(|e| Err(Error::Internal(format!("history write: {e}"))))
     }
 
     /// Appends to the history of a session and advances its stored turn number.
@@ -81,6 +81,7 @@ impl Engine {
         role: &str,
         text: &str,
         seq: u64,
+        unmatched: bool,
     ) -> Result<()> {
         let tx = self.store.write()?;
         {
@@ -91,7 +92,7 @@ impl Engine {
             s.turn_seq = s.turn_seq.max(seq);
             s.last_active_at = store::now();
             sessions.insert(session_id, store::to_json(&s).as_slice())?;
-            append_message(&tx, &s.character_id, session_id, role, text, seq)?;
+            append_message(&tx, &s.character_id, session_id, role, text, seq, unmatched)?;
             self.retain_history(&tx, &s.character_id)?;
         }
         tx.commit()?;
@@ -157,7 +158,7 @@ mod tests {
     }
 
     fn count(e: &Engine, character: &str) -> usize {
-        e.history(character, Some(500), None)
+        e.history(character, Some(500), None, None)
             .unwrap()
             .messages
             .len()
@@ -169,10 +170,11 @@ mod tests {
         let e = engine(&dir, |c| c.history_max_messages = 100);
         let (sid, cid) = session(&e);
         e.seed_history(&sid, &said(300, "flood")).unwrap();
-        let page = e.history(&cid, Some(500), None).unwrap();
+        let page = e.history(&cid, Some(500), None, None).unwrap();
         assert_eq!(page.messages.len(), 100);
         assert_eq!(page.messages[99].content, "flood 299", "the newest stay");
-        e.record_message(&sid, "user", "one more", 1).unwrap();
+        e.record_message(&sid, "user", "one more", 1, false)
+            .unwrap();
         assert_eq!(count(&e, &cid), 100);
     }
 
@@ -208,8 +210,8 @@ mod tests {
             tx.commit().unwrap();
         }
         assert_eq!(count(&e, &cid), 3);
-        e.record_message(&sid, "user", "new", 1).unwrap();
-        let page = e.history(&cid, Some(500), None).unwrap();
+        e.record_message(&sid, "user", "new", 1, false).unwrap();
+        let page = e.history(&cid, Some(500), None, None).unwrap();
         assert_eq!(page.messages.len(), 1);
         assert_eq!(page.messages[0].content, "new");
     }

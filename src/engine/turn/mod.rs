@@ -9,12 +9,14 @@
 //! and the live session refuses anything it still tries to publish. What was said before the cut
 //! is stored as the assistant's message.
 
+mod ask;
 mod audio_out;
 mod history;
 mod omni;
 mod sentences;
 mod standard;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,9 +26,13 @@ use super::Engine;
 use super::error::{Result, bad};
 use super::knowledge::SearchResult;
 use super::live::{ErrorCode, Event, LiveSession, Overrides, Status};
-use super::providers::{Provider, ProviderError, Stage};
+use super::providers::{
+    Choice, Foreign, NOT_ON_THIS_KIOSK, Provider, ProviderError, Stage, StreamBounds,
+};
 use crate::store::records::Character;
 use audio_out::AudioOut;
+
+pub use ask::Asked;
 
 /// Characters of earlier conversation sent to the language model at most.
 const HISTORY_MAX_CHARS: usize = 6_000;
@@ -52,6 +58,11 @@ struct Plan {
     tts: Provider,
     voice: String,
     timeout: Duration,
+    /// Stages whose chosen provider this kiosk does not have (their field above is then the
+    /// offline engine, which says so).
+    missing: Vec<(Stage, Foreign)>,
+    /// Bounds of a streamed reply.
+    stream: StreamBounds,
 }
 
 /// A turn in progress: the session it publishes to, its number, its plan, and what the
@@ -62,6 +73,8 @@ struct Turn {
     seq: u64,
     plan: Plan,
     said: Mutex<String>,
+    /// A message of this turn could not be stored (reported once).
+    unsaved: AtomicBool,
 }
 
 impl Engine {
@@ -121,6 +134,7 @@ impl Engine {
                 seq,
                 plan,
                 said: Mutex::new(String::new()),
+                unsaved: AtomicBool::new(false),
             };
             let finished = tokio::select! {
                 biased;
@@ -143,15 +157,17 @@ impl Engine {
         let character = self.character_record(&live.character_id)?;
         let settings = self.settings();
         let overrides = live.overrides();
-        // The first id named, else the settings' provider of the stage.
-        let chosen = |stage: Stage, ids: &[&str]| match ids.iter().find(|id| !id.is_empty()) {
-            None => Ok(settings.provider(stage)),
-            Some(id) => Provider::from_id(id).ok_or_else(|| {
-                bad(format!(
-                    "provider must be one of {}, not {id:?}",
-                    Provider::ids()
-                ))
-            }),
+        let mut missing = Vec::new();
+        // The first id named, else the settings' provider of the stage; one this kiosk does
+        // not have is noted, and the turn says so.
+        let mut chosen = |stage: Stage, ids: &[&str]| -> Result<Provider> {
+            Ok(match self.provider_for(stage, ids)? {
+                Choice::Kiosk(p) => p,
+                Choice::Foreign(f) => {
+                    missing.push((stage, f));
+                    Provider::Local
+                }
+            })
         };
         let llm = chosen(
             Stage::Llm,
@@ -178,8 +194,36 @@ impl Engine {
             tts,
             voice,
             timeout: Duration::from_millis(self.config.provider_timeout_ms),
+            stream: self.stream_bounds(),
             character,
+            missing,
         })
+    }
+}
+
+impl Engine {
+    /// How long a streamed reply may keep a turn (or an admin's question) waiting.
+    fn stream_bounds(&self) -> StreamBounds {
+        let ms = |bound: Option<u64>| {
+            Duration::from_millis(bound.unwrap_or(self.config.provider_timeout_ms))
+        };
+        StreamBounds {
+            first_byte: ms(self.config.provider_first_byte_timeout_ms),
+            between_chunks: ms(self.config.provider_chunk_timeout_ms),
+        }
+    }
+
+    /// The provider of `stage`: the first id named, else the settings' provider of the stage.
+    fn provider_for(&self, stage: Stage, ids: &[&str]) -> Result<Choice> {
+        match ids.iter().find(|id| !id.is_empty()) {
+            None => Ok(self.settings().provider(stage)),
+            Some(id) => Choice::parse(id).ok_or_else(|| {
+                bad(format!(
+                    "provider must be one of {}, not {id:?}",
+                    Provider::ids()
+                ))
+            }),
+        }
     }
 }
 
@@ -187,6 +231,17 @@ impl Turn {
     /// The turn in order: recognise (or take the text), reply, store both sides of it.
     async fn run(&self, input: TurnInput) {
         self.status(Status::Processing);
+        if let Some((stage, foreign)) = self.missing_for(&input) {
+            if let TurnInput::Text {
+                text,
+                stored: false,
+            } = input
+            {
+                self.store("user", text).await;
+            }
+            self.not_on_this_kiosk(stage, foreign).await;
+            return;
+        }
         if self.plan.llm.is_omni() && !matches!(input, TurnInput::Greeting) {
             self.run_omni(input).await;
             return;
@@ -238,12 +293,12 @@ impl Turn {
         };
         let (_, replied) = tokio::join!(store_question, self.reply(&question));
         match replied {
-            Ok(text) => {
+            Ok((text, matched)) => {
                 // Stored whole, before the final (so a client that sees the final finds it in
                 // the history); a cancel from here on must not store it again as a partial.
                 self.said_stored();
                 if !text.is_empty() {
-                    self.store("assistant", text.clone()).await;
+                    self.store_reply(text.clone(), matched).await;
                 }
                 self.publish(Event::Transcript {
                     speaker: "assistant",
@@ -257,6 +312,43 @@ impl Turn {
         }
     }
 
+    /// The first stage this input needs whose provider this kiosk does not have.
+    fn missing_for(&self, input: &TurnInput) -> Option<(Stage, Foreign)> {
+        let needs: &[Stage] = match input {
+            TurnInput::Greeting => &[Stage::Tts],
+            TurnInput::Text { .. } => &[Stage::Llm, Stage::Tts],
+            TurnInput::Audio(_) => &[Stage::Llm, Stage::Asr, Stage::Tts],
+        };
+        let missing = &self.plan.missing;
+        needs
+            .iter()
+            .find_map(|need| missing.iter().find(|(stage, _)| stage == need).copied())
+    }
+
+    /// A turn that needs a provider this kiosk does not have: an `error` event naming it, and
+    /// the character says so (in the offline voice), instead of failing silently.
+    async fn not_on_this_kiosk(&self, stage: Stage, foreign: Foreign) {
+        self.publish(Event::Error {
+            message: format!(
+                "{} provider {} {NOT_ON_THIS_KIOSK}",
+                stage.name(),
+                foreign.id()
+            ),
+            code: ErrorCode::ProviderUnavailable,
+            turn_seq: self.seq,
+        });
+        let part = match stage {
+            Stage::Llm => "brain",
+            Stage::Asr => "hearing",
+            Stage::Tts => "voice",
+        };
+        let line = format!("I'm sorry, this character's {part} {NOT_ON_THIS_KIOSK}.");
+        self.reply_fixed(&line).await;
+        self.said_stored();
+        self.store("assistant", line).await;
+        self.status(Status::Idle);
+    }
+
     /// Publishes an event of this turn, if it is still the current one.
     fn publish(&self, event: Event) -> bool {
         self.live.publish(self.seq, event)
@@ -266,11 +358,27 @@ impl Turn {
         self.live.set_status(self.seq, status);
     }
 
-    /// Stores a message of this turn.
+    /// Stores a message of this turn. A turn whose history cannot be written (a full data
+    /// partition) still speaks; it logs its first failure only.
     async fn store(&self, role: &'static str, text: String) {
-        self.engine
-            .store_message(&self.live, role, text, self.seq)
+        self.store_marked(role, text, false).await;
+    }
+
+    /// Stores the reply, marked when the knowledge did not answer its question.
+    async fn store_reply(&self, text: String, matched: bool) {
+        self.store_marked("assistant", text, !matched).await;
+    }
+
+    async fn store_marked(&self, role: &'static str, text: String, unmatched: bool) {
+        let stored = self
+            .engine
+            .store_message(&self.live, role, text, self.seq, unmatched)
             .await;
+        if let Err(e) = stored
+            && !self.unsaved.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(session = %self.live.id, turn = self.seq, "the turn's history is not stored: {e}");
+        }
     }
 
     /// A sentence was spoken: it counts as said.
@@ -331,43 +439,45 @@ impl Turn {
         self.status(Status::Idle);
     }
 
-    /// The system prompt: the character's persona (with a client's overrides), how to speak, and
-    /// the knowledge passages retrieved for the question.
     fn instructions(&self, passages: &[SearchResult]) -> String {
-        let c = &self.plan.character;
-        let o = self.live.overrides();
-        let name = o.bot_name.as_deref().unwrap_or(&c.name);
-        let mut system = format!("You are {name}, speaking aloud to a visitor at a kiosk.");
-        for (label, value) in [
-            ("About you", c.description.as_str()),
-            ("Personality", c.personality.as_str()),
-            (
-                "Speaking style",
-                o.speaking_style.as_deref().unwrap_or(&c.speaking_style),
-            ),
-            (
-                "Preferred opening",
-                o.welcome_message.as_deref().unwrap_or(&c.welcome_message),
-            ),
-        ] {
-            if !value.trim().is_empty() {
-                system.push_str(&format!("\n{label}: {}", value.trim()));
-            }
-        }
-        let prompt = o.system_prompt.as_deref().unwrap_or(&c.system_prompt);
-        if !prompt.trim().is_empty() {
-            system.push_str("\n\n");
-            system.push_str(prompt.trim());
-        }
-        system.push_str("\n\nAnswer in a few short spoken sentences, without lists or markup. If you do not know, say so.");
-        if !passages.is_empty() {
-            system.push_str("\n\nKnowledge you may use:");
-            for (i, p) in passages.iter().enumerate() {
-                system.push_str(&format!("\n[{}] ({}) {}", i + 1, p.title, p.content));
-            }
-        }
-        system
+        instructions(&self.plan.character, &self.live.overrides(), passages)
     }
+}
+
+/// The system prompt: the character's persona (with a client's overrides), how to speak, and
+/// the knowledge passages retrieved for the question.
+fn instructions(c: &Character, o: &Overrides, passages: &[SearchResult]) -> String {
+    let name = o.bot_name.as_deref().unwrap_or(&c.name);
+    let mut system = format!("You are {name}, speaking aloud to a visitor at a kiosk.");
+    for (label, value) in [
+        ("About you", c.description.as_str()),
+        ("Personality", c.personality.as_str()),
+        (
+            "Speaking style",
+            o.speaking_style.as_deref().unwrap_or(&c.speaking_style),
+        ),
+        (
+            "Preferred opening",
+            o.welcome_message.as_deref().unwrap_or(&c.welcome_message),
+        ),
+    ] {
+        if !value.trim().is_empty() {
+            system.push_str(&format!("\n{label}: {}", value.trim()));
+        }
+    }
+    let prompt = o.system_prompt.as_deref().unwrap_or(&c.system_prompt);
+    if !prompt.trim().is_empty() {
+        system.push_str("\n\n");
+        system.push_str(prompt.trim());
+    }
+    system.push_str("\n\nAnswer in a few short spoken sentences, without lists or markup. If you do not know, say so.");
+    if !passages.is_empty() {
+        system.push_str("\n\nKnowledge you may use:");
+        for (i, p) in passages.iter().enumerate() {
+            system.push_str(&format!("\n[{}] ({}) {}", i + 1, p.title, p.content));
+        }
+    }
+    system
 }
 
 fn greeting(c: &Character, o: &Overrides) -> String {

@@ -6,39 +6,69 @@ use tokio::sync::mpsc;
 use super::Turn;
 use super::audio_out::AudioOut;
 use super::sentences::{Sentences, clauses};
+use crate::engine::Engine;
 use crate::engine::knowledge::SearchResult;
 use crate::engine::live::{ErrorCode, Event};
-use crate::engine::providers::{ChatMessage, ChatRequest, Prompt, ProviderError};
+use crate::engine::providers::{
+    ChatMessage, ChatRequest, Prompt, Provider, ProviderError, StreamBounds,
+};
 use crate::engine::spoken::for_speech;
 use crate::store::records::Character;
 
+/// Passages given to the language model (or the offline engine) for a question.
+const PASSAGES: usize = 3;
+
+impl Engine {
+    /// Retrieves the passages for `question` and generates the reply, its text sent to `out`
+    /// as it comes; `chat` builds a language model's conversation from the passages. Returns
+    /// the passages and whether the knowledge answered the question: a language model needs a
+    /// passage, the offline engine a passage it can answer from.
+    pub(super) async fn answer_question(
+        &self,
+        character: &Character,
+        llm: Provider,
+        question: &str,
+        chat: impl FnOnce(&[SearchResult]) -> ChatRequest,
+        bounds: StreamBounds,
+        out: &mpsc::Sender<String>,
+    ) -> Result<(Vec<SearchResult>, bool), ProviderError> {
+        let passages = self
+            .search_knowledge(&character.id, question, Some(PASSAGES))
+            .unwrap_or_default();
+        let prompt = Prompt {
+            question,
+            passages: &passages,
+            fallback: fallback(character),
+        };
+        let answered = self
+            .generate(llm, prompt, || chat(&passages), bounds, out)
+            .await?;
+        let matched = answered && !passages.is_empty();
+        Ok((passages, matched))
+    }
+}
+
 impl Turn {
     /// Generates the reply to `question`, streaming text and speech as it comes; returns the
-    /// whole text.
-    pub(super) async fn reply(&self, question: &str) -> Result<String, (ErrorCode, ProviderError)> {
+    /// whole text and whether the knowledge answered the question.
+    pub(super) async fn reply(
+        &self,
+        question: &str,
+    ) -> Result<(String, bool), (ErrorCode, ProviderError)> {
         let plan = &self.plan;
-        let passages = self
-            .engine
-            .search_knowledge(&plan.character.id, question, Some(3))
-            .unwrap_or_default();
         let (tx, mut rx) = mpsc::channel::<String>(64);
         // Owns the sender, so the stream ends for the speaker when generation ends.
         let generate = async move {
-            let prompt = Prompt {
-                question,
-                passages: &passages,
-                fallback: fallback(&plan.character),
-            };
-            let chat = || self.chat_request(question, &passages);
+            let chat = |passages: &[SearchResult]| self.chat_request(question, passages);
             self.engine
-                .generate(plan.llm, prompt, chat, plan.timeout, &tx)
+                .answer_question(&plan.character, plan.llm, question, chat, plan.stream, &tx)
                 .await
         };
         let speak = self.speak_stream(&mut rx);
         let (generated, spoken) = tokio::join!(generate, speak);
-        generated.map_err(|e| (ErrorCode::LlmFailed, e))?;
+        let (_, matched) = generated.map_err(|e| (ErrorCode::LlmFailed, e))?;
         let text = spoken.map_err(|e| (ErrorCode::TtsFailed, e))?;
-        Ok(text)
+        Ok((text, matched))
     }
 
     /// Publishes text deltas as they arrive and speaks each finished sentence while the rest
@@ -109,34 +139,48 @@ impl Turn {
     /// The conversation sent to a language model: persona and knowledge, recent history, the
     /// question.
     fn chat_request(&self, question: &str, passages: &[SearchResult]) -> ChatRequest {
-        let mut messages = vec![ChatMessage {
-            role: "system",
-            content: self.instructions(passages),
-        }];
-        messages.extend(
-            self.engine
-                .recent_history(&self.live.id, &self.plan.character.id)
-                .unwrap_or_default(),
-        );
-        if messages
-            .last()
-            .is_none_or(|m| m.role != "user" || m.content != question)
-        {
-            messages.push(ChatMessage {
-                role: "user",
-                content: question.to_string(),
-            });
-        }
-        let settings = self.engine.settings();
-        ChatRequest {
-            messages,
-            temperature: self
-                .live
-                .overrides()
-                .temperature
-                .unwrap_or(settings.llm.temperature as f32),
-            max_tokens: settings.llm.max_tokens,
-        }
+        let history = self
+            .engine
+            .recent_history(&self.live.id, &self.plan.character.id)
+            .unwrap_or_default();
+        chat_request(
+            &self.engine,
+            self.instructions(passages),
+            history,
+            question,
+            self.live.overrides().temperature,
+        )
+    }
+}
+
+/// A language model's conversation: the instructions, the earlier messages, the question (unless
+/// the history already ends with it), at the client's temperature or the settings'.
+pub(super) fn chat_request(
+    engine: &Engine,
+    instructions: String,
+    history: Vec<ChatMessage>,
+    question: &str,
+    temperature: Option<f32>,
+) -> ChatRequest {
+    let mut messages = vec![ChatMessage {
+        role: "system",
+        content: instructions,
+    }];
+    messages.extend(history);
+    if messages
+        .last()
+        .is_none_or(|m| m.role != "user" || m.content != question)
+    {
+        messages.push(ChatMessage {
+            role: "user",
+            content: question.to_string(),
+        });
+    }
+    let settings = engine.settings();
+    ChatRequest {
+        messages,
+        temperature: temperature.unwrap_or(settings.llm.temperature as f32),
+        max_tokens: settings.llm.max_tokens,
     }
 }
 

@@ -1,6 +1,7 @@
 //! A real `docent` server on 127.0.0.1 with a fresh data directory, for integration tests:
 //! in this process ([`Server`]), or the built binary as a process of its own ([`Process`]).
 
+pub mod fake_wyoming;
 mod process;
 
 use std::net::SocketAddr;
@@ -81,6 +82,19 @@ impl Server {
             stop: None,
             task: None,
             process: Some(running),
+        }
+    }
+
+    /// A client of a running process that the test keeps owning (no data directory of its own).
+    pub fn attach(running: &Running) -> Server {
+        Server {
+            base: running.base(),
+            addr: running.addr,
+            http: reqwest::Client::new(),
+            dir: tempfile::tempdir().unwrap(),
+            stop: None,
+            task: None,
+            process: None,
         }
     }
 

@@ -168,6 +168,31 @@ impl Running {
             .collect()
     }
 
+    /// Waits for the program to print its listening line once more (it ran itself again) and
+    /// returns the new address.
+    pub async fn listening_again(&mut self, within: Duration) -> SocketAddr {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let again = {
+                let out = self.stdout.lock().unwrap();
+                out.iter()
+                    .filter_map(|l| l.strip_prefix(LISTENING))
+                    .nth(1)
+                    .and_then(|a| a.trim().parse().ok())
+            };
+            if let Some(addr) = again {
+                self.addr = addr;
+                return addr;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "docent did not start again; stderr:\n{}",
+                self.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// SIGKILL, then reap.
     pub async fn kill(&mut self) {
         self.child.kill().await.expect("kill docent");

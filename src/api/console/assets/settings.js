@@ -6,7 +6,7 @@ let original = {};
 
 function fieldId(section, key) { return `s-${section}-${key}`; }
 
-const PROVIDERS = ['', 'local', 'openai', 'openai_realtime', 'remote'];
+const PROVIDERS = ['', 'local', 'openai', 'openai_realtime', 'remote', 'wyoming'];
 
 function input(section, key, value, secret) {
   const id = fieldId(section, key);
@@ -53,7 +53,7 @@ async function runTest(name, result) {
   const mine = checks.filter((c) => c.name.startsWith(`${name}:`));
   const shown = mine.length ? mine : checks;
   result.replaceChildren(...(shown.length ? shown : [{ name, ok: true, latency_ms: 0, error: 'nothing to check' }]).map((c) =>
-    h('p', { class: c.ok ? 'okmsg' : 'error', text: `${c.name}: ${c.ok ? 'ok' : 'failed'} (${c.latency_ms} ms)${c.error ? ' – ' + c.error : ''}` })));
+    h('p', { class: c.ok ? 'okmsg' : 'error', text: `${c.name}: ${c.ok ? 'ok' : 'failed'} (${c.latency_ms} ms)${c.detail ? ' – ' + c.detail : ''}${c.error ? ' – ' + c.error : ''}` })));
 }
 
 function changes() {
@@ -144,3 +144,25 @@ $('launch').addEventListener('submit', (ev) => {
 
 guarded(loadSettings);
 guarded(loadLaunch).catch((e) => showError(e));
+
+async function loadCertificate() {
+  const c = await api('GET', '/api/v1/tls/certificate');
+  $('cert-fingerprint').textContent = c.fingerprint;
+  if (!c.replaceable) {
+    $('cert-result').textContent = 'The configuration names the certificate files (tls_cert, tls_key): replace them there.';
+    for (const el of $('cert').querySelectorAll('input, button')) el.disabled = true;
+  }
+}
+
+$('cert').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  guarded(async () => {
+    $('cert-result').textContent = '';
+    const [cert_pem, key_pem] = await Promise.all([$('cert-file').files[0].text(), $('key-file').files[0].text()]);
+    const r = await api('PUT', '/api/v1/tls/certificate', { cert_pem, key_pem });
+    $('cert-fingerprint').textContent = r.fingerprint;
+    $('cert-result').textContent = 'Certificate replaced: new connections use it now.';
+  }, $('cert-error'));
+});
+
+guarded(loadCertificate);

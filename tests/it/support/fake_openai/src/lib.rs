@@ -10,7 +10,6 @@
 //! benchmarks share it and each uses only the part it needs.
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -52,6 +51,12 @@ pub struct Chat {
     pub failure: Option<Failure>,
     /// Stop streaming (without ending the response) after this many deltas.
     pub stall_after: Option<usize>,
+    /// Cut the connection after this many deltas: the chunked body never ends, the socket is
+    /// closed under the client.
+    pub cut_after: Option<usize>,
+    /// Send a `data:` line that is not a completion chunk after this many deltas, then go on
+    /// as if nothing happened.
+    pub garbage_after: Option<usize>,
 }
 
 impl Chat {
@@ -63,6 +68,8 @@ impl Chat {
             chunk_delay: Duration::ZERO,
             failure: None,
             stall_after: None,
+            cut_after: None,
+            garbage_after: None,
         }
     }
 
@@ -90,6 +97,16 @@ impl Chat {
 
     pub fn stall_after(mut self, n: usize) -> Chat {
         self.stall_after = Some(n);
+        self
+    }
+
+    pub fn cut_after(mut self, n: usize) -> Chat {
+        self.cut_after = Some(n);
+        self
+    }
+
+    pub fn garbage_after(mut self, n: usize) -> Chat {
+        self.garbage_after = Some(n);
         self
     }
 
@@ -488,7 +505,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
         });
         return axum::Json(v).into_response();
     }
-    let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(1);
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(1);
     let shared2 = shared.clone();
     tokio::spawn(async move {
         let aborted = || {
@@ -502,6 +519,18 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
             if script.stall_after == Some(i) {
                 tx.closed().await;
                 return aborted();
+            }
+            if script.cut_after == Some(i) {
+                // An error from the body makes the server drop the connection mid-body.
+                let cut = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+                let _ = tx.send(Err(cut)).await;
+                return aborted();
+            }
+            if script.garbage_after == Some(i) {
+                let line = Bytes::from("data: {\"choices\": [{\"delta\": oops\n\n");
+                if tx.send(Ok(line)).await.is_err() {
+                    return aborted();
+                }
             }
             if i > 0 && !script.chunk_delay.is_zero() {
                 tokio::select! {

@@ -1,0 +1,155 @@
+import { api, $, h, guarded, showError } from '/console/api.js';
+
+const POLL_MS = 1000;
+const POLL_MAX = 600; // ten minutes of indexing at most, then a reload shows the rest
+let cid = '';
+let polls = 0;
+let timer = 0;
+
+const base = () => `/api/v1/characters/${encodeURIComponent(cid)}`;
+
+/** Picks the character from `?character=` or the list's first, and fills the selector. */
+async function characters() {
+  const list = await api('GET', '/api/v1/characters');
+  const wanted = new URLSearchParams(location.search).get('character');
+  cid = (list.find((c) => c.id === wanted) || list[0] || {}).id || '';
+  $('character').replaceChildren(...list.map((c) => h('option', { value: c.id, selected: c.id === cid, text: c.name })));
+}
+
+function source(s) {
+  const status = s.status === 'failed' ? `failed: ${s.error}` : s.status;
+  return h('li', { 'data-status': s.status },
+    h('span', { class: 'grow' }, h('strong', { text: s.relative_path || s.filename }), ' ',
+      h('span', { class: `badge ${s.status}`, text: status }),
+      s.status === 'ready' && s.indexable ? h('span', { class: 'hint', text: ` ${s.chunk_count} passage${s.chunk_count === 1 ? '' : 's'}` }) : null),
+    h('button', { type: 'button', class: 'secondary', text: 'Reindex', onclick: () => guarded(async () => {
+      await api('POST', `${base()}/knowledge/${s.id}/reindex`);
+      await sources();
+    }) }),
+    h('button', { type: 'button', class: 'danger', text: 'Delete', onclick: () => guarded(async () => {
+      if (!confirm(`Delete ${s.relative_path || s.filename}?`)) return;
+      await api('DELETE', `${base()}/knowledge/${s.id}`);
+      await sources();
+    }) }));
+}
+
+/** Shows the sources; while one is indexing, looks again in a second (a bounded number of times). */
+async function sources() {
+  clearTimeout(timer);
+  const { sources: list } = await api('GET', `${base()}/knowledge`);
+  $('sources').replaceChildren(...(list.length ? list.map(source) : [h('li', { class: 'hint', text: 'No knowledge yet.' })]));
+  if (list.some((s) => s.status === 'indexing') && polls++ < POLL_MAX) {
+    timer = setTimeout(() => guarded(sources), POLL_MS);
+  } else {
+    polls = 0;
+  }
+}
+
+async function unmatched() {
+  const { questions } = await api('GET', `${base()}/conversations/unmatched`);
+  $('unmatched').replaceChildren(...(questions.length
+    ? questions.map((q) => h('li', {}, h('span', { class: 'grow', text: q.question }), h('span', { class: 'badge', title: 'times asked', text: `×${q.count}` })))
+    : [h('li', { class: 'hint', text: 'None so far.' })]));
+}
+
+/** Uploads one file, its progress shown in `bar`; resolves to the server's answer. */
+function send(file, path, bar) {
+  return new Promise((resolve, reject) => {
+    const form = new FormData();
+    form.append('files', file, file.name);
+    form.append('relative_paths', path);
+    const x = new XMLHttpRequest();
+    x.open('POST', `${base()}/knowledge/files`);
+    x.upload.onprogress = (e) => { if (e.lengthComputable) bar.value = e.loaded / e.total; };
+    x.onload = () => {
+      let body = null;
+      try { body = JSON.parse(x.responseText); } catch { body = null; }
+      if (x.status === 201) resolve(body);
+      else reject(new Error(`${(body && body.error) || x.statusText} (HTTP ${x.status})`));
+    };
+    x.onerror = () => reject(new Error('Cannot reach the kiosk'));
+    x.send(form);
+  });
+}
+
+/** Uploads files one at a time, each with its own progress bar and outcome. */
+async function upload(items) {
+  for (const { file, path } of items) {
+    const bar = h('progress', { max: '1', value: '0', 'aria-label': `Upload of ${path}` });
+    const note = h('span', { class: 'hint', text: ' uploading' });
+    $('uploads').append(h('li', {}, h('span', { class: 'grow', text: path }), bar, note));
+    try {
+      const res = await send(file, path, bar);
+      bar.value = 1;
+      const skipped = res.skipped && res.skipped[0];
+      note.textContent = skipped ? ` skipped: ${skipped.reason}` : ' uploaded';
+      note.className = skipped ? 'bad' : 'good';
+    } catch (e) {
+      note.textContent = ` ${e.message}`;
+      note.className = 'bad';
+    }
+    await guarded(sources);
+  }
+}
+
+const picked = (input) => [...input.files].map((f) => ({ file: f, path: f.webkitRelativePath || f.name }));
+
+/** Every file under a dropped entry, with its path inside the drop. */
+async function walk(entry, out) {
+  if (entry.isFile) {
+    out.push(await new Promise((res, rej) => entry.file((f) => res({ file: f, path: entry.fullPath.replace(/^\//, '') }), rej)));
+  } else if (entry.isDirectory) {
+    const reader = entry.createReader();
+    for (;;) {
+      const batch = await new Promise((res, rej) => reader.readEntries(res, rej));
+      if (!batch.length) break;
+      for (const e of batch) await walk(e, out);
+    }
+  }
+}
+
+for (const id of ['files', 'folder']) {
+  $(id).addEventListener('change', (ev) => { upload(picked(ev.target)); ev.target.value = ''; });
+}
+const drop = $('drop');
+drop.addEventListener('dragover', (ev) => { ev.preventDefault(); drop.classList.add('over'); });
+drop.addEventListener('dragleave', () => drop.classList.remove('over'));
+drop.addEventListener('drop', (ev) => {
+  ev.preventDefault();
+  drop.classList.remove('over');
+  const entries = [...ev.dataTransfer.items].map((i) => i.webkitGetAsEntry && i.webkitGetAsEntry()).filter(Boolean);
+  guarded(async () => {
+    const items = [];
+    if (entries.length) for (const e of entries) await walk(e, items);
+    else items.push(...[...ev.dataTransfer.files].map((f) => ({ file: f, path: f.name })));
+    await upload(items);
+  });
+});
+
+$('ask').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  guarded(async () => {
+    $('answer').replaceChildren(h('p', { class: 'hint', text: 'Thinking…' }));
+    const a = await api('POST', `${base()}/knowledge/ask`, { question: $('question').value });
+    $('answer').replaceChildren(
+      h('h3', { text: `The kiosk would say (${a.provider})` }),
+      h('p', { id: 'answer-text', class: a.matched ? 'said' : 'said bad', text: a.answer }),
+      h('h3', { text: a.passages.length ? 'Passages found' : 'No passage found' }),
+      h('ol', { id: 'passages' }, a.passages.map((p) => h('li', {},
+        h('strong', { text: p.title || p.filename }), h('span', { class: 'hint', text: ` score ${p.score.toFixed(2)}` }),
+        h('p', { text: p.content })))));
+  }, $('ask-error')).then(() => { if (!$('ask-error').hidden) $('answer').replaceChildren(); });
+});
+
+$('character').addEventListener('change', (ev) => {
+  cid = ev.target.value;
+  history.replaceState(null, '', `?character=${encodeURIComponent(cid)}`);
+  $('answer').replaceChildren();
+  showError(null);
+  guarded(() => Promise.all([sources(), unmatched()]));
+});
+
+guarded(async () => {
+  await characters();
+  if (cid) await Promise.all([sources(), unmatched()]);
+});

@@ -1,0 +1,74 @@
+import { api, $, guarded, showError } from '/console/api.js';
+
+/** Reloads the page once the kiosk answers again after a restart. */
+async function comeBack(status) {
+  status.textContent = 'Restarting... the page reloads when the kiosk is back.';
+  const started = Date.now();
+  await new Promise((r) => setTimeout(r, 1500));
+  while (Date.now() - started < 120000) {
+    try {
+      const res = await fetch('/api/v1/health', { cache: 'no-store' });
+      if (res.ok) {
+        location.reload();
+        return;
+      }
+    } catch { /* still down */ }
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  status.textContent = 'The kiosk has not come back after two minutes: it may have stopped.';
+}
+
+$('restart').addEventListener('click', () => guarded(async () => {
+  if (!confirm('Restart the kiosk now?')) return;
+  await api('POST', '/api/v1/system/restart');
+  await comeBack($('restart-status'));
+}));
+
+$('restore').addEventListener('click', async () => {
+  const file = $('restore-file').files[0];
+  const target = $('restore-error');
+  showError(null, target);
+  if (!file) {
+    showError('Choose a backup file first.', target);
+    return;
+  }
+  if (!confirm(`Replace everything on this kiosk with ${file.name}?`)) return;
+  const status = $('restore-status');
+  status.textContent = 'Uploading and checking...';
+  try {
+    const res = await fetch('/api/v1/system/restore', {
+      method: 'POST', credentials: 'same-origin', body: file,
+      headers: { 'Content-Type': 'application/x-tar' },
+    });
+    const data = await res.json().catch(() => null);
+    if (!res.ok) throw new Error(`${(data && data.error) || res.statusText} (HTTP ${res.status})`);
+    await comeBack(status);
+  } catch (e) {
+    status.textContent = '';
+    showError(e, target);
+  }
+});
+
+$('password').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  guarded(async () => {
+    await api('PUT', '/api/auth/password', { current: $('current').value, new: $('new').value });
+    $('password').reset();
+    $('password-status').textContent = 'Password changed; every other session has ended.';
+  }, $('password-error'));
+});
+
+$('everywhere').addEventListener('click', () => guarded(async () => {
+  const r = await api('POST', '/api/auth/logout-all');
+  $('everywhere-status').textContent = `${r.ended} other session(s) ended.`;
+}));
+
+async function loadLogs() {
+  const r = await api('GET', '/api/v1/system/logs?lines=300');
+  const pre = $('logs');
+  pre.textContent = r.lines.join('\n');
+  pre.scrollTop = pre.scrollHeight;
+}
+
+$('refresh-logs').addEventListener('click', () => guarded(loadLogs));
+guarded(loadLogs);

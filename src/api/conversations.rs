@@ -1,0 +1,244 @@
+//! A character's conversation history (admin): pages of it, per character or per visit, the
+//! questions the knowledge did not answer, an export as CSV or JSON streamed in batches, and
+//! the purge.
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::auth::Admin;
+use super::error::ApiResult;
+use super::extract::{Params, QueryArgs};
+use super::{AppState, blocking};
+use crate::engine::sessions::{HistoryPage, Purge};
+use crate::store::records::Message;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/api/v1/characters/{id}/conversations/messages",
+            get(history).delete(purge_history),
+        )
+        .route("/api/v1/characters/{id}/conversations/export", get(export))
+        .route(
+            "/api/v1/characters/{id}/conversations/unmatched",
+            get(unmatched),
+        )
+}
+
+#[derive(Deserialize)]
+struct HistoryQuery {
+    limit: Option<usize>,
+    before: Option<String>,
+    session_id: Option<String>,
+}
+
+async fn history(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+    QueryArgs(q): QueryArgs<HistoryQuery>,
+) -> ApiResult<Json<HistoryPage>> {
+    Ok(Json(s.engine.history(
+        &id,
+        q.limit,
+        q.before.as_deref(),
+        q.session_id.as_deref().filter(|s| !s.is_empty()),
+    )?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UnmatchedQuery {
+    limit: Option<usize>,
+}
+
+async fn unmatched(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+    QueryArgs(q): QueryArgs<UnmatchedQuery>,
+) -> ApiResult<Json<Value>> {
+    let questions = blocking(&s, move |e| e.unmatched_questions(&id, q.limit)).await?;
+    Ok(Json(json!({ "questions": questions })))
+}
+
+/// The formats of an export.
+#[derive(Deserialize, Clone, Copy, Default)]
+#[serde(rename_all = "lowercase")]
+enum Format {
+    #[default]
+    Csv,
+    Json,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportQuery {
+    #[serde(default)]
+    format: Format,
+    session_id: Option<String>,
+}
+
+/// Where an export stands: the next message number to read after, and what is left to write.
+enum Step {
+    Start,
+    After(Option<u64>),
+    Done,
+}
+
+/// The history (or one visit's), oldest first, as a download. It is read one batch per short
+/// read transaction while the response streams, so a long history never sits in memory.
+async fn export(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+    QueryArgs(q): QueryArgs<ExportQuery>,
+) -> ApiResult<Response> {
+    s.engine.character(&id)?;
+    let session = q.session_id.filter(|s| !s.is_empty());
+    let format = q.format;
+    let name: String = id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    let (kind, ext) = match format {
+        Format::Csv => ("text/csv; charset=utf-8", "csv"),
+        Format::Json => ("application/json", "json"),
+    };
+    let disposition = format!("attachment; filename=\"conversations-{name}.{ext}\"");
+    let state = s.clone();
+    let body = futures_util::stream::unfold(Step::Start, move |step| {
+        let s = state.clone();
+        let id = id.clone();
+        let session = session.clone();
+        async move {
+            let (after, mut out) = match step {
+                Step::Done => return None,
+                Step::Start => (None, head(format, &id)),
+                Step::After(after) => (after, String::new()),
+            };
+            let read = blocking(&s, move |e| e.history_batch(&id, after, session.as_deref())).await;
+            let (batch, next) = match read {
+                Ok(r) => r,
+                // The download ends short: a client sees a broken transfer, not a whole file.
+                Err(_) => {
+                    let e = std::io::Error::other("cannot read the history");
+                    return Some((Err(e), Step::Done));
+                }
+            };
+            for (i, m) in batch.iter().enumerate() {
+                let first = after.is_none() && i == 0;
+                write_message(format, &mut out, m, first);
+            }
+            let step = match next {
+                Some(n) => Step::After(Some(n)),
+                None => {
+                    if let Format::Json = format {
+                        out.push_str("\n]}\n");
+                    }
+                    Step::Done
+                }
+            };
+            Some((Ok::<_, std::io::Error>(Bytes::from(out)), step))
+        }
+    });
+    Ok((
+        [
+            (CONTENT_TYPE, kind.to_string()),
+            (CONTENT_DISPOSITION, disposition),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response())
+}
+
+/// What comes before the first message.
+fn head(format: Format, character_id: &str) -> String {
+    match format {
+        Format::Csv => "timestamp,session_id,turn_seq,role,content,unmatched\r\n".into(),
+        Format::Json => format!(
+            "{{\"character_id\":{},\"messages\":[",
+            Value::from(character_id)
+        ),
+    }
+}
+
+fn write_message(format: Format, out: &mut String, m: &Message, first: bool) {
+    match format {
+        Format::Csv => {
+            for (i, field) in [
+                m.timestamp.as_str(),
+                &m.session_id,
+                &m.turn_seq.to_string(),
+                &m.role,
+                &m.content,
+                if m.unmatched { "true" } else { "false" },
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                if i > 0 {
+                    out.push(',');
+                }
+                csv_field(out, field);
+            }
+            out.push_str("\r\n");
+        }
+        Format::Json => {
+            out.push_str(if first { "\n" } else { ",\n" });
+            out.push_str(&serde_json::to_string(m).expect("a message serialises"));
+        }
+    }
+}
+
+/// One CSV field, always quoted (RFC 4180: quotes doubled, line breaks kept inside). A
+/// visitor's words starting with `=`, `+`, `-`, `@` or a tab are prefixed with `'`, so that a
+/// spreadsheet opening the file shows them as text instead of running them as a formula.
+fn csv_field(out: &mut String, field: &str) {
+    out.push('"');
+    if field.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        out.push('\'');
+    }
+    out.push_str(&field.replace('"', "\"\""));
+    out.push('"');
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PurgeQuery {
+    session_id: Option<String>,
+    before_date: Option<String>,
+}
+
+/// Removes the whole history of a character, one session's messages, or those before a date.
+async fn purge_history(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+    QueryArgs(q): QueryArgs<PurgeQuery>,
+) -> ApiResult<Json<Value>> {
+    let purge = Purge::parse(q.session_id.as_deref(), q.before_date.as_deref())?;
+    let deleted = blocking(&s, move |e| e.purge_history(&id, &purge)).await?;
+    Ok(Json(json!({ "deleted": deleted })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_fields_are_quoted_and_formulas_defused() {
+        let mut out = String::new();
+        csv_field(&mut out, "say \"hi\",\nthen go");
+        assert_eq!(out, "\"say \"\"hi\"\",\nthen go\"");
+        out.clear();
+        csv_field(&mut out, "=HYPERLINK(\"x\")");
+        assert_eq!(out, "\"'=HYPERLINK(\"\"x\"\")\"");
+    }
+}

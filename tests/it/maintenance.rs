@@ -1,0 +1,521 @@
+//! The administrator's maintenance routes over real HTTP: changing the password (and the
+//! first-boot password that must be changed), restart, backup and restore of the data directory,
+//! and the recent log.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::support::{PNG, Process, Server, upload_avatar};
+
+const PASSWORD: &str = "maintenance-test-password";
+const FIRST_BOOT: &str = "Fb3kQz9TmW2xLr7N";
+
+async fn sign_in(s: &Server, password: &str) -> String {
+    let res = s
+        .post("/api/auth")
+        .json(&json!({ "password": password }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "sign in with {password}");
+    let cookie = res.headers()["set-cookie"].to_str().unwrap();
+    cookie.split(';').next().unwrap().to_string()
+}
+
+async fn auth_status(s: &Server, cookie: &str) -> Value {
+    let res = s.get("/api/auth").header("cookie", cookie).send().await;
+    res.unwrap().json().await.unwrap()
+}
+
+/// A cookie write from the console's own origin.
+fn write(s: &Server, method: reqwest::Method, path: &str, cookie: &str) -> reqwest::RequestBuilder {
+    s.http
+        .request(method, s.url(path))
+        .header("cookie", cookie)
+        .header("origin", &s.base)
+}
+
+async fn change(s: &Server, cookie: &str, current: &str, new: &str) -> (u16, Value) {
+    let res = write(s, reqwest::Method::PUT, "/api/auth/password", cookie)
+        .json(&json!({ "current": current, "new": new }))
+        .send()
+        .await
+        .unwrap();
+    (
+        res.status().as_u16(),
+        res.json().await.unwrap_or(Value::Null),
+    )
+}
+
+fn with_first_boot_file(dir: &Path) -> impl FnOnce(&mut docent::config::Config) + use<> {
+    let file = dir.join("admin-password");
+    std::fs::write(&file, format!("{FIRST_BOOT}\n")).unwrap();
+    move |c| c.admin_password_file = Some(file)
+}
+
+#[tokio::test]
+async fn a_first_boot_password_must_be_changed_and_a_change_ends_other_sessions() {
+    let outside = tempfile::tempdir().unwrap();
+    let s = Server::start_with(with_first_boot_file(outside.path())).await;
+    let anonymous = s.get_json("/api/auth", 200).await;
+    assert_eq!(anonymous, json!({ "authenticated": false }));
+    let res = s
+        .put("/api/auth/password")
+        .json(&json!({ "current": FIRST_BOOT, "new": "a-new-password" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401, "no cookie");
+
+    let mine = sign_in(&s, FIRST_BOOT).await;
+    let other = sign_in(&s, FIRST_BOOT).await;
+    assert_eq!(auth_status(&s, &mine).await["must_change"], true);
+
+    // A cookie write from another origin is refused before the route sees it.
+    let res = s
+        .put("/api/auth/password")
+        .header("cookie", &mine)
+        .header("origin", "http://evil.example")
+        .json(&json!({ "current": FIRST_BOOT, "new": "a-new-password" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 403);
+
+    let (status, body) = change(&s, &mine, FIRST_BOOT, "short").await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("at least 10"),
+        "{body}"
+    );
+    let (status, _) = change(&s, &mine, FIRST_BOOT, FIRST_BOOT).await;
+    assert_eq!(status, 400, "the same password again");
+    let (status, body) = change(&s, &mine, "not-the-password", "a-new-password").await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(
+        auth_status(&s, &mine).await["must_change"],
+        true,
+        "nothing changed"
+    );
+
+    let (status, body) = change(&s, &mine, FIRST_BOOT, "a-new-password").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        auth_status(&s, &mine).await,
+        json!({ "authenticated": true })
+    );
+    assert_eq!(
+        auth_status(&s, &other).await["authenticated"],
+        false,
+        "other session ended"
+    );
+    let res = s
+        .post("/api/auth")
+        .json(&json!({ "password": FIRST_BOOT }))
+        .send()
+        .await;
+    assert_eq!(
+        res.unwrap().status(),
+        401,
+        "the old password no longer opens"
+    );
+
+    // The chosen password wins over the file's after a restart too.
+    let dir = s.stop().await;
+    let s = Server::start_in(dir, with_first_boot_file(outside.path())).await;
+    let res = s
+        .post("/api/auth")
+        .json(&json!({ "password": FIRST_BOOT }))
+        .send()
+        .await;
+    assert_eq!(res.unwrap().status(), 401);
+    let cookie = sign_in(&s, "a-new-password").await;
+    assert_eq!(
+        auth_status(&s, &cookie).await,
+        json!({ "authenticated": true })
+    );
+}
+
+#[tokio::test]
+async fn a_configured_password_need_not_be_changed_and_system_routes_need_an_admin() {
+    let s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let cookie = sign_in(&s, PASSWORD).await;
+    assert_eq!(
+        auth_status(&s, &cookie).await,
+        json!({ "authenticated": true })
+    );
+    for (method, path) in [
+        (reqwest::Method::POST, "/api/v1/system/restart"),
+        (reqwest::Method::GET, "/api/v1/system/backup"),
+        (reqwest::Method::POST, "/api/v1/system/restore"),
+        (reqwest::Method::GET, "/api/v1/system/logs"),
+        (reqwest::Method::PUT, "/api/auth/password"),
+    ] {
+        let res = s
+            .http
+            .request(method.clone(), s.url(path))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 401, "{method} {path}");
+    }
+    for path in ["/api/v1/system/restart", "/api/v1/system/restore"] {
+        let res = s
+            .post(path)
+            .header("cookie", &cookie)
+            .header("origin", "http://evil.example")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 403, "{path}: cross-origin cookie write");
+    }
+}
+
+/// Every file under `dir` with the SHA-256 of its bytes, in path order.
+fn hash_tree(dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let digest = Sha256::digest(std::fs::read(&path).unwrap());
+                let name = path.strip_prefix(dir).unwrap().display().to_string();
+                out.push((name, docent::store::blobs::hex(&digest)));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+async fn backup(s: &Server, cookie: &str) -> Vec<u8> {
+    let res = s
+        .get("/api/v1/system/backup")
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["content-type"], "application/x-tar");
+    res.bytes().await.unwrap().to_vec()
+}
+
+async fn restore(s: &Server, cookie: &str, archive: Vec<u8>) -> (u16, Value) {
+    let res = write(s, reqwest::Method::POST, "/api/v1/system/restore", cookie)
+        .body(archive)
+        .send()
+        .await
+        .unwrap();
+    (
+        res.status().as_u16(),
+        res.json().await.unwrap_or(Value::Null),
+    )
+}
+
+/// Names, images and knowledge of every character, as the API lists them.
+async fn inventory(s: &Server) -> Vec<Value> {
+    let all = s.get_json("/api/v1/characters", 200).await;
+    let mut out = Vec::new();
+    for c in all.as_array().unwrap() {
+        let id = c["id"].as_str().unwrap();
+        let images = s
+            .get_json(&format!("/api/v1/characters/{id}/images"), 200)
+            .await;
+        let knowledge = s
+            .get_json(&format!("/api/v1/characters/{id}/knowledge"), 200)
+            .await;
+        let sources: Vec<Value> = knowledge["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| json!([x["filename"], x["status"], x["size"]]))
+            .collect();
+        out.push(json!({ "id": id, "name": c["name"], "images": images, "knowledge": sources }));
+    }
+    out
+}
+
+/// Makes every later request of `s` an administrator's, from the console's own origin.
+fn as_admin(s: &mut Server, cookie: &str) {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("cookie", cookie.parse().unwrap());
+    headers.insert("origin", s.base.parse().unwrap());
+    s.http = reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap();
+}
+
+/// A kiosk with two characters: an avatar image and a knowledge file that is indexed.
+async fn furnished(s: &Server) -> String {
+    let ada = s.character("Ada Lovelace").await;
+    s.character("Charles Babbage").await;
+    upload_avatar(s, &ada, PNG, 200).await;
+    let form = reqwest::multipart::Form::new().part(
+        "files",
+        reqwest::multipart::Part::bytes(
+            b"The Analytical Engine was designed by Charles Babbage in 1837.".to_vec(),
+        )
+        .file_name("engine.txt"),
+    );
+    let res = s
+        .post(&format!("/api/v1/characters/{ada}/knowledge/files"))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let k = s
+            .get_json(&format!("/api/v1/characters/{ada}/knowledge"), 200)
+            .await;
+        if k["sources"][0]["status"] == "ready" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "indexing: {k}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    ada
+}
+
+#[tokio::test]
+async fn a_backup_restores_into_an_empty_kiosk() {
+    let mut a = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let cookie = sign_in(&a, PASSWORD).await;
+    as_admin(&mut a, &cookie);
+    let ada = furnished(&a).await;
+    let before = inventory(&a).await;
+    let archive = backup(&a, &cookie).await;
+    let mut tar = tar::Archive::new(archive.as_slice());
+    let names: Vec<String> = tar
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().display().to_string())
+        .collect();
+    assert_eq!(names[..2], ["docent-backup.json", "docent.redb"]);
+    assert!(
+        names[2..].iter().all(|n| n.starts_with("blobs/")),
+        "{names:?}"
+    );
+    assert!(names.len() >= 4, "avatar and knowledge blobs: {names:?}");
+    let image = a
+        .get(&format!("/api/v1/characters/{ada}/images"))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    drop(a);
+
+    let mut b = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let cookie = sign_in(&b, PASSWORD).await;
+    as_admin(&mut b, &cookie);
+    assert_ne!(inventory(&b).await, before);
+    let (status, body) = restore(&b, &cookie, archive).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["restarting"], true);
+    let dir = b.stop().await;
+    let mut b = Server::start_in(dir, |c| c.admin_password = Some(PASSWORD.into())).await;
+    let cookie = sign_in(&b, PASSWORD).await;
+    as_admin(&mut b, &cookie);
+    assert_eq!(inventory(&b).await, before);
+    let filename = image[0]["filename"]
+        .as_str()
+        .or(image["images"][0]["filename"].as_str())
+        .unwrap_or_else(|| panic!("an image: {image}"));
+    let res = b
+        .get(&format!("/api/v1/avatars/{ada}_{filename}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(
+        res.bytes().await.unwrap().as_ref(),
+        PNG,
+        "the image's bytes"
+    );
+    let found = b
+        .post_json(
+            &format!("/api/v1/internal/characters/{ada}/knowledge/search"),
+            json!({ "query": "who designed the analytical engine", "top_k": 1 }),
+            200,
+        )
+        .await;
+    assert!(
+        found["results"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Babbage"),
+        "{found}"
+    );
+    assert!(!b.dir.path().join("restore-pending").exists());
+}
+
+/// A tar member with any name and type, written header by header (the `tar` crate refuses to
+/// write the names an attacker would use).
+fn raw_member(out: &mut Vec<u8>, name: &str, kind: tar::EntryType, data: &[u8]) {
+    let mut header = tar::Header::new_old();
+    header.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+    header.set_size(data.len() as u64);
+    header.set_mode(0o644);
+    header.set_entry_type(kind);
+    header.set_cksum();
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(data);
+    out.resize(out.len().div_ceil(512) * 512, 0);
+}
+
+#[tokio::test]
+async fn a_bad_archive_changes_nothing_and_says_why() {
+    let mut s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let cookie = sign_in(&s, PASSWORD).await;
+    as_admin(&mut s, &cookie);
+    furnished(&s).await;
+    let good = backup(&s, &cookie).await;
+    let members: Vec<(String, Vec<u8>)> = tar::Archive::new(good.as_slice())
+        .entries()
+        .unwrap()
+        .map(|e| {
+            let mut e = e.unwrap();
+            let name = e.path().unwrap().display().to_string();
+            let mut data = Vec::new();
+            std::io::Read::read_to_end(&mut e, &mut data).unwrap();
+            (name, data)
+        })
+        .collect();
+    let rebuilt = |edit: &dyn Fn(&str, &mut Vec<u8>) -> Option<String>| {
+        let mut out = Vec::new();
+        for (name, data) in &members {
+            let mut data = data.clone();
+            let name = edit(name, &mut data).unwrap_or_else(|| name.clone());
+            raw_member(&mut out, &name, tar::EntryType::Regular, &data);
+        }
+        out.extend_from_slice(&[0; 1024]);
+        out
+    };
+    let escaping = rebuilt(&|name, _| name.starts_with("blobs/").then(|| format!("../{name}")));
+    let absolute = rebuilt(&|name, _| (name == "docent.redb").then(|| "/tmp/docent.redb".into()));
+    let flipped_blob = rebuilt(&|name, data| {
+        if name.starts_with("blobs/") {
+            data[0] ^= 0xff;
+        }
+        None
+    });
+    let damaged_db = rebuilt(&|name, data| {
+        if name == "docent.redb" {
+            for b in data.iter_mut().take(4096) {
+                *b = 0x5a;
+            }
+        }
+        None
+    });
+    let missing_blob = {
+        let mut out = Vec::new();
+        for (name, data) in members.iter().filter(|(n, _)| !n.starts_with("blobs/")) {
+            raw_member(&mut out, name, tar::EntryType::Regular, data);
+        }
+        out.extend_from_slice(&[0; 1024]);
+        out
+    };
+    let mut link = Vec::new();
+    raw_member(
+        &mut link,
+        &members[0].0,
+        tar::EntryType::Regular,
+        &members[0].1,
+    );
+    raw_member(&mut link, "docent.redb", tar::EntryType::Symlink, b"");
+    link.extend_from_slice(&[0; 1024]);
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("truncated", good[..good.len() / 2].to_vec()),
+        ("cut inside a header", good[..700].to_vec()),
+        (
+            "not a tar",
+            b"hello, this is not an archive at all".repeat(40),
+        ),
+        ("empty", Vec::new()),
+        ("path escaping", escaping),
+        ("absolute path", absolute),
+        ("blob differs", flipped_blob),
+        ("database damaged", damaged_db),
+        ("blob missing", missing_blob),
+        ("symlink", link),
+    ];
+    let before = hash_tree(s.dir.path());
+    for (what, archive) in cases {
+        let (status, body) = restore(&s, &cookie, archive).await;
+        assert_eq!(status, 400, "{what}: {body}");
+        assert!(!body["error"].as_str().unwrap().is_empty(), "{what}");
+        assert_eq!(
+            hash_tree(s.dir.path()),
+            before,
+            "{what}: the data directory changed"
+        );
+    }
+    // Nothing asked for a restart: the kiosk still serves.
+    s.get_json("/api/v1/health", 200).await;
+}
+
+/// The built binary: a restart runs it again (same arguments) when no systemd supervises it,
+/// and exits 75 for systemd to restart it when one does; the log lines are there for an
+/// administrator, without the password.
+#[tokio::test]
+async fn restart_runs_the_program_again_and_the_log_is_kept() {
+    let mut p = Process::new().env("ADMIN_PASSWORD", PASSWORD).start().await;
+    let s = Server::attach(&p);
+    let cookie = sign_in(&s, PASSWORD).await;
+    let logs = s
+        .get("/api/v1/system/logs?lines=50")
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    let lines = logs["lines"].as_array().unwrap();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.as_str().unwrap().contains("serving")),
+        "{logs}"
+    );
+    assert!(!logs.to_string().contains(PASSWORD));
+    let res = write(&s, reqwest::Method::POST, "/api/v1/system/restart", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let again = p.listening_again(Duration::from_secs(60)).await;
+    let health: Value = reqwest::get(format!("http://{again}/api/v1/health"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["admin_auth"], "password", "{health}");
+    assert!(p.stderr().contains("docent: restarting"), "{}", p.stderr());
+    p.kill().await;
+
+    let mut p = Process::new()
+        .env("ADMIN_PASSWORD", PASSWORD)
+        .env("INVOCATION_ID", "0123456789abcdef")
+        .start()
+        .await;
+    let s = Server::attach(&p);
+    let cookie = sign_in(&s, PASSWORD).await;
+    let res = write(&s, reqwest::Method::POST, "/api/v1/system/restart", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(p.exited(Duration::from_secs(30)).await.code(), Some(75));
+}
