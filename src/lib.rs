@@ -83,7 +83,7 @@ pub async fn run_with(
     // The device layer learns the certificate's fingerprint here (it names no front door).
     let console = device::display::Console {
         listen: addr,
-        fingerprint: tls.fingerprint.clone(),
+        fingerprint: tls.fingerprint(),
     };
     let devices = device::Devices::start(&engine, console).await;
     let mut loops = vec![watchdog::Watched {
