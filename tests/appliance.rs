@@ -170,9 +170,12 @@ fn set_up_the_kiosk(b: &Board, rt: &Runtime, admin: &Admin, dir: &Path) -> Strin
 fn visit(b: &mut Board, rt: &Runtime, admin: &Admin, dir: &Path) {
     let question = spoken_question();
     put_file(b, "/tmp/question.raw", &audio::samples_to_le(&question));
+    // Started by a shell that exits at once, so the recorder is not a job of the console's shell
+    // (busybox ash leaves when a background job of its ends while it waits at the prompt); it
+    // writes `recorder done` at its end, which the test waits for.
     b.sh(&format!(
-        "docent audio record /run/www/speaker.wav --device speaker_tap --rate {TAP_RATE} \
-         --seconds {TAP_SECONDS} > /run/record.log 2>&1 &"
+        "sh -c '(docent audio record /run/www/speaker.wav --device speaker_tap --rate {TAP_RATE} \
+         --seconds {TAP_SECONDS}; echo recorder done) > /run/record.log 2>&1 &'"
     ));
     b.sh("button press");
     let session = rt.block_on(admin.kiosk_session());
@@ -228,7 +231,10 @@ fn visit(b: &mut Board, rt: &Runtime, admin: &Admin, dir: &Path) {
     );
 
     // The loopback speaker: audible speech, and how long after the release it began.
-    b.sh_within("wait", Duration::from_secs(u64::from(TAP_SECONDS) + 30));
+    b.sh_within(
+        "until grep -q 'recorder done' /run/record.log; do sleep 0.5; done",
+        Duration::from_secs(u64::from(TAP_SECONDS) + 30),
+    );
     let record_log = b.sh("cat /run/record.log");
     let record_start: f64 = value_after(&record_log, "first frame at unix ")
         .unwrap_or_else(|| panic!("the recorder ran: {record_log}"));
