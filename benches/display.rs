@@ -150,11 +150,15 @@ fn idle_cpu(clip_size: (u16, u16), screen: (u32, u32), mp4: &[u8]) -> f64 {
         status: Status::Idle,
         character_id: id,
         session_id: String::new(),
+        password_shown: false,
     });
     let player = display::play(
         &engine,
         Box::new(mem.clone()),
-        "127.0.0.1:8080".parse().unwrap(),
+        display::Console {
+            listen: "127.0.0.1:8080".parse().unwrap(),
+            fingerprint: String::new(),
+        },
         rx,
     )
     .unwrap();

@@ -82,7 +82,12 @@ pub async fn run_with(
     spawn_sweeper(engine.clone());
     let probe_stop = tokio_util::sync::CancellationToken::new();
     let (engine_beat, probe) = watchdog::spawn_engine_probe(engine.clone(), probe_stop.clone());
-    let devices = device::Devices::start(&engine, addr).await;
+    // The device layer learns the certificate's fingerprint here (it names no front door).
+    let console = device::display::Console {
+        listen: addr,
+        fingerprint: tls.fingerprint(),
+    };
+    let devices = device::Devices::start(&engine, console).await;
     let mut loops = vec![watchdog::Watched {
         name: "engine",
         heartbeat: engine_beat,

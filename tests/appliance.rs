@@ -99,7 +99,7 @@ fn x86_64_board_serves_a_visitor_survives_a_power_cut_and_restarts_a_stuck_kiosk
 /// the administrator's first login. Returns the board, the admin session and the password.
 fn first_boot(arch: Arch, rt: &Runtime, data: &Path, dir: &Path) -> (Board, Admin, String) {
     // --- First boot: the password on the console and the screen, until the first login ---
-    let b = Board::boot(arch, data, dir);
+    let mut b = Board::boot(arch, data, dir);
     let ready = rt.block_on(wait_health(&b, Duration::from_secs(120)));
     let boot_to_ready = ready - b.powered_on;
     println!(
@@ -109,9 +109,41 @@ fn first_boot(arch: Arch, rt: &Runtime, data: &Path, dir: &Path) -> (Board, Admi
     let password = first_boot_password(&b.transcript());
     let setup = |s: &Screen| s.fraction(|p| p == SETUP_BACKGROUND);
     // Health answers as soon as docent listens; the display's first frame follows shortly.
+    // The password is the only pure white on it: absent until the button is held for 5 s.
+    let password_drawn = |s: &Screen| s.fraction(|p| p == (255, 255, 255)) > 0.0;
     wait_screen(&b, dir, "the first-boot setup screen shows", |s| {
-        setup(s) > 0.5
+        setup(s) > 0.5 && !password_drawn(s)
     });
+    b.sh("button press; sleep 2; button release");
+    std::thread::sleep(Duration::from_secs(2));
+    wait_screen(&b, dir, "no password after a 2 s press", |s| {
+        setup(s) > 0.5 && !password_drawn(s)
+    });
+    b.sh("button press; sleep 6; button release");
+    wait_screen(&b, dir, "the password after a 5 s hold", |s| {
+        setup(s) > 0.5 && password_drawn(s)
+    });
+    // docent runs as its own user (the unit's User=), in the groups of its devices.
+    let status = b.sh(
+        "for p in $(pidof docent); do grep -q serve /proc/$p/cmdline && grep -E '^(Uid|Gid|Groups):' /proc/$p/status; done; id docent",
+    );
+    let uid: u32 = value_after(&status, "Uid:").unwrap_or_else(|| panic!("docent's uid: {status}"));
+    assert_ne!(uid, 0, "docent does not run as root:\n{status}");
+    let groups: Vec<&str> = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .unwrap_or_else(|| panic!("docent's groups: {status}"))
+        .split_whitespace()
+        .collect();
+    for group in ["audio", "video", "input", "gpio"] {
+        // `id docent` names each group as `GID(NAME)`.
+        let gid = status
+            .split([',', '=', ' '])
+            .find_map(|g| g.strip_suffix(&format!("({group})")))
+            .unwrap_or_else(|| panic!("no group {group}:\n{status}"));
+        assert!(groups.contains(&gid), "docent runs in {group}:\n{status}");
+    }
+    println!("docent on the board: uid {uid}, not root");
     let admin = rt.block_on(Admin::login(&b, &password));
     wait_screen(
         &b,
@@ -138,9 +170,12 @@ fn set_up_the_kiosk(b: &Board, rt: &Runtime, admin: &Admin, dir: &Path) -> Strin
 fn visit(b: &mut Board, rt: &Runtime, admin: &Admin, dir: &Path) {
     let question = spoken_question();
     put_file(b, "/tmp/question.raw", &audio::samples_to_le(&question));
+    // Started by a shell that exits at once, so the recorder is not a job of the console's shell
+    // (busybox ash leaves when a background job of its ends while it waits at the prompt); it
+    // writes `recorder done` at its end, which the test waits for.
     b.sh(&format!(
-        "docent audio record /run/www/speaker.wav --device speaker_tap --rate {TAP_RATE} \
-         --seconds {TAP_SECONDS} > /run/record.log 2>&1 &"
+        "sh -c '(docent audio record /run/www/speaker.wav --device speaker_tap --rate {TAP_RATE} \
+         --seconds {TAP_SECONDS}; echo recorder done) > /run/record.log 2>&1 &'"
     ));
     b.sh("button press");
     let session = rt.block_on(admin.kiosk_session());
@@ -155,9 +190,11 @@ fn visit(b: &mut Board, rt: &Runtime, admin: &Admin, dir: &Path) {
         .zip(value_after::<f64>(&said, "time.tv_usec:"))
         .map(|(s, us)| s + us / 1e6)
         .unwrap_or_else(|| panic!("the question played and the button was released: {said}"));
-    wait_frame(&frames, "the kiosk speaks", Duration::from_secs(120), |f| {
-        f["type"] == "avatar_status" && f["status"] == "speaking"
-    });
+    let speaks = |f: &Value| f["type"] == "avatar_status" && f["status"] == "speaking";
+    if !seen(&frames, Duration::from_secs(120), speaks) {
+        eprintln!("docent's log:\n{}", b.sh("tail -n 60 /run/docent.log"));
+    }
+    wait_frame(&frames, "the kiosk speaks", Duration::from_secs(1), speaks);
     // The speaking clip, while the reply plays (the engine's "speaking" comes as synthesis
     // starts; the kiosk speaks from the first sample played to the last).
     // (The reply is long enough to leave a debug build under emulation time to switch.)
@@ -194,7 +231,10 @@ fn visit(b: &mut Board, rt: &Runtime, admin: &Admin, dir: &Path) {
     );
 
     // The loopback speaker: audible speech, and how long after the release it began.
-    b.sh_within("wait", Duration::from_secs(u64::from(TAP_SECONDS) + 30));
+    b.sh_within(
+        "until grep -q 'recorder done' /run/record.log; do sleep 0.5; done",
+        Duration::from_secs(u64::from(TAP_SECONDS) + 30),
+    );
     let record_log = b.sh("cat /run/record.log");
     let record_start: f64 = value_after(&record_log, "first frame at unix ")
         .unwrap_or_else(|| panic!("the recorder ran: {record_log}"));
@@ -443,6 +483,18 @@ async fn watch(b: &Board, admin: &Admin, session: &str) -> Frames {
         }
     });
     frames
+}
+
+/// Whether a frame passes `ok` within `within`.
+fn seen(frames: &Frames, within: Duration, ok: impl Fn(&Value) -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < within {
+        if frames.lock().unwrap().iter().any(&ok) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
 }
 
 fn wait_frame(frames: &Frames, what: &str, within: Duration, ok: impl Fn(&Value) -> bool) {

@@ -62,6 +62,12 @@ install -m 0755 "$BOARD_SIM_DIR/guest/board-init" "$F/sbin/init"
 install -m 0755 "$BOARD_SIM_DIR/guest/unit-run" "$F/usr/libexec/unit-run"
 install -m 0755 "$BOARD_SIM_DIR/guest/button" "$F/usr/bin/button"
 install -m 0644 "$BOARD/systemd/docent.service" "$F/lib/systemd/system/docent.service"
+# Users and groups as the image's recipe makes them: docent runs as its own user, a member of
+# the groups its unit names (SupplementaryGroups=), which own the device nodes (board-init).
+UNIT_GROUPS=$(sed -n 's/^SupplementaryGroups=//p' "$BOARD/systemd/docent.service" | tail -n1)
+printf '%s\n' 'root:x:0:0:root:/root:/bin/sh' 'docent:x:998:998::/nonexistent:/bin/false' > "$F/etc/passwd"
+{ echo 'root:x:0:'; echo 'docent:x:998:'; gid=990
+  for g in $UNIT_GROUPS; do echo "$g:x:$gid:docent"; gid=$((gid + 1)); done; } > "$F/etc/group"
 install -m 0755 "$BOARD/firstboot.sh" "$F/usr/libexec/docent/firstboot.sh"
 install -m 0644 "$PROFILE/docent.toml" "$F/etc/docent/docent.toml"
 install -m 0644 "$PROFILE/asound.conf" "$F/etc/asound.conf"

@@ -14,6 +14,9 @@
 //! - processing or speaking + press: playback stops at once, the turn is cancelled, listening.
 //! - `max_processing_ms` / `max_speaking_ms`: the turn is cancelled, idle.
 //!
+//! - first boot, button held 5 s: the password is shown (see `presence`); the utterance or turn
+//!   that press began is dropped, idle (where the setup screen shows it).
+//!
 //! The microphone is open only while listening, so the kiosk never hears (and answers) itself;
 //! the one way to talk over it is a press (barge-in), which silences it first.
 
@@ -26,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::KioskState;
 use super::audio::{self, Audio, Captured, Played};
+use super::presence::{self, Presence};
 use super::ptt::{PttEvent, Wake};
 use crate::config::KioskConfig;
 use crate::engine::Engine;
@@ -78,6 +82,9 @@ struct Kiosk {
     parts: Vec<Captured>,
     volume: u8,
     character_id: String,
+    /// The first-boot password's hold and how long it is shown.
+    presence: Presence,
+    password_shown: bool,
 }
 
 /// Runs the loop until `stop`.
@@ -115,6 +122,8 @@ pub async fn run(parts: KioskParts) {
         parts: Vec::new(),
         volume,
         character_id: String::new(),
+        presence: Presence::default(),
+        password_shown: false,
     };
     k.housekeeping().await;
     let mut events: Option<broadcast::Receiver<Event>> = None;
@@ -125,6 +134,7 @@ pub async fn run(parts: KioskParts) {
     loop {
         heartbeat.beat();
         let deadline = k.deadline;
+        let presence_due = k.presence.next().map(Instant::from_std);
         tokio::select! {
             biased;
             _ = stop.cancelled() => break,
@@ -153,6 +163,7 @@ pub async fn run(parts: KioskParts) {
                 }
             }
             _ = sleep_until(deadline) => k.timeout(),
+            _ = sleep_until(presence_due) => k.presence_tick(),
             _ = tick.tick() => k.housekeeping().await,
             _ = beat.tick() => {}
         }
@@ -195,6 +206,7 @@ impl Kiosk {
 
     fn publish(&self) {
         let next = KioskState {
+            password_shown: self.password_shown,
             status: self.status,
             character_id: self.character_id.clone(),
             session_id: self
@@ -215,6 +227,13 @@ impl Kiosk {
     }
 
     async fn button(&mut self, e: PttEvent, events: &mut Option<broadcast::Receiver<Event>>) {
+        match e {
+            PttEvent::Press if self.engine.in_first_boot() => {
+                self.presence.press(Instant::now().into_std())
+            }
+            PttEvent::Press => {}
+            PttEvent::Release | PttEvent::Tap => self.presence.release(),
+        }
         match (e, self.status) {
             (PttEvent::Press, Status::Listening) => {}
             (PttEvent::Press, previous) => {
@@ -354,6 +373,37 @@ impl Kiosk {
         }
     }
 
+    /// The first-boot hold reached 5 s, or the password's time on the screen is over.
+    fn presence_tick(&mut self) {
+        match self.presence.tick(Instant::now().into_std()) {
+            Some(presence::Change::Shown) => {
+                tracing::info!("kiosk: the button was held 5 s: the first-boot password is shown");
+                self.password_shown = true;
+                // The press began a visitor's utterance: it was the gesture, not a question.
+                if self.status != Status::Idle {
+                    if let Some(a) = &self.audio {
+                        a.stop_capture();
+                        a.stop_playback();
+                    }
+                    self.parts.clear();
+                    if let Some(v) = &self.visit {
+                        self.engine.interrupt(&v.live);
+                    }
+                    self.turn = None;
+                    self.enter(Status::Idle, None);
+                } else {
+                    self.publish();
+                }
+            }
+            Some(presence::Change::Hidden) => {
+                tracing::info!("kiosk: the first-boot password is hidden again");
+                self.password_shown = false;
+                self.publish();
+            }
+            None => {}
+        }
+    }
+
     /// The session was deleted or expired: the next press opens a new one.
     fn session_gone(&mut self) {
         self.visit = None;
@@ -405,6 +455,12 @@ impl Kiosk {
     /// Follows the settings: the volume, and the kiosk character (a new character means a new
     /// session at the next press).
     async fn housekeeping(&mut self) {
+        if (self.password_shown || self.presence.next().is_some()) && !self.engine.in_first_boot() {
+            // The first login ended first boot: nothing to show any more.
+            self.presence.end();
+            self.password_shown = false;
+            self.publish();
+        }
         let volume = self.engine.settings().kiosk.volume;
         if volume != self.volume {
             self.volume = volume;

@@ -22,9 +22,9 @@ pub mod audio;
 pub mod audio_check;
 pub mod display;
 pub mod kiosk;
+pub mod presence;
 pub mod ptt;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -47,6 +47,9 @@ pub struct KioskState {
     pub character_id: String,
     /// The visitor's session ("" when none is open), so the console can watch it.
     pub session_id: String,
+    /// In first boot, the button was held for 5 s less than 10 minutes ago: the setup screen
+    /// shows the password (see `presence`).
+    pub password_shown: bool,
 }
 
 /// How one device is doing. The health route shows it as `"ok"`, `"sim"`, `"absent"` or the
@@ -178,6 +181,7 @@ impl Devices {
             status: Status::Idle,
             character_id: String::new(),
             session_id: String::new(),
+            password_shown: false,
         });
         Devices {
             mode: DeviceMode::None,
@@ -201,10 +205,10 @@ impl Devices {
         }
     }
 
-    /// Starts the devices of `engine.config.devices` and the kiosk loop. `listen` is the address
-    /// the kiosk serves on: the display's setup screens show where to reach it from there (see
-    /// `display::admin_url`).
-    pub async fn start(engine: &Arc<Engine>, listen: SocketAddr) -> Arc<Devices> {
+    /// Starts the devices of `engine.config.devices` and the kiosk loop. `console` is where the
+    /// display's setup screens send the administrator: the address the kiosk serves on (see
+    /// `display::admin_url`) and the HTTPS certificate's fingerprint.
+    pub async fn start(engine: &Arc<Engine>, console: display::Console) -> Arc<Devices> {
         let mode = engine.config.devices;
         if mode == DeviceMode::None {
             return Arc::new(Devices::none());
@@ -214,6 +218,7 @@ impl Devices {
             status: Status::Idle,
             character_id: String::new(),
             session_id: String::new(),
+            password_shown: false,
         });
 
         let AudioParts {
@@ -244,7 +249,7 @@ impl Devices {
             engine,
             &engine.config.display,
             mode,
-            listen,
+            console,
             state_rx.clone(),
         );
         let sim_screen = display.sim_screen;

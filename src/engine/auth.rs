@@ -163,6 +163,10 @@ impl FirstBoot {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    fn is_on(&self) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+
     fn end(&self) {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
@@ -236,6 +240,12 @@ impl Engine {
     /// Never return this from an API route and never log it.
     pub fn first_boot_password(&self) -> Option<String> {
         self.first_boot.get()
+    }
+
+    /// Whether the kiosk is in first boot ([`Engine::first_boot_password`] is some), without
+    /// copying the password.
+    pub fn in_first_boot(&self) -> bool {
+        self.first_boot.is_on()
     }
 
     /// Seconds `client` must still wait before trying to log in, if it is rate limited.

@@ -1,5 +1,7 @@
 //! The board profiles under `board/` are what the images install as `/etc/docent/docent.toml`:
 //! each must load (unknown keys are errors), and only the simulated boards may open test hooks.
+//! The kiosk's systemd unit runs docent as its own user with no capabilities (so every board
+//! listens on a port from 1024 up), and its sandbox keeps `systemd-analyze security` at "OK".
 
 use std::path::Path;
 
@@ -55,4 +57,81 @@ fn only_simulated_boards_open_test_hooks() {
             "{sim}: the gpio-sim button"
         );
     }
+}
+
+fn unit_path() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("board/systemd/docent.service")
+}
+
+/// The values of `key=` in the unit (every line that sets it, in order).
+fn unit_values(key: &str) -> Vec<String> {
+    let unit = std::fs::read_to_string(unit_path()).unwrap();
+    let prefix = format!("{key}=");
+    unit.lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .map(|v| v.trim().to_string())
+        .collect()
+}
+
+#[test]
+fn docent_runs_as_its_own_user_with_no_capabilities_on_an_unprivileged_port() {
+    assert_eq!(unit_values("User"), ["docent"]);
+    assert_eq!(unit_values("Group"), ["docent"]);
+    assert_eq!(
+        unit_values("SupplementaryGroups"),
+        ["audio video input gpio"]
+    );
+    assert_eq!(
+        unit_values("CapabilityBoundingSet"),
+        [""],
+        "no capabilities"
+    );
+    assert_eq!(unit_values("AmbientCapabilities"), [""]);
+    assert_eq!(unit_values("ReadWritePaths"), ["/data"]);
+    // Binding below 1024 would need CAP_NET_BIND_SERVICE, which the unit does not give.
+    for board in ["rpi4", "qemu-x86_64", "qemu-aarch64"] {
+        let port = profile(board).listen.port();
+        assert!(port >= 1024, "{board}: port {port} needs a capability");
+    }
+}
+
+/// `systemd-analyze security --offline=true --threshold=20` on the unit: it fails above an
+/// exposure of 2.0 ("OK" is 2.0 or less), so the sandbox cannot quietly regress.
+#[test]
+fn the_unit_sandbox_scores_ok_in_systemd_analyze_security() {
+    let analyze = std::process::Command::new("systemd-analyze")
+        .args(["security", "--offline=true", "--threshold=20", "--no-pager"])
+        .arg(unit_path())
+        .output();
+    let out = match analyze {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!(
+                "SKIPPED: systemd-analyze is not installed (Debian: apt-get install systemd; \
+                 ./x setup installs it)"
+            );
+            return;
+        }
+        Err(e) => panic!("systemd-analyze: {e}"),
+    };
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let score: f64 = text
+        .lines()
+        .find_map(|l| {
+            l.split("Overall exposure level for docent.service: ")
+                .nth(1)
+        })
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no overall exposure in:\n{text}"));
+    println!("systemd-analyze security: exposure {score}");
+    assert!(
+        out.status.success(),
+        "exposure {score} is above the threshold 2.0:\n{text}"
+    );
+    assert!(score <= 2.0, "exposure {score}:\n{text}");
 }

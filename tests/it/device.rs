@@ -324,6 +324,32 @@ async fn utterance_and_speaking_timeouts_fire_and_a_held_button_is_ignored() {
 }
 
 #[tokio::test]
+async fn the_recognisers_model_is_made_while_the_visitor_still_speaks() {
+    let s = sim_server(|_| {}).await;
+    let models = s.dir.path().join("asr");
+    let built = || {
+        std::fs::read_dir(&models).is_ok_and(|d| {
+            d.flatten()
+                .any(|e| e.path().extension().is_some_and(|x| x == "lm"))
+        })
+    };
+    assert!(!built(), "no model before anyone speaks");
+    press(&s, true).await;
+    wait_status(&s, "listening", Duration::from_secs(2)).await;
+    let start = Instant::now();
+    while !built() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the offline recogniser's model is built while the button is held"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(device(&s).await["status"], "listening", "still listening");
+    press(&s, false).await;
+    follow_until_idle(&s, Duration::from_secs(40)).await;
+}
+
+#[tokio::test]
 async fn the_processing_timeout_fires_when_a_provider_hangs() {
     // A speech recogniser that accepts connections and never answers.
     let hang = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -34,6 +34,18 @@ type Rgb = (u8, u8, u8);
 /// The listen address the players are given: a fixed one is its own admin URL.
 const LISTEN: &str = "127.0.0.1:8080";
 const ADMIN_URL: &str = "https://127.0.0.1:8080/";
+/// A certificate fingerprint for the setup screens, and its short form as they show it.
+const FINGERPRINT: &str = "3F:A1:09:7C:D2:44:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF:10:20:30:40:0B:9E:61:C8:27:F5";
+const SHORT_FINGERPRINT: &str = "3F:A1:09:7C:D2:44 ... 0B:9E:61:C8:27:F5";
+/// The colour of the fingerprint on the setup screens (the only text in it).
+const FINGERPRINT_TEXT: u32 = 0x9AD1FF;
+
+fn console() -> display::Console {
+    display::Console {
+        listen: LISTEN.parse().unwrap(),
+        fingerprint: FINGERPRINT.into(),
+    }
+}
 
 fn engine(dir: &std::path::Path, password: bool) -> Arc<Engine> {
     let config = Config {
@@ -110,14 +122,9 @@ impl Rig {
             status,
             character_id: id.into(),
             session_id: String::new(),
+            password_shown: false,
         });
-        display::play(
-            engine,
-            Box::new(screen.clone()),
-            LISTEN.parse().unwrap(),
-            rx,
-        )
-        .expect("player");
+        display::play(engine, Box::new(screen.clone()), console(), rx).expect("player");
         Rig {
             screen,
             tx,
@@ -130,6 +137,7 @@ impl Rig {
             status,
             character_id: id.into(),
             session_id: String::new(),
+            password_shown: false,
         });
     }
 
@@ -338,7 +346,7 @@ fn setup_mode_shows_the_admin_address_while_idle() {
 
 #[test]
 fn the_setup_screen_shows_the_admin_url_of_the_listen_address() {
-    const SW: u32 = 640;
+    const SW: u32 = 800;
     const SH: u32 = 480;
     let dir = tempfile::tempdir().unwrap();
     let engine = engine(dir.path(), false);
@@ -347,20 +355,18 @@ fn the_setup_screen_shows_the_admin_url_of_the_listen_address() {
         status: Status::Idle,
         character_id: String::new(),
         session_id: String::new(),
+        password_shown: false,
     });
-    display::play(
-        &engine,
-        Box::new(screen.clone()),
-        LISTEN.parse().unwrap(),
-        rx,
-    )
-    .expect("player");
+    display::play(&engine, Box::new(screen.clone()), console(), rx).expect("player");
     let mut seen = 0;
     let f = frame_where(&screen, &mut seen, "a frame", |_| true);
     assert_eq!(f.pixels[0], SETUP_BG, "the setup screen");
     // The address is the only white text: exactly the URL, on one line.
     drawn_line(&f.pixels, (SW, SH), ADMIN_URL, 0xFFFFFF)
         .expect("the admin URL is drawn, whole, on one line");
+    // The certificate's fingerprint, in short form, on one line of its own colour.
+    drawn_line(&f.pixels, (SW, SH), SHORT_FINGERPRINT, FINGERPRINT_TEXT)
+        .expect("the fingerprint is drawn, whole, on one line");
 }
 
 /// The first-boot password, as `board/firstboot.sh` makes them: 16 of `[A-Za-z0-9]`.
@@ -403,9 +409,9 @@ fn frame_where(
 }
 
 #[test]
-fn first_boot_shows_the_address_and_password_until_the_first_login() {
+fn first_boot_shows_the_password_only_when_the_kiosk_says_so_until_the_first_login() {
     use docent::engine::auth::Login;
-    const SW: u32 = 640;
+    const SW: u32 = 800;
     const SH: u32 = 480;
     let mid = |f: &display::SeenFrame| classify(f.pixels[((SH / 2) * SW + SW / 2) as usize]);
     let setup = |f: &display::SeenFrame| f.pixels[0] == SETUP_BG;
@@ -423,19 +429,36 @@ fn first_boot_shows_the_address_and_password_until_the_first_login() {
         status: Status::Idle,
         character_id: id.clone(),
         session_id: String::new(),
+        password_shown: false,
     });
-    let player = display::play(
-        &engine,
-        Box::new(screen.clone()),
-        LISTEN.parse().unwrap(),
-        rx,
-    )
-    .expect("player");
+    let player = display::play(&engine, Box::new(screen.clone()), console(), rx).expect("player");
     let mut seen = 0;
 
-    // Idle in first boot: the setup screen, the password in large type, exactly as the text
-    // module draws it.
+    let state = |status: Status, password_shown: bool| KioskState {
+        status,
+        character_id: id.clone(),
+        session_id: String::new(),
+        password_shown,
+    };
+
+    // Idle in first boot: the setup screen with the address and the fingerprint, but no
+    // password until someone holds the button.
     let f = frame_where(&screen, &mut seen, "a frame", |_| true);
+    assert!(setup(&f), "the setup screen, not the character");
+    assert_ne!(mid(&f), Some(GREEN));
+    assert!(
+        bbox(&f.pixels, SW, PASSWORD_TEXT).is_none(),
+        "no password before the hold"
+    );
+    drawn_line(&f.pixels, (SW, SH), SHORT_FINGERPRINT, FINGERPRINT_TEXT)
+        .expect("the fingerprint is drawn, whole, on one line");
+
+    // The kiosk says the button was held: the password in large type, exactly as the text
+    // module draws it, the fingerprint still there.
+    tx.send_replace(state(Status::Idle, true));
+    let f = frame_where(&screen, &mut seen, "the password", |f| {
+        bbox(&f.pixels, SW, PASSWORD_TEXT).is_some()
+    });
     if let Some(dir) = std::env::var_os("DISPLAY_TEST_SNAPSHOTS") {
         std::fs::write(
             std::path::Path::new(&dir).join("first-boot.png"),
@@ -443,25 +466,28 @@ fn first_boot_shows_the_address_and_password_until_the_first_login() {
         )
         .unwrap();
     }
-    assert!(setup(&f), "the setup screen, not the character");
-    assert_ne!(mid(&f), Some(GREEN));
+    assert!(setup(&f));
     let scale = drawn_line(&f.pixels, (SW, SH), FIRST_BOOT_PASSWORD, PASSWORD_TEXT)
         .expect("the password is drawn, whole, on one line");
     assert!(scale >= 4, "password glyphs {} pixels high", scale * 8);
+    assert!(f.pixels.contains(&FINGERPRINT_TEXT));
 
     // A visitor talking sees the character; idle again, the password again.
-    tx.send_replace(KioskState {
-        status: Status::Listening,
-        character_id: id.clone(),
-        session_id: String::new(),
-    });
+    tx.send_replace(state(Status::Listening, true));
     frame_where(&screen, &mut seen, "the image", |f| mid(f) == Some(GREEN));
-    tx.send_replace(KioskState {
-        status: Status::Idle,
-        character_id: id.clone(),
-        session_id: String::new(),
+    tx.send_replace(state(Status::Idle, true));
+    frame_where(&screen, &mut seen, "setup with the password", |f| {
+        setup(f) && f.pixels.contains(&PASSWORD_TEXT)
     });
-    frame_where(&screen, &mut seen, "setup", setup);
+    // Its time is over: hidden again, the setup screen stays.
+    tx.send_replace(state(Status::Idle, false));
+    frame_where(&screen, &mut seen, "setup without the password", |f| {
+        setup(f) && !f.pixels.contains(&PASSWORD_TEXT)
+    });
+    tx.send_replace(state(Status::Idle, true));
+    frame_where(&screen, &mut seen, "the password", |f| {
+        f.pixels.contains(&PASSWORD_TEXT)
+    });
 
     // A wrong password does not end first boot.
     assert_eq!(
@@ -493,18 +519,14 @@ fn first_boot_shows_the_address_and_password_until_the_first_login() {
     assert!(engine.has_admin_password());
     assert_eq!(engine.first_boot_password(), None);
     let screen = Arc::new(MemoryScreen::new(SW, SH));
+    // Even a state that says the button was held: first boot is over.
     let (_tx, rx) = watch::channel(KioskState {
         status: Status::Idle,
         character_id: id,
         session_id: String::new(),
+        password_shown: true,
     });
-    display::play(
-        &engine,
-        Box::new(screen.clone()),
-        LISTEN.parse().unwrap(),
-        rx,
-    )
-    .expect("player");
+    display::play(&engine, Box::new(screen.clone()), console(), rx).expect("player");
     let mut seen = 0;
     let f = frame_where(&screen, &mut seen, "a frame", |_| true);
     assert_eq!(
@@ -524,14 +546,9 @@ fn player_stops_when_the_state_sender_goes() {
         status: Status::Idle,
         character_id: id,
         session_id: String::new(),
+        password_shown: false,
     });
-    let thread = display::play(
-        &engine,
-        Box::new(screen.clone()),
-        LISTEN.parse().unwrap(),
-        rx,
-    )
-    .unwrap();
+    let thread = display::play(&engine, Box::new(screen.clone()), console(), rx).unwrap();
     screen
         .wait_for_frame(0, Duration::from_secs(5))
         .expect("first frame");

@@ -305,3 +305,190 @@ async fn the_first_boot_password_stays_out_of_the_log() {
         }
     }
 }
+
+/// Colours of the setup screens: the password and the certificate's fingerprint (each the only
+/// text in its colour).
+const PASSWORD_TEXT: u32 = 0xFFFFFF;
+const FINGERPRINT_TEXT: u32 = 0x9AD1FF;
+
+/// The simulated screen, through the internal snapshot route: (width, height, XRGB pixels).
+async fn snapshot(http: &reqwest::Client, base: &str) -> (u32, u32, Vec<u32>) {
+    let r = http
+        .get(format!("{base}/api/v1/internal/device/snapshot"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let bytes = r.bytes().await.unwrap();
+    let mut reader = png::Decoder::new(std::io::Cursor::new(bytes.to_vec()))
+        .read_info()
+        .unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!(info.color_type, png::ColorType::Rgb);
+    let px = buf[..info.buffer_size()]
+        .chunks(3)
+        .map(|c| (c[0] as u32) << 16 | (c[1] as u32) << 8 | c[2] as u32)
+        .collect();
+    (info.width, info.height, px)
+}
+
+async fn press(http: &reqwest::Client, base: &str, pressed: bool) {
+    let r = http
+        .post(format!("{base}/api/v1/internal/device/ptt"))
+        .json(&json!({ "pressed": pressed }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+/// The SHA-256 fingerprint of the certificate the listener serves over TLS, in the short form
+/// the screen shows (first and last six bytes).
+async fn served_fingerprint(port: u16) -> String {
+    use sha2::{Digest, Sha256};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let https = reqwest::Client::builder()
+        .tls_danger_accept_invalid_certs(true)
+        .tls_info(true)
+        .build()
+        .unwrap();
+    let r = https
+        .get(format!("https://127.0.0.1:{port}/api/v1/health"))
+        .send()
+        .await
+        .unwrap();
+    let der = r
+        .extensions()
+        .get::<reqwest::tls::TlsInfo>()
+        .and_then(|t| t.peer_certificate())
+        .expect("the served certificate")
+        .to_vec();
+    let hex: Vec<String> = Sha256::digest(&der)
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect();
+    format!("{} ... {}", hex[..6].join(":"), hex[26..].join(":"))
+}
+
+/// Physical presence, through the real binary, its simulated button (the internal ptt route)
+/// and its simulated screen (the snapshot route): in first boot the setup screen shows the
+/// HTTPS address and the fingerprint of the certificate the listener really serves, but the
+/// password only once the button has been held for 5 s; a short press (a visitor's turn) and
+/// a hold of 3 s show nothing; the password stays after the release, until the first login.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_password_is_shown_only_after_the_button_is_held_five_seconds() {
+    use docent::device::display::text::{bbox, drawn_line};
+    let dir = tempfile::tempdir().unwrap();
+    let file = password_file(dir.path());
+    let docent = Process::new()
+        .args(["--devices", "sim"])
+        .config(&format!(
+            "admin_password_file = {:?}\n",
+            file.to_str().unwrap()
+        ))
+        .start()
+        .await;
+    let base = docent.base();
+    let http = reqwest::Client::new();
+    let fingerprint = served_fingerprint(docent.addr.port()).await;
+
+    // The setup screen: the address and the fingerprint, no password.
+    let setup_screen = || async {
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            let shot = snapshot(&http, &base).await;
+            if shot.2[0] == SETUP_BG {
+                return shot;
+            }
+            assert!(Instant::now() < end, "no setup screen within 10 s");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let (w, h, px) = setup_screen().await;
+    if let Some(out) = std::env::var_os("DISPLAY_TEST_SNAPSHOTS") {
+        let png = http
+            .get(format!("{base}/api/v1/internal/device/snapshot"))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        std::fs::write(Path::new(&out).join("first-boot-hidden.png"), png).unwrap();
+    }
+    drawn_line(&px, (w, h), &fingerprint, FINGERPRINT_TEXT)
+        .expect("the served certificate's fingerprint is on the screen, on one line");
+    assert!(bbox(&px, w, PASSWORD_TEXT).is_none(), "no password at rest");
+
+    // A visitor's short press, and a hold of 3 s: never the password.
+    press(&http, &base, true).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    press(&http, &base, false).await;
+    press(&http, &base, true).await;
+    let held = Instant::now();
+    while held.elapsed() < Duration::from_secs(3) {
+        let (_, _, px) = snapshot(&http, &base).await;
+        assert!(!px.contains(&PASSWORD_TEXT) || px[0] != SETUP_BG);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    press(&http, &base, false).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (_, _, px) = setup_screen().await;
+    assert!(
+        bbox(&px, w, PASSWORD_TEXT).is_none(),
+        "no password after a 3 s hold"
+    );
+
+    // Held for 5 s: the password, whole, within a second of the fifth; not before.
+    press(&http, &base, true).await;
+    let held = Instant::now();
+    let shown = loop {
+        let (_, _, px) = snapshot(&http, &base).await;
+        if px[0] == SETUP_BG && px.contains(&PASSWORD_TEXT) {
+            break held.elapsed();
+        }
+        assert!(
+            held.elapsed() < Duration::from_secs(8),
+            "no password within 8 s of holding"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(shown >= Duration::from_secs(5), "shown after {shown:?}");
+    press(&http, &base, false).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let (_, _, px) = snapshot(&http, &base).await;
+    let scale = drawn_line(&px, (w, h), FIRST_BOOT_PASSWORD, PASSWORD_TEXT)
+        .expect("the password, whole, on one line, after the release too");
+    assert!(scale >= 4, "{}-pixel glyphs", scale * 8);
+    drawn_line(&px, (w, h), &fingerprint, FINGERPRINT_TEXT).expect("the fingerprint still");
+    if let Some(out) = std::env::var_os("DISPLAY_TEST_SNAPSHOTS") {
+        let png = http
+            .get(format!("{base}/api/v1/internal/device/snapshot"))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        std::fs::write(Path::new(&out).join("first-boot-shown.png"), png).unwrap();
+    }
+
+    // The first login ends first boot: the password goes from the screen.
+    let r = http
+        .post(format!("{base}/api/auth"))
+        .json(&json!({ "password": FIRST_BOOT_PASSWORD }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let end = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, _, px) = snapshot(&http, &base).await;
+        if !px.contains(&PASSWORD_TEXT) && px[0] != SETUP_BG {
+            break;
+        }
+        assert!(Instant::now() < end, "the password is still shown");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -4,12 +4,14 @@
 //! The device layer calls [`start`] once with the kiosk state channel:
 //!
 //! ```ignore
-//! let started = display::start(&engine, &config.display, config.devices, listen_addr, state_rx);
+//! let started = display::start(&engine, &config.display, config.devices, console, state_rx);
 //! ```
 //!
-//! The listen address is what the setup screens are about: the player works out the admin URL
-//! from it ([`admin_url`]) each time it makes its plan again, so a board that gets its address
-//! from DHCP after `docent` started shows it within about a second.
+//! The setup screens tell the administrator where the console is ([`Console`]): the player
+//! works out the admin URL from the listen address ([`admin_url`]) each time it makes its plan
+//! again, so a board that gets its address from DHCP after `docent` started shows it within
+//! about a second; and they show the HTTPS certificate's fingerprint in short form
+//! ([`short_fingerprint`]), to check the browser's warning against.
 //!
 //! It picks a screen (below), starts the player thread on it and returns the in-memory screen
 //! when the display is simulated (for `Devices::sim_screen`, the snapshot route and tests) and
@@ -58,6 +60,31 @@ use crate::engine::Engine;
 /// Size of the simulated screen when `display.device` does not give one.
 pub const SIM_SIZE: (u32, u32) = (800, 480);
 
+/// Where the administrator reaches the console, as the setup screens show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Console {
+    /// The address the kiosk serves on (the admin URL is worked out from it).
+    pub listen: SocketAddr,
+    /// SHA-256 of the HTTPS certificate, `AB:CD:…` (32 bytes), as the listener serves it.
+    pub fingerprint: String,
+}
+
+/// The fingerprint as the screen shows it: its first and last six bytes, `AB:CD:EF:01:23:45 ...
+/// 67:89:AB:CD:EF:01` (96 bits: a certificate made to match both ends takes about 2^96 tries),
+/// short enough for one line of large text on an 800-pixel screen. Browsers show the whole
+/// fingerprint; its two ends are what a person compares.
+pub fn short_fingerprint(fingerprint: &str) -> String {
+    let bytes: Vec<&str> = fingerprint.split(':').collect();
+    if bytes.len() <= 12 {
+        return fingerprint.to_string();
+    }
+    format!(
+        "{} ... {}",
+        bytes[..6].join(":"),
+        bytes[bytes.len() - 6..].join(":")
+    )
+}
+
 /// What [`start`] started.
 pub struct Started {
     /// The in-memory screen, when the display is simulated.
@@ -70,7 +97,7 @@ pub fn start(
     engine: &Arc<Engine>,
     config: &DisplayConfig,
     mode: DeviceMode,
-    listen: SocketAddr,
+    console: Console,
     state: watch::Receiver<KioskState>,
 ) -> Started {
     let Opened {
@@ -84,7 +111,7 @@ pub fn start(
             health,
         };
     };
-    match play(engine, screen, listen, state) {
+    match play(engine, screen, console, state) {
         Ok(_) => Started { sim_screen, health },
         Err(e) => Started {
             sim_screen: None,
@@ -93,15 +120,15 @@ pub fn start(
     }
 }
 
-/// Runs the player on `screen` (its own thread); see [`player`]. `listen` is the address the
-/// kiosk serves on, which the setup screens show (see [`admin_url`]).
+/// Runs the player on `screen` (its own thread); see [`player`]. `console` is what the setup
+/// screens show.
 pub fn play(
     engine: &Arc<Engine>,
     screen: Box<dyn Screen>,
-    listen: SocketAddr,
+    console: Console,
     state: watch::Receiver<KioskState>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    player::spawn(engine, screen, listen, state)
+    player::spawn(engine, screen, console, state)
 }
 
 /// A screen to draw on (none when absent or failing), the same screen again when it is the
@@ -357,6 +384,17 @@ fn interface_addrs() -> Vec<InterfaceAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fingerprint_is_shown_by_its_ends() {
+        let full: Vec<String> = (0u8..32).map(|b| format!("{:02X}", b * 7)).collect();
+        let full = full.join(":");
+        assert_eq!(
+            short_fingerprint(&full),
+            "00:07:0E:15:1C:23 ... B6:BD:C4:CB:D2:D9"
+        );
+        assert_eq!(short_fingerprint("AB:CD"), "AB:CD");
+    }
 
     #[test]
     fn sizes_parse() {

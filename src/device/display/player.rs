@@ -5,8 +5,11 @@
 //! skipped until it changes):
 //! 1. While idle, in first boot (the password came from `admin_password_file` and no
 //!    administrator has logged in yet, `Engine::first_boot_password`): the setup screen with the
-//!    admin URL and that password in large type. In setup mode (no administrator password) while
-//!    idle: the setup screen with the admin URL. The URL is worked out from the listen address
+//!    admin URL, the certificate's fingerprint (short form) and "hold the button for 5 seconds
+//!    to show the password"; the password itself, in large type, only while the kiosk state
+//!    says so (`KioskState::password_shown`: the button was held 5 s less than 10 minutes ago,
+//!    see `device::presence`). In setup mode (no administrator password) while idle: the setup
+//!    screen with the admin URL and the fingerprint. The URL is worked out from the listen address
 //!    at every plan ([`super::admin_url`]): an address the board got after `docent` started (DHCP)
 //!    is shown within about a second, and while it has none the screen says it is waiting for
 //!    the network.
@@ -25,7 +28,6 @@
 //! only waits on the watch channel. The thread ends when the state sender or the engine is gone.
 
 use std::collections::HashSet;
-use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -37,7 +39,7 @@ use super::scale::{Rect, YuvScaler, draw_rgb_bilinear};
 use super::screen::Screen;
 use super::still;
 use super::text::{self, Canvas, GLYPH};
-use super::{AdminUrl, admin_url};
+use super::{AdminUrl, Console, admin_url, short_fingerprint};
 use crate::device::KioskState;
 use crate::engine::BlobRef;
 use crate::engine::Engine;
@@ -50,24 +52,36 @@ const SETUP_BG: u32 = 0x102A43;
 const ACCENT: u32 = 0xFFC857;
 /// The first-boot password, the only text in this colour on the first-boot screen.
 const PASSWORD_TEXT: u32 = 0xFFFFFF;
+/// The certificate's fingerprint, the only text in this colour on the setup screens.
+const FINGERPRINT_TEXT: u32 = 0x9AD1FF;
 
 /// Where the setup screens' address comes from: asked at each plan that shows one.
 type AdminSource = Box<dyn FnMut() -> AdminUrl + Send>;
 
-/// Starts the player thread on `screen`; the setup screens show the admin URL for `listen`.
+/// Starts the player thread on `screen`; the setup screens show the admin URL for
+/// `console.listen` and its fingerprint.
 pub fn spawn(
     engine: &Arc<Engine>,
     screen: Box<dyn Screen>,
-    listen: SocketAddr,
+    console: Console,
     state: watch::Receiver<KioskState>,
 ) -> std::io::Result<JoinHandle<()>> {
-    spawn_with(engine, screen, Box::new(move || admin_url(listen)), state)
+    let listen = console.listen;
+    let fingerprint = short_fingerprint(&console.fingerprint);
+    spawn_with(
+        engine,
+        screen,
+        Box::new(move || admin_url(listen)),
+        fingerprint,
+        state,
+    )
 }
 
 fn spawn_with(
     engine: &Arc<Engine>,
     screen: Box<dyn Screen>,
     admin_url: AdminSource,
+    fingerprint: String,
     state: watch::Receiver<KioskState>,
 ) -> std::io::Result<JoinHandle<()>> {
     let engine = Arc::downgrade(engine);
@@ -84,7 +98,7 @@ fn spawn_with(
                     return;
                 }
             };
-            Player::new(engine, screen, admin_url, state).run(&rt);
+            Player::new(engine, screen, admin_url, fingerprint, state).run(&rt);
         })
 }
 
@@ -94,9 +108,12 @@ enum Source {
     /// The setup screen with this address line ([`AdminUrl::text`]): another address is another
     /// source, so the screen is drawn again when the board's address changes.
     Setup(String),
-    /// The setup screen with the first-boot password and this address line. The password itself
-    /// is not part of the source: sources are logged.
-    FirstBoot(String),
+    /// The first-boot screen with this address line, and the password when `password_shown`.
+    /// The password itself is not part of the source: sources are logged.
+    FirstBoot {
+        url: String,
+        password_shown: bool,
+    },
     Clip(String),
     Image(String),
     Card(String),
@@ -137,6 +154,8 @@ struct Player {
     screen: Box<dyn Screen>,
     size: (u32, u32),
     admin_url: AdminSource,
+    /// The certificate's fingerprint in short form.
+    fingerprint: String,
     /// The admin URL last worked out, to log a change once.
     last_admin_url: Option<AdminUrl>,
     state: watch::Receiver<KioskState>,
@@ -154,6 +173,7 @@ impl Player {
         engine: Weak<Engine>,
         screen: Box<dyn Screen>,
         admin_url: AdminSource,
+        fingerprint: String,
         state: watch::Receiver<KioskState>,
     ) -> Player {
         let size = screen.size();
@@ -162,6 +182,7 @@ impl Player {
             screen,
             size,
             admin_url,
+            fingerprint,
             last_admin_url: None,
             state,
             frame: vec![0; (size.0 * size.1) as usize],
@@ -332,12 +353,19 @@ impl Player {
                 draw_rgb_bilinear(&img, self.size, &mut base);
             }
             (Source::Card(name), _) => draw_card(&mut base, self.size, name),
-            (Source::Setup(url), _) => draw_setup(&mut base, self.size, url),
-            (Source::FirstBoot(url), _) => {
+            (Source::Setup(url), _) => draw_setup(&mut base, self.size, url, &self.fingerprint),
+            (
+                Source::FirstBoot {
+                    url,
+                    password_shown,
+                },
+                _,
+            ) => {
                 let password = engine
                     .first_boot_password()
                     .ok_or_else(|| anyhow::anyhow!("first boot is over"))?;
-                draw_first_boot(&mut base, self.size, url, &password);
+                let shown = password_shown.then_some(password.as_str());
+                draw_first_boot(&mut base, self.size, url, &self.fingerprint, shown);
             }
             _ => anyhow::bail!("no data"),
         }
@@ -352,7 +380,7 @@ impl Player {
             Showing::Still { base, source } => {
                 self.frame.copy_from_slice(base);
                 match source {
-                    Source::Setup(_) | Source::FirstBoot(_) => {}
+                    Source::Setup(_) | Source::FirstBoot { .. } => {}
                     Source::Card(_) => self.draw_status_only(),
                     _ => self.draw_overlay(None),
                 }
@@ -483,8 +511,14 @@ fn plan(
         .map(|c| c.name.clone())
         .unwrap_or_default();
     if state.status == Status::Idle {
-        if engine.first_boot_password().is_some() {
-            sources.push((Source::FirstBoot(admin_url()), None));
+        if engine.in_first_boot() {
+            sources.push((
+                Source::FirstBoot {
+                    url: admin_url(),
+                    password_shown: state.password_shown,
+                },
+                None,
+            ));
         } else if !engine.has_admin_password() {
             sources.push((Source::Setup(admin_url()), None));
         }
@@ -554,70 +588,180 @@ fn draw_card(px: &mut [u32], (w, h): (u32, u32), name: &str) {
     }
 }
 
-fn draw_setup(px: &mut [u32], (w, h): (u32, u32), url: &str) {
-    let mut c = Canvas { px, w, h };
-    c.fill(SETUP_BG);
-    let body = (h / 240).max(1);
-    let title = (body * 2).min(text::fit_scale("Kiosk setup", w * 9 / 10, body * 3));
-    let per_line = ((w * 9 / 10) / (GLYPH * body)).max(1) as usize;
-    let para = text::wrap(
-        "No administrator password is set. Open this address from a device on the same \
-         network to set up the kiosk:",
-        per_line,
-    );
-    let url_scale = text::fit_scale(url, w * 9 / 10, body * 2);
-    let url_lines = text::wrap(url, ((w * 9 / 10) / (GLYPH * url_scale)).max(1) as usize);
-    let title_h = GLYPH * title * 2;
-    let para_h = (GLYPH * body * 3 / 2) * para.len() as u32 + GLYPH * body;
-    let url_h = (GLYPH * url_scale * 3 / 2) * url_lines.len() as u32;
-    // The address matters most: on a small screen the explanation, then the title, give way.
-    let show_para = title_h + para_h + url_h <= h * 9 / 10;
-    let show_title = show_para || title_h + url_h <= h * 9 / 10;
-    let total = url_h + if show_para { para_h } else { 0 } + if show_title { title_h } else { 0 };
-    let mut y = (h.saturating_sub(total) / 2) as i32;
-    if show_title {
-        c.text_centered(y, "Kiosk setup", title, ACCENT);
-        y += title_h as i32;
-    }
-    if show_para {
-        for line in &para {
-            c.text_centered(y, line, body, CARD_TEXT);
-            y += (GLYPH * body * 3 / 2) as i32;
+/// A run of centred lines on a setup screen.
+struct Block {
+    lines: Vec<String>,
+    scale: u32,
+    colour: u32,
+    /// Blank space after the block, in pixels.
+    gap: u32,
+    /// When the screen is too small, blocks give way from the highest rank down; rank 0 (the
+    /// address, the fingerprint, the password) always stays.
+    rank: u8,
+}
+
+impl Block {
+    fn new(lines: Vec<String>, scale: u32, colour: u32, rank: u8) -> Block {
+        Block {
+            lines,
+            scale,
+            colour,
+            gap: 0,
+            rank,
         }
-        y += (GLYPH * body) as i32;
     }
-    for line in url_lines {
-        c.text_centered(y, &line, url_scale, 0xFFFFFF);
-        y += (GLYPH * url_scale * 3 / 2) as i32;
+
+    /// A paragraph wrapped at spaces to `width` pixels.
+    fn para(text: &str, width: u32, scale: u32, colour: u32, rank: u8) -> Block {
+        let per_line = (width / (GLYPH * scale)).max(1) as usize;
+        Block::new(text::wrap(text, per_line), scale, colour, rank)
+    }
+
+    fn gap(mut self, gap: u32) -> Block {
+        self.gap = gap;
+        self
+    }
+
+    fn height(&self) -> u32 {
+        line_height(self.scale) * self.lines.len() as u32 + self.gap
     }
 }
 
-/// The first-boot screen: where to go and the password to log in with, the password as large
-/// as the width allows (a 16-character password is drawn with 32-pixel glyphs or larger from
-/// 640 pixels wide up). The explanation, then the title, give way on a small screen; a password
-/// too long for one line is cut into several.
-fn draw_first_boot(px: &mut [u32], (w, h): (u32, u32), url: &str, password: &str) {
+fn line_height(scale: u32) -> u32 {
+    GLYPH * scale * 3 / 2
+}
+
+/// Height of the blocks that stay whatever the screen (rank 0).
+fn essential_height(blocks: &[Block]) -> u32 {
+    blocks
+        .iter()
+        .filter(|b| b.rank == 0)
+        .map(Block::height)
+        .sum()
+}
+
+/// Draws `blocks` centred on the screen, dropping the highest ranks until they fit in 90 % of
+/// its height.
+fn draw_blocks(c: &mut Canvas, mut blocks: Vec<Block>) {
+    let room = c.h * 9 / 10;
+    loop {
+        let total: u32 = blocks.iter().map(Block::height).sum();
+        let worst = blocks.iter().map(|b| b.rank).max().unwrap_or(0);
+        if total <= room || worst == 0 {
+            break;
+        }
+        blocks.retain(|b| b.rank != worst);
+    }
+    let total: u32 = blocks.iter().map(Block::height).sum();
+    let mut y = (c.h.saturating_sub(total) / 2) as i32;
+    for b in &blocks {
+        for l in &b.lines {
+            c.text_centered(y, l, b.scale, b.colour);
+            y += line_height(b.scale) as i32;
+        }
+        y += b.gap as i32;
+    }
+}
+
+/// The address and fingerprint blocks of both setup screens, the address in `url_colour`.
+fn console_blocks((w, h): (u32, u32), url: &str, url_colour: u32, fingerprint: &str) -> Vec<Block> {
+    let width = w * 9 / 10;
+    let body = (h / 240).max(1);
+    let url_scale = text::fit_scale(url, width, body * 2);
+    let url_lines = text::wrap(url, (width / (GLYPH * url_scale)).max(1) as usize);
+    // One line at the body size or larger; else cut at the " ... " at the body size.
+    let fp_scale = text::fit_scale(fingerprint, width, body * 2);
+    let fp = if fp_scale >= body {
+        Block::new(vec![fingerprint.to_string()], fp_scale, FINGERPRINT_TEXT, 0)
+    } else {
+        Block::para(fingerprint, width, body, FINGERPRINT_TEXT, 0)
+    };
+    vec![
+        Block::new(url_lines, url_scale, url_colour, 0).gap(GLYPH * body),
+        Block::new(
+            vec!["Certificate fingerprint (SHA-256):".into()],
+            body,
+            CARD_TEXT,
+            2,
+        ),
+        fp.gap(GLYPH * body),
+    ]
+}
+
+fn draw_setup(px: &mut [u32], (w, h): (u32, u32), url: &str, fingerprint: &str) {
     let mut c = Canvas { px, w, h };
     c.fill(SETUP_BG);
     let width = w * 9 / 10;
     let body = (h / 240).max(1);
     let title = (body * 2).min(text::fit_scale("Kiosk setup", width, body * 3));
-    let para = text::wrap(
-        "Open this address from a device on the same network and log in with the password \
-         below. It is shown here until the first login.",
-        (width / (GLYPH * body)).max(1) as usize,
-    );
-    let url_scale = text::fit_scale(url, width, body * 2);
-    let url_lines = text::wrap(url, (width / (GLYPH * url_scale)).max(1) as usize);
-    let line = |scale: u32| GLYPH * scale * 3 / 2;
-    let title_h = GLYPH * title * 2;
-    let para_h = line(body) * para.len() as u32 + GLYPH * body;
-    let url_h = line(url_scale) * url_lines.len() as u32 + GLYPH * body;
-    let label_h = line(body);
-    let room = h * 9 / 10;
+    let mut blocks = vec![
+        Block::new(vec!["Kiosk setup".into()], title, ACCENT, 3).gap(GLYPH * title / 2),
+        Block::para(
+            "No administrator password is set. Open this address from a device on the same \
+             network to set up the kiosk:",
+            width,
+            body,
+            CARD_TEXT,
+            4,
+        )
+        .gap(GLYPH * body),
+    ];
+    blocks.extend(console_blocks((w, h), url, 0xFFFFFF, fingerprint));
+    draw_blocks(&mut c, blocks);
+}
+
+/// The first-boot screen: where to go, the certificate's fingerprint, and either how to show
+/// the password (hold the button 5 s) or the password itself, as large as the width allows (a
+/// 16-character password is drawn with 32-pixel glyphs or larger from 640 pixels wide up). The
+/// explanation, then the title, then the labels give way on a small screen; a password too long
+/// for one line is cut into several.
+fn draw_first_boot(
+    px: &mut [u32],
+    (w, h): (u32, u32),
+    url: &str,
+    fingerprint: &str,
+    password: Option<&str>,
+) {
+    let mut c = Canvas { px, w, h };
+    c.fill(SETUP_BG);
+    let width = w * 9 / 10;
+    let body = (h / 240).max(1);
+    let title = (body * 2).min(text::fit_scale("Kiosk setup", width, body * 3));
+    let mut blocks = vec![
+        Block::new(vec!["Kiosk setup".into()], title, ACCENT, 3).gap(GLYPH * title / 2),
+        Block::para(
+            "Open this address from a device on the same network; the browser's certificate \
+             warning must show this fingerprint.",
+            width,
+            body,
+            CARD_TEXT,
+            4,
+        )
+        .gap(GLYPH * body),
+    ];
+    blocks.extend(console_blocks((w, h), url, ACCENT, fingerprint));
+    let Some(password) = password else {
+        blocks.push(Block::para(
+            "Hold the button for 5 seconds to show the administrator password.",
+            width,
+            body,
+            CARD_TEXT,
+            1,
+        ));
+        draw_blocks(&mut c, blocks);
+        return;
+    };
+    blocks.push(Block::new(
+        vec!["Administrator password".into()],
+        body,
+        CARD_TEXT,
+        2,
+    ));
     // As large as one line across allows, at most an eighth of the height; a long password
     // rather takes several lines than shrinks below twice the body text, unless they do not
     // fit on the screen.
+    let room = h * 9 / 10;
+    let others = essential_height(&blocks);
     let pw_max = (h / 8 / GLYPH).max(1);
     let mut pw_scale = text::fit_scale(password, width, pw_max).max((body * 2).min(pw_max));
     // Cut by characters, not at spaces: every character of a password counts.
@@ -627,51 +771,28 @@ fn draw_first_boot(px: &mut [u32], (w, h): (u32, u32), url: &str, password: &str
             .chunks((width / (GLYPH * pw_scale)).max(1) as usize)
             .map(|l| l.iter().collect())
             .collect();
-        if pw_scale == 1 || url_h + line(pw_scale) * lines.len() as u32 <= room {
+        if pw_scale == 1 || others + line_height(pw_scale) * lines.len() as u32 <= room {
             break lines;
         }
         pw_scale -= 1;
     };
-    let pw_h = line(pw_scale) * pw_lines.len() as u32;
-    let needed = url_h + pw_h;
-    let show_label = needed + label_h <= room;
-    let show_title = show_label && needed + label_h + title_h <= room;
-    let show_para = show_title && needed + label_h + title_h + para_h <= room;
-    let total = needed
-        + if show_label { label_h } else { 0 }
-        + if show_title { title_h } else { 0 }
-        + if show_para { para_h } else { 0 };
-    let mut y = (h.saturating_sub(total) / 2) as i32;
-    if show_title {
-        c.text_centered(y, "Kiosk setup", title, ACCENT);
-        y += title_h as i32;
-    }
-    if show_para {
-        for l in &para {
-            c.text_centered(y, l, body, CARD_TEXT);
-            y += line(body) as i32;
-        }
-        y += (GLYPH * body) as i32;
-    }
-    for l in &url_lines {
-        c.text_centered(y, l, url_scale, ACCENT);
-        y += line(url_scale) as i32;
-    }
-    y += (GLYPH * body) as i32;
-    if show_label {
-        c.text_centered(y, "Administrator password", body, CARD_TEXT);
-        y += line(body) as i32;
-    }
-    for l in &pw_lines {
-        c.text_centered(y, l, pw_scale, PASSWORD_TEXT);
-        y += line(pw_scale) as i32;
-    }
+    blocks.push(Block::new(pw_lines, pw_scale, PASSWORD_TEXT, 0).gap(GLYPH * body / 2));
+    blocks.push(Block::para(
+        "Shown for 10 minutes.",
+        width,
+        body,
+        CARD_TEXT,
+        4,
+    ));
+    draw_blocks(&mut c, blocks);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::device::display::text::{bbox, drawn_line};
+
+    const FP: &str = "3F:A1:09:7C:D2:44 ... 0B:9E:61:C8:27:F5";
 
     #[test]
     fn cards_and_setup_screens_draw_text() {
@@ -685,8 +806,11 @@ mod tests {
             let bg = px[0];
             assert!(px.contains(&CARD_TEXT), "{w}x{h}: name drawn");
             assert!(px.contains(&bg));
-            draw_setup(&mut px, (w, h), "http://192.168.1.20:8080/admin");
+            draw_setup(&mut px, (w, h), "http://192.168.1.20:8080/admin", FP);
             assert!(px.contains(&0xFFFFFF), "{w}x{h}: url drawn");
+            if w >= 160 {
+                assert!(px.contains(&FINGERPRINT_TEXT), "{w}x{h}: fingerprint drawn");
+            }
         }
     }
 
@@ -704,9 +828,20 @@ mod tests {
             (160, 120, 8),
         ] {
             let mut px = vec![0u32; (w * h) as usize];
-            draw_first_boot(&mut px, (w, h), url, pw);
+            // Before the hold: the address, the fingerprint and the hint; no password.
+            draw_first_boot(&mut px, (w, h), url, FP, None);
             assert_eq!(px[0], SETUP_BG, "{w}x{h}: background");
             assert!(px.contains(&ACCENT), "{w}x{h}: address drawn");
+            assert!(px.contains(&FINGERPRINT_TEXT), "{w}x{h}: fingerprint drawn");
+            assert!(!px.contains(&PASSWORD_TEXT), "{w}x{h}: no password");
+            let hidden = px.clone();
+            draw_first_boot(&mut px, (w, h), url, FP, Some(pw));
+            assert_ne!(px, hidden, "{w}x{h}");
+            assert!(px.contains(&FINGERPRINT_TEXT), "{w}x{h}: fingerprint drawn");
+            if w >= 800 {
+                drawn_line(&px, (w, h), FP, FINGERPRINT_TEXT)
+                    .unwrap_or_else(|| panic!("{w}x{h}: the fingerprint is one line"));
+            }
             let scale = drawn_line(&px, (w, h), pw, PASSWORD_TEXT)
                 .unwrap_or_else(|| panic!("{w}x{h}: the password is not drawn as one line"));
             assert!(
@@ -746,7 +881,7 @@ mod tests {
         let (w, h) = (320, 240);
         let setup = |url: &AdminUrl| {
             let mut px = vec![0u32; (w * h) as usize];
-            draw_setup(&mut px, (w, h), &url.text());
+            draw_setup(&mut px, (w, h), &url.text(), FP);
             px
         };
         let url = Arc::new(Mutex::new(AdminUrl::NoNetwork { port: 8080 }));
@@ -756,11 +891,13 @@ mod tests {
             status: Status::Idle,
             character_id: String::new(),
             session_id: String::new(),
+            password_shown: false,
         });
         let player = spawn_with(
             &engine,
             Box::new(screen.clone()),
             Box::new(move || shown.lock().unwrap().clone()),
+            FP.into(),
             rx,
         )
         .unwrap();
@@ -792,7 +929,7 @@ mod tests {
         let pw: String = ('a'..='z').cycle().take(70).collect();
         let (w, h) = (640, 480);
         let mut px = vec![0u32; (w * h) as usize];
-        draw_first_boot(&mut px, (w, h), "http://10.0.0.2:8080/", &pw);
+        draw_first_boot(&mut px, (w, h), "http://10.0.0.2:8080/", FP, Some(&pw));
         let (x0, _, x1, _) = bbox(&px, w, PASSWORD_TEXT).expect("password drawn");
         assert!(x1 <= w - x0 + GLYPH * 4, "inside the screen");
         let rows = (0..h)

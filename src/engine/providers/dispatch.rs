@@ -2,6 +2,7 @@
 //! `Provider`: a new provider does not compile until each stage says what it does with it. A
 //! provider chosen for a stage it does not serve leaves that stage to the offline engine.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -37,7 +38,7 @@ impl Engine {
     /// Recognises mono 16 kHz speech; the offline recogniser listens for the words of the
     /// character's knowledge.
     pub(in crate::engine) async fn recognise(
-        &self,
+        self: &Arc<Self>,
         provider: Provider,
         character_id: &str,
         pcm: &[i16],
@@ -55,7 +56,17 @@ impl Engine {
                 wyoming::transcribe(ep.address, ep.model, &s.asr.language, pcm, timeout).await
             }
             Provider::Local | Provider::OpenaiRealtime | Provider::Remote => {
-                let model = self.recogniser_model(character_id)?;
+                // Building the model reads the whole pronouncing dictionary (3.5 MB) and writes
+                // files: seconds on a slow board. On an async worker it would also hold up the
+                // tasks queued on that worker (a task a turn wakes, such as the kiosk loop, is
+                // queued there and no other worker takes it), so it runs on the blocking pool.
+                let engine = self.clone();
+                let id = character_id.to_string();
+                let model = tokio::task::spawn_blocking(move || engine.recogniser_model(&id))
+                    .await
+                    .map_err(|e| {
+                        ProviderError::Failed(format!("the recogniser's model was not built: {e}"))
+                    })??;
                 local::transcribe(pcm, &model, &self.scratch_dir(), timeout).await
             }
         }

@@ -230,7 +230,8 @@ pub async fn transcribe(
     let program = super::find_program("pocketsphinx_continuous")
         .ok_or_else(|| ProviderError::Unavailable("PocketSphinx is not installed".into()))?;
     let wav_path = scratch.join(format!("utterance-{}.wav", uuid::Uuid::new_v4().simple()));
-    std::fs::write(&wav_path, audio::wav_bytes(pcm, audio::RECOGNISER_RATE))
+    tokio::fs::write(&wav_path, audio::wav_bytes(pcm, audio::RECOGNISER_RATE))
+        .await
         .map_err(|e| ProviderError::Failed(format!("cannot stage the utterance: {e}")))?;
     let run = tokio::process::Command::new(program)
         .arg("-infile")
@@ -246,7 +247,7 @@ pub async fn transcribe(
         .kill_on_drop(true)
         .output();
     let result = tokio::time::timeout(timeout, run).await;
-    let _ = std::fs::remove_file(&wav_path);
+    let _ = tokio::fs::remove_file(&wav_path).await;
     let out = result
         .map_err(|_| ProviderError::Timeout("speech recognition did not finish in time".into()))?
         .map_err(|e| ProviderError::Unavailable(format!("cannot run PocketSphinx: {e}")))?;

@@ -229,15 +229,13 @@ async fn probe(url: &str) -> std::result::Result<(), String> {
 
 impl Engine {
     /// The offline recogniser's model for a character: its knowledge, its own texts and the
-    /// site document; rebuilt when knowledge changes.
+    /// site document; rebuilt when knowledge changes. Blocking (seconds on a small board): call
+    /// it on the blocking pool. One build at a time: a turn asking while the model is being
+    /// built (see `Engine::listen`) waits for that build instead of starting another.
     pub fn recogniser_model(&self, character_id: &str) -> Result<Arc<local::Model>, ProviderError> {
         let epoch = self.knowledge_epoch();
-        if let Some((at, m)) = self
-            .recogniser_models
-            .0
-            .lock()
-            .expect("model lock")
-            .get(character_id)
+        let mut models = self.recogniser_models.0.lock().expect("model lock");
+        if let Some((at, m)) = models.get(character_id)
             && *at == epoch
         {
             return Ok(m.clone());
@@ -247,11 +245,7 @@ impl Engine {
         let site = self.site_document().map_err(fail)?;
         texts.push(String::from_utf8_lossy(&site).into_owned());
         let model = Arc::new(local::model(&self.config.data_dir.join("asr"), &texts)?);
-        self.recogniser_models
-            .0
-            .lock()
-            .expect("model lock")
-            .insert(character_id.to_string(), (epoch, model.clone()));
+        models.insert(character_id.to_string(), (epoch, model.clone()));
         Ok(model)
     }
 

@@ -146,6 +146,15 @@ impl Provider {
             Provider::Local | Provider::OpenaiRealtime | Provider::Remote => false,
         }
     }
+
+    /// Whether, chosen for recognition, the offline recogniser does the work (the providers
+    /// that recognise nothing themselves leave it to it; see `Engine::recognise`).
+    pub fn recognises_offline(self) -> bool {
+        match self {
+            Provider::Local | Provider::OpenaiRealtime | Provider::Remote => true,
+            Provider::Openai | Provider::Wyoming => false,
+        }
+    }
 }
 
 /// A provider of the original CyberVerse front end that this kiosk does not have. Its front end,

@@ -89,6 +89,15 @@ impl Engine {
     pub fn listen(self: &Arc<Self>, live: &Arc<LiveSession>) -> u64 {
         let (seq, _) = live.next_turn();
         live.set_status(seq, Status::Listening);
+        // While the user speaks, the offline recogniser's model is made ready: after a change
+        // of knowledge, building it would otherwise delay the reply by seconds on a small board.
+        let engine = self.clone();
+        let live = live.clone();
+        tokio::task::spawn_blocking(move || {
+            if engine.plan(&live).is_ok_and(|p| p.asr.recognises_offline()) {
+                let _ = engine.recogniser_model(&live.character_id);
+            }
+        });
         seq
     }
 

@@ -12,6 +12,8 @@ FILES=$LAYER/recipes-kiosk/docent/files
 status=0
 PAIRS="systemd/docent.service:docent.service
 systemd/docent-firstboot.service:docent-firstboot.service
+systemd/docent-tmpfiles.conf:docent-tmpfiles.conf
+udev/70-docent.rules:70-docent.rules
 firstboot.sh:firstboot.sh
 rpi4/docent.toml:docent.toml
 rpi4/asound.conf:asound.conf"

@@ -31,6 +31,8 @@ SRC_URI = "git://git.example.invalid/docent.git;protocol=https;branch=main \
            file://docent.service \
            file://docent-firstboot.service \
            file://firstboot.sh \
+           file://docent-tmpfiles.conf \
+           file://70-docent.rules \
            "
 SRCREV = "0000000000000000000000000000000000000000"
 
@@ -48,9 +50,14 @@ SYSTEMD_PACKAGES = "${PN}"
 SYSTEMD_SERVICE:${PN} = "docent.service docent-firstboot.service"
 SYSTEMD_AUTO_ENABLE:${PN} = "enable"
 
-# SupplementaryGroups=gpio in docent.service: the group must exist or the unit fails (216/GROUP).
+# docent.service runs as User=docent with SupplementaryGroups=audio video input gpio: the user
+# and the groups must exist or the unit fails (217/USER, 216/GROUP). audio, video and input come
+# with base-passwd; gpio and docent's own group are made here. No home, no login shell.
 USERADD_PACKAGES = "${PN}"
-GROUPADD_PARAM:${PN} = "--system gpio"
+GROUPADD_PARAM:${PN} = "--system gpio; --system docent"
+USERADD_PARAM:${PN} = "--system --gid docent --groups audio,video,input,gpio \
+                       --home-dir /nonexistent --no-create-home \
+                       --shell ${base_sbindir}/nologin docent"
 
 do_install:append() {
     # cargo_do_install has put the binary in ${bindir}/docent.
@@ -65,8 +72,15 @@ do_install:append() {
     install -d ${D}${libexecdir}/docent
     install -m 0755 ${UNPACKDIR}/firstboot.sh ${D}${libexecdir}/docent/firstboot.sh
 
+    # The device nodes go to docent's groups; the data partition to docent (at every boot).
+    install -d ${D}${nonarch_base_libdir}/udev/rules.d
+    install -m 0644 ${UNPACKDIR}/70-docent.rules ${D}${nonarch_base_libdir}/udev/rules.d/70-docent.rules
+    install -d ${D}${nonarch_libdir}/tmpfiles.d
+    install -m 0644 ${UNPACKDIR}/docent-tmpfiles.conf ${D}${nonarch_libdir}/tmpfiles.d/docent.conf
+
     # Mount point of the data partition (the root file system is read-only).
-    install -d ${D}/data
+    install -d -m 0700 ${D}/data
+    chown docent:docent ${D}/data
 }
 
 # /etc/asound.conf for the reference board in its own package (alsa-state also ships one).
@@ -77,6 +91,8 @@ FILES:${PN} += "${systemd_system_unitdir}/docent.service \
                 ${systemd_system_unitdir}/docent-firstboot.service \
                 ${libexecdir}/docent/firstboot.sh \
                 ${sysconfdir}/docent/docent.toml \
+                ${nonarch_base_libdir}/udev/rules.d/70-docent.rules \
+                ${nonarch_libdir}/tmpfiles.d/docent.conf \
                 /data \
                 "
 

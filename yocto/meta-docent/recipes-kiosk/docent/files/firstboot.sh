@@ -4,10 +4,12 @@
 # /data/admin-password does not exist (ConditionPathExists=!/data/admin-password).
 #
 # The password is 16 characters from [A-Za-z0-9] read from /dev/urandom. docent reads the first
-# line of the file (admin_password_file in /etc/docent/docent.toml).
+# line of the file (admin_password_file in /etc/docent/docent.toml); the file is mode 0600 and
+# owned by the user docent runs as.
 set -eu
 
 DATA_DIR=${DOCENT_DATA_DIR:-/data}
+OWNER=${DOCENT_USER:-docent}
 FILE="$DATA_DIR/admin-password"
 TMP="$FILE.tmp.$$"
 
@@ -29,6 +31,11 @@ fi
 
 printf '%s\n' "$PASSWORD" >"$TMP"
 chmod 0600 "$TMP"
+# docent runs as its own user (docent.service: User=docent): the file is its alone. Where there
+# is no such user (a development machine), it stays root's.
+if id "$OWNER" >/dev/null 2>&1; then
+    chown "$OWNER:$OWNER" "$TMP"
+fi
 sync "$TMP" 2>/dev/null || sync
 mv "$TMP" "$FILE"
 sync
