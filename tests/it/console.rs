@@ -1043,6 +1043,31 @@ async fn a_browser_asks_by_voice_and_hears_the_answer() {
     )
     .await;
     b.screenshot("try-mic").await;
+
+    // Again with the mouse: a second spoken line and a second answer.
+    b.mouse_on("talk", true).await;
+    b.wait_for(
+        "document.getElementById('talk').getAttribute('aria-pressed')",
+        json!("true"),
+    )
+    .await;
+    tokio::time::sleep(speech + Duration::from_millis(900)).await;
+    b.mouse_on("talk", false).await;
+    b.wait_within(
+        "[...document.querySelectorAll('#chat li.user')].filter((e) => e.textContent !== '…').length === 2 && document.querySelectorAll('#chat li.assistant').length === 2",
+        json!(true),
+        Duration::from_secs(40),
+    )
+    .await;
+    let sent_again = b
+        .eval("Number(document.getElementById('audio').dataset.sentMs)")
+        .await
+        .as_f64()
+        .unwrap();
+    assert!(
+        sent_again >= sent + speech.as_millis() as f64,
+        "sent {sent_again} ms in all"
+    );
     assert!(
         b.errors.is_empty(),
         "script or console errors: {:?}",

@@ -211,6 +211,23 @@ impl Browser {
         .await;
     }
 
+    /// Presses (`down`) or releases the left mouse button at the centre of the element `id`.
+    pub async fn mouse_on(&mut self, id: &str, down: bool) {
+        let at = self
+            .eval(&format!("(() => {{ const r = document.getElementById('{id}').getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; }})()"))
+            .await;
+        let kind = if down {
+            "mousePressed"
+        } else {
+            "mouseReleased"
+        };
+        self.call(
+            "Input.dispatchMouseEvent",
+            json!({"type": kind, "x": at[0], "y": at[1], "button": "left", "buttons": u8::from(down), "clickCount": 1}),
+        )
+        .await;
+    }
+
     pub async fn screenshot(&mut self, name: &str) {
         let shot = self
             .call("Page.captureScreenshot", json!({"format": "png"}))
