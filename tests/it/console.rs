@@ -5,14 +5,12 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use docent::config::DeviceMode;
 use fake_openai::{Chat, FakeOpenAi};
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio_tungstenite::tungstenite::Message;
 
+use crate::support::browser::Browser;
 use crate::support::{PNG, Server};
 
 const PASSWORD: &str = "console-test-password";
@@ -170,198 +168,6 @@ async fn console_weighs_under_its_budget() {
         total <= WEIGHT_MAX,
         "the console weighs {total} bytes, over {WEIGHT_MAX}"
     );
-}
-
-/// A page of a headless Chromium, driven over the DevTools protocol.
-struct Browser {
-    _process: tokio::process::Child,
-    _profile: tempfile::TempDir,
-    ws: tokio_tungstenite::WebSocketStream<
-        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
-    >,
-    session: String,
-    next_id: u64,
-    /// Script errors and console errors (a CSP violation is one) seen so far.
-    errors: Vec<String>,
-    /// The messages of the dialogs the page opened (each accepted).
-    dialogs: Vec<String>,
-}
-
-impl Browser {
-    async fn launch() -> Browser {
-        let profile = tempfile::tempdir().unwrap();
-        let mut process = tokio::process::Command::new("chromium")
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                "--remote-debugging-port=0",
-            ])
-            .arg(format!("--user-data-dir={}", profile.path().display()))
-            .arg("about:blank")
-            .stderr(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("chromium must be installed for the console test (./x installs it)");
-        let mut lines = BufReader::new(process.stderr.take().unwrap()).lines();
-        let url = tokio::time::timeout(Duration::from_secs(30), async {
-            while let Some(line) = lines.next_line().await.unwrap() {
-                if let Some(at) = line.find("ws://") {
-                    return line[at..].trim().to_string();
-                }
-            }
-            panic!("chromium exited without a DevTools address");
-        })
-        .await
-        .expect("chromium printed its DevTools address");
-        // Keep draining stderr so that chromium never blocks on it.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        let (ws, _) = tokio_tungstenite::connect_async(url.as_str())
-            .await
-            .unwrap();
-        let mut b = Browser {
-            _process: process,
-            _profile: profile,
-            ws,
-            session: String::new(),
-            next_id: 0,
-            errors: Vec::new(),
-            dialogs: Vec::new(),
-        };
-        let target = b
-            .call("Target.createTarget", json!({"url": "about:blank"}))
-            .await;
-        let attached = b
-            .call(
-                "Target.attachToTarget",
-                json!({"targetId": target["targetId"], "flatten": true}),
-            )
-            .await;
-        b.session = attached["sessionId"].as_str().unwrap().to_string();
-        b.call("Runtime.enable", json!({})).await;
-        b.call("Log.enable", json!({})).await;
-        b.call("Page.enable", json!({})).await;
-        b
-    }
-
-    /// Sends one command (to the page once attached) and waits for its answer.
-    async fn call(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let id = self.next_id;
-        let mut msg = json!({"id": id, "method": method, "params": params});
-        if !self.session.is_empty() {
-            msg["sessionId"] = json!(self.session);
-        }
-        self.ws.send(Message::text(msg.to_string())).await.unwrap();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let frame = tokio::time::timeout_at(deadline, self.ws.next())
-                .await
-                .unwrap_or_else(|_| panic!("no answer to {method}"))
-                .expect("DevTools socket open")
-                .unwrap();
-            let Message::Text(text) = frame else { continue };
-            let v: Value = serde_json::from_str(&text).unwrap();
-            if v["id"] == id {
-                assert!(v.get("error").is_none(), "{method}: {v}");
-                return v["result"].clone();
-            }
-            match v["method"].as_str() {
-                // A confirm() blocks the page (and the command that caused it): accept it.
-                Some("Page.javascriptDialogOpening") => {
-                    self.dialogs
-                        .push(v["params"]["message"].as_str().unwrap_or("").to_string());
-                    self.next_id += 1;
-                    let accept = json!({"id": self.next_id, "method": "Page.handleJavaScriptDialog",
-                        "params": {"accept": true}, "sessionId": self.session});
-                    self.ws
-                        .send(Message::text(accept.to_string()))
-                        .await
-                        .unwrap();
-                }
-                Some("Runtime.exceptionThrown") => self
-                    .errors
-                    .push(v["params"]["exceptionDetails"].to_string()),
-                // Network errors are the API's answers (a wrong password is a 401).
-                Some("Log.entryAdded")
-                    if v["params"]["entry"]["level"] == "error"
-                        && v["params"]["entry"]["source"] != "network" =>
-                {
-                    self.errors.push(v["params"]["entry"]["text"].to_string())
-                }
-                _ => {}
-            }
-        }
-    }
-
-    async fn eval(&mut self, expression: &str) -> Value {
-        let r = self
-            .call(
-                "Runtime.evaluate",
-                json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
-            )
-            .await;
-        assert!(r.get("exceptionDetails").is_none(), "{expression}: {r}");
-        r["result"]["value"].clone()
-    }
-
-    /// Evaluates `expression` until it gives `want`, for up to 15 s.
-    async fn wait_for(&mut self, expression: &str, want: Value) {
-        let start = Instant::now();
-        loop {
-            let got = self.eval(expression).await;
-            if got == want {
-                return;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(15),
-                "{expression} is {got}, not {want}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    async fn goto(&mut self, url: &str) {
-        self.call("Page.navigate", json!({"url": url})).await;
-        self.wait_for("document.readyState", json!("complete"))
-            .await;
-    }
-
-    /// Types `text` into the element `id` as a keyboard would.
-    async fn type_into(&mut self, id: &str, text: &str) {
-        self.eval(&format!(
-            "(() => {{ const e = document.getElementById('{id}'); e.value = ''; e.focus(); }})()"
-        ))
-        .await;
-        self.call("Input.insertText", json!({"text": text})).await;
-    }
-
-    async fn press_enter(&mut self) {
-        for kind in ["keyDown", "keyUp"] {
-            self.call(
-                "Input.dispatchKeyEvent",
-                json!({"type": kind, "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13, "text": "\r"}),
-            )
-            .await;
-        }
-    }
-
-    async fn screenshot(&mut self, name: &str) {
-        let shot = self
-            .call("Page.captureScreenshot", json!({"format": "png"}))
-            .await;
-        let png = base64::engine::general_purpose::STANDARD
-            .decode(shot["data"].as_str().unwrap())
-            .unwrap();
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/console-screenshots");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
-    }
 }
 
 #[tokio::test]
@@ -1094,6 +900,174 @@ async fn a_browser_uploads_knowledge_asks_it_and_reads_the_conversations() {
     let refused = reqwest::get(href.as_str().unwrap()).await.unwrap();
     assert_eq!(refused.status(), 401);
 
+    assert!(
+        b.errors.is_empty(),
+        "script or console errors: {:?}",
+        b.errors
+    );
+}
+
+/// What the voice test's character knows, and the question asked about it.
+const MUSEUM: &str =
+    "The museum closes at 6 pm on weekdays. On weekends it stays open until 8 pm.\n";
+const SPOKEN_QUESTION: &str = "When does the museum close?";
+
+/// `text` spoken by espeak-ng, with `before` and `after` seconds of silence around it, as a WAV
+/// at espeak-ng's rate; returns the file and the speech's duration.
+fn spoken_wav(dir: &std::path::Path, text: &str, before: f64, after: f64) -> (PathBuf, Duration) {
+    let raw = dir.join("speech.wav");
+    let ok = std::process::Command::new("espeak-ng")
+        .args(["-v", "en-us", "-w"])
+        .arg(&raw)
+        .arg(text)
+        .status()
+        .expect("espeak-ng runs (./x installs it)");
+    assert!(ok.success());
+    let w = docent::engine::audio::parse_wav(&std::fs::read(&raw).unwrap()).unwrap();
+    let speech = docent::engine::audio::downmix(&w.samples, w.channels);
+    let pad = |secs: f64| vec![0i16; (secs * w.rate as f64) as usize];
+    let all = [pad(before), speech.clone(), pad(after)].concat();
+    let path = dir.join("question.wav");
+    std::fs::write(&path, docent::engine::audio::wav_bytes(&all, w.rate)).unwrap();
+    (
+        path,
+        Duration::from_secs_f64(speech.len() as f64 / w.rate as f64),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_asks_by_voice_and_hears_the_answer() {
+    // The offline engine: PocketSphinx hears, the knowledge answers, espeak-ng speaks.
+    let s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let cookie = sign_in(&s).await;
+    let cid = s.default_character().await;
+    let form = reqwest::multipart::Form::new().part(
+        "file",
+        reqwest::multipart::Part::bytes(MUSEUM.as_bytes().to_vec()).file_name("museum.txt"),
+    );
+    let res = s
+        .post(&format!("/api/v1/characters/{cid}/knowledge/files"))
+        .header("cookie", &cookie)
+        .header("origin", s.url(""))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success(), "{}", res.status());
+
+    // Chromium's fake microphone plays the question once from the moment it is opened (each
+    // press opens it), then silence.
+    let dir = tempfile::tempdir().unwrap();
+    let (wav, speech) = spoken_wav(dir.path(), SPOKEN_QUESTION, 0.4, 0.5);
+    let mut b = Browser::launch_with(&[
+        "--use-fake-ui-for-media-stream".into(),
+        "--use-fake-device-for-media-stream".into(),
+        format!("--use-file-for-fake-audio-capture={}%noloop", wav.display()),
+    ])
+    .await;
+    b.call(
+        "Emulation.setDeviceMetricsOverride",
+        json!({"width": 1200, "height": 900, "deviceScaleFactor": 1, "mobile": false}),
+    )
+    .await;
+    b.goto(&s.url("/console/login")).await;
+    b.type_into("password", PASSWORD).await;
+    b.press_enter().await;
+    b.wait_for("location.pathname", json!("/console/")).await;
+    b.goto(&s.url("/console/try")).await;
+
+    // Hold Space on the focused button for the question (and a little more), then release.
+    b.eval("document.getElementById('talk').focus()").await;
+    b.key(" ", "Space", 32, true).await;
+    b.wait_for(
+        "document.getElementById('talk').getAttribute('aria-pressed')",
+        json!("true"),
+    )
+    .await;
+    b.wait_for(
+        "Number(document.getElementById('audio').dataset.sentMs) > 0",
+        json!(true),
+    )
+    .await;
+    tokio::time::sleep(speech + Duration::from_millis(900)).await;
+    b.key(" ", "Space", 32, false).await;
+    b.wait_for(
+        "document.getElementById('talk').getAttribute('aria-pressed')",
+        json!("false"),
+    )
+    .await;
+
+    // The page sent about as much speech as was held, as 16 kHz PCM.
+    let sent = b
+        .eval("Number(document.getElementById('audio').dataset.sentMs)")
+        .await
+        .as_f64()
+        .unwrap();
+    assert!(
+        sent >= speech.as_millis() as f64 && sent < speech.as_millis() as f64 + 5_000.0,
+        "sent {sent} ms for {speech:?} of speech"
+    );
+    // The recogniser's transcript replaces the placeholder; the answer is shown and played.
+    let heard = "(() => { const e = document.querySelector('#chat li.user'); return !!e && e.textContent !== '…' && e.textContent; })()";
+    b.wait_within(
+        &format!("typeof {heard} === 'string' && {heard}.length > 0"),
+        json!(true),
+        Duration::from_secs(40),
+    )
+    .await;
+    let answer =
+        "[...document.querySelectorAll('#chat li.assistant')].map((e) => e.textContent).join()";
+    b.wait_within(
+        &format!("{answer}.length > 0"),
+        json!(true),
+        Duration::from_secs(40),
+    )
+    .await;
+    b.wait_within(
+        "Number(document.getElementById('audio').dataset.playedMs) > 500",
+        json!(true),
+        Duration::from_secs(40),
+    )
+    .await;
+    let heard = b.eval(heard).await;
+    let answer = b.eval(answer).await;
+    println!("heard {heard}, answered {answer}");
+    assert!(
+        !heard.as_str().unwrap().contains("nothing heard"),
+        "the recogniser heard the question: {heard}"
+    );
+    b.wait_within(
+        "document.getElementById('chat-state').textContent",
+        json!("idle"),
+        Duration::from_secs(40),
+    )
+    .await;
+    b.screenshot("try-mic").await;
+
+    // Again with the mouse: a second spoken line and a second answer.
+    b.mouse_on("talk", true).await;
+    b.wait_for(
+        "document.getElementById('talk').getAttribute('aria-pressed')",
+        json!("true"),
+    )
+    .await;
+    tokio::time::sleep(speech + Duration::from_millis(900)).await;
+    b.mouse_on("talk", false).await;
+    b.wait_within(
+        "[...document.querySelectorAll('#chat li.user')].filter((e) => e.textContent !== '…').length === 2 && document.querySelectorAll('#chat li.assistant').length === 2",
+        json!(true),
+        Duration::from_secs(40),
+    )
+    .await;
+    let sent_again = b
+        .eval("Number(document.getElementById('audio').dataset.sentMs)")
+        .await
+        .as_f64()
+        .unwrap();
+    assert!(
+        sent_again >= sent + speech.as_millis() as f64,
+        "sent {sent_again} ms in all"
+    );
     assert!(
         b.errors.is_empty(),
         "script or console errors: {:?}",

@@ -40,6 +40,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("characters.js", JS, include_str!("assets/characters.js")),
     ("settings.js", JS, include_str!("assets/settings.js")),
     ("try.js", JS, include_str!("assets/try.js")),
+    ("mic.js", JS, include_str!("assets/mic.js")),
     ("knowledge.js", JS, include_str!("assets/knowledge.js")),
     (
         "conversations.js",

@@ -1,6 +1,7 @@
 //! A real `docent` server on 127.0.0.1 with a fresh data directory, for integration tests:
 //! in this process ([`Server`]), or the built binary as a process of its own ([`Process`]).
 
+pub mod browser;
 pub mod fake_wyoming;
 mod process;
 

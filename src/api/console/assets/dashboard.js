@@ -45,6 +45,7 @@ async function characterName(id) {
 }
 
 let session = '';
+let live = false;
 let partial = null;
 function line(kind, text) {
   const li = h('li', { class: kind, text });
@@ -61,6 +62,8 @@ function watch() {
     const badge = $('state');
     badge.textContent = s.status;
     badge.className = `badge ${s.status}`;
+    // The console benchmark times a load to the first live state by this mark.
+    if (!live) { live = true; performance.mark('docent-live'); }
     if (s.session_id !== session) {
       session = s.session_id;
       partial = null;
