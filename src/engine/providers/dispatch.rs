@@ -11,15 +11,13 @@ use super::{
     realtime, remote, wyoming,
 };
 use crate::engine::Engine;
-use crate::engine::knowledge::SearchResult;
 use crate::engine::settings::Service;
 
 /// What a reply is generated from.
 pub struct Prompt<'a> {
+    pub character_id: &'a str,
     pub question: &'a str,
-    /// Knowledge retrieved for the question.
-    pub passages: &'a [SearchResult],
-    /// What the offline engine says when the passages answer nothing.
+    /// What the offline engine says when its knowledge answers nothing.
     pub fallback: String,
 }
 
@@ -78,8 +76,9 @@ impl Engine {
                 openai::chat(&self.http, &ep, &chat(), timeout, out).await
             }
             Provider::Local | Provider::OpenaiRealtime | Provider::Remote | Provider::Wyoming => {
-                let text =
-                    local::answer(prompt.question, prompt.passages).unwrap_or(prompt.fallback);
+                let text = self
+                    .offline_answer(prompt.character_id, prompt.question)
+                    .unwrap_or(prompt.fallback);
                 for word in text.split_inclusive(' ') {
                     if out.send(word.to_string()).await.is_err() {
                         break;

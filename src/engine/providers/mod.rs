@@ -236,6 +236,15 @@ impl Engine {
         Ok(model)
     }
 
+    /// The offline engine's answer to `question` from the character's knowledge, or `None`
+    /// when nothing there answers it.
+    pub fn offline_answer(&self, character_id: &str, question: &str) -> Option<String> {
+        let passages = self
+            .search_knowledge(character_id, question, Some(3))
+            .unwrap_or_default();
+        local::answer(question, &passages)
+    }
+
     /// The providers of each stage, with availability measured now.
     pub fn components(&self) -> Components {
         let s = self.settings();

@@ -17,19 +17,23 @@ impl Turn {
     /// whole text.
     pub(super) async fn reply(&self, question: &str) -> Result<String, (ErrorCode, ProviderError)> {
         let plan = &self.plan;
-        let passages = self
-            .engine
-            .search_knowledge(&plan.character.id, question, Some(3))
-            .unwrap_or_default();
         let (tx, mut rx) = mpsc::channel::<String>(64);
         // Owns the sender, so the stream ends for the speaker when generation ends.
         let generate = async move {
             let prompt = Prompt {
+                character_id: &plan.character.id,
                 question,
-                passages: &passages,
                 fallback: fallback(&plan.character),
             };
-            let chat = || self.chat_request(question, &passages);
+            // Knowledge is retrieved here only for a language model; the offline engine
+            // retrieves its own.
+            let chat = || {
+                let passages = self
+                    .engine
+                    .search_knowledge(&plan.character.id, question, Some(3))
+                    .unwrap_or_default();
+                self.chat_request(question, &passages)
+            };
             self.engine
                 .generate(plan.llm, prompt, chat, plan.timeout, &tx)
                 .await
