@@ -80,7 +80,12 @@ async fn experiment() {
     let only = std::env::var("VOICE").ok();
     let mut all = Tally::default();
     println!("{HEADER}");
-    for voice in ["espeak-en-us", "espeak-en-gb-x-rp+f3", "flite-slt", "flite-awb"] {
+    for voice in [
+        "espeak-en-us",
+        "espeak-en-gb-x-rp+f3",
+        "flite-slt",
+        "flite-awb",
+    ] {
         if only.as_deref().is_some_and(|o| !voice.contains(o)) {
             continue;
         }
@@ -105,7 +110,10 @@ async fn experiment() {
             let ms = started.elapsed().as_secs_f64() * 1000.0;
             let verdict = rig::judge(&reply, &q.expect);
             if verdict != Verdict::Right || std::env::var_os("UNDERSTANDING_VERBOSE").is_some() {
-                println!("  {verdict:?} {voice} {:?} heard {heard:?} -> {reply:?}", q.text);
+                println!(
+                    "  {verdict:?} {voice} {:?} heard {heard:?} -> {reply:?}",
+                    q.text
+                );
             }
             let o = rig::Outcome {
                 verdict,

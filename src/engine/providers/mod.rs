@@ -6,6 +6,7 @@
 //! this module also answers which providers are present and reachable (components, health,
 //! settings test, voice test).
 
+pub mod answer;
 mod dispatch;
 pub mod lm;
 pub mod local;
@@ -239,10 +240,8 @@ impl Engine {
     /// The offline engine's answer to `question` from the character's knowledge, or `None`
     /// when nothing there answers it.
     pub fn offline_answer(&self, character_id: &str, question: &str) -> Option<String> {
-        let passages = self
-            .search_knowledge(character_id, question, Some(3))
-            .unwrap_or_default();
-        local::answer(question, &passages)
+        let sources = self.knowledge_sources_text(character_id).ok()?;
+        answer::Topics::new(&sources).answer(question)
     }
 
     /// The providers of each stage, with availability measured now.
