@@ -77,6 +77,9 @@ async fn experiment() {
     // Kept for experiments with PocketSphinx's own settings.
     std::fs::copy(&model.dict, wavs.join("model.dict")).unwrap();
     std::fs::copy(&model.lm, wavs.join("model.lm")).unwrap();
+    let corpus = docent::engine::providers::lm::corpus(&engine.knowledge_texts(&id).unwrap());
+    let lines: Vec<String> = corpus.iter().map(|s| s.join(" ")).collect();
+    std::fs::write(wavs.join("corpus.txt"), lines.join("\n")).unwrap();
     let only = std::env::var("VOICE").ok();
     let mut all = Tally::default();
     println!("{HEADER}");
@@ -97,14 +100,19 @@ async fn experiment() {
                 .map(|b| i16::from_le_bytes([b[0], b[1]]))
                 .collect();
             let started = Instant::now();
-            let heard = local::transcribe(&pcm, &model, dir.path(), Duration::from_secs(30))
+            let sure = local::transcribe(&pcm, &model, dir.path(), Duration::from_secs(30))
                 .await
                 .unwrap();
+            let heard = sure
+                .iter()
+                .map(|(w, _)| w.as_str())
+                .collect::<Vec<_>>()
+                .join(" ");
             let reply = if heard.trim().is_empty() {
                 "say it again".to_string()
             } else {
                 engine
-                    .offline_answer(&id, &heard)
+                    .offline_answer(&id, &heard, &sure)
                     .unwrap_or_else(|| "I don't know".into())
             };
             let ms = started.elapsed().as_secs_f64() * 1000.0;

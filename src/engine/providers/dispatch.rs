@@ -17,8 +17,26 @@ use crate::engine::settings::Service;
 pub struct Prompt<'a> {
     pub character_id: &'a str,
     pub question: &'a str,
+    /// How sure the recogniser was of the question's words (none when it was typed).
+    pub sure: &'a [(String, f64)],
     /// What the offline engine says when its knowledge answers nothing.
     pub fallback: String,
+}
+
+/// What the recogniser heard.
+pub struct Heard {
+    pub text: String,
+    /// How sure it was of each word (0 to 1), when it says so.
+    pub sure: Vec<(String, f64)>,
+}
+
+impl Heard {
+    fn text(text: String) -> Heard {
+        Heard {
+            text,
+            sure: Vec::new(),
+        }
+    }
 }
 
 /// Where synthesised speech goes as it is made.
@@ -40,21 +58,30 @@ impl Engine {
         character_id: &str,
         pcm: &[i16],
         timeout: Duration,
-    ) -> Result<String, ProviderError> {
+    ) -> Result<Heard, ProviderError> {
         match provider {
             Provider::Openai => {
                 let s = self.settings();
                 let ep = s.endpoint(Service::Asr)?;
-                openai::transcribe(&self.http, &ep, pcm, &s.asr.language, timeout).await
+                openai::transcribe(&self.http, &ep, pcm, &s.asr.language, timeout)
+                    .await
+                    .map(Heard::text)
             }
             Provider::Wyoming => {
                 let s = self.settings();
                 let ep = s.endpoint(Service::Asr)?;
-                wyoming::transcribe(ep.address, ep.model, &s.asr.language, pcm, timeout).await
+                wyoming::transcribe(ep.address, ep.model, &s.asr.language, pcm, timeout)
+                    .await
+                    .map(Heard::text)
             }
             Provider::Local | Provider::OpenaiRealtime | Provider::Remote => {
                 let model = self.recogniser_model(character_id)?;
-                local::transcribe(pcm, &model, &self.scratch_dir(), timeout).await
+                let sure = local::transcribe(pcm, &model, &self.scratch_dir(), timeout).await?;
+                let words: Vec<&str> = sure.iter().map(|(w, _)| w.as_str()).collect();
+                Ok(Heard {
+                    text: words.join(" "),
+                    sure,
+                })
             }
         }
     }
@@ -77,7 +104,7 @@ impl Engine {
             }
             Provider::Local | Provider::OpenaiRealtime | Provider::Remote | Provider::Wyoming => {
                 let text = self
-                    .offline_answer(prompt.character_id, prompt.question)
+                    .offline_answer(prompt.character_id, prompt.question, prompt.sure)
                     .unwrap_or(prompt.fallback);
                 for word in text.split_inclusive(' ') {
                     if out.send(word.to_string()).await.is_err() {

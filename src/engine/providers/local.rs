@@ -216,13 +216,14 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(tmp, path)
 }
 
-/// Recognises 16 kHz mono speech with a character's model.
+/// Recognises 16 kHz mono speech with a character's model: the words heard, each with how
+/// sure PocketSphinx is of it (its posterior, 0 to 1).
 pub async fn transcribe(
     pcm: &[i16],
     model: &Model,
     scratch: &Path,
     timeout: Duration,
-) -> Result<String, ProviderError> {
+) -> Result<Vec<(String, f64)>, ProviderError> {
     let program = super::find_program("pocketsphinx_continuous")
         .ok_or_else(|| ProviderError::Unavailable("PocketSphinx is not installed".into()))?;
     let wav_path = scratch.join(format!("utterance-{}.wav", uuid::Uuid::new_v4().simple()));
@@ -262,24 +263,28 @@ pub async fn transcribe(
 }
 
 /// The words of PocketSphinx's `-time yes` output (a line `word start end posterior` per word,
-/// after the hypothesis line), without silences and fillers. Every word is kept, however
-/// unsure: on synthetic and accented voices its posteriors are low even for words heard right,
-/// and dropping them loses more questions than it saves; whether the words are clear enough to
-/// answer is decided by how clearly they point to one topic (see `answer`).
-fn heard_words(output: &str) -> String {
+/// after the hypothesis line) with their posteriors, without silences and fillers. Every word
+/// is kept, however unsure: on synthetic and accented voices posteriors are low even for words
+/// heard right, and dropping them loses more questions than it saves; how much an unsure word
+/// counts is for the answer to weigh (see `answer`).
+fn heard_words(output: &str) -> Vec<(String, f64)> {
     let mut words = Vec::new();
     for line in output.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
         let [word, _, _, posterior] = f[..] else {
             continue;
         };
-        if posterior.parse::<f64>().is_err() || word.starts_with(['<', '[', '+']) {
+        let Ok(p) = posterior.parse::<f64>() else {
+            continue;
+        };
+        if word.starts_with(['<', '[', '+']) {
             continue;
         }
         // "what(2)" is the second pronunciation of "what".
-        words.push(word.split('(').next().unwrap_or(word));
+        let word = word.split('(').next().unwrap_or(word);
+        words.push((word.to_string(), p.clamp(0.0, 1.0)));
     }
-    words.join(" ")
+    words
 }
 
 #[cfg(test)]
@@ -291,13 +296,18 @@ mod tests {
         let out = "where are the toilets\n<s> 0.0 0.1 0.99\nwhere 0.1 0.3 0.95\nare 0.3 0.4 0.9\n\
                    the 0.4 0.5 0.8\n<sil> 0.5 0.6 0.9\n[NOISE] 0.6 0.6 0.9\n\
                    toilets(2) 0.6 0.9 0.05\n</s> 0.9 1.0 1.0\n";
-        assert_eq!(heard_words(out), "where are the toilets");
+        let heard = heard_words(out);
+        let text: Vec<&str> = heard.iter().map(|(w, _)| w.as_str()).collect();
+        assert_eq!(text, ["where", "are", "the", "toilets"]);
         assert_eq!(
-            heard_words("one two three four\n"),
-            "",
+            heard[3].1, 0.05,
+            "an unsure word is kept, with its posterior"
+        );
+        assert!(
+            heard_words("one two three four\n").is_empty(),
             "a hypothesis line is no word"
         );
-        assert_eq!(heard_words(""), "");
+        assert!(heard_words("").is_empty());
     }
 
     /// A stand-in for espeak-ng: writes the start of a WAV stream, waits until `go` exists,

@@ -16,7 +16,7 @@ pub mod realtime;
 pub mod remote;
 pub mod wyoming;
 
-pub use dispatch::{Prompt, Speech};
+pub use dispatch::{Heard, Prompt, Speech};
 pub use provider::{Provider, Stage};
 
 use std::collections::HashMap;
@@ -238,10 +238,16 @@ impl Engine {
     }
 
     /// The offline engine's answer to `question` from the character's knowledge, or `None`
-    /// when nothing there answers it.
-    pub fn offline_answer(&self, character_id: &str, question: &str) -> Option<String> {
+    /// when nothing there answers it clearly. `sure`: how sure the recogniser was of each word
+    /// (empty for typed text).
+    pub fn offline_answer(
+        &self,
+        character_id: &str,
+        question: &str,
+        sure: &[(String, f64)],
+    ) -> Option<String> {
         let sources = self.knowledge_sources_text(character_id).ok()?;
-        answer::Topics::new(&sources).answer(question)
+        answer::Topics::new(&sources).answer(question, sure)
     }
 
     /// The providers of each stage, with availability measured now.

@@ -13,9 +13,13 @@ use crate::engine::spoken::for_speech;
 use crate::store::records::Character;
 
 impl Turn {
-    /// Generates the reply to `question`, streaming text and speech as it comes; returns the
-    /// whole text.
-    pub(super) async fn reply(&self, question: &str) -> Result<String, (ErrorCode, ProviderError)> {
+    /// Generates the reply to `question` (`sure`: how sure the recogniser was of its words),
+    /// streaming text and speech as it comes; returns the whole text.
+    pub(super) async fn reply(
+        &self,
+        question: &str,
+        sure: &[(String, f64)],
+    ) -> Result<String, (ErrorCode, ProviderError)> {
         let plan = &self.plan;
         let (tx, mut rx) = mpsc::channel::<String>(64);
         // Owns the sender, so the stream ends for the speaker when generation ends.
@@ -23,6 +27,7 @@ impl Turn {
             let prompt = Prompt {
                 character_id: &plan.character.id,
                 question,
+                sure,
                 fallback: fallback(&plan.character),
             };
             // Knowledge is retrieved here only for a language model; the offline engine
