@@ -9,9 +9,10 @@ mod rig;
 use rig::{HEADER, Rig, Tally, VOICES, Verdict};
 
 /// Right answers at least, wrong answers at most (percent of the questions asked). Reached when
-/// set: 54 % right, 18 % wrong (29 % asked again); the margin is for the press timing.
+/// set, in two runs: 50 and 54 % right, 11 % wrong (3 of 28); the margin is for the press
+/// timing (one question is 3.6 %).
 const MIN_RIGHT: f64 = 45.0;
-const MAX_WRONG: f64 = 25.0;
+const MAX_WRONG: f64 = 18.0;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spoken_questions_are_understood() {

@@ -17,8 +17,10 @@ use std::collections::{BTreeSet, HashMap};
 
 use crate::engine::knowledge::tokenize::{is_stopword, tokenize};
 
-/// The least score (sum of the weighted rarity of the words heard in a topic) that answers.
-const MIN_SCORE: f64 = 3.0;
+/// The least score (sum of the weighted rarity of the words heard in a topic) that answers,
+/// in units of the rarity of a word only one topic has (so that it means the same for a
+/// knowledge of three topics and of three hundred).
+const MIN_SCORE: f64 = 0.9;
 /// How many times the second best topic's score the best one needs.
 const MARGIN: f64 = 1.3;
 /// Most times a word counts in one topic.
@@ -120,6 +122,8 @@ impl Topic {
 pub struct Topics {
     topics: Vec<Topic>,
     idf: HashMap<String, f64>,
+    /// The rarity of a word only one topic has.
+    rarest: f64,
 }
 
 impl Topics {
@@ -192,7 +196,11 @@ impl Topics {
             .into_iter()
             .map(|(term, count)| (term.to_string(), (1.0 + n / count as f64).ln()))
             .collect();
-        Topics { topics, idf }
+        Topics {
+            topics,
+            idf,
+            rarest: (1.0 + n).ln(),
+        }
     }
 
     /// The answer to the words heard, or `None` when no topic wins clearly. `sure` gives how
@@ -208,7 +216,7 @@ impl Topics {
         scores.sort_by(|a, b| b.0.total_cmp(&a.0));
         let &(best, at) = scores.first()?;
         let second = scores.get(1).map_or(0.0, |s| s.0);
-        if best < MIN_SCORE || best < MARGIN * second {
+        if best < MIN_SCORE * self.rarest || best < MARGIN * second {
             return None;
         }
         let terms: BTreeSet<String> = wanted.into_iter().map(|w| w.term).collect();
