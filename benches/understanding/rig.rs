@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::{broadcast, oneshot, watch};
 
-const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/understanding");
+pub const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/understanding");
 const KNOWLEDGE: &[&str] = &["museum.md", "faq.md", "history.txt"];
 
 /// A synthetic voice: the program and its voice name.
@@ -58,7 +58,7 @@ struct Questions {
 #[derive(Deserialize)]
 pub struct Question {
     pub text: String,
-    expect: Vec<String>,
+    pub expect: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -256,7 +256,7 @@ impl Voice {
 }
 
 /// A character that knows the three files, ready to answer.
-async fn make_character(http: &reqwest::Client, site: &str) -> String {
+pub async fn make_character(http: &reqwest::Client, site: &str) -> String {
     let created: serde_json::Value = http
         .post(format!("{site}/api/v1/characters"))
         .json(&json!({ "name": "Harbour guide" }))
@@ -388,7 +388,7 @@ async fn turn(events: &mut broadcast::Receiver<Event>) -> (String, String, Optio
     }
 }
 
-fn judge(reply: &str, expect: &[String]) -> Verdict {
+pub fn judge(reply: &str, expect: &[String]) -> Verdict {
     let reply = reply.to_lowercase();
     if expect.iter().any(|e| reply.contains(&e.to_lowercase())) {
         Verdict::Right

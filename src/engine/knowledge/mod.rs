@@ -199,12 +199,26 @@ impl Engine {
     pub fn knowledge_texts(&self, character_id: &str) -> Result<Vec<String>> {
         let c = self.character_record(character_id)?;
         let mut out = vec![c.name, c.description, c.personality, c.welcome_message];
+        out.extend(
+            self.knowledge_sources_text(character_id)?
+                .into_iter()
+                .flatten(),
+        );
+        Ok(out)
+    }
+
+    /// The passages of each of a character's knowledge sources, in order.
+    pub fn knowledge_sources_text(&self, character_id: &str) -> Result<Vec<Vec<String>>> {
         let tx = self.store.read()?;
+        self.character_exists(&tx, character_id)?;
         let chunks = tx.open_table(CHUNKS)?;
+        let mut out = Vec::new();
         for s in store::scan::<Source>(&tx.open_table(SOURCES)?, character_id)? {
+            let mut passages = Vec::new();
             for item in chunks.range((s.id.as_str(), 0)..=(s.id.as_str(), u32::MAX))? {
-                out.push(item?.1.value().to_string());
+                passages.push(item?.1.value().to_string());
             }
+            out.push(passages);
         }
         Ok(out)
     }

@@ -12,16 +12,32 @@ use super::{
     openai, realtime, remote, wyoming,
 };
 use crate::engine::Engine;
-use crate::engine::knowledge::SearchResult;
 use crate::engine::settings::Service;
 
 /// What a reply is generated from.
 pub struct Prompt<'a> {
+    pub character_id: &'a str,
     pub question: &'a str,
-    /// Knowledge retrieved for the question.
-    pub passages: &'a [SearchResult],
-    /// What the offline engine says when the passages answer nothing.
+    /// How sure the recogniser was of the question's words (none when it was typed).
+    pub sure: &'a [(String, f64)],
+    /// What the offline engine says when its knowledge answers nothing.
     pub fallback: String,
+}
+
+/// What the recogniser heard.
+pub struct Heard {
+    pub text: String,
+    /// How sure it was of each word (0 to 1), when it says so.
+    pub sure: Vec<(String, f64)>,
+}
+
+impl Heard {
+    fn text(text: String) -> Heard {
+        Heard {
+            text,
+            sure: Vec::new(),
+        }
+    }
 }
 
 /// Where synthesised speech goes as it is made.
@@ -43,17 +59,21 @@ impl Engine {
         character_id: &str,
         pcm: &[i16],
         timeout: Duration,
-    ) -> Result<String, ProviderError> {
+    ) -> Result<Heard, ProviderError> {
         match provider {
             Provider::Openai => {
                 let s = self.settings();
                 let ep = s.endpoint(Service::Asr)?;
-                openai::transcribe(&self.http, &ep, pcm, &s.asr.language, timeout).await
+                openai::transcribe(&self.http, &ep, pcm, &s.asr.language, timeout)
+                    .await
+                    .map(Heard::text)
             }
             Provider::Wyoming => {
                 let s = self.settings();
                 let ep = s.endpoint(Service::Asr)?;
-                wyoming::transcribe(ep.address, ep.model, &s.asr.language, pcm, timeout).await
+                wyoming::transcribe(ep.address, ep.model, &s.asr.language, pcm, timeout)
+                    .await
+                    .map(Heard::text)
             }
             Provider::Local | Provider::OpenaiRealtime | Provider::Remote => {
                 // Building the model reads the whole pronouncing dictionary (3.5 MB) and writes
@@ -67,7 +87,12 @@ impl Engine {
                     .map_err(|e| {
                         ProviderError::Failed(format!("the recogniser's model was not built: {e}"))
                     })??;
-                local::transcribe(pcm, &model, &self.scratch_dir(), timeout).await
+                let sure = local::transcribe(pcm, &model, &self.scratch_dir(), timeout).await?;
+                let words: Vec<&str> = sure.iter().map(|(w, _)| w.as_str()).collect();
+                Ok(Heard {
+                    text: words.join(" "),
+                    sure,
+                })
             }
         }
     }
@@ -91,7 +116,7 @@ impl Engine {
                 Ok(true)
             }
             Provider::Local | Provider::OpenaiRealtime | Provider::Remote | Provider::Wyoming => {
-                let answer = local::answer(prompt.question, prompt.passages);
+                let answer = self.offline_answer(prompt.character_id, prompt.question, prompt.sure);
                 let answered = answer.is_some();
                 let text = answer.unwrap_or(prompt.fallback);
                 for word in text.split_inclusive(' ') {

@@ -68,8 +68,9 @@ const GENERAL: &[&str] = &[
 pub fn corpus(texts: &[String]) -> Vec<Vec<String>> {
     let mut sentences: Vec<Vec<String>> = Vec::new();
     let mut topics = BTreeSet::new();
-    for text in texts {
-        for sentence in split_sentences(&for_speech(text)) {
+    // Line by line: a heading or an FAQ marker must not run into the sentence after it.
+    for line in texts.iter().flat_map(|t| t.lines()) {
+        for sentence in split_sentences(&for_speech(line)) {
             let mut words = words_of(&sentence);
             // FAQ lines: "Q: Can I ...?" / "A: ..."
             if matches!(words.first().map(String::as_str), Some("q" | "a")) {

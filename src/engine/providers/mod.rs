@@ -6,6 +6,7 @@
 //! this module also answers which providers are present and reachable (components, health,
 //! settings test, voice test).
 
+pub mod answer;
 mod dispatch;
 pub mod lm;
 pub mod local;
@@ -15,7 +16,7 @@ pub mod realtime;
 pub mod remote;
 pub mod wyoming;
 
-pub use dispatch::{Prompt, Speech};
+pub use dispatch::{Heard, Prompt, Speech};
 pub use provider::{Choice, Foreign, Provider, Stage};
 
 use std::collections::HashMap;
@@ -247,6 +248,19 @@ impl Engine {
         let model = Arc::new(local::model(&self.config.data_dir.join("asr"), &texts)?);
         models.insert(character_id.to_string(), (epoch, model.clone()));
         Ok(model)
+    }
+
+    /// The offline engine's answer to `question` from the character's knowledge, or `None`
+    /// when nothing there answers it clearly. `sure`: how sure the recogniser was of each word
+    /// (empty for typed text).
+    pub fn offline_answer(
+        &self,
+        character_id: &str,
+        question: &str,
+        sure: &[(String, f64)],
+    ) -> Option<String> {
+        let sources = self.knowledge_sources_text(character_id).ok()?;
+        answer::Topics::new(&sources).answer(question, sure)
     }
 
     /// The providers of each stage, with availability measured now.

@@ -71,8 +71,16 @@ impl Engine {
             )
         };
         let generate = async move {
-            self.answer_question(character, llm, question, chat, self.stream_bounds(), &relay)
-                .await
+            self.answer_question(
+                character,
+                llm,
+                question,
+                &[],
+                chat,
+                self.stream_bounds(),
+                &relay,
+            )
+            .await
         };
         let (generated, answer) = tokio::join!(generate, collect);
         let (passages, matched) = generated.map_err(provider_error)?;

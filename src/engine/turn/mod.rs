@@ -257,6 +257,8 @@ impl Turn {
         }
         // A typed question is stored while the reply is already being generated.
         let mut unstored = false;
+        // How sure the recogniser was of each word; nothing for typed text.
+        let mut sure = Vec::new();
         let question = match input {
             TurnInput::Greeting => {
                 let text = greeting(&self.plan.character, &self.live.overrides());
@@ -278,10 +280,11 @@ impl Turn {
                     .recognise(plan.asr, &plan.character.id, &pcm, plan.timeout)
                     .await;
                 match heard {
-                    Ok(text) if !text.trim().is_empty() => {
-                        self.live.user_said(self.seq, &text);
-                        self.store("user", text.clone()).await;
-                        text
+                    Ok(heard) if !heard.text.trim().is_empty() => {
+                        self.live.user_said(self.seq, &heard.text);
+                        self.store("user", heard.text.clone()).await;
+                        sure = heard.sure;
+                        heard.text
                     }
                     Ok(_) => {
                         self.reply_fixed(NOT_HEARD).await;
@@ -300,7 +303,7 @@ impl Turn {
                 self.store("user", question.clone()).await;
             }
         };
-        let (_, replied) = tokio::join!(store_question, self.reply(&question));
+        let (_, replied) = tokio::join!(store_question, self.reply(&question, &sure));
         match replied {
             Ok((text, matched)) => {
                 // Stored whole, before the final (so a client that sees the final finds it in

@@ -28,6 +28,7 @@ impl Engine {
         character: &Character,
         llm: Provider,
         question: &str,
+        sure: &[(String, f64)],
         chat: impl FnOnce(&[SearchResult]) -> ChatRequest,
         bounds: StreamBounds,
         out: &mpsc::Sender<String>,
@@ -36,24 +37,28 @@ impl Engine {
             .search_knowledge(&character.id, question, Some(PASSAGES))
             .unwrap_or_default();
         let prompt = Prompt {
+            character_id: &character.id,
             question,
-            passages: &passages,
+            sure,
             fallback: fallback(character),
         };
         let answered = self
             .generate(llm, prompt, || chat(&passages), bounds, out)
             .await?;
-        let matched = answered && !passages.is_empty();
+        // A language model needs a passage; the offline engine finds its own topic.
+        let matched = answered && (llm != Provider::Openai || !passages.is_empty());
         Ok((passages, matched))
     }
 }
 
 impl Turn {
-    /// Generates the reply to `question`, streaming text and speech as it comes; returns the
-    /// whole text and whether the knowledge answered the question.
+    /// Generates the reply to `question` (`sure`: how sure the recogniser was of its words),
+    /// streaming text and speech as it comes; returns the whole text and whether the knowledge
+    /// answered the question.
     pub(super) async fn reply(
         &self,
         question: &str,
+        sure: &[(String, f64)],
     ) -> Result<(String, bool), (ErrorCode, ProviderError)> {
         let plan = &self.plan;
         let (tx, mut rx) = mpsc::channel::<String>(64);
@@ -61,7 +66,15 @@ impl Turn {
         let generate = async move {
             let chat = |passages: &[SearchResult]| self.chat_request(question, passages);
             self.engine
-                .answer_question(&plan.character, plan.llm, question, chat, plan.stream, &tx)
+                .answer_question(
+                    &plan.character,
+                    plan.llm,
+                    question,
+                    sure,
+                    chat,
+                    plan.stream,
+                    &tx,
+                )
                 .await
         };
         let speak = self.speak_stream(&mut rx);
