@@ -26,7 +26,11 @@ fi
 command -v cargo-afl >/dev/null || { echo "run.sh: cargo-afl is missing (./x fuzz installs it)" >&2; exit 1; }
 # Optimisation 1: a build of everything instrumented in a few minutes; the parsers still run
 # at tens of thousands of inputs per second.
-AFL_OPT_LEVEL=${AFL_OPT_LEVEL:-1} cargo afl build --release --locked --quiet --target "$TRIPLE"
+# The instrumented build is kept outside the clone (like cargo's own registry cache), so that
+# CI on the same machine builds only what changed; a fresh machine builds it all once.
+BUILD=${DOCENT_FUZZ_BUILD_DIR:-$HOME/.cache/docent-fuzz/target}
+AFL_OPT_LEVEL=${AFL_OPT_LEVEL:-1} CARGO_TARGET_DIR=$BUILD \
+  cargo afl build --release --locked --quiet --target "$TRIPLE"
 
 failed=()
 for t in "${chosen[@]}"; do
@@ -39,7 +43,7 @@ for t in "${chosen[@]}"; do
   # SECONDS. The time limit per input is generous: the http target opens a kiosk per 1000.
   AFL_NO_UI=1 AFL_NO_AFFINITY=1 AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 \
     AFL_QUIET=1 cargo afl fuzz -V "$seconds" -t 5000 -i "corpus/$t" -o "$out" "${dict[@]}" \
-    -- "target/$TRIPLE/release/$t" >"$out/log" 2>&1 || {
+    -- "$BUILD/$TRIPLE/release/$t" >"$out/log" 2>&1 || {
       echo "run.sh: afl-fuzz failed on $t:" >&2; tail -20 "$out/log" >&2; failed+=("$t"); continue; }
   stats=$out/default/fuzzer_stats
   get() { sed -n "s/^$1 *: //p" "$stats"; }
@@ -48,7 +52,7 @@ for t in "${chosen[@]}"; do
     "$t" "$(get run_time)" "$(get execs_done)" "$(get execs_per_sec)" "$(get edges_found)" \
     "$(get corpus_count)" "$(get saved_crashes)" "$(get saved_hangs)"
   if [ "$crashes" -gt 0 ]; then
-    echo "run.sh: $t failed on these inputs (replay: target/$TRIPLE/release/$t < FILE):" >&2
+    echo "run.sh: $t failed on these inputs (replay: $BUILD/$TRIPLE/release/$t < FILE):" >&2
     find "$out/default/crashes" "$out/default/hangs" -type f ! -name README.txt >&2
     failed+=("$t")
   fi

@@ -74,8 +74,7 @@ impl Engine {
             self.answer_question(
                 character,
                 llm,
-                question,
-                &[],
+                (question, &[]),
                 chat,
                 self.stream_bounds(),
                 &relay,

@@ -19,7 +19,8 @@ use crate::store::records::Character;
 const PASSAGES: usize = 3;
 
 impl Engine {
-    /// Retrieves the passages for `question` and generates the reply, its text sent to `out`
+    /// Retrieves the passages for `question` (with how sure the recogniser was of each of its
+    /// words; none when typed) and generates the reply, its text sent to `out`
     /// as it comes; `chat` builds a language model's conversation from the passages. Returns
     /// the passages and whether the knowledge answered the question: a language model needs a
     /// passage, the offline engine a passage it can answer from.
@@ -27,8 +28,7 @@ impl Engine {
         &self,
         character: &Character,
         llm: Provider,
-        question: &str,
-        sure: &[(String, f64)],
+        (question, sure): (&str, &[(String, f64)]),
         chat: impl FnOnce(&[SearchResult]) -> ChatRequest,
         bounds: StreamBounds,
         out: &mpsc::Sender<String>,
@@ -69,8 +69,7 @@ impl Turn {
                 .answer_question(
                     &plan.character,
                     plan.llm,
-                    question,
-                    sure,
+                    (question, sure),
                     chat,
                     plan.stream,
                     &tx,
