@@ -19,6 +19,21 @@ use crate::store::{self};
 
 /// Longest user message accepted, in characters.
 pub const MESSAGE_MAX_CHARS: usize = 8_000;
+
+/// What a visitor (or an admin's question) says, trimmed: not blank, at most
+/// `MESSAGE_MAX_CHARS`; `field` names it in the error.
+pub(crate) fn message_text<'a>(field: &str, text: &'a str) -> Result<&'a str> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(bad(format!("{field} must not be blank")));
+    }
+    if text.chars().count() > MESSAGE_MAX_CHARS {
+        return Err(bad(format!(
+            "{field} is longer than {MESSAGE_MAX_CHARS} characters"
+        )));
+    }
+    Ok(text)
+}
 const HISTORY_MAX_PAGE: usize = 200;
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
@@ -298,15 +313,7 @@ impl Engine {
         caller: &Owner,
     ) -> Result<u64> {
         self.session_for(session_id, caller, Use::Steer)?;
-        let text = text.trim();
-        if text.is_empty() {
-            return Err(bad("text must not be blank"));
-        }
-        if text.chars().count() > MESSAGE_MAX_CHARS {
-            return Err(bad(format!(
-                "text is longer than {MESSAGE_MAX_CHARS} characters"
-            )));
-        }
+        let text = message_text("text", text)?;
         self.spend_message(caller)?;
         let live = self.live(session_id)?;
         let (seq, cancel) = live.next_turn();

@@ -8,11 +8,11 @@ use tokio::sync::mpsc;
 use super::instructions;
 use super::standard::chat_request;
 use crate::engine::Engine;
-use crate::engine::error::{Result, bad};
+use crate::engine::error::Result;
 use crate::engine::knowledge::SearchResult;
 use crate::engine::live::Overrides;
 use crate::engine::providers::{Choice, Provider, Stage, provider_error};
-use crate::engine::sessions::MESSAGE_MAX_CHARS;
+use crate::engine::sessions::message_text;
 
 /// What the kiosk would answer to a question.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -32,15 +32,7 @@ pub struct Asked {
 impl Engine {
     /// Answers `question` as the character's next turn would, storing nothing.
     pub async fn ask_knowledge(&self, character_id: &str, question: &str) -> Result<Asked> {
-        let question = question.trim();
-        if question.is_empty() {
-            return Err(bad("question must not be blank"));
-        }
-        if question.chars().count() > MESSAGE_MAX_CHARS {
-            return Err(bad(format!(
-                "question is longer than {MESSAGE_MAX_CHARS} characters"
-            )));
-        }
+        let question = message_text("question", question)?;
         let character = &self.character_record(character_id)?;
         // A brain this kiosk does not have answers as the offline engine would.
         let llm = match self.provider_for(Stage::Llm, &[&character.components.llm])? {
