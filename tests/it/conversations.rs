@@ -101,6 +101,37 @@ fn parse_csv(text: &str) -> Vec<Vec<String>> {
     rows
 }
 
+/// The offline engine keeps what it derives from the knowledge between turns; a change of
+/// knowledge must still reach the very next answer.
+#[tokio::test]
+async fn the_offline_answer_follows_each_change_of_knowledge() {
+    let s = Server::start().await;
+    let cid = s.default_character().await;
+    let ask = format!("/api/v1/characters/{cid}/knowledge/ask");
+    let question = json!({ "question": "When does the museum open?" });
+    let before = s.post_json(&ask, question.clone(), 200).await;
+    assert_eq!(before["matched"], false, "{before}");
+    hours_ready(&s, &cid).await;
+    let taught = s.post_json(&ask, question.clone(), 200).await;
+    assert_eq!(taught["matched"], true, "{taught}");
+    assert!(
+        taught["answer"].as_str().unwrap().contains("nine o'clock"),
+        "{taught}"
+    );
+    let k = s
+        .get_json(&format!("/api/v1/characters/{cid}/knowledge"), 200)
+        .await;
+    let source = k["sources"][0]["id"].as_str().unwrap();
+    let res = s
+        .delete(&format!("/api/v1/characters/{cid}/knowledge/{source}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 204);
+    let forgotten = s.post_json(&ask, question, 200).await;
+    assert_eq!(forgotten["matched"], false, "{forgotten}");
+}
+
 #[tokio::test]
 async fn the_ask_box_shows_passages_and_the_answer_and_stores_nothing() {
     let s = Server::start().await;

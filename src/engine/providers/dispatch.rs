@@ -101,7 +101,7 @@ impl Engine {
     /// language model is sent (only when one is asked). Returns false when the offline engine
     /// found nothing in the passages to answer with (it said its fallback).
     pub(in crate::engine) async fn generate(
-        &self,
+        self: &Arc<Self>,
         provider: Provider,
         prompt: Prompt<'_>,
         chat: impl FnOnce() -> ChatRequest,
@@ -116,7 +116,14 @@ impl Engine {
                 Ok(true)
             }
             Provider::Local | Provider::OpenaiRealtime | Provider::Remote | Provider::Wyoming => {
-                let answer = self.offline_answer(prompt.character_id, prompt.question, prompt.sure);
+                let (engine, id) = (self.clone(), prompt.character_id.to_string());
+                let (question, sure) = (prompt.question.to_string(), prompt.sure.to_vec());
+                let answer = tokio::task::spawn_blocking(move || {
+                    engine.offline_answer(&id, &question, &sure)
+                })
+                .await
+                .ok()
+                .flatten();
                 let answered = answer.is_some();
                 let text = answer.unwrap_or(prompt.fallback);
                 for word in text.split_inclusive(' ') {

@@ -117,9 +117,37 @@ impl std::fmt::Display for ProviderError {
     }
 }
 
-/// Recogniser models per character, with the knowledge epoch they were built at.
-#[derive(Default)]
-pub struct ModelCache(Mutex<HashMap<String, (u64, Arc<local::Model>)>>);
+/// What the offline engine derives from a character's knowledge (the recogniser's model, the
+/// answer's topics), per character, with the knowledge epoch it was built at: built once per
+/// change of knowledge, not per turn.
+pub struct EpochCache<T>(Mutex<HashMap<String, (u64, Arc<T>)>>);
+
+impl<T> Default for EpochCache<T> {
+    fn default() -> Self {
+        EpochCache(Mutex::default())
+    }
+}
+
+impl<T> EpochCache<T> {
+    /// The value for `character_id` built at `epoch`, built now if there is none. One build
+    /// at a time: a caller asking during a build waits for it instead of starting another.
+    fn get_or_build<E>(
+        &self,
+        character_id: &str,
+        epoch: u64,
+        build: impl FnOnce() -> Result<T, E>,
+    ) -> Result<Arc<T>, E> {
+        let mut built = self.0.lock().expect("epoch cache lock");
+        if let Some((at, value)) = built.get(character_id)
+            && *at == epoch
+        {
+            return Ok(value.clone());
+        }
+        let value = Arc::new(build()?);
+        built.insert(character_id.to_string(), (epoch, value.clone()));
+        Ok(value)
+    }
+}
 
 /// The last answer to "do the configured providers answer?", for the settings it was measured
 /// with. One check runs at a time; the others wait for its answer instead of probing again.
@@ -235,32 +263,36 @@ impl Engine {
     /// built (see `Engine::listen`) waits for that build instead of starting another.
     pub fn recogniser_model(&self, character_id: &str) -> Result<Arc<local::Model>, ProviderError> {
         let epoch = self.knowledge_epoch();
-        let mut models = self.recogniser_models.0.lock().expect("model lock");
-        if let Some((at, m)) = models.get(character_id)
-            && *at == epoch
-        {
-            return Ok(m.clone());
-        }
-        let fail = |e: Error| ProviderError::Failed(format!("cannot read the knowledge: {e}"));
-        let mut texts = self.knowledge_texts(character_id).map_err(fail)?;
-        let site = self.site_document().map_err(fail)?;
-        texts.push(String::from_utf8_lossy(&site).into_owned());
-        let model = Arc::new(local::model(&self.config.data_dir.join("asr"), &texts)?);
-        models.insert(character_id.to_string(), (epoch, model.clone()));
-        Ok(model)
+        self.recogniser_models
+            .get_or_build(character_id, epoch, || {
+                let fail =
+                    |e: Error| ProviderError::Failed(format!("cannot read the knowledge: {e}"));
+                let mut texts = self.knowledge_texts(character_id).map_err(fail)?;
+                let site = self.site_document().map_err(fail)?;
+                texts.push(String::from_utf8_lossy(&site).into_owned());
+                local::model(&self.config.data_dir.join("asr"), &texts)
+            })
     }
 
     /// The offline engine's answer to `question` from the character's knowledge, or `None`
     /// when nothing there answers it clearly. `sure`: how sure the recogniser was of each word
-    /// (empty for typed text).
+    /// (empty for typed text). Reads the store on a change of knowledge: call it on the
+    /// blocking pool.
     pub fn offline_answer(
         &self,
         character_id: &str,
         question: &str,
         sure: &[(String, f64)],
     ) -> Option<String> {
-        let sources = self.knowledge_sources_text(character_id).ok()?;
-        answer::Topics::new(&sources).answer(question, sure)
+        let epoch = self.knowledge_epoch();
+        let topics = self
+            .answer_topics
+            .get_or_build(character_id, epoch, || {
+                self.knowledge_sources_text(character_id)
+                    .map(|sources| answer::Topics::new(&sources))
+            })
+            .ok()?;
+        topics.answer(question, sure)
     }
 
     /// The providers of each stage, with availability measured now.

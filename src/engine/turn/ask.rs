@@ -2,6 +2,8 @@
 //! retrieval, the same provider, the same persona), without a session, a history or speech,
 //! and without storing anything, so an administrator can check the knowledge.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use tokio::sync::mpsc;
 
@@ -31,7 +33,11 @@ pub struct Asked {
 
 impl Engine {
     /// Answers `question` as the character's next turn would, storing nothing.
-    pub async fn ask_knowledge(&self, character_id: &str, question: &str) -> Result<Asked> {
+    pub async fn ask_knowledge(
+        self: &Arc<Self>,
+        character_id: &str,
+        question: &str,
+    ) -> Result<Asked> {
         let question = message_text("question", question)?;
         let character = &self.character_record(character_id)?;
         // A brain this kiosk does not have answers as the offline engine would.

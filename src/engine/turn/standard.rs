@@ -1,6 +1,8 @@
 //! A standard reply: knowledge retrieval, the reply streamed from the language model, and each
 //! sentence synthesised while the rest still streams, so that speech starts early.
 
+use std::sync::Arc;
+
 use tokio::sync::mpsc;
 
 use super::Turn;
@@ -25,7 +27,7 @@ impl Engine {
     /// the passages and whether the knowledge answered the question: a language model needs a
     /// passage, the offline engine a passage it can answer from.
     pub(super) async fn answer_question(
-        &self,
+        self: &Arc<Self>,
         character: &Character,
         llm: Provider,
         (question, sure): (&str, &[(String, f64)]),
@@ -33,9 +35,14 @@ impl Engine {
         bounds: StreamBounds,
         out: &mpsc::Sender<String>,
     ) -> Result<(Vec<SearchResult>, bool), ProviderError> {
-        let passages = self
-            .search_knowledge(&character.id, question, Some(PASSAGES))
-            .unwrap_or_default();
+        let passages = {
+            let (engine, id, q) = (self.clone(), character.id.clone(), question.to_string());
+            tokio::task::spawn_blocking(move || engine.search_knowledge(&id, &q, Some(PASSAGES)))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_default()
+        };
         let prompt = Prompt {
             character_id: &character.id,
             question,
