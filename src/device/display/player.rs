@@ -690,24 +690,25 @@ fn console_blocks((w, h): (u32, u32), url: &str, url_colour: u32, fingerprint: &
 
 fn draw_setup(px: &mut [u32], (w, h): (u32, u32), url: &str, fingerprint: &str) {
     let mut c = Canvas { px, w, h };
-    c.fill(SETUP_BG);
-    let width = w * 9 / 10;
-    let body = (h / 240).max(1);
-    let title = (body * 2).min(text::fit_scale("Kiosk setup", width, body * 3));
-    let mut blocks = vec![
-        Block::new(vec!["Kiosk setup".into()], title, ACCENT, 3).gap(GLYPH * title / 2),
-        Block::para(
-            "No administrator password is set. Open this address from a device on the same \
-             network to set up the kiosk:",
-            width,
-            body,
-            CARD_TEXT,
-            4,
-        )
-        .gap(GLYPH * body),
-    ];
+    let mut blocks = setup_heading(
+        &mut c,
+        "No administrator password is set. Open this address from a device on the same \
+         network to set up the kiosk:",
+    );
     blocks.extend(console_blocks((w, h), url, 0xFFFFFF, fingerprint));
     draw_blocks(&mut c, blocks);
+}
+
+/// The start of both setup screens, on their background: the title, then `explanation`.
+fn setup_heading(c: &mut Canvas, explanation: &str) -> Vec<Block> {
+    c.fill(SETUP_BG);
+    let width = c.w * 9 / 10;
+    let body = (c.h / 240).max(1);
+    let title = (body * 2).min(text::fit_scale("Kiosk setup", width, body * 3));
+    vec![
+        Block::new(vec!["Kiosk setup".into()], title, ACCENT, 3).gap(GLYPH * title / 2),
+        Block::para(explanation, width, body, CARD_TEXT, 4).gap(GLYPH * body),
+    ]
 }
 
 /// The first-boot screen: where to go, the certificate's fingerprint, and either how to show
@@ -723,22 +724,13 @@ fn draw_first_boot(
     password: Option<&str>,
 ) {
     let mut c = Canvas { px, w, h };
-    c.fill(SETUP_BG);
+    let mut blocks = setup_heading(
+        &mut c,
+        "Open this address from a device on the same network; the browser's certificate \
+         warning must show this fingerprint.",
+    );
     let width = w * 9 / 10;
     let body = (h / 240).max(1);
-    let title = (body * 2).min(text::fit_scale("Kiosk setup", width, body * 3));
-    let mut blocks = vec![
-        Block::new(vec!["Kiosk setup".into()], title, ACCENT, 3).gap(GLYPH * title / 2),
-        Block::para(
-            "Open this address from a device on the same network; the browser's certificate \
-             warning must show this fingerprint.",
-            width,
-            body,
-            CARD_TEXT,
-            4,
-        )
-        .gap(GLYPH * body),
-    ];
     blocks.extend(console_blocks((w, h), url, ACCENT, fingerprint));
     let Some(password) = password else {
         blocks.push(Block::para(
