@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::sync::Mutex;
 
+use tracing_subscriber::Layer;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -16,10 +17,17 @@ pub const LINES: usize = 1000;
 /// Longest line kept, in bytes (a longer one is cut at a character boundary).
 pub const LINE_BYTES: usize = 2000;
 
+/// The access log's target (one line per answered request, see `docs/system.md`):
+/// `DOCENT_LOG=info,docent::access=debug` turns it on.
+pub const ACCESS: &str = "docent::access";
+
 static RING: Mutex<VecDeque<String>> = Mutex::new(VecDeque::new());
 
 /// Installs the process's logger: stderr (coloured at a terminal) and the ring, filtered by
-/// `DOCENT_LOG` (default `info`). A second call does nothing (tests start many servers).
+/// `DOCENT_LOG` (default `info`). The access log (`docent::access`, off by default) goes to
+/// stderr only: in the ring its lines would push out the ones an administrator looks for, and
+/// the System page's own polling would add more. A second call does nothing (tests start many
+/// servers).
 pub fn init() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("DOCENT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -29,7 +37,10 @@ pub fn init() {
         .with_ansi(io::IsTerminal::is_terminal(&io::stderr()));
     let ring = tracing_subscriber::fmt::layer()
         .with_writer(Ring)
-        .with_ansi(false);
+        .with_ansi(false)
+        .with_filter(tracing_subscriber::filter::filter_fn(|meta| {
+            meta.target() != ACCESS
+        }));
     let _ = tracing_subscriber::registry()
         .with(filter)
         .with(stderr)

@@ -30,7 +30,7 @@ mod ws;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::header::{AUTHORIZATION, COOKIE, HOST, ORIGIN, REFERER, VARY};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
@@ -108,7 +108,31 @@ pub fn router(state: AppState) -> Router {
             )
         })
         .layer(middleware::from_fn_with_state(state.clone(), cors))
+        .layer(middleware::from_fn(access))
         .with_state(state)
+}
+
+/// One debug line per answered request on [`crate::logs::ACCESS`]: method, the matched route's
+/// template (never the URI: ids and query strings can carry secrets or a visitor's words), the
+/// status and the time to the response's head. `Router::layer` runs it after routing, so the
+/// template is known; a request that matched no route is logged as `-`. When the target is
+/// off, the cost is one check of a cached flag.
+async fn access(req: Request, next: Next) -> Response {
+    if !tracing::enabled!(target: crate::logs::ACCESS, tracing::Level::DEBUG) {
+        return next.run(req).await;
+    }
+    let method = req.method().clone();
+    let route = req.extensions().get::<MatchedPath>().cloned();
+    let started = std::time::Instant::now();
+    let res = next.run(req).await;
+    tracing::debug!(
+        target: crate::logs::ACCESS,
+        "{method} {} {} {} ms",
+        route.as_ref().map_or("-", |r| r.as_str()),
+        res.status().as_u16(),
+        started.elapsed().as_millis()
+    );
+    res
 }
 
 /// The CORS headers on every response; OPTIONS is answered before routing. A request that

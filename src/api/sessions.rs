@@ -74,7 +74,7 @@ struct Limit {
     limit: Option<usize>,
 }
 
-#[utoipa::path(get, path = "/api/v1/sessions/{id}/tasks", tag = "sessions", params(("id" = String, Path, description = "Session id"), ("limit" = Option<usize>, Query, description = "At most this many")), security(("admin_session" = []), ("bearer" = []), ()), responses((status = 200, description = "The session's tasks", body = Object), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not a conversation client", body = crate::api::openapi::ErrorBody), (status = 403, description = "Not the session's owner", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/sessions/{id}/tasks", tag = "sessions", params(("id" = String, Path, description = "Session id"), ("limit" = Option<usize>, Query, description = "At most this many")), security(("admin_session" = []), ("bearer" = []), ()), responses((status = 200, description = "The session's tasks", body = Object), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not a conversation client", body = crate::api::openapi::ErrorBody), (status = 403, description = "Not the session's owner", body = crate::api::openapi::ErrorBody)))]
 async fn tasks(
     State(s): State<AppState>,
     Caller(caller): Caller,

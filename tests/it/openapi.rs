@@ -11,6 +11,8 @@ use serde_json::Value;
 
 use crate::support::{Process, Running};
 
+mod statuses;
+
 /// Routes of `src/api` that are no part of the JSON API, each with the reason.
 const NOT_DOCUMENTED: &[(&str, &str)] = &[
     ("/", "redirect to the console"),
@@ -30,6 +32,9 @@ const NOT_DOCUMENTED: &[(&str, &str)] = &[
         "test hook, routed only with test_hooks = true",
     ),
 ];
+
+/// `DOCENT_LOG` for a `docent` whose answers are counted: its access log on.
+pub const ACCESS_LOG: &str = "info,docent::access=debug";
 
 const METHODS: [&str; 4] = ["get", "put", "post", "delete"];
 
@@ -251,6 +256,7 @@ async fn schemathesis_finds_no_server_error_and_no_undocumented_answer() {
     // that the generated sessions do not fill it: every 5xx left is a failure.
     let server = Process::new()
         .env("ADMIN_PASSWORD", "openapi-test-password")
+        .env("DOCENT_LOG", ACCESS_LOG)
         .config("max_sessions = 100000\n")
         .start()
         .await;
@@ -268,7 +274,8 @@ async fn schemathesis_finds_no_server_error_and_no_undocumented_answer() {
     let reports = tempfile::tempdir().unwrap();
     let data = seed(&base, &cookie).await;
     std::fs::write(reports.path().join("schemathesis.toml"), data.config()).unwrap();
-    let har = reports.path().join("run.har");
+    // The access log from here on is schemathesis' own.
+    let before = server.stderr().len();
     let mut command = tokio::process::Command::new(&st);
     command
         .arg("run")
@@ -283,8 +290,6 @@ async fn schemathesis_finds_no_server_error_and_no_undocumented_answer() {
         .arg(format!("--header=Cookie: {cookie}"))
         // A cookie-authenticated write must come from the kiosk's own origin.
         .arg(format!("--header=Origin: {base}"))
-        .arg("--report=har")
-        .arg(format!("--report-har-path={}", har.display()))
         .args(NOT_FUZZED.iter().map(|(arg, _)| *arg))
         .current_dir(reports.path())
         .kill_on_drop(true);
@@ -307,12 +312,85 @@ async fn schemathesis_finds_no_server_error_and_no_undocumented_answer() {
         "schemathesis ran no case:\n{out}"
     );
     let doc = document(&base).await;
-    let observed = observed_statuses(&doc, &har);
-    check_statuses(&doc, &observed);
+    let log = server.stderr();
+    let by_schemathesis = answered(&log[before..]);
+    check_seeded_success(&by_schemathesis);
     assert!(
         server.errors().is_empty(),
         "docent logged errors:\n{}",
         server.stderr()
+    );
+    drop(server);
+
+    // What generated data cannot reach, provoked on a fresh `docent` of its own.
+    let (probed, wrong) = statuses::provoke_all(&doc).await;
+    assert!(
+        wrong.is_empty(),
+        "probes answered otherwise:\n  {}",
+        wrong.join("\n  ")
+    );
+    let wanted = documented(&doc);
+    let all: BTreeSet<Pair> = by_schemathesis.union(&probed).cloned().collect();
+    let ops = operations(&doc).values().map(BTreeSet::len).sum::<usize>();
+    println!(
+        "{ops} operations, {} documented (operation, status) pairs; observed by schemathesis \
+         alone: {}, in all (with the probes): {}",
+        wanted.len(),
+        wanted.intersection(&by_schemathesis).count(),
+        wanted.intersection(&all).count()
+    );
+    let never: Vec<String> = wanted
+        .difference(&all)
+        .map(|(m, p, s)| format!("{} {p} {s}", m.to_uppercase()))
+        .filter(|pair| !NOT_YET_PRODUCED.contains(&pair.as_str()))
+        .collect();
+    let stale: Vec<&&str> = NOT_YET_PRODUCED
+        .iter()
+        .filter(|gap| {
+            let mut words = gap.split(' ');
+            let (m, p, s) = (
+                words.next().unwrap(),
+                words.next().unwrap(),
+                words.next().unwrap(),
+            );
+            !wanted.contains(&(m.to_lowercase(), p.to_string(), s.to_string()))
+                || all.contains(&(m.to_lowercase(), p.to_string(), s.to_string()))
+        })
+        .collect();
+    println!(
+        "{} documented pairs not yet produced (NOT_YET_PRODUCED)",
+        NOT_YET_PRODUCED.len()
+    );
+    assert!(
+        stale.is_empty(),
+        "NOT_YET_PRODUCED names pairs that are produced now or no longer documented: {stale:?}"
+    );
+    assert!(
+        never.is_empty(),
+        "documented statuses that no request produced ({}): provoke them in \
+         tests/it/openapi/statuses.rs, or take them out of the document if they cannot \
+         happen:\n  {}",
+        never.len(),
+        never.join("\n  ")
+    );
+}
+
+/// The probes alone, quickly: each gets the status it asks for.
+#[tokio::test]
+async fn every_probe_gets_the_status_it_provokes() {
+    let server = start().await;
+    let doc = document(&server.base()).await;
+    drop(server);
+    let (probed, wrong) = statuses::provoke_all(&doc).await;
+    assert!(
+        wrong.is_empty(),
+        "probes answered otherwise ({}):\n  {}",
+        wrong.len(),
+        wrong.join("\n  ")
+    );
+    println!(
+        "the probes produced {} documented (operation, status) pairs",
+        documented(&doc).intersection(&probed).count()
     );
 }
 
@@ -510,93 +588,63 @@ impl Seeded {
     }
 }
 
-/// The documented operation a concrete path is an instance of: the template whose segments
-/// all match, with the most literal segments.
-fn template_of<'a>(doc: &'a Value, path: &str) -> Option<&'a str> {
-    let segments: Vec<&str> = path.split('/').collect();
-    doc["paths"]
-        .as_object()?
-        .keys()
-        .filter_map(|t| {
-            let ts: Vec<&str> = t.split('/').collect();
-            if ts.len() != segments.len() {
-                return None;
-            }
-            let mut literal = 0;
-            for (a, b) in ts.iter().zip(&segments) {
-                if a.starts_with('{') {
-                    continue;
-                }
-                if a != b {
-                    return None;
-                }
-                literal += 1;
-            }
-            Some((literal, t.as_str()))
+/// One answered request of the access log: (method, route template, status), method in lower
+/// case as the document writes it.
+type Pair = (String, String, String);
+
+/// The requests `docent` answered, from its access log (`docent::access` at debug): each line
+/// ends `docent::access: METHOD TEMPLATE STATUS N ms`.
+fn answered(log: &str) -> BTreeSet<Pair> {
+    log.lines()
+        .filter_map(|line| {
+            let rest = &line[line.find("docent::access: ")? + "docent::access: ".len()..];
+            let mut words = rest.split(' ');
+            let (method, route, status) = (words.next()?, words.next()?, words.next()?);
+            Some((method.to_lowercase(), route.to_string(), status.to_string()))
         })
-        .max()
-        .map(|(_, t)| t)
+        .collect()
 }
 
-/// (method, path template) -> the statuses the run saw, from schemathesis' HAR report.
-fn observed_statuses(doc: &Value, har: &Path) -> BTreeMap<(String, String), BTreeSet<String>> {
-    let har: Value = serde_json::from_slice(&std::fs::read(har).expect("the HAR report")).unwrap();
-    let mut seen: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
-    for entry in har["log"]["entries"].as_array().expect("HAR entries") {
-        let url = reqwest::Url::parse(entry["request"]["url"].as_str().unwrap()).unwrap();
-        let method = entry["request"]["method"].as_str().unwrap().to_lowercase();
-        let Some(template) = template_of(doc, url.path()) else {
-            continue;
-        };
-        let status = entry["response"]["status"].as_u64().unwrap().to_string();
-        seen.entry((method, template.to_string()))
-            .or_default()
-            .insert(status);
-    }
-    seen
+#[test]
+fn the_access_log_reader_takes_method_template_and_status() {
+    let log = "2026-01-01T00:00:00Z  INFO docent: serving\n\
+               2026-01-01T00:00:01Z DEBUG docent::access: GET /api/v1/characters/{id} 404 0 ms\n\
+               2026-01-01T00:00:02Z DEBUG docent::access: POST - 404 3 ms";
+    let got: Vec<Pair> = answered(log).into_iter().collect();
+    let pair = |m: &str, r: &str, s: &str| (m.to_string(), r.to_string(), s.to_string());
+    assert_eq!(
+        got,
+        [
+            pair("get", "/api/v1/characters/{id}", "404"),
+            pair("post", "-", "404")
+        ]
+    );
 }
 
-/// The operations that read the seeded data reached their success answers (before the data
-/// was seeded they only ever got 404); the documented statuses no recorded request produced
-/// are listed, and so are the operations without any recorded success.
-fn check_statuses(doc: &Value, observed: &BTreeMap<(String, String), BTreeSet<String>>) {
-    let mut never = Vec::new();
-    let mut no_success = Vec::new();
+/// Every (operation, documented status) pair of the document.
+fn documented(doc: &Value) -> BTreeSet<Pair> {
+    let mut pairs = BTreeSet::new();
     for (path, item) in doc["paths"].as_object().unwrap() {
         for m in METHODS {
             let Some(op) = item.get(m) else { continue };
-            let seen = observed
-                .get(&(m.to_string(), path.clone()))
-                .cloned()
-                .unwrap_or_default();
-            if !seen.iter().any(|s| s.starts_with('2')) {
-                no_success.push(format!("{m} {path}: saw {seen:?}"));
-            }
             for status in op["responses"].as_object().unwrap().keys() {
-                if !seen.contains(status) {
-                    never.push(format!("{m} {path}: {status}"));
-                }
+                pairs.insert((m.to_string(), path.clone(), status.clone()));
             }
         }
     }
-    println!(
-        "{} method and path pairs recorded; {} documented statuses never observed:",
-        observed.len(),
-        never.len()
-    );
-    for n in &never {
-        println!("  never observed: {n}");
-    }
-    for n in &no_success {
-        println!("  no success recorded: {n}");
-    }
+    pairs
+}
+
+/// The operations that read the seeded data reached their success answers (before the data
+/// was seeded they only ever got 404).
+fn check_seeded_success(observed: &BTreeSet<Pair>) {
     let missed: Vec<&&str> = SEEDED_SUCCESS
         .iter()
         .filter(|op| {
             let (m, path) = op.split_once(' ').unwrap();
             !observed
-                .get(&(m.to_string(), path.to_string()))
-                .is_some_and(|seen| seen.iter().any(|s| s.starts_with('2')))
+                .iter()
+                .any(|(om, op, s)| om == m && op == path && s.starts_with('2'))
         })
         .collect();
     assert!(
@@ -604,6 +652,48 @@ fn check_statuses(doc: &Value, observed: &BTreeMap<(String, String), BTreeSet<St
         "operations on the seeded data that never answered with success: {missed:?}"
     );
 }
+
+/// Documented pairs that no test request produces yet, the one accepted gap: each needs a
+/// state the probes do not build yet (a provider that answers or fails, a full disk, a
+/// concurrent backup, 64 client keys, a login limit spent, a real button, HTTP/2 WebSocket,
+/// another client's session, a restart, a certificate) or an invalid image key. An entry that
+/// gets produced, or leaves the document, fails the test: take it out.
+const NOT_YET_PRODUCED: &[&str] = &[
+    "DELETE /api/img/{name} 400",
+    "GET /api/img/{name} 400",
+    "PUT /api/img/{name} 400",
+    "GET /api/img/{name} 304",
+    "DELETE /api/v1/characters/{id}/conversations/messages 507",
+    "GET /api/v1/kiosk/events 200",
+    "GET /api/v1/kiosk/events 503",
+    "GET /api/v1/sessions/{id}/tasks 403",
+    "GET /api/v1/system/backup 409",
+    "GET /api/v1/system/backup 507",
+    "GET /ws/chat/{id} 403",
+    "GET /ws/chat/{id} 426",
+    "GET /ws/chat/{id} 503",
+    "POST /api/auth 429",
+    "POST /api/v1/characters/test-voice 200",
+    "POST /api/v1/characters/test-voice 502",
+    "POST /api/v1/characters/test-voice 503",
+    "POST /api/v1/characters/test-voice 504",
+    "POST /api/v1/characters/{id}/knowledge/ask 200",
+    "POST /api/v1/characters/{id}/knowledge/ask 502",
+    "POST /api/v1/characters/{id}/knowledge/ask 503",
+    "POST /api/v1/characters/{id}/knowledge/ask 504",
+    "POST /api/v1/client-keys 409",
+    "POST /api/v1/internal/device/ptt 409",
+    "POST /api/v1/settings/test 503",
+    "POST /api/v1/system/restart 200",
+    "POST /api/v1/system/restore 200",
+    "POST /api/v1/system/restore 409",
+    "POST /api/v1/system/restore 507",
+    "PUT /api/auth/password 200",
+    "PUT /api/auth/password 429",
+    "PUT /api/v1/config/launch 200",
+    "PUT /api/v1/tls/certificate 200",
+    "PUT /api/v1/tls/certificate 409",
+];
 
 /// Operations that reach a success answer only with the seeded ids.
 const SEEDED_SUCCESS: &[&str] = &[

@@ -1,0 +1,670 @@
+//! The statuses generated data cannot reach, provoked on purpose against a real `docent` of
+//! their own: the generic ones for every operation that documents them, derived from the
+//! document (no credentials -> 401, a cookie write from no origin -> 403, a `text/plain` body
+//! -> 415, a body over the bounds -> 413, malformed JSON -> 400), then the specific ones one by
+//! one. What the server answered is read from its access log, like schemathesis' run.
+
+use std::collections::BTreeSet;
+
+use reqwest::{Method, RequestBuilder};
+use serde_json::Value;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use super::{ACCESS_LOG, METHODS, Pair, answered, client, concrete_path};
+use crate::support::{Process, Running};
+
+const PASSWORD: &str = "statuses-test-password";
+const INTERNAL_TOKEN: &str = "statuses-internal-token";
+
+/// Bodies larger than every bound of the probe's server (its `[limits]` below).
+const OVER: usize = 300 << 10;
+
+/// The probe's server: loopback is not trusted (so the guards answer 401 as to a LAN client),
+/// an internal token for the internal routes, and small body bounds.
+fn config() -> String {
+    format!(
+        "loopback_is_trusted = false\nmax_sessions = 1\nmessage_burst = 1\n\
+         internal_token = \"{INTERNAL_TOKEN}\"\n\
+         allow_plain_http_login = true\n\
+         [limits]\njson_bytes = 65536\nimage_bytes = 65536\nknowledge_file_bytes = 65536\n\
+         knowledge_request_bytes = 65536\nvideo_bytes = 65536\nbackup_bytes = 65536\n"
+    )
+}
+
+/// A running probe: the server, its admin token, and every answer that was not the one asked
+/// for.
+pub struct Probe {
+    pub server: Running,
+    base: String,
+    http: reqwest::Client,
+    token: String,
+    pub wrong: Vec<String>,
+}
+
+impl Probe {
+    pub async fn start() -> Probe {
+        let server = Process::new()
+            .env("ADMIN_PASSWORD", PASSWORD)
+            .env("DOCENT_LOG", ACCESS_LOG)
+            .config(&config())
+            .start()
+            .await;
+        let base = server.base();
+        let http = client();
+        let res = http
+            .post(format!("{base}/api/auth"))
+            .json(&serde_json::json!({ "password": PASSWORD }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        let cookie = res.headers()["set-cookie"].to_str().unwrap().to_string();
+        let token = cookie
+            .split(';')
+            .next()
+            .and_then(|c| c.split_once('='))
+            .unwrap()
+            .1
+            .to_string();
+        Probe {
+            server,
+            base,
+            http,
+            token,
+            wrong: Vec::new(),
+        }
+    }
+
+    fn request(&self, method: &str, path: &str) -> RequestBuilder {
+        self.http.request(
+            method.to_uppercase().parse().unwrap(),
+            format!("{}{path}", self.base),
+        )
+    }
+
+    /// A request with the credentials `op` asks for: the admin token, or the internal token for
+    /// internal routes.
+    fn authed(&self, method: &str, path: &str, op: &Value) -> RequestBuilder {
+        let admin = op["security"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|r| r.get("admin_session").is_some()));
+        let token = if admin { &self.token } else { INTERNAL_TOKEN };
+        self.request(method, path).bearer_auth(token)
+    }
+
+    /// Sends `req`; an answer other than `status` is noted as wrong.
+    pub async fn expect(&mut self, what: &str, req: RequestBuilder, status: u16) -> String {
+        match req.send().await {
+            Ok(res) => {
+                let got = res.status().as_u16();
+                let body = res.text().await.unwrap_or_default();
+                if got != status {
+                    let mut cut = body.len().min(200);
+                    while !body.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    self.wrong.push(format!(
+                        "{what}: wanted {status}, got {got} {}",
+                        &body[..cut]
+                    ));
+                }
+                body
+            }
+            Err(e) => {
+                self.wrong.push(format!("{what}: wanted {status}, got {e}"));
+                String::new()
+            }
+        }
+    }
+
+    /// What the server answered so far.
+    pub fn answered(&self) -> BTreeSet<Pair> {
+        answered(&self.server.stderr())
+    }
+}
+
+/// The request body's media type of an operation, if it takes one.
+fn body_type(op: &Value) -> Option<&str> {
+    op["requestBody"]["content"]
+        .as_object()?
+        .keys()
+        .next()
+        .map(String::as_str)
+}
+
+/// Operations whose 401 is not about credentials (`specific` provokes it): a wrong password,
+/// and `POST /api/data`, which answers 405 to anything but `?seed=1` first.
+const PUBLIC_401: &[(&str, &str)] = &[("post", "/api/auth"), ("post", "/api/data")];
+
+/// The generic statuses, for every operation that documents them.
+pub async fn generic(p: &mut Probe, doc: &Value) {
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for m in METHODS {
+            let Some(op) = item.get(m) else { continue };
+            let documents = |s: &str| op["responses"].get(s).is_some();
+            // A variant that is one, so the body is read before the character is looked up.
+            let concrete = concrete_path(path).replace("/x/x/x", "/x/idle/x");
+            let what = |s: &str| format!("{} {path} {s}", m.to_uppercase());
+            let body = body_type(op);
+            let writes = m != "get";
+            if documents("401") && !PUBLIC_401.contains(&(m, path.as_str())) {
+                let mut req = p.request(m, &concrete);
+                if body == Some("application/json") {
+                    req = req.json(&serde_json::json!({}));
+                }
+                p.expect(&what("401"), req, 401).await;
+            }
+            if documents("403") && writes {
+                // A write with the session cookie and no origin: a forged cross-site write.
+                let req = p
+                    .request(m, &concrete)
+                    .header("cookie", format!("docent_session={}", p.token));
+                p.expect(&what("403"), req, 403).await;
+            }
+            if let Some(media) = body {
+                if documents("415") && media != "multipart/form-data" {
+                    let req = p
+                        .authed(m, &concrete, op)
+                        .header("content-type", "text/plain")
+                        .body("hello");
+                    p.expect(&what("415"), req, 415).await;
+                }
+                if documents("413") {
+                    let media = if media == "multipart/form-data" {
+                        "multipart/form-data; boundary=x"
+                    } else {
+                        media
+                    };
+                    let req = p
+                        .authed(m, &concrete, op)
+                        .header("content-type", media)
+                        .body(vec![b' '; OVER]);
+                    p.expect(&what("413"), req, 413).await;
+                }
+                if documents("400") && media == "application/json" {
+                    let req = p
+                        .authed(m, &concrete, op)
+                        .header("content-type", media)
+                        .body("{\"unterminated\": ");
+                    p.expect(&what("400"), req, 400).await;
+                }
+            }
+        }
+    }
+}
+
+/// Every pair the probes produced, and what they got wrong.
+pub async fn provoke_all(doc: &Value) -> (BTreeSet<Pair>, Vec<String>) {
+    let mut p = Probe::start().await;
+    generic(&mut p, doc).await;
+    specific(&mut p).await;
+    let mut setup = Probe::setup().await;
+    in_setup_mode(&mut setup).await;
+    let mut pairs = p.answered();
+    pairs.extend(setup.answered());
+    let mut wrong = p.wrong;
+    wrong.extend(setup.wrong);
+    (pairs, wrong)
+}
+
+const UNKNOWN: &str = "00000000-0000-4000-8000-000000000000";
+
+/// The statuses of particular states: seeded data, full capacities, spent budgets.
+async fn specific(p: &mut Probe) {
+    use serde_json::json;
+    let t = p.token.clone();
+    let admin = |p: &Probe, m: Method, path: &str| {
+        p.http
+            .request(m, format!("{}{path}", p.base))
+            .bearer_auth(&t)
+    };
+    let internal = |p: &Probe, m: Method, path: &str| {
+        p.http
+            .request(m, format!("{}{path}", p.base))
+            .bearer_auth(INTERNAL_TOKEN)
+    };
+    // A character with an image, idle clips and a knowledge file.
+    let body = p
+        .expect(
+            "POST /api/v1/characters 201",
+            admin(p, Method::POST, "/api/v1/characters").json(&json!({ "name": "Probe" })),
+            201,
+        )
+        .await;
+    let c = serde_json::from_str::<Value>(&body).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let chr = format!("/api/v1/characters/{c}");
+    p.expect(
+        "PUT /api/v1/characters/{id} 200",
+        admin(p, Method::PUT, &chr).json(&json!({ "name": "Probe two" })),
+        200,
+    )
+    .await;
+    let avatar = reqwest::multipart::Form::new().part(
+        "avatar",
+        reqwest::multipart::Part::bytes(crate::support::PNG.to_vec()).file_name("face.png"),
+    );
+    p.expect(
+        "POST avatar 200",
+        admin(p, Method::POST, &format!("{chr}/avatar")).multipart(avatar),
+        200,
+    )
+    .await;
+    let text = reqwest::multipart::Form::new().part(
+        "avatar",
+        reqwest::multipart::Part::bytes(b"hello".to_vec()).file_name("face.png"),
+    );
+    p.expect(
+        "POST avatar that is no image 415",
+        admin(p, Method::POST, &format!("{chr}/avatar")).multipart(text),
+        415,
+    )
+    .await;
+    let images: Value = serde_json::from_str(
+        &p.expect(
+            "GET images",
+            admin(p, Method::GET, &format!("{chr}/images")),
+            200,
+        )
+        .await,
+    )
+    .unwrap();
+    let image = images[0]["filename"].as_str().unwrap().to_string();
+    let imgbase = image.rsplit_once('.').unwrap().0.to_string();
+    let clip = crate::support::mp4_h264();
+    let legacy = format!("{chr}/idle-videos/{imgbase}/clip.mp4");
+    let variant = format!("{chr}/idle-videos/{imgbase}/idle/clip.mp4");
+    for (what, path) in [("legacy", &legacy), ("variant", &variant)] {
+        p.expect(
+            &format!("PUT idle clip ({what}) 201"),
+            admin(p, Method::PUT, path)
+                .header("content-type", "application/octet-stream")
+                .body(clip.clone()),
+            201,
+        )
+        .await;
+        p.expect(
+            &format!("PUT idle clip ({what}) of an undecodable image name 400"),
+            admin(p, Method::PUT, &path.replace(&imgbase, "%FF"))
+                .header("content-type", "application/octet-stream")
+                .body(clip.clone()),
+            400,
+        )
+        .await;
+        p.expect(
+            &format!("PUT idle clip ({what}) unknown character 404"),
+            admin(p, Method::PUT, &path.replace(&c, UNKNOWN))
+                .header("content-type", "application/octet-stream")
+                .body(clip.clone()),
+            404,
+        )
+        .await;
+    }
+    // Files: whole, a range, an unsatisfiable range, and not modified.
+    let avatar_path = format!("/api/v1/avatars/{c}_{image}");
+    let image_path = format!("{chr}/images/{image}");
+    for path in [&avatar_path, &image_path, &legacy, &variant] {
+        let res = p.request("get", path).send().await.unwrap();
+        let status = res.status().as_u16();
+        let etag = res.headers().get("etag").cloned();
+        if status != 200 || etag.is_none() {
+            p.wrong.push(format!("GET {path}: {status}, etag {etag:?}"));
+            continue;
+        }
+        p.expect(
+            &format!("GET {path} 206"),
+            p.request("get", path).header("range", "bytes=0-0"),
+            206,
+        )
+        .await;
+        p.expect(
+            &format!("GET {path} 416"),
+            p.request("get", path).header("range", "bytes=99999999-"),
+            416,
+        )
+        .await;
+        p.expect(
+            &format!("GET {path} 304"),
+            p.request("get", path)
+                .header("if-none-match", etag.unwrap()),
+            304,
+        )
+        .await;
+    }
+    // Names that are not names.
+    for (m, path) in [
+        (Method::GET, format!("/api/v1/characters/{}", "%FF")),
+        (Method::DELETE, format!("/api/v1/characters/{}", "%FF")),
+        (Method::GET, "/api/v1/characters/%FF/images".into()),
+        (Method::GET, "/api/v1/characters/%FF/knowledge".into()),
+        (Method::GET, format!("/api/v1/avatars/{}", "%FF")),
+        (Method::GET, format!("{chr}/images/%FF")),
+        (Method::PUT, format!("{chr}/images/%FF/activate")),
+        (Method::GET, format!("{chr}/idle-videos/%FF/clip.mp4")),
+        (Method::GET, format!("{chr}/idle-videos/{imgbase}/idle/%FF")),
+        (Method::DELETE, format!("{chr}/knowledge/%FF")),
+        (Method::POST, format!("{chr}/knowledge/%FF/reindex")),
+        (Method::DELETE, "/api/v1/client-keys/%FF".into()),
+        (Method::DELETE, "/api/v1/sessions/%FF".into()),
+        (Method::GET, "/api/v1/tasks/%FF".into()),
+        (
+            Method::GET,
+            format!("/api/v1/tasks/{UNKNOWN}/artifacts/%FF"),
+        ),
+    ] {
+        p.expect(&format!("{m} {path} 400"), admin(p, m.clone(), &path), 400)
+            .await;
+    }
+    // Knowledge: search, a file that is kept but cannot be indexed, delete.
+    let file = reqwest::multipart::Form::new().part(
+        "file",
+        reqwest::multipart::Part::bytes(b"# Hours\n\nThe museum opens at nine.\n".to_vec())
+            .file_name("hours.md"),
+    );
+    let uploaded: Value = serde_json::from_str(
+        &p.expect(
+            "POST knowledge file 201",
+            admin(p, Method::POST, &format!("{chr}/knowledge/files")).multipart(file),
+            201,
+        )
+        .await,
+    )
+    .unwrap();
+    let source = super::find_id(&uploaded).unwrap();
+    let picture = reqwest::multipart::Form::new().part(
+        "file",
+        reqwest::multipart::Part::bytes(crate::support::PNG.to_vec()).file_name("plan.png"),
+    );
+    let picture: Value = serde_json::from_str(
+        &p.expect(
+            "POST knowledge picture 201",
+            admin(p, Method::POST, &format!("{chr}/knowledge/files")).multipart(picture),
+            201,
+        )
+        .await,
+    )
+    .unwrap();
+    let picture = super::find_id(&picture).unwrap();
+    p.expect(
+        "reindex a file that cannot be indexed 400",
+        admin(
+            p,
+            Method::POST,
+            &format!("{chr}/knowledge/{picture}/reindex"),
+        ),
+        400,
+    )
+    .await;
+    p.expect(
+        "knowledge search 200",
+        internal(
+            p,
+            Method::POST,
+            &format!("/api/v1/internal/characters/{c}/knowledge/search"),
+        )
+        .json(&json!({ "query": "hours" })),
+        200,
+    )
+    .await;
+    p.expect(
+        "knowledge search 404",
+        internal(
+            p,
+            Method::POST,
+            &format!("/api/v1/internal/characters/{UNKNOWN}/knowledge/search"),
+        )
+        .json(&json!({ "query": "hours" })),
+        404,
+    )
+    .await;
+    // Sessions, messages and tasks.
+    p.expect(
+        "POST /api/v1/sessions unknown character 404",
+        admin(p, Method::POST, "/api/v1/sessions").json(&json!({ "character_id": UNKNOWN })),
+        404,
+    )
+    .await;
+    let key: Value = serde_json::from_str(
+        &p.expect(
+            "POST client key 201",
+            admin(p, Method::POST, "/api/v1/client-keys").json(&json!({ "name": "probe" })),
+            201,
+        )
+        .await,
+    )
+    .unwrap();
+    let key = key["key"].as_str().unwrap().to_string();
+    let session: Value = serde_json::from_str(
+        &p.expect(
+            "POST /api/v1/sessions 201",
+            p.request("post", "/api/v1/sessions")
+                .bearer_auth(&key)
+                .json(&json!({ "character_id": c })),
+            201,
+        )
+        .await,
+    )
+    .unwrap();
+    let session = session["session_id"].as_str().unwrap().to_string();
+    p.expect(
+        "POST message 202",
+        p.request("post", &format!("/api/v1/sessions/{session}/message"))
+            .bearer_auth(&key)
+            .json(&json!({ "text": "hello" })),
+        202,
+    )
+    .await;
+    p.expect(
+        "POST message 429 (message_burst = 1)",
+        p.request("post", &format!("/api/v1/sessions/{session}/message"))
+            .bearer_auth(&key)
+            .json(&json!({ "text": "hello again" })),
+        429,
+    )
+    .await;
+    p.expect(
+        "POST /api/v1/sessions 503 (max_sessions = 1)",
+        admin(p, Method::POST, "/api/v1/sessions").json(&json!({ "character_id": c })),
+        503,
+    )
+    .await;
+    for (m, path) in [
+        (Method::GET, format!("/api/v1/tasks/{UNKNOWN}")),
+        (Method::GET, format!("/api/v1/tasks/{UNKNOWN}/events")),
+        (
+            Method::GET,
+            format!("/api/v1/tasks/{UNKNOWN}/artifacts/{UNKNOWN}"),
+        ),
+    ] {
+        p.expect(&format!("{m} {path} 404"), admin(p, m.clone(), &path), 404)
+            .await;
+    }
+    p.expect(
+        "POST task events unknown session 404",
+        internal(
+            p,
+            Method::POST,
+            &format!("/api/v1/internal/tasks/{UNKNOWN}/events"),
+        )
+        .json(&json!({ "session_id": UNKNOWN, "user_request": "x" })),
+        404,
+    )
+    .await;
+    p.expect(
+        "POST task artifact unknown task 404",
+        internal(
+            p,
+            Method::POST,
+            &format!("/api/v1/internal/tasks/{UNKNOWN}/artifacts"),
+        )
+        .json(&json!({ "content": "x" })),
+        404,
+    )
+    .await;
+    let task = "0f7c2a4e-8d1b-4c3a-9e5f-6a7b8c9d0e1f";
+    p.expect(
+        "POST task events 200",
+        internal(
+            p,
+            Method::POST,
+            &format!("/api/v1/internal/tasks/{task}/events"),
+        )
+        .json(&json!({ "session_id": session, "user_request": "find the hours" })),
+        200,
+    )
+    .await;
+    p.expect(
+        "POST task artifact 201",
+        internal(
+            p,
+            Method::POST,
+            &format!("/api/v1/internal/tasks/{task}/artifacts"),
+        )
+        .json(&json!({ "content": "nine to five" })),
+        201,
+    )
+    .await;
+    // The WebSocket: an upgrade, a plain GET, and one too many.
+    let ws = format!("ws://{}/ws/chat/{session}", p.server.addr);
+    let mut upgrade = ws.clone().into_client_request().unwrap();
+    upgrade
+        .headers_mut()
+        .insert("authorization", format!("Bearer {key}").parse().unwrap());
+    match tokio_tungstenite::connect_async(upgrade).await {
+        Ok((socket, _)) => drop(socket),
+        Err(e) => p.wrong.push(format!("WebSocket upgrade: {e}")),
+    }
+    p.expect(
+        "GET /ws/chat/{id} without upgrade headers 400",
+        admin(p, Method::GET, &format!("/ws/chat/{session}")),
+        400,
+    )
+    .await;
+
+    // Site document.
+    p.expect(
+        "POST /api/data?seed=1 200",
+        admin(p, Method::POST, "/api/data?seed=1"),
+        200,
+    )
+    .await;
+    let site = p
+        .expect("GET /api/data 200", p.request("get", "/api/data"), 200)
+        .await;
+    p.expect(
+        "PUT /api/data 200",
+        admin(p, Method::PUT, "/api/data")
+            .header("content-type", "application/json")
+            .body(site),
+        200,
+    )
+    .await;
+    p.expect(
+        "POST /api/data?seed=1 without credentials 401",
+        p.request("post", "/api/data?seed=1"),
+        401,
+    )
+    .await;
+    p.expect(
+        "POST /api/data without seed 405",
+        admin(p, Method::POST, "/api/data"),
+        405,
+    )
+    .await;
+    p.expect(
+        "POST /api/auth wrong password 401",
+        p.request("post", "/api/auth")
+            .json(&json!({ "password": "wrong" })),
+        401,
+    )
+    .await;
+    // Deletions of what exists.
+    for path in [
+        &variant,
+        &legacy,
+        &format!("{chr}/knowledge/{source}"),
+        &image_path,
+    ] {
+        p.expect(
+            &format!("DELETE {path} 204"),
+            admin(p, Method::DELETE, path),
+            204,
+        )
+        .await;
+    }
+    p.expect(
+        "DELETE /api/auth 200",
+        p.request("delete", "/api/auth")
+            .header("cookie", format!("docent_session={}", p.token))
+            .header("origin", p.base.clone()),
+        200,
+    )
+    .await;
+}
+
+impl Probe {
+    /// A kiosk in setup mode (no administrator password, loopback trusted), without the site
+    /// image store and without devices.
+    async fn setup() -> Probe {
+        let server = Process::new()
+            .env("DOCENT_LOG", ACCESS_LOG)
+            .args(["--devices", "none"])
+            .config("image_store = false\n")
+            .start()
+            .await;
+        Probe {
+            base: server.base(),
+            server,
+            http: client(),
+            token: String::new(),
+            wrong: Vec::new(),
+        }
+    }
+}
+
+/// Setup mode: no password to log in with or change, no image store, no devices.
+async fn in_setup_mode(p: &mut Probe) {
+    use serde_json::json;
+    p.expect(
+        "POST /api/auth in setup mode 500",
+        p.request("post", "/api/auth")
+            .json(&json!({ "password": "anything" })),
+        500,
+    )
+    .await;
+    p.expect(
+        "PUT /api/auth/password in setup mode 409",
+        p.request("put", "/api/auth/password")
+            .json(&json!({ "current": "a", "new": "a-long-new-password" })),
+        409,
+    )
+    .await;
+    for (m, path) in [
+        ("get", "/api/img/"),
+        ("get", "/api/img/a.png"),
+        ("put", "/api/img/"),
+        ("put", "/api/img/a.png"),
+        ("delete", "/api/img/"),
+        ("delete", "/api/img/a.png"),
+    ] {
+        let what = format!("{m} {path} without the image store 500");
+        p.expect(&what, p.request(m, path), 500).await;
+    }
+    p.expect(
+        "POST ptt without devices 503",
+        p.request("post", "/api/v1/internal/device/ptt")
+            .json(&json!({ "pressed": true })),
+        503,
+    )
+    .await;
+    for path in ["/api/v1/internal/device/snapshot", "/api/v1/kiosk/snapshot"] {
+        p.expect(
+            &format!("GET {path} not simulated 409"),
+            p.request("get", path),
+            409,
+        )
+        .await;
+    }
+}
