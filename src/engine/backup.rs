@@ -221,7 +221,17 @@ fn stage(
         .entries()
         .map_err(|e| bad(format!("not a backup archive: {e}")))?;
     for (n, entry) in entries.enumerate() {
-        let mut entry = entry.map_err(|e| bad(format!("not a backup archive: {e}")))?;
+        // The tar crate's reason quotes the bad header's bytes: the administrator gets where
+        // it went wrong instead, the details go to the log.
+        let mut entry = entry.map_err(|e| {
+            tracing::info!("restore: unreadable tar header after {n} members: {e}");
+            match n {
+                0 => bad("not a backup archive: not a tar file"),
+                _ => bad(format!(
+                    "the archive is damaged after its first {n} members"
+                )),
+            }
+        })?;
         if n >= max_entries {
             return Err(bad(format!(
                 "the archive has more than {max_entries} entries"

@@ -6,9 +6,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
-use crate::support::{PNG, Process, Server, upload_avatar};
+use crate::support::{PNG, Process, Server, hash_tree, upload_avatar};
 
 const PASSWORD: &str = "maintenance-test-password";
 const FIRST_BOOT: &str = "Fb3kQz9TmW2xLr7N";
@@ -172,26 +171,6 @@ async fn a_configured_password_need_not_be_changed_and_system_routes_need_an_adm
             .unwrap();
         assert_eq!(res.status(), 403, "{path}: cross-origin cookie write");
     }
-}
-
-/// Every file under `dir` with the SHA-256 of its bytes, in path order.
-fn hash_tree(dir: &Path) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let digest = Sha256::digest(std::fs::read(&path).unwrap());
-                let name = path.strip_prefix(dir).unwrap().display().to_string();
-                out.push((name, docent::store::blobs::hex(&digest)));
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 async fn backup(s: &Server, cookie: &str) -> Vec<u8> {

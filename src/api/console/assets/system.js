@@ -1,8 +1,8 @@
 import { api, $, guarded, showError } from '/console/api.js';
 
-/** Reloads the page once the kiosk answers again after a restart. */
-async function comeBack(status) {
-  status.textContent = 'Restarting... the page reloads when the kiosk is back.';
+/** Reloads the page once the kiosk answers again after a restart; `what` says why it restarts. */
+async function comeBack(status, what = '') {
+  status.textContent = `${what}Restarting... the page reloads when the kiosk is back.`;
   const started = Date.now();
   await new Promise((r) => setTimeout(r, 1500));
   while (Date.now() - started < 120000) {
@@ -35,6 +35,8 @@ $('restore').addEventListener('click', async () => {
   if (!confirm(`Replace everything on this kiosk with ${file.name}?`)) return;
   const status = $('restore-status');
   status.textContent = 'Uploading and checking...';
+  // One restore at a time: a second click would only be refused as a conflict.
+  $('restore').disabled = true;
   try {
     const res = await fetch('/api/v1/system/restore', {
       method: 'POST', credentials: 'same-origin', body: file,
@@ -42,10 +44,14 @@ $('restore').addEventListener('click', async () => {
     });
     const data = await res.json().catch(() => null);
     if (!res.ok) throw new Error(`${(data && data.error) || res.statusText} (HTTP ${res.status})`);
-    await comeBack(status);
+    // The restored kiosk keeps no sign-in (sessions are not backed up): say so before it goes.
+    const kb = Math.max(1, Math.round(data.bytes / 1024));
+    await comeBack(status, `${file.name} checked and staged: ${data.blobs} stored file(s), ${kb} KB. `
+      + 'Sign in again once the kiosk is back. ');
   } catch (e) {
     status.textContent = '';
     showError(e, target);
+    $('restore').disabled = false;
   }
 });
 
