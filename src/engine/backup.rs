@@ -45,6 +45,9 @@ struct Manifest {
 /// What a checked, committed restore holds.
 #[derive(Debug, Serialize)]
 pub struct Restored {
+    /// When the backup was written (RFC 3339, from its manifest).
+    pub created: String,
+    pub characters: u64,
     pub blobs: usize,
     pub bytes: u64,
 }
@@ -115,8 +118,9 @@ impl Engine {
         }
         fs::create_dir_all(staging.join("blobs"))?;
         let staged = stage(archive, &staging, self.config.limits.backup_entries);
-        let restored = staged.and_then(|files| {
-            let owned = check_database(&staging.join(DATABASE)).map_err(bad)?;
+        let restored = staged.and_then(|(created, files)| {
+            let checked = check_database(&staging.join(DATABASE)).map_err(bad)?;
+            let owned = checked.blobs;
             for blob in &owned {
                 match files.get(&blob.id) {
                     Some((size, sha)) if *size == blob.size && *sha == blob.sha256 => {}
@@ -133,6 +137,8 @@ impl Engine {
                 return Err(bad("the archive holds blobs the database does not own"));
             }
             Ok(Restored {
+                created,
+                characters: checked.characters,
                 blobs: owned.len(),
                 bytes: files.values().map(|(size, _)| size).sum(),
             })
@@ -140,7 +146,12 @@ impl Engine {
         match restored {
             Ok(r) => {
                 self.store.commit_restore()?;
-                tracing::info!(blobs = r.blobs, "backup checked and staged: restarting");
+                tracing::info!(
+                    created = %r.created,
+                    characters = r.characters,
+                    blobs = r.blobs,
+                    "backup checked and staged: restarting"
+                );
                 Ok(r)
             }
             Err(e) => {
@@ -206,16 +217,17 @@ impl Drop for TempDir {
     }
 }
 
-/// Reads the archive and writes its members into `staging`; returns each blob's size and
-/// SHA-256. Only the three kinds of member are accepted, each once, regular files only.
+/// Reads the archive and writes its members into `staging`; returns when the backup was
+/// written and each blob's size and SHA-256. Only the three kinds of member are accepted, each
+/// once, regular files only.
 fn stage(
     archive: &Path,
     staging: &Path,
     max_entries: usize,
-) -> Result<HashMap<String, (u64, String)>> {
+) -> Result<(String, HashMap<String, (u64, String)>)> {
     let mut tar = tar::Archive::new(File::open(archive)?);
     let mut blobs = HashMap::new();
-    let mut seen_manifest = false;
+    let mut created = None;
     let mut seen_db = false;
     let entries = tar
         .entries()
@@ -249,8 +261,7 @@ fn stage(
                 "not a backup archive: it does not start with {MANIFEST}"
             )));
         }
-        if name == MANIFEST && !seen_manifest {
-            seen_manifest = true;
+        if name == MANIFEST && created.is_none() {
             let mut text = Vec::new();
             (&mut entry).take(MANIFEST_BYTES).read_to_end(&mut text)?;
             let manifest: Manifest = serde_json::from_slice(&text)
@@ -261,6 +272,11 @@ fn stage(
                     manifest.format, manifest.version
                 )));
             }
+            // Shown to the administrator: only a real timestamp.
+            if humantime::parse_rfc3339(&manifest.created).is_err() {
+                return Err(bad("the backup's manifest has no valid creation time"));
+            }
+            created = Some(manifest.created);
         } else if name == DATABASE && !seen_db {
             seen_db = true;
             copy_exact(&mut entry, &staging.join(DATABASE))?;
@@ -278,13 +294,13 @@ fn stage(
             )));
         }
     }
-    if !seen_manifest {
+    let Some(created) = created else {
         return Err(bad("not a backup archive: empty"));
-    }
+    };
     if !seen_db {
         return Err(bad("the archive holds no database"));
     }
-    Ok(blobs)
+    Ok((created, blobs))
 }
 
 /// Copies a member to `dest` and fsyncs it; a member shorter than its header says (a truncated

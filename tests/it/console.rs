@@ -1366,11 +1366,16 @@ async fn a_browser_backs_up_one_kiosk_and_restores_it_into_an_empty_one() {
         .await;
     b.screenshot("system-restoring").await;
     assert_eq!(b.dialogs, [asked(&archive)]);
+    let said = said.as_str().unwrap();
     assert!(
-        said.as_str().unwrap().starts_with(&format!(
-            "{name} checked and staged: {} stored file(s), ",
+        said.starts_with(&format!("{name} checked: the backup of ")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            " with 3 character(s) and {} stored file(s) (",
             members.len() - 2
-        )),
+        )) && said.ends_with(" is staged. Restarting into it... the page reloads when the kiosk is back: sign in again then."),
         "{said}"
     );
     p.listening_again(Duration::from_secs(60)).await;

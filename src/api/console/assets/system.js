@@ -1,8 +1,8 @@
 import { api, $, guarded, showError } from '/console/api.js';
 
-/** Reloads the page once the kiosk answers again after a restart; `what` says why it restarts. */
-async function comeBack(status, what = '') {
-  status.textContent = `${what}Restarting... the page reloads when the kiosk is back.`;
+/** Reloads the page once the kiosk answers again after a restart; `said` is shown meanwhile. */
+async function comeBack(status, said = 'Restarting... the page reloads when the kiosk is back.') {
+  status.textContent = said;
   const started = Date.now();
   await new Promise((r) => setTimeout(r, 1500));
   while (Date.now() - started < 120000) {
@@ -44,10 +44,11 @@ $('restore').addEventListener('click', async () => {
     });
     const data = await res.json().catch(() => null);
     if (!res.ok) throw new Error(`${(data && data.error) || res.statusText} (HTTP ${res.status})`);
-    // The restored kiosk keeps no sign-in (sessions are not backed up): say so before it goes.
+    // What comes back, and that it asks to sign in again (sessions are not backed up).
     const kb = Math.max(1, Math.round(data.bytes / 1024));
-    await comeBack(status, `${file.name} checked and staged: ${data.blobs} stored file(s), ${kb} KB. `
-      + 'Sign in again once the kiosk is back. ');
+    await comeBack(status, `${file.name} checked: the backup of ${new Date(data.created).toLocaleString()}`
+      + ` with ${data.characters} character(s) and ${data.blobs} stored file(s) (${kb} KB) is staged.`
+      + ' Restarting into it... the page reloads when the kiosk is back: sign in again then.');
   } catch (e) {
     status.textContent = '';
     showError(e, target);
