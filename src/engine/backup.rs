@@ -118,31 +118,36 @@ impl Engine {
         }
         fs::create_dir_all(staging.join("blobs"))?;
         let staged = stage(archive, &staging, self.config.limits.backup_entries);
-        let restored = staged.and_then(|(created, files)| {
-            let checked = check_database(&staging.join(DATABASE)).map_err(bad)?;
-            let owned = checked.blobs;
-            for blob in &owned {
-                match files.get(&blob.id) {
-                    Some((size, sha)) if *size == blob.size && *sha == blob.sha256 => {}
-                    Some(_) => {
-                        return Err(bad(format!(
-                            "blob {} differs from what the database records",
-                            blob.id
-                        )));
+        let restored = staged.and_then(
+            |Staged {
+                 created,
+                 blobs: files,
+             }| {
+                let checked = check_database(&staging.join(DATABASE)).map_err(bad)?;
+                let owned = checked.blobs;
+                for blob in &owned {
+                    match files.get(&blob.id) {
+                        Some((size, sha)) if *size == blob.size && *sha == blob.sha256 => {}
+                        Some(_) => {
+                            return Err(bad(format!(
+                                "blob {} differs from what the database records",
+                                blob.id
+                            )));
+                        }
+                        None => return Err(bad(format!("blob {} is missing", blob.id))),
                     }
-                    None => return Err(bad(format!("blob {} is missing", blob.id))),
                 }
-            }
-            if files.len() != owned.len() {
-                return Err(bad("the archive holds blobs the database does not own"));
-            }
-            Ok(Restored {
-                created,
-                characters: checked.characters,
-                blobs: owned.len(),
-                bytes: files.values().map(|(size, _)| size).sum(),
-            })
-        });
+                if files.len() != owned.len() {
+                    return Err(bad("the archive holds blobs the database does not own"));
+                }
+                Ok(Restored {
+                    created,
+                    characters: checked.characters,
+                    blobs: owned.len(),
+                    bytes: files.values().map(|(size, _)| size).sum(),
+                })
+            },
+        );
         match restored {
             Ok(r) => {
                 self.store.commit_restore()?;
@@ -217,14 +222,17 @@ impl Drop for TempDir {
     }
 }
 
-/// Reads the archive and writes its members into `staging`; returns when the backup was
-/// written and each blob's size and SHA-256. Only the three kinds of member are accepted, each
-/// once, regular files only.
-fn stage(
-    archive: &Path,
-    staging: &Path,
-    max_entries: usize,
-) -> Result<(String, HashMap<String, (u64, String)>)> {
+/// What [`stage`] read from an archive.
+struct Staged {
+    /// When the backup was written (its manifest's RFC 3339 time).
+    created: String,
+    /// Each blob's size and hex SHA-256, by id.
+    blobs: HashMap<String, (u64, String)>,
+}
+
+/// Reads the archive and writes its members into `staging`. Only the three kinds of member are
+/// accepted, each once, regular files only.
+fn stage(archive: &Path, staging: &Path, max_entries: usize) -> Result<Staged> {
     let mut tar = tar::Archive::new(File::open(archive)?);
     let mut blobs = HashMap::new();
     let mut created = None;
@@ -300,7 +308,7 @@ fn stage(
     if !seen_db {
         return Err(bad("the archive holds no database"));
     }
-    Ok((created, blobs))
+    Ok(Staged { created, blobs })
 }
 
 /// Copies a member to `dest` and fsyncs it; a member shorter than its header says (a truncated
