@@ -301,6 +301,13 @@ async fn a_backup_restores_into_an_empty_kiosk() {
     let (status, body) = restore(&b, &cookie, archive).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["restarting"], true);
+    // What it staged: the backup's time, A's characters (its first one and two more), files.
+    assert_eq!(body["characters"], 3, "{body}");
+    assert_eq!(body["blobs"], names.len() - 2, "{body}");
+    assert!(
+        humantime::parse_rfc3339(body["created"].as_str().unwrap()).is_ok(),
+        "{body}"
+    );
     let dir = b.stop().await;
     let mut b = Server::start_in(dir, |c| c.admin_password = Some(PASSWORD.into())).await;
     let cookie = sign_in(&b, PASSWORD).await;
