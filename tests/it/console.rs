@@ -1250,6 +1250,7 @@ async fn a_browser_backs_up_one_kiosk_and_restores_it_into_an_empty_one() {
     b.screenshot("system-backup").await;
     let downloads = tempfile::tempdir().unwrap();
     b.allow_downloads(downloads.path()).await;
+    let clicked = Instant::now();
     b.eval("document.getElementById('backup').click()").await;
     let archive = b
         .downloaded(downloads.path(), Duration::from_secs(60))
@@ -1260,6 +1261,11 @@ async fn a_browser_backs_up_one_kiosk_and_restores_it_into_an_empty_one() {
         "{name}"
     );
     let bytes = std::fs::read(&archive).unwrap();
+    println!(
+        "backup: {} bytes saved by the browser {:?} after the click",
+        bytes.len(),
+        clicked.elapsed()
+    );
     let members: Vec<String> = tar::Archive::new(bytes.as_slice())
         .entries()
         .unwrap()
@@ -1355,6 +1361,7 @@ async fn a_browser_backs_up_one_kiosk_and_restores_it_into_an_empty_one() {
     // restarts into it and the page comes back to the sign-in (sessions are not restored).
     b.dialogs.clear();
     b.choose_files("#restore-file", &[&archive]).await;
+    let clicked = Instant::now();
     b.eval("document.getElementById('restore').click()").await;
     b.wait_for(
         "document.getElementById('restore-status').textContent.includes('Restarting')",
@@ -1386,6 +1393,10 @@ async fn a_browser_backs_up_one_kiosk_and_restores_it_into_an_empty_one() {
         Duration::from_secs(30),
     )
     .await;
+    println!(
+        "restore: the page is back at the sign-in {:?} after the click",
+        clicked.elapsed()
+    );
     assert!(!data.join("restore-pending").exists());
 
     // B now holds A's characters: ids, names, images, knowledge and conversation.

@@ -266,8 +266,10 @@ impl Browser {
                 .unwrap()
                 .map(|e| e.unwrap().path())
                 .collect();
+            // A zero-length file of the final name may stand in while the data is written.
             if let [one] = names.as_slice()
                 && one.extension().is_none_or(|e| e != "crdownload")
+                && std::fs::metadata(one).is_ok_and(|m| m.len() > 0)
             {
                 return one.clone();
             }
