@@ -12,8 +12,12 @@
 //! - Period and buffer: `audio.period_frames` / `audio.buffer_frames` (800 / 8000, known good on
 //!   snd-aloop and USB cards).
 //! - Xruns are recovered with `snd_pcm_recover`; a device that fails beyond that (unplugged) is
-//!   closed and opened again with a growing delay (0.1 s to 5 s); health shows the problem
-//!   meanwhile.
+//!   closed at once and opened again with a growing delay (0.1 s to 2 s); health shows the
+//!   problem meanwhile. The kernel's removal of a card waits for every open file of it, so the
+//!   playback thread looks at the speaker's state on every wake, idle or not (a full buffer
+//!   means no write would fail), and a reply whose speaker is gone is reported finished (the
+//!   kiosk goes idle). A failed microphone is opened and closed again while idle until it
+//!   works, so health clears without a press. See docs/audio.md.
 //! - Volume (`kiosk.volume`, 0..100): the card's mixer control (`audio.mixer_control`) when it has
 //!   one, else a gain on the samples.
 //! - Simulation: the PCMs of `board/sim/asoundrc` (alsa-lib's `file` plugin over `null`). That
