@@ -298,29 +298,25 @@ fn reply_heard(b: &mut Board, rt: &Runtime, released_at: f64, seconds: u32) -> f
     release_to_sound
 }
 
-/// The sound card goes away while the kiosk speaks and comes back: unbinding snd-aloop's
-/// platform device disconnects the card as unplugging a USB card does (open PCMs fail, the
-/// kernel's removal waits until every open file of the card is closed); binding it again brings
-/// a new card of the same name. docent must report it in health, close the card, go back to
-/// idle, and use the card again once it is back, all without a restart.
-fn unplug_mid_reply(b: &mut Board, rt: &Runtime) {
+/// Where snd-aloop's platform device is bound (`bind` / `unbind`).
+const ALOOP_DRIVER: &str = "/sys/bus/platform/drivers/snd_aloop";
+
+/// The sound card goes away and comes back, twice: while the kiosk speaks, and while a visitor
+/// holds the button (the microphone open, the speaker idle). Unbinding snd-aloop's platform
+/// device disconnects the card as unplugging a USB card does (open PCMs fail, the kernel's
+/// removal waits until every open file of the card is closed); binding it again brings a new card
+/// of the same name. docent must report it in health, close the card, go back to idle, and use
+/// the card again once it is back, all without a restart; the next visitor is heard.
+fn unplug_and_plug_back(b: &mut Board, rt: &Runtime) {
     let pid = serve_pid(b);
     let mark = b.mark();
-    let drv = "/sys/bus/platform/drivers/snd_aloop";
-    let device = b.sh(&format!("ls {drv} | grep snd_aloop"));
+    let device = b.sh(&format!("ls {ALOOP_DRIVER} | grep snd_aloop"));
     assert!(
         device.starts_with("snd_aloop.") && !device.contains('\n'),
         "snd-aloop's platform device: {device:?}"
     );
-    let status = |b: &mut Board| {
-        let d = b.sh("wget -qO- http://127.0.0.1:8080/api/v1/internal/device");
-        serde_json::from_str::<Value>(&d).unwrap_or_else(|_| panic!("the device route: {d}"))
-            ["status"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
-    };
-    // The same question: its answer (the ticket prices) takes seconds to say.
+
+    // --- While the kiosk speaks: the same question, whose answer takes seconds to say ---
     b.sh("button press");
     say_the_question(b);
     b.sh_within(
@@ -329,58 +325,51 @@ fn unplug_mid_reply(b: &mut Board, rt: &Runtime) {
         Duration::from_secs(120),
     );
     std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(status(b), "speaking", "the kiosk is still speaking");
-    // In the background: the write returns only once every open file of the card is closed.
-    let unplugged = Instant::now();
-    b.sh(&format!(
-        "sh -c '(echo {device} > {drv}/unbind; echo unbind status $?) > /run/unbind.log 2>&1 &'"
-    ));
-    let (reported, health) = rt.block_on(audio_health(b, Duration::from_secs(5), |a| a != "ok"));
-    let report = reported - unplugged;
-    let mut released = None;
-    while released.is_none() {
-        let log = b.sh("cat /run/unbind.log");
-        if log.contains("unbind status") {
-            assert!(log.contains("unbind status 0"), "the unbind: {log}");
-            released = Some(Instant::now() - unplugged);
-        } else if unplugged.elapsed() > Duration::from_secs(15) {
-            panic!(
-                "the card's removal still waits for its open files after 15 s (docent keeps the \
-                 dead card open); open files of the card:\n{}\ndocent's log:\n{}",
-                b.sh("ls -l /proc/[0-9]*/fd 2>/dev/null | grep /dev/snd"),
-                b.sh("tail -n 40 /run/docent.log")
-            );
-        } else {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-    let start = Instant::now();
-    while status(b) != "idle" {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the kiosk goes back to idle without its speaker; docent's log:\n{}",
-            b.sh("tail -n 40 /run/docent.log")
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    assert_eq!(kiosk_status(b), "speaking", "the kiosk is still speaking");
+    let (unplugged, report, health, released) = unplug(b, rt, &device, |a| a != "ok");
+    wait_status(
+        b,
+        "idle",
+        Duration::from_secs(10),
+        "the kiosk goes idle without its speaker",
+    );
     let idle = Instant::now() - unplugged;
-
-    let plugged = Instant::now();
-    b.sh(&format!("echo {device} > {drv}/bind"));
-    let (recovered, _) = rt.block_on(audio_health(b, Duration::from_secs(10), |a| a == "ok"));
-    let recover = recovered - plugged;
+    let recover = plug(b, rt, &device);
     println!(
         "card unplugged mid-reply ({:?}): reported in health after {:.2} s ({health:?}), the \
          card released (unbind returned) after {:.2} s, the kiosk idle after {:.2} s; card back: \
          audio ok after {:.2} s",
         b.arch,
         report.as_secs_f64(),
-        released.unwrap().as_secs_f64(),
+        released.as_secs_f64(),
         idle.as_secs_f64(),
         recover.as_secs_f64()
     );
 
-    // The next visitor is heard.
+    // --- While the button is held: the microphone reads, the speaker waits ---
+    b.sh("button press");
+    wait_status(b, "listening", Duration::from_secs(10), "the press listens");
+    std::thread::sleep(Duration::from_secs(1));
+    let (_, report, health, released) = unplug(b, rt, &device, |a| a.contains("capture: "));
+    b.sh("button release");
+    wait_status(
+        b,
+        "idle",
+        Duration::from_secs(60),
+        "the kiosk goes idle after the release",
+    );
+    let recover = plug(b, rt, &device);
+    println!(
+        "card unplugged with the button held ({:?}): reported in health after {:.2} s \
+         ({health:?}), the card released after {:.2} s; card back: audio ok after {:.2} s \
+         (without a press)",
+        b.arch,
+        report.as_secs_f64(),
+        released.as_secs_f64(),
+        recover.as_secs_f64()
+    );
+
+    // --- The next visitor is heard ---
     let seconds = 30;
     record_speaker(b, seconds);
     b.sh("button press");
@@ -396,6 +385,66 @@ fn unplug_mid_reply(b: &mut Board, rt: &Runtime) {
         "docent did not exit: {}",
         b.tail()
     );
+}
+
+/// Unbinds the card `device` in the background (the write returns only once every open file of
+/// the card is closed). Returns when it began, how long until health's audio passed `reported`
+/// and what it said, and how long until the removal completed (at most 15 s, else the test
+/// fails).
+fn unplug(
+    b: &mut Board,
+    rt: &Runtime,
+    device: &str,
+    reported: impl Fn(&str) -> bool,
+) -> (Instant, Duration, String, Duration) {
+    let unplugged = Instant::now();
+    b.sh(&format!(
+        "sh -c '(echo {device} > {ALOOP_DRIVER}/unbind; echo unbind status $?) > /run/unbind.log \
+         2>&1 &'"
+    ));
+    let (at, health) = rt.block_on(audio_health(b, Duration::from_secs(5), reported));
+    loop {
+        let log = b.sh("cat /run/unbind.log");
+        if log.contains("unbind status") {
+            assert!(log.contains("unbind status 0"), "the unbind: {log}");
+            return (unplugged, at - unplugged, health, unplugged.elapsed());
+        }
+        assert!(
+            unplugged.elapsed() < Duration::from_secs(15),
+            "the card's removal still waits for its open files after 15 s (docent keeps the dead \
+             card open); open files of the card:\n{}\ndocent's log:\n{}",
+            b.sh("ls -l /proc/[0-9]*/fd 2>/dev/null | grep /dev/snd"),
+            b.sh("tail -n 40 /run/docent.log")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Binds the card `device` again; returns how long until health's audio is `ok` (at most 10 s).
+fn plug(b: &mut Board, rt: &Runtime, device: &str) -> Duration {
+    let plugged = Instant::now();
+    b.sh(&format!("echo {device} > {ALOOP_DRIVER}/bind"));
+    let (back, _) = rt.block_on(audio_health(b, Duration::from_secs(10), |a| a == "ok"));
+    back - plugged
+}
+
+/// The kiosk loop's state (`idle`, `listening`, ...), from the internal route on the board.
+fn kiosk_status(b: &mut Board) -> String {
+    let d = b.sh("wget -qO- http://127.0.0.1:8080/api/v1/internal/device");
+    let v: Value = serde_json::from_str(&d).unwrap_or_else(|_| panic!("the device route: {d}"));
+    v["status"].as_str().unwrap_or_default().to_string()
+}
+
+fn wait_status(b: &mut Board, status: &str, within: Duration, what: &str) {
+    let start = Instant::now();
+    while kiosk_status(b) != status {
+        assert!(
+            start.elapsed() < within,
+            "{what}: not {status} within {within:?}; docent's log:\n{}",
+            b.sh("tail -n 40 /run/docent.log")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// The pid of `docent serve` on the board (the audio tools are docent too).
@@ -459,7 +508,7 @@ fn aarch64_board_runs_the_static_release_binary_for_a_visitor() {
     );
     set_up_the_kiosk(&b, &rt, &admin, dir.path());
     visit(&mut b, &rt, &admin, dir.path());
-    unplug_mid_reply(&mut b, &rt);
+    unplug_and_plug_back(&mut b, &rt);
 }
 
 fn runtime() -> Runtime {
