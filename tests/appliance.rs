@@ -4,7 +4,8 @@
 //! the visitor presses the button (the GPIO simulator line), asks a question into the loopback
 //! microphone and hears the answer on the loopback speaker, while the test watches the screen
 //! (QEMU's screendump) and the conversation (a WebSocket watcher). Then the power is cut during
-//! a burst of admin writes, and a stalled loop is left to the watchdog.
+//! a burst of admin writes, and a stalled loop is left to the watchdog (x86_64); the sound card
+//! is unplugged while the kiosk speaks and while the button is held, and plugged back (aarch64).
 //!
 //! Ignored by `cargo test`: it needs the board images. `./x appliance` (part of `./x test`)
 //! builds them and runs these tests.
