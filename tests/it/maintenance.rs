@@ -3,11 +3,11 @@
 //! and the recent log.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{PNG, Process, Server, furnished, hash_tree, sign_in, upload_avatar};
+use crate::support::{PNG, Process, Server, furnished, hash_tree, sign_in};
 
 const PASSWORD: &str = "maintenance-test-password";
 const FIRST_BOOT: &str = "Fb3kQz9TmW2xLr7N";
