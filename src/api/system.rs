@@ -163,6 +163,7 @@ async fn restore(_: Admin, State(s): State<AppState>, body: Body) -> ApiResult<J
         .engine
         .scratch_dir()
         .join(format!("restore-{}.tar", crate::engine::new_id()));
+    s.engine.check_reserve()?;
     let upload = Upload(path.clone());
     let mut file = tokio::fs::File::create(&path)
         .await
@@ -182,6 +183,8 @@ async fn restore(_: Admin, State(s): State<AppState>, body: Body) -> ApiResult<J
             .await
             .map_err(crate::engine::Error::from)?;
     }
+    // A write that failed after its last chunk was handed over shows here, not at the drop.
+    file.flush().await.map_err(crate::engine::Error::from)?;
     drop(file);
     let restored = blocking(&s, move |e| {
         let restored = e.restore_backup(&upload.0);
