@@ -195,6 +195,8 @@ async fn restore(_: Admin, State(s): State<AppState>, body: Body) -> ApiResult<J
     s.engine.request_restart();
     Ok(Json(Restored {
         status: "restored",
+        created: restored.created,
+        characters: restored.characters,
         blobs: restored.blobs,
         bytes: restored.bytes,
         restarting: true,
@@ -205,6 +207,10 @@ async fn restore(_: Admin, State(s): State<AppState>, body: Body) -> ApiResult<J
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub struct Restored {
     status: &'static str,
+    /// When the backup was written (RFC 3339).
+    created: String,
+    /// Characters in the backup.
+    characters: u64,
     /// Stored files in the archive.
     blobs: usize,
     /// Their bytes.

@@ -45,6 +45,9 @@ struct Manifest {
 /// What a checked, committed restore holds.
 #[derive(Debug, Serialize)]
 pub struct Restored {
+    /// When the backup was written (RFC 3339, from its manifest).
+    pub created: String,
+    pub characters: u64,
     pub blobs: usize,
     pub bytes: u64,
 }
@@ -117,32 +120,45 @@ impl Engine {
         }
         fs::create_dir_all(staging.join("blobs"))?;
         let staged = stage(archive, &staging, self.config.limits.backup_entries);
-        let restored = staged.and_then(|files| {
-            let owned = check_database(&staging.join(DATABASE)).map_err(bad)?;
-            for blob in &owned {
-                match files.get(&blob.id) {
-                    Some((size, sha)) if *size == blob.size && *sha == blob.sha256 => {}
-                    Some(_) => {
-                        return Err(bad(format!(
-                            "blob {} differs from what the database records",
-                            blob.id
-                        )));
+        let restored = staged.and_then(
+            |Staged {
+                 created,
+                 blobs: files,
+             }| {
+                let checked = check_database(&staging.join(DATABASE)).map_err(bad)?;
+                let owned = checked.blobs;
+                for blob in &owned {
+                    match files.get(&blob.id) {
+                        Some((size, sha)) if *size == blob.size && *sha == blob.sha256 => {}
+                        Some(_) => {
+                            return Err(bad(format!(
+                                "blob {} differs from what the database records",
+                                blob.id
+                            )));
+                        }
+                        None => return Err(bad(format!("blob {} is missing", blob.id))),
                     }
-                    None => return Err(bad(format!("blob {} is missing", blob.id))),
                 }
-            }
-            if files.len() != owned.len() {
-                return Err(bad("the archive holds blobs the database does not own"));
-            }
-            Ok(Restored {
-                blobs: owned.len(),
-                bytes: files.values().map(|(size, _)| size).sum(),
-            })
-        });
+                if files.len() != owned.len() {
+                    return Err(bad("the archive holds blobs the database does not own"));
+                }
+                Ok(Restored {
+                    created,
+                    characters: checked.characters,
+                    blobs: owned.len(),
+                    bytes: files.values().map(|(size, _)| size).sum(),
+                })
+            },
+        );
         match restored {
             Ok(r) => {
                 self.store.commit_restore()?;
-                tracing::info!(blobs = r.blobs, "backup checked and staged: restarting");
+                tracing::info!(
+                    created = %r.created,
+                    characters = r.characters,
+                    blobs = r.blobs,
+                    "backup checked and staged: restarting"
+                );
                 Ok(r)
             }
             Err(e) => {
@@ -214,22 +230,36 @@ impl Drop for TempDir {
     }
 }
 
-/// Reads the archive and writes its members into `staging`; returns each blob's size and
-/// SHA-256. Only the three kinds of member are accepted, each once, regular files only.
-fn stage(
-    archive: &Path,
-    staging: &Path,
-    max_entries: usize,
-) -> Result<HashMap<String, (u64, String)>> {
+/// What [`stage`] read from an archive.
+struct Staged {
+    /// When the backup was written (its manifest's RFC 3339 time).
+    created: String,
+    /// Each blob's size and hex SHA-256, by id.
+    blobs: HashMap<String, (u64, String)>,
+}
+
+/// Reads the archive and writes its members into `staging`. Only the three kinds of member are
+/// accepted, each once, regular files only.
+fn stage(archive: &Path, staging: &Path, max_entries: usize) -> Result<Staged> {
     let mut tar = tar::Archive::new(File::open(archive)?);
     let mut blobs = HashMap::new();
-    let mut seen_manifest = false;
+    let mut created = None;
     let mut seen_db = false;
     let entries = tar
         .entries()
         .map_err(|e| bad(format!("not a backup archive: {e}")))?;
     for (n, entry) in entries.enumerate() {
-        let mut entry = entry.map_err(|e| bad(format!("not a backup archive: {e}")))?;
+        // The tar crate's reason quotes the bad header's bytes: the administrator gets where
+        // it went wrong instead, the details go to the log.
+        let mut entry = entry.map_err(|e| {
+            tracing::info!("restore: unreadable tar header after {n} members: {e}");
+            match n {
+                0 => bad("not a backup archive: not a tar file"),
+                _ => bad(format!(
+                    "the archive is damaged after its first {n} members"
+                )),
+            }
+        })?;
         if n >= max_entries {
             return Err(bad(format!(
                 "the archive has more than {max_entries} entries"
@@ -247,8 +277,7 @@ fn stage(
                 "not a backup archive: it does not start with {MANIFEST}"
             )));
         }
-        if name == MANIFEST && !seen_manifest {
-            seen_manifest = true;
+        if name == MANIFEST && created.is_none() {
             let mut text = Vec::new();
             (&mut entry).take(MANIFEST_BYTES).read_to_end(&mut text)?;
             let manifest: Manifest = serde_json::from_slice(&text)
@@ -259,6 +288,11 @@ fn stage(
                     manifest.format, manifest.version
                 )));
             }
+            // Shown to the administrator: only a real timestamp.
+            if humantime::parse_rfc3339(&manifest.created).is_err() {
+                return Err(bad("the backup's manifest has no valid creation time"));
+            }
+            created = Some(manifest.created);
         } else if name == DATABASE && !seen_db {
             seen_db = true;
             copy_exact(&mut entry, &staging.join(DATABASE))?;
@@ -276,13 +310,13 @@ fn stage(
             )));
         }
     }
-    if !seen_manifest {
+    let Some(created) = created else {
         return Err(bad("not a backup archive: empty"));
-    }
+    };
     if !seen_db {
         return Err(bad("the archive holds no database"));
     }
-    Ok(blobs)
+    Ok(Staged { created, blobs })
 }
 
 /// Copies a member to `dest` and fsyncs it; a member shorter than its header says (a truncated

@@ -12,11 +12,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use redb::{
-    Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, TableHandle,
+    Database, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata,
+    TableDefinition, TableHandle,
 };
 
 use super::blobs::BlobRef;
-use super::tables::{self, ADMIN_SESSIONS, BLOBS, LOGIN_FAILURES, META, Visit};
+use super::tables::{self, ADMIN_SESSIONS, BLOBS, CHARACTERS, LOGIN_FAILURES, META, Visit};
 use super::{Result, SCHEMA_VERSION, Store, StoreError, decode_u64, from_json};
 
 /// File name of the database in the data directory (and in a backup).
@@ -97,10 +98,19 @@ impl Store {
     }
 }
 
+/// What a database that passed [`check_database`] holds: what the restore needs and what the
+/// administrator is told.
+#[derive(Debug, PartialEq)]
+pub struct Checked {
+    /// The blobs it owns.
+    pub blobs: Vec<BlobRef>,
+    pub characters: u64,
+}
+
 /// Opens the database at `path` (a restore's) and checks that this build can use it: every table
 /// of the schema is there with its types, the schema version is one this build knows, and the
-/// blob index parses, with ids of the form the store issues. Returns the blobs it owns.
-pub fn check_database(path: &Path) -> Result<Vec<BlobRef>, String> {
+/// blob index parses, with ids of the form the store issues.
+pub fn check_database(path: &Path) -> Result<Checked, String> {
     let db = Database::builder()
         .set_cache_size(4 << 20)
         .open(path)
@@ -150,7 +160,15 @@ pub fn check_database(path: &Path) -> Result<Vec<BlobRef>, String> {
         }
         owned.push(blob);
     }
-    Ok(owned)
+    let characters = read
+        .open_table(CHARACTERS)
+        .map_err(|e| e.to_string())?
+        .len()
+        .map_err(|e| e.to_string())?;
+    Ok(Checked {
+        blobs: owned,
+        characters,
+    })
 }
 
 /// Finishes a committed restore (see the module's documentation); nothing to do without one.
@@ -186,8 +204,6 @@ pub fn apply_pending(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::tables::CHARACTERS;
-    use redb::ReadableTableMetadata;
 
     #[test]
     fn a_snapshot_is_a_database_this_build_accepts() {
@@ -208,7 +224,13 @@ mod tests {
         let out = dir.path().join("copy.redb");
         let owned = store.snapshot(&out).unwrap();
         assert_eq!(owned, std::slice::from_ref(&blob));
-        assert_eq!(check_database(&out).unwrap(), [blob]);
+        assert_eq!(
+            check_database(&out).unwrap(),
+            Checked {
+                blobs: vec![blob],
+                characters: 1
+            }
+        );
         let copy = Database::open(&out).unwrap();
         let read = copy.begin_read().unwrap();
         assert!(

@@ -32,20 +32,19 @@ BUILD=${DOCENT_FUZZ_BUILD_DIR:-$HOME/.cache/docent-fuzz/target}
 AFL_OPT_LEVEL=${AFL_OPT_LEVEL:-1} CARGO_TARGET_DIR=$BUILD \
   cargo afl build --release --locked --quiet --target "$TRIPLE"
 
-failed=()
-for t in "${chosen[@]}"; do
-  out=target/afl/$t
+# Fuzzes target $1 for $seconds; prints its figures, and fails when it found a crash or a hang.
+fuzz_one() {
+  local t=$1 out=target/afl/$1 dict=()
   rm -rf "$out"
   mkdir -p "$out"
-  dict=()
   [ -n "${DICT[$t]:-}" ] && dict=(-x "dict/${DICT[$t]}.dict")
   # No UI, no CPU pinning on a shared machine, no core-dump setup needed, -V: stop after
   # SECONDS. The time limit per input is generous: the http target opens a kiosk per 1000.
   AFL_NO_UI=1 AFL_NO_AFFINITY=1 AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 \
     AFL_QUIET=1 cargo afl fuzz -V "$seconds" -t 5000 -i "corpus/$t" -o "$out" "${dict[@]}" \
     -- "$BUILD/$TRIPLE/release/$t" >"$out/log" 2>&1 || {
-      echo "run.sh: afl-fuzz failed on $t:" >&2; tail -20 "$out/log" >&2; failed+=("$t"); continue; }
-  stats=$out/default/fuzzer_stats
+      echo "run.sh: afl-fuzz failed on $t:" >&2; tail -20 "$out/log" >&2; return 1; }
+  local stats=$out/default/fuzzer_stats crashes
   get() { sed -n "s/^$1 *: //p" "$stats"; }
   crashes=$(find "$out/default/crashes" "$out/default/hangs" -type f ! -name README.txt | wc -l)
   printf 'fuzz %-8s %5ss  execs %10s  execs/s %8s  edges %6s  corpus %5s  crashes %s  hangs %s\n' \
@@ -54,7 +53,23 @@ for t in "${chosen[@]}"; do
   if [ "$crashes" -gt 0 ]; then
     echo "run.sh: $t failed on these inputs (replay: $BUILD/$TRIPLE/release/$t < FILE):" >&2
     find "$out/default/crashes" "$out/default/hangs" -type f ! -name README.txt >&2
-    failed+=("$t")
+    return 1
   fi
+}
+
+# As many targets at once as there are cores (each fuzzer is one process), so CI's short run
+# takes seconds x targets / cores; each target's figures print when it ends.
+jobs=$(nproc)
+failed=()
+declare -A running=()
+wait_one() {
+  local pid
+  wait -n -p pid "${!running[@]}" || failed+=("${running[$pid]}")
+  unset "running[$pid]"
+}
+for t in "${chosen[@]}"; do
+  [ ${#running[@]} -lt "$jobs" ] || wait_one
+  fuzz_one "$t" & running[$!]=$t
 done
+while [ ${#running[@]} -gt 0 ]; do wait_one; done
 [ ${#failed[@]} -eq 0 ] || { echo "run.sh: failing targets: ${failed[*]}" >&2; exit 1; }

@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::support::browser::Browser;
-use crate::support::{PNG, Server};
+use crate::support::{PNG, Process, Running, Server, hash_tree};
 
 const PASSWORD: &str = "console-test-password";
 const LLM_KEY: &str = "sk-console-test-llm-key-1234";
@@ -1068,6 +1068,363 @@ async fn a_browser_asks_by_voice_and_hears_the_answer() {
         sent_again >= sent + speech.as_millis() as f64,
         "sent {sent_again} ms in all"
     );
+    assert!(
+        b.errors.is_empty(),
+        "script or console errors: {:?}",
+        b.errors
+    );
+}
+
+/// Signs in on the console's sign-in page of the kiosk at `base`.
+async fn sign_in_page(b: &mut Browser, base: &str, password: &str) {
+    b.goto(&format!("{base}/console/login")).await;
+    b.type_into("password", password).await;
+    b.press_enter().await;
+    b.wait_for("location.pathname", json!("/console/")).await;
+}
+
+/// A client of the running binary `p` signed in as its administrator, from its own origin.
+async fn admin_of(p: &Running, password: &str) -> Server {
+    let mut s = Server::attach(p);
+    let res = s
+        .post("/api/auth")
+        .json(&json!({ "password": password }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let cookie = res.headers()["set-cookie"].to_str().unwrap();
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("cookie", cookie.split(';').next().unwrap().parse().unwrap());
+    headers.insert("origin", s.base.parse().unwrap());
+    s.http = reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap();
+    s
+}
+
+/// Every character as the API shows it: id, name, its images with the SHA-256 of their
+/// bytes, its knowledge and its conversation.
+async fn characters_of(s: &Server) -> Vec<Value> {
+    let mut out = Vec::new();
+    for c in s
+        .get_json("/api/v1/characters", 200)
+        .await
+        .as_array()
+        .unwrap()
+    {
+        let id = c["id"].as_str().unwrap();
+        let mut images = Vec::new();
+        for img in s
+            .get_json(&format!("/api/v1/characters/{id}/images"), 200)
+            .await
+            .as_array()
+            .unwrap()
+        {
+            let name = img["filename"].as_str().unwrap();
+            let res = s
+                .get(&format!("/api/v1/characters/{id}/images/{name}"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 200, "image {name}");
+            let bytes = res.bytes().await.unwrap();
+            images.push(json!([
+                name,
+                docent::store::blobs::hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes))
+            ]));
+        }
+        let knowledge = s
+            .get_json(&format!("/api/v1/characters/{id}/knowledge"), 200)
+            .await;
+        let sources: Vec<Value> = knowledge["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| json!([x["filename"], x["status"], x["size"]]))
+            .collect();
+        let said: Vec<Value> = s
+            .get_json(
+                &format!("/api/v1/characters/{id}/conversations/messages"),
+                200,
+            )
+            .await["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| json!([m["role"], m["content"]]))
+            .collect();
+        out.push(json!({
+            "id": id, "name": c["name"], "active_image": c["active_image"],
+            "images": images, "knowledge": sources, "said": said,
+        }));
+    }
+    out
+}
+
+/// A kiosk's two characters of its own: an avatar, a knowledge file (indexed) and a visit.
+async fn furnish(s: &Server) {
+    let ada = s.character("Ada Lovelace").await;
+    s.character("Charles Babbage").await;
+    crate::support::upload_avatar(s, &ada, PNG, 200).await;
+    let form = reqwest::multipart::Form::new().part(
+        "files",
+        reqwest::multipart::Part::bytes(
+            b"The Analytical Engine was designed by Charles Babbage in 1837.".to_vec(),
+        )
+        .file_name("engine.txt"),
+    );
+    let res = s
+        .post(&format!("/api/v1/characters/{ada}/knowledge/files"))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let start = Instant::now();
+    while s
+        .get_json(&format!("/api/v1/characters/{ada}/knowledge"), 200)
+        .await["sources"][0]["status"]
+        != "ready"
+    {
+        assert!(start.elapsed() < Duration::from_secs(30), "indexing");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let created = s
+        .post_json("/api/v1/sessions", json!({"character_id": ada}), 201)
+        .await;
+    let sid = created["session_id"].as_str().unwrap();
+    s.post_json(
+        &format!("/api/v1/sessions/{sid}/message"),
+        json!({"text": "Who designed the Analytical Engine?"}),
+        202,
+    )
+    .await;
+    let start = Instant::now();
+    while s
+        .get_json(
+            &format!("/api/v1/characters/{ada}/conversations/messages"),
+            200,
+        )
+        .await["messages"]
+        .as_array()
+        .unwrap()
+        .len()
+        < 2
+    {
+        assert!(start.elapsed() < Duration::from_secs(30), "the answer");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The text of the System page's restore error once shown.
+const RESTORE_ERROR: &str = "(() => { const e = document.getElementById('restore-error'); return !e.hidden && e.textContent; })()";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_backs_up_one_kiosk_and_restores_it_into_an_empty_one() {
+    const A_PASSWORD: &str = "kiosk-a-password";
+    const B_PASSWORD: &str = "kiosk-b-password";
+    // The test's own HTTP clients (no server in this process installs it).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // Kiosk A, furnished through the API.
+    let a = Process::new()
+        .args(["--devices", "none"])
+        .env("ADMIN_PASSWORD", A_PASSWORD)
+        .start()
+        .await;
+    let a_api = admin_of(&a, A_PASSWORD).await;
+    furnish(&a_api).await;
+    let before = characters_of(&a_api).await;
+    assert_eq!(before.len(), 3, "{before:?}");
+
+    // A's System page: the backup link is a real download, saved by the browser.
+    let mut b = Browser::launch().await;
+    b.call(
+        "Emulation.setDeviceMetricsOverride",
+        json!({"width": 1200, "height": 1000, "deviceScaleFactor": 1, "mobile": false}),
+    )
+    .await;
+    sign_in_page(&mut b, &a.base(), A_PASSWORD).await;
+    b.goto(&format!("{}/console/system", a.base())).await;
+    b.screenshot("system-backup").await;
+    let downloads = tempfile::tempdir().unwrap();
+    b.allow_downloads(downloads.path()).await;
+    let clicked = Instant::now();
+    b.eval("document.getElementById('backup').click()").await;
+    let archive = b
+        .downloaded(downloads.path(), Duration::from_secs(60))
+        .await;
+    let name = archive.file_name().unwrap().to_str().unwrap().to_string();
+    assert!(
+        name.starts_with("docent-backup-") && name.ends_with(".tar"),
+        "{name}"
+    );
+    let bytes = std::fs::read(&archive).unwrap();
+    println!(
+        "backup: {} bytes saved by the browser {:?} after the click",
+        bytes.len(),
+        clicked.elapsed()
+    );
+    let members: Vec<String> = tar::Archive::new(bytes.as_slice())
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().display().to_string())
+        .collect();
+    assert_eq!(members[..2], ["docent-backup.json", "docent.redb"]);
+    assert!(
+        members.len() >= 4 && members[2..].iter().all(|m| m.starts_with("blobs/")),
+        "the avatar and the knowledge file: {members:?}"
+    );
+    drop(a_api);
+    drop(a);
+
+    // Kiosk B: an empty data directory, its own password, a fixed port that a restart (the
+    // program runs itself again) comes back on, where the page waits for it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    let mut p = Process::new()
+        .args(["--devices", "none"])
+        .env("ADMIN_PASSWORD", B_PASSWORD)
+        .data_dir(&data)
+        .listen(port)
+        .start()
+        .await;
+    let base = p.base();
+    let b_api = admin_of(&p, B_PASSWORD).await;
+    let empty = characters_of(&b_api).await;
+    assert_eq!(
+        empty.len(),
+        1,
+        "only the first start's character: {empty:?}"
+    );
+    assert_ne!(empty[0]["id"], before[0]["id"]);
+    sign_in_page(&mut b, &base, B_PASSWORD).await;
+    b.goto(&format!("{base}/console/system")).await;
+
+    // Bad files: the page shows the API's reason and nothing changes.
+    let truncated = root.path().join("truncated.tar");
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+    let not_tar = root.path().join("notes.tar");
+    std::fs::write(&not_tar, b"Opening hours: nine to six.\n".repeat(40)).unwrap();
+    let files = hash_tree(&data);
+    for (file, error) in [
+        (&truncated, "the archive is truncated (HTTP 400)"),
+        (&not_tar, "not a backup archive: not a tar file (HTTP 400)"),
+    ] {
+        b.choose_files("#restore-file", &[file]).await;
+        b.eval("document.getElementById('restore').click()").await;
+        b.wait_for(RESTORE_ERROR, json!(error)).await;
+        assert_eq!(
+            b.eval("document.getElementById('restore-status').textContent")
+                .await,
+            "",
+            "no restart announced"
+        );
+        assert_eq!(
+            b.eval("document.getElementById('restore').disabled").await,
+            false
+        );
+        assert_eq!(characters_of(&b_api).await, empty);
+        assert_eq!(
+            hash_tree(&data),
+            files,
+            "{file:?}: the data directory changed"
+        );
+    }
+    b.screenshot("system-restore-refused").await;
+    let asked = |f: &std::path::Path| {
+        format!(
+            "Replace everything on this kiosk with {}?",
+            f.file_name().unwrap().to_str().unwrap()
+        )
+    };
+    assert_eq!(b.dialogs, [asked(&truncated), asked(&not_tar)]);
+    // A restart after them: B comes back as it was (no restore was staged).
+    b.eval("window.beforeRestart = true; document.getElementById('restart').click()")
+        .await;
+    p.listening_again(Duration::from_secs(60)).await;
+    b.wait_within(
+        "!window.beforeRestart && document.readyState === 'complete' && location.pathname",
+        json!("/console/system"),
+        Duration::from_secs(30),
+    )
+    .await;
+    let b_api = admin_of(&p, B_PASSWORD).await;
+    assert_eq!(characters_of(&b_api).await, empty);
+
+    // The downloaded backup, chosen and confirmed: the page says what it staged, the kiosk
+    // restarts into it and the page comes back to the sign-in (sessions are not restored).
+    b.dialogs.clear();
+    b.choose_files("#restore-file", &[&archive]).await;
+    let clicked = Instant::now();
+    b.eval("document.getElementById('restore').click()").await;
+    b.wait_for(
+        "document.getElementById('restore-status').textContent.includes('Restarting')",
+        json!(true),
+    )
+    .await;
+    let said = b
+        .eval("document.getElementById('restore-status').textContent")
+        .await;
+    b.screenshot("system-restoring").await;
+    assert_eq!(b.dialogs, [asked(&archive)]);
+    let said = said.as_str().unwrap();
+    assert!(
+        said.starts_with(&format!("{name} checked: the backup of ")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            " with 3 character(s) and {} stored file(s) (",
+            members.len() - 2
+        )) && said.ends_with(" is staged. Restarting into it... the page reloads when the kiosk is back: sign in again then."),
+        "{said}"
+    );
+    p.listening_again(Duration::from_secs(60)).await;
+    assert_eq!(p.base(), base);
+    b.wait_within(
+        "location.pathname",
+        json!("/console/login"),
+        Duration::from_secs(30),
+    )
+    .await;
+    println!(
+        "restore: the page is back at the sign-in {:?} after the click",
+        clicked.elapsed()
+    );
+    assert!(!data.join("restore-pending").exists());
+
+    // B now holds A's characters: ids, names, images, knowledge and conversation.
+    let b_api = admin_of(&p, B_PASSWORD).await;
+    assert_eq!(characters_of(&b_api).await, before);
+    sign_in_page(&mut b, &base, B_PASSWORD).await;
+    b.goto(&format!("{base}/console/characters")).await;
+    let names: Vec<&str> = before.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    b.wait_for(
+        "[...document.querySelectorAll('#list > li h2')].map((e) => e.textContent).join('|')",
+        json!(names.join("|")),
+    )
+    .await;
+    b.wait_for(
+        "(() => { const i = document.querySelector(\"img[alt=\\\"Ada Lovelace's active image\\\"]\"); return !!i && i.complete && i.naturalWidth; })()",
+        json!(1),
+    )
+    .await;
+    b.screenshot("characters-restored").await;
+    // The System page's log says the restored backup is in force.
+    b.goto(&format!("{base}/console/system")).await;
+    b.wait_for(
+        "document.getElementById('logs').textContent.includes('a restored backup is now in force')",
+        json!(true),
+    )
+    .await;
+    b.screenshot("system-restored").await;
+    assert!(p.errors().is_empty(), "{:?}", p.errors());
     assert!(
         b.errors.is_empty(),
         "script or console errors: {:?}",

@@ -6,9 +6,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
-use crate::support::{PNG, Process, Server, upload_avatar};
+use crate::support::{PNG, Process, Server, hash_tree, upload_avatar};
 
 const PASSWORD: &str = "maintenance-test-password";
 const FIRST_BOOT: &str = "Fb3kQz9TmW2xLr7N";
@@ -174,26 +173,6 @@ async fn a_configured_password_need_not_be_changed_and_system_routes_need_an_adm
     }
 }
 
-/// Every file under `dir` with the SHA-256 of its bytes, in path order.
-fn hash_tree(dir: &Path) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let digest = Sha256::digest(std::fs::read(&path).unwrap());
-                let name = path.strip_prefix(dir).unwrap().display().to_string();
-                out.push((name, docent::store::blobs::hex(&digest)));
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 async fn backup(s: &Server, cookie: &str) -> Vec<u8> {
     let res = s
         .get("/api/v1/system/backup")
@@ -322,6 +301,13 @@ async fn a_backup_restores_into_an_empty_kiosk() {
     let (status, body) = restore(&b, &cookie, archive).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["restarting"], true);
+    // What it staged: the backup's time, A's characters (its first one and two more), files.
+    assert_eq!(body["characters"], 3, "{body}");
+    assert_eq!(body["blobs"], names.len() - 2, "{body}");
+    assert!(
+        humantime::parse_rfc3339(body["created"].as_str().unwrap()).is_ok(),
+        "{body}"
+    );
     let dir = b.stop().await;
     let mut b = Server::start_in(dir, |c| c.admin_password = Some(PASSWORD.into())).await;
     let cookie = sign_in(&b, PASSWORD).await;

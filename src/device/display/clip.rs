@@ -10,7 +10,7 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{BufReader, Cursor};
+use std::io::{BufReader, Cursor, Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
@@ -29,6 +29,49 @@ const DEFAULT_FRAME: Duration = Duration::from_millis(40);
 enum Source {
     File(File),
     Bytes(Vec<u8>),
+}
+
+/// The reader `re_mp4` parses through, failing after a number of reads and seeks that no
+/// well-formed file needs: inside a container, `re_mp4` reads a child box of size 0 again and
+/// again without moving forward, so a 1 KB file (found by fuzzing) kept a thread busy forever.
+/// Every read takes at least one byte and each box a few seeks, so a budget of a few calls per
+/// byte of the file stops only a parser that no longer moves.
+struct Bounded<R> {
+    inner: R,
+    calls_left: u64,
+}
+
+impl<R> Bounded<R> {
+    fn new(inner: R, file_size: u64) -> Bounded<R> {
+        Bounded {
+            inner,
+            calls_left: file_size.saturating_mul(4).saturating_add(1 << 16),
+        }
+    }
+
+    fn spend(&mut self) -> std::io::Result<()> {
+        self.calls_left = self.calls_left.checked_sub(1).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "the MP4 boxes go round in a loop",
+            )
+        })?;
+        Ok(())
+    }
+}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.spend()?;
+        self.inner.read(buf)
+    }
+}
+
+impl<R: Seek> Seek for Bounded<R> {
+    fn seek(&mut self, pos: SeekFrom) -> std::io::Result<u64> {
+        self.spend()?;
+        self.inner.seek(pos)
+    }
 }
 
 /// A demuxed H.264 clip.
@@ -60,14 +103,15 @@ impl Clip {
     /// Parses an MP4 file (its sample data stays on disk).
     pub fn open(file: File) -> Result<Clip> {
         let size = file.metadata()?.len();
-        let mp4 =
-            re_mp4::Mp4::read(BufReader::new(&file), size).map_err(|e| anyhow!("MP4: {e}"))?;
+        let mp4 = re_mp4::Mp4::read(Bounded::new(BufReader::new(&file), size), size)
+            .map_err(|e| anyhow!("MP4: {e}"))?;
         Clip::from_mp4(&mp4, Source::File(file))
     }
 
     /// Parses an MP4 file held in memory.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<Clip> {
-        let mp4 = re_mp4::Mp4::read(Cursor::new(&bytes), bytes.len() as u64)
+        let size = bytes.len() as u64;
+        let mp4 = re_mp4::Mp4::read(Bounded::new(Cursor::new(&bytes), size), size)
             .map_err(|e| anyhow!("MP4: {e}"))?;
         Clip::from_mp4(&mp4, Source::Bytes(bytes))
     }
@@ -366,6 +410,26 @@ mod tests {
 
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
+    }
+
+    /// Found by fuzzing: a child box of size 0 inside `moov` made the demuxer read the same
+    /// header forever.
+    #[test]
+    fn a_box_that_does_not_move_forward_is_an_error_not_a_hang() {
+        let bytes = include_bytes!("../../../tests/fuzz/corpus/clip/mp4-box-loop.mp4");
+        let started = std::time::Instant::now();
+        let err = Clip::from_bytes(bytes.to_vec()).expect_err("a looping file is refused");
+        assert!(format!("{err:#}").contains("loop"), "{err:#}");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        let path = std::env::temp_dir().join(format!("docent-loop-{}.mp4", std::process::id()));
+        std::fs::write(&path, bytes).unwrap();
+        let opened = Clip::open(File::open(&path).unwrap());
+        std::fs::remove_file(&path).unwrap();
+        assert!(opened.is_err(), "the same file from disk is refused too");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! A page of a headless Chromium driven over the DevTools protocol, for the console's tests
 //! and its benchmark (`benches/console.rs` includes this file).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -226,6 +226,59 @@ impl Browser {
             json!({"type": kind, "x": at[0], "y": at[1], "button": "left", "buttons": u8::from(down), "clickCount": 1}),
         )
         .await;
+    }
+
+    /// Sets `files` on the file input that `selector` finds, as a person choosing them would.
+    pub async fn choose_files(&mut self, selector: &str, files: &[&Path]) {
+        let doc = self.call("DOM.getDocument", json!({})).await;
+        let input = self
+            .call(
+                "DOM.querySelector",
+                json!({"nodeId": doc["root"]["nodeId"], "selector": selector}),
+            )
+            .await;
+        assert_ne!(input["nodeId"], 0, "no {selector} on the page");
+        self.call(
+            "DOM.setFileInputFiles",
+            json!({"nodeId": input["nodeId"], "files": files}),
+        )
+        .await;
+    }
+
+    /// Lets the browser save downloads into `dir` under the names the server suggests (a
+    /// command of the browser, not of the page).
+    pub async fn allow_downloads(&mut self, dir: &Path) {
+        let page = std::mem::take(&mut self.session);
+        self.call(
+            "Browser.setDownloadBehavior",
+            json!({"behavior": "allow", "downloadPath": dir}),
+        )
+        .await;
+        self.session = page;
+    }
+
+    /// The one file downloaded into `dir` once complete (Chromium writes `*.crdownload`, then
+    /// renames it), within `within`.
+    pub async fn downloaded(&mut self, dir: &Path, within: Duration) -> PathBuf {
+        let start = Instant::now();
+        loop {
+            let names: Vec<PathBuf> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            // A zero-length file of the final name may stand in while the data is written.
+            if let [one] = names.as_slice()
+                && one.extension().is_none_or(|e| e != "crdownload")
+                && std::fs::metadata(one).is_ok_and(|m| m.len() > 0)
+            {
+                return one.clone();
+            }
+            assert!(
+                start.elapsed() < within,
+                "no complete download in {within:?}: {names:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     pub async fn screenshot(&mut self, name: &str) {

@@ -7,8 +7,10 @@ pub mod fake_wyoming;
 mod process;
 
 use std::net::SocketAddr;
+use std::path::Path;
 
 use docent::config::Config;
+use sha2::Digest as _;
 use tokio::sync::oneshot;
 
 pub use process::{Process, Running, docent, docent_under};
@@ -206,6 +208,26 @@ impl Drop for Server {
             let _ = stop.send(());
         }
     }
+}
+
+/// Every file under `dir` with the SHA-256 of its bytes, in path order.
+pub fn hash_tree(dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let digest = sha2::Sha256::digest(std::fs::read(&path).unwrap());
+                let name = path.strip_prefix(dir).unwrap().display().to_string();
+                out.push((name, docent::store::blobs::hex(&digest)));
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 /// A tiny valid PNG (1x1).

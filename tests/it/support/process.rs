@@ -63,6 +63,7 @@ pub struct Process {
     envs: Vec<(OsString, OsString)>,
     config: Option<String>,
     data_dir: Option<PathBuf>,
+    listen: Option<SocketAddr>,
 }
 
 impl Process {
@@ -96,13 +97,25 @@ impl Process {
         self
     }
 
+    /// A fixed address instead of a free port: a restart that runs the program again comes back
+    /// on it, where a browser's page looks for it.
+    pub fn listen(mut self, addr: SocketAddr) -> Process {
+        self.listen = Some(addr);
+        self
+    }
+
     /// Starts the binary and waits for its listening line.
     pub async fn start(self) -> Running {
         let root = tempfile::tempdir().unwrap();
         let data_dir = self.data_dir.unwrap_or_else(|| root.path().join("data"));
+        let listen = self
+            .listen
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
         let mut command = docent();
         command
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .args(["serve", "--listen"])
+            .arg(listen.to_string())
+            .arg("--data-dir")
             .arg(&data_dir)
             .args(&self.args);
         if let Some(toml) = &self.config {
@@ -130,6 +143,7 @@ impl Process {
             stdout,
             stderr,
             readers,
+            starts: 1,
         };
         let line = match tokio::time::timeout(START_TIMEOUT, first_rx).await {
             Ok(Ok(line)) => line,
@@ -159,6 +173,8 @@ pub struct Running {
     stdout: Arc<Mutex<Vec<String>>>,
     stderr: Arc<Mutex<Vec<String>>>,
     readers: Vec<JoinHandle<()>>,
+    /// Listening lines seen so far: one per start of the program.
+    starts: usize,
 }
 
 impl Running {
@@ -181,8 +197,8 @@ impl Running {
             .collect()
     }
 
-    /// Waits for the program to print its listening line once more (it ran itself again) and
-    /// returns the new address.
+    /// Waits for the program to print its listening line once more than seen so far (it ran
+    /// itself again) and returns the new address.
     pub async fn listening_again(&mut self, within: Duration) -> SocketAddr {
         let deadline = tokio::time::Instant::now() + within;
         loop {
@@ -190,10 +206,11 @@ impl Running {
                 let out = self.stdout.lock().unwrap();
                 out.iter()
                     .filter_map(|l| l.strip_prefix(LISTENING))
-                    .nth(1)
+                    .nth(self.starts)
                     .and_then(|a| a.trim().parse().ok())
             };
             if let Some(addr) = again {
+                self.starts += 1;
                 self.addr = addr;
                 return addr;
             }

@@ -1,8 +1,8 @@
 import { api, $, guarded, showError } from '/console/api.js';
 
-/** Reloads the page once the kiosk answers again after a restart. */
-async function comeBack(status) {
-  status.textContent = 'Restarting... the page reloads when the kiosk is back.';
+/** Reloads the page once the kiosk answers again after a restart; `said` is shown meanwhile. */
+async function comeBack(status, said = 'Restarting... the page reloads when the kiosk is back.') {
+  status.textContent = said;
   const started = Date.now();
   await new Promise((r) => setTimeout(r, 1500));
   while (Date.now() - started < 120000) {
@@ -35,6 +35,8 @@ $('restore').addEventListener('click', async () => {
   if (!confirm(`Replace everything on this kiosk with ${file.name}?`)) return;
   const status = $('restore-status');
   status.textContent = 'Uploading and checking...';
+  // One restore at a time: a second click would only be refused as a conflict.
+  $('restore').disabled = true;
   try {
     const res = await fetch('/api/v1/system/restore', {
       method: 'POST', credentials: 'same-origin', body: file,
@@ -42,10 +44,15 @@ $('restore').addEventListener('click', async () => {
     });
     const data = await res.json().catch(() => null);
     if (!res.ok) throw new Error(`${(data && data.error) || res.statusText} (HTTP ${res.status})`);
-    await comeBack(status);
+    // What comes back, and that it asks to sign in again (sessions are not backed up).
+    const kb = Math.max(1, Math.round(data.bytes / 1024));
+    await comeBack(status, `${file.name} checked: the backup of ${new Date(data.created).toLocaleString()}`
+      + ` with ${data.characters} character(s) and ${data.blobs} stored file(s) (${kb} KB) is staged.`
+      + ' Restarting into it... the page reloads when the kiosk is back: sign in again then.');
   } catch (e) {
     status.textContent = '';
     showError(e, target);
+    $('restore').disabled = false;
   }
 });
 
