@@ -17,26 +17,20 @@
 #[allow(dead_code)]
 #[path = "../tests/it/support/browser.rs"]
 mod browser;
+mod support;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use browser::Browser;
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use support::Docent;
 
 const LOADS: usize = 20;
 const PASSWORD: &str = "console-bench-password";
 const WEIGHT_MAX: u64 = 150 * 1024;
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    runtime.block_on(run());
+    support::block_on(run());
 }
 
 async fn run() {
@@ -49,8 +43,8 @@ async fn run() {
         }
         None => {
             let dir = tempfile::tempdir().expect("temp dir");
-            let (child, base) = spawn(dir.path()).await;
-            (base, PASSWORD.to_string(), Some(child), Some(dir))
+            let server = Docent::start(dir.path(), Some(PASSWORD)).await;
+            (server.base(), PASSWORD.to_string(), Some(server), Some(dir))
         }
     };
     let where_ = if _server.is_some() {
@@ -122,34 +116,6 @@ async fn run() {
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let at = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
     sorted[at]
-}
-
-/// Spawns the release binary with an administrator password; returns it and its base URL.
-async fn spawn(data_dir: &std::path::Path) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_docent"))
-        .env("ADMIN_PASSWORD", PASSWORD)
-        .arg("serve")
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(["--listen", "127.0.0.1:0"])
-        .env("DOCENT_LOG", "error")
-        .env_remove("DOCENT_CONFIG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn docent");
-    let stdout = child.stdout.take().expect("stdout");
-    let line = BufReader::new(stdout)
-        .lines()
-        .next_line()
-        .await
-        .expect("read stdout")
-        .expect("docent exited before listening");
-    let addr = line
-        .strip_prefix("docent listening on http://")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-    (child, format!("http://{addr}"))
 }
 
 /// Run in the signed-in page: every console page (the sign-in page signed out) and, followed

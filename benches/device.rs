@@ -15,15 +15,17 @@
 //! Each round: hold 400 ms (longer than a tap), release, wait for the reply to play, 100 ms into
 //! it press again (the barge-in is the next round's press).
 
+mod support;
+
 use std::time::{Duration, Instant};
 
-use docent::config::Config;
 use docent::config::DeviceMode;
 use docent::device::audio::AudioEvent;
 use docent::engine::live::Status;
 use fake_openai::{Chat, FakeOpenAi, Speech, Transcription};
 use serde_json::json;
-use tokio::sync::{broadcast, oneshot};
+use support::{Kiosk, get_json};
+use tokio::sync::broadcast;
 
 const ROUNDS: usize = 40;
 const HOLD: Duration = Duration::from_millis(400);
@@ -32,12 +34,7 @@ const TARGET_RELEASE_MS: f64 = 20.0;
 const TARGET_STOP_MS: f64 = 30.0;
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    runtime.block_on(run());
+    support::block_on(run());
 }
 
 async fn run() {
@@ -45,24 +42,8 @@ async fn run() {
     let base = provider.base_url();
 
     let dir = tempfile::tempdir().expect("temp dir");
-    let config = Config {
-        data_dir: dir.path().to_path_buf(),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        devices: DeviceMode::Sim,
-        ..Config::default()
-    };
-    let (ready_tx, ready_rx) = oneshot::channel();
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let server = tokio::spawn(docent::run_with(
-        config,
-        move |r| {
-            let _ = ready_tx.send(r);
-        },
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
-    let ready = ready_rx.await.expect("kiosk started");
+    let kiosk = Kiosk::start(dir.path(), |c| c.devices = DeviceMode::Sim).await;
+    let ready = &kiosk.ready;
     let engine = ready.engine.clone();
     tokio::task::spawn_blocking(move || {
         engine.update_settings(&json!({
@@ -76,15 +57,8 @@ async fn run() {
     .expect("settings");
     // The default character speaks with the offline voice; this one speaks through the provider.
     let http = reqwest::Client::new();
-    let site = format!("http://{}", ready.addr);
-    let characters: serde_json::Value = http
-        .get(format!("{site}/api/v1/characters"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let site = kiosk.site();
+    let characters = get_json(&http, &format!("{site}/api/v1/characters")).await;
     let mut character = characters[0].clone();
     let id = character["id"].as_str().expect("a character").to_string();
     character["voice_provider"] = json!("openai");
@@ -159,8 +133,7 @@ async fn run() {
         (s50, s95, smax),
         TARGET_STOP_MS,
     );
-    let _ = stop_tx.send(());
-    let _ = server.await;
+    kiosk.stop().await;
 }
 
 /// The tests' OpenAI-compatible fake, answering every request at once: recognition, the reply

@@ -9,9 +9,10 @@
 //!
 //! hyper's `client` feature comes from the reqwest dev-dependency (features are unified).
 
+mod support;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -22,9 +23,9 @@ use hyper::header::{CONTENT_TYPE, HOST};
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpStream;
-use tokio::process::{Child, Command};
+
+use support::Docent;
 
 const COLD_STARTS: usize = 5;
 const LIST_CHARACTERS: usize = 20;
@@ -38,19 +39,14 @@ const INDEX_TIMEOUT: Duration = Duration::from_secs(600);
 const CROSS_BINARY: &str = "target/cross/aarch64-unknown-linux-gnu/release/docent";
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    let rows = runtime.block_on(run());
+    let rows = support::block_on(run());
     print_table(&rows);
 }
 
 async fn run() -> Vec<Row> {
     let mut rows = vec![machine(), cold_start().await];
     let dir = tempfile::tempdir().expect("temp dir");
-    let server = Docent::start(dir.path()).await;
+    let server = Docent::start(dir.path(), None).await;
     rows.push(idle_rss(&server).await);
     rows.extend(get_characters(&server).await);
     rows.extend(post_characters(&server).await);
@@ -59,79 +55,6 @@ async fn run() -> Vec<Row> {
     rows.extend(site_admin().await);
     rows.extend(binary_sizes());
     rows
-}
-
-// ---------------------------------------------------------------------------------------------
-// The server process
-
-/// A running `docent serve` child process.
-struct Docent {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Docent {
-    /// Spawns the binary and waits for its "listening" line.
-    async fn start(data_dir: &Path) -> Docent {
-        Docent::start_with(data_dir, None).await
-    }
-
-    /// Spawns the binary, with an administrator password when one is given. The load comes
-    /// from one address with more connections than the per-peer cap allows, so the cap is
-    /// raised: the bench measures serving, not the listener's bounds (`--bench listener` does).
-    async fn start_with(data_dir: &Path, password: Option<&str>) -> Docent {
-        std::fs::create_dir_all(data_dir).expect("data directory");
-        let config = data_dir.join("bench.toml");
-        std::fs::write(
-            &config,
-            format!("max_connections_per_peer = {}\n", 2 * CONNECTIONS),
-        )
-        .expect("bench configuration");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_docent"));
-        if let Some(p) = password {
-            command.env("ADMIN_PASSWORD", p);
-        } else {
-            command.env_remove("ADMIN_PASSWORD");
-        }
-        let mut child = command
-            .arg("serve")
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(["--listen", "127.0.0.1:0"])
-            .arg("--config")
-            .arg(&config)
-            .env("DOCENT_LOG", "error")
-            .env_remove("DOCENT_CONFIG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn docent");
-        let stdout = child.stdout.take().expect("stdout");
-        let line = BufReader::new(stdout)
-            .lines()
-            .next_line()
-            .await
-            .expect("read stdout")
-            .expect("docent exited before listening");
-        let addr = line
-            .strip_prefix("docent listening on http://")
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        Docent { child, addr }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id().expect("running")
-    }
-
-    fn base(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    async fn stop(mut self) {
-        self.child.kill().await.expect("stop docent");
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -364,7 +287,7 @@ async fn cold_start() -> Row {
     for _ in 0..COLD_STARTS {
         let dir = tempfile::tempdir().expect("temp dir");
         let t = Instant::now();
-        let server = Docent::start(dir.path()).await;
+        let server = Docent::start(dir.path(), None).await;
         call_json(server.addr, &Call::get("/api/v1/health"), StatusCode::OK).await;
         times.push(t.elapsed());
         server.stop().await;
@@ -488,7 +411,7 @@ async fn site_admin() -> Vec<Row> {
     const LOGINS: usize = 20;
     const IMAGE_BYTES: usize = 50 * 1024;
     let dir = tempfile::tempdir().expect("temp dir");
-    let server = Docent::start_with(dir.path(), Some(PASSWORD)).await;
+    let server = Docent::start(dir.path(), Some(PASSWORD)).await;
     let login = Call::post("/api/auth", &json!({ "password": PASSWORD }));
     let mut conn = connect(server.addr).await;
     let mut times = Vec::with_capacity(LOGINS);

@@ -10,18 +10,20 @@
 //! `BENCH_ONLY=local` runs only the offline voice figures; `BENCH_ESPEAK_EMULATED=1` runs
 //! espeak-ng under `qemu-x86_64-static` (software emulation, like the simulated board).
 
+mod support;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use docent::config::Config;
 use docent::proto::voice_llm_input::Input;
 use docent::proto::voice_llm_service_client::VoiceLlmServiceClient;
 use docent::proto::{VoiceLlmConfig, VoiceLlmInput};
 use fake_openai::{Chat, FakeOpenAi, Speech};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
+use support::Kiosk;
 use tokio_tungstenite::tungstenite::Message;
 
 const TURNS: usize = 1_000;
@@ -37,12 +39,7 @@ type Socket =
 
 fn main() {
     let _emulated = std::env::var_os("BENCH_ESPEAK_EMULATED").map(|_| emulate_espeak());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    runtime.block_on(run());
+    support::block_on(run());
 }
 
 async fn run() {
@@ -51,7 +48,8 @@ async fn run() {
     fake.set_chat(Chat::reply("The museum closes at six. Tickets cost twelve euros.").deltas(4));
     fake.set_speech(Speech::millis(300));
     let dir = tempfile::tempdir().expect("temp dir");
-    let addr = start_server(dir.path(), &fake.base_url()).await;
+    let kiosk = start_server(dir.path(), &fake.base_url()).await;
+    let addr = kiosk.ready.addr;
 
     if docent::engine::providers::find_program("espeak-ng").is_some() {
         let (first, last) = local_voice(addr).await;
@@ -103,26 +101,9 @@ async fn run() {
     soak(addr, &character, secs).await;
 }
 
-async fn start_server(dir: &std::path::Path, base_url: &str) -> SocketAddr {
-    let config = Config {
-        data_dir: dir.to_path_buf(),
-        listen: "127.0.0.1:0".parse().expect("address"),
-        max_sessions: SESSIONS + 10,
-        ..Config::default()
-    };
-    let (ready, addr) = tokio::sync::oneshot::channel();
-    tokio::spawn(async move {
-        docent::run(
-            config,
-            move |a| {
-                let _ = ready.send(a);
-            },
-            std::future::pending(),
-        )
-        .await
-        .expect("server runs");
-    });
-    let addr = addr.await.expect("server started");
+async fn start_server(dir: &std::path::Path, base_url: &str) -> Kiosk {
+    let kiosk = Kiosk::start(dir, |c| c.max_sessions = SESSIONS + 10).await;
+    let addr = kiosk.ready.addr;
     let http = reqwest::Client::new();
     let settings = json!({
         "llm": {"provider": "openai", "base_url": base_url, "model": "fake"},
@@ -135,7 +116,7 @@ async fn start_server(dir: &std::path::Path, base_url: &str) -> SocketAddr {
         .await
         .expect("settings");
     assert!(res.status().is_success(), "settings: {}", res.status());
-    addr
+    kiosk
 }
 
 /// A character that speaks through the fake provider.

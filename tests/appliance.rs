@@ -4,7 +4,8 @@
 //! the visitor presses the button (the GPIO simulator line), asks a question into the loopback
 //! microphone and hears the answer on the loopback speaker, while the test watches the screen
 //! (QEMU's screendump) and the conversation (a WebSocket watcher). Then the power is cut during
-//! a burst of admin writes, and a stalled loop is left to the watchdog.
+//! a burst of admin writes, and a stalled loop is left to the watchdog (x86_64); the sound card
+//! is unplugged while the kiosk speaks and while the button is held, and plugged back (aarch64).
 //!
 //! Ignored by `cargo test`: it needs the board images. `./x appliance` (part of `./x test`)
 //! builds them and runs these tests.
@@ -170,26 +171,11 @@ fn set_up_the_kiosk(b: &Board, rt: &Runtime, admin: &Admin, dir: &Path) -> Strin
 fn visit(b: &mut Board, rt: &Runtime, admin: &Admin, dir: &Path) {
     let question = spoken_question();
     put_file(b, "/tmp/question.raw", &audio::samples_to_le(&question));
-    // Started by a shell that exits at once, so the recorder is not a job of the console's shell
-    // (busybox ash leaves when a background job of its ends while it waits at the prompt); it
-    // writes `recorder done` at its end, which the test waits for.
-    b.sh(&format!(
-        "sh -c '(docent audio record /run/www/speaker.wav --device speaker_tap --rate {TAP_RATE} \
-         --seconds {TAP_SECONDS}; echo recorder done) > /run/record.log 2>&1 &'"
-    ));
+    record_speaker(b, TAP_SECONDS);
     b.sh("button press");
     let session = rt.block_on(admin.kiosk_session());
     let frames = rt.block_on(watch(b, admin, &session));
-    let said = b.sh_within(
-        // busybox's date has no sub-second format; adjtimex shows the clock in microseconds.
-        "docent audio play /tmp/question.raw --device mic_feed --rate 16000 && button release \
-         && adjtimex | grep time.tv_",
-        Duration::from_secs(60),
-    );
-    let released_at = value_after::<f64>(&said, "time.tv_sec:")
-        .zip(value_after::<f64>(&said, "time.tv_usec:"))
-        .map(|(s, us)| s + us / 1e6)
-        .unwrap_or_else(|| panic!("the question played and the button was released: {said}"));
+    let released_at = say_the_question(b);
     let speaks = |f: &Value| f["type"] == "avatar_status" && f["status"] == "speaking";
     if !seen(&frames, Duration::from_secs(120), speaks) {
         eprintln!("docent's log:\n{}", b.sh("tail -n 60 /run/docent.log"));
@@ -231,9 +217,58 @@ fn visit(b: &mut Board, rt: &Runtime, admin: &Admin, dir: &Path) {
     );
 
     // The loopback speaker: audible speech, and how long after the release it began.
+    let release_to_sound = reply_heard(b, rt, released_at, TAP_SECONDS);
+    println!(
+        "button release -> first reply sample on the loopback speaker ({:?}, offline engine, \
+         TCG): {:.0} ms; heard {heard:?}, answered {answer:?}",
+        b.arch,
+        release_to_sound * 1000.0
+    );
+    drop(frames);
+    // docent's memory on the board after a turn (the server, not the audio tools).
+    let rss = b.sh(
+        "for p in $(pidof docent); do grep -q serve /proc/$p/cmdline && grep VmRSS /proc/$p/status; done",
+    );
+    let rss_kb: u64 = value_after(&rss, "VmRSS:").unwrap_or_else(|| panic!("docent's RSS: {rss}"));
+    println!(
+        "docent resident memory on the board after the turn ({:?}): {:.1} MB",
+        b.arch,
+        rss_kb as f64 / 1024.0
+    );
+}
+
+/// Starts recording the loopback speaker for `seconds` into /run/www/speaker.wav (fetched
+/// through the board's httpd). Started by a shell that exits at once, so the recorder is not a
+/// job of the console's shell (busybox ash leaves when a background job of its ends while it
+/// waits at the prompt); it writes `recorder done` at its end, which `reply_heard` waits for.
+fn record_speaker(b: &mut Board, seconds: u32) {
+    b.sh(&format!(
+        "sh -c '(docent audio record /run/www/speaker.wav --device speaker_tap --rate {TAP_RATE} \
+         --seconds {seconds}; echo recorder done) > /run/record.log 2>&1 &'"
+    ));
+}
+
+/// With the button held: plays /tmp/question.raw into the loopback microphone, then releases
+/// the button. Returns the board's clock (unix seconds) at the release.
+fn say_the_question(b: &mut Board) -> f64 {
+    let said = b.sh_within(
+        // busybox's date has no sub-second format; adjtimex shows the clock in microseconds.
+        "docent audio play /tmp/question.raw --device mic_feed --rate 16000 && button release \
+         && adjtimex | grep time.tv_",
+        Duration::from_secs(60),
+    );
+    value_after::<f64>(&said, "time.tv_sec:")
+        .zip(value_after::<f64>(&said, "time.tv_usec:"))
+        .map(|(s, us)| s + us / 1e6)
+        .unwrap_or_else(|| panic!("the question played and the button was released: {said}"))
+}
+
+/// Waits for the recorder of `record_speaker` to end; asserts that it heard an audible reply
+/// after the release at `released_at` (board clock). Returns the release-to-sound time (s).
+fn reply_heard(b: &mut Board, rt: &Runtime, released_at: f64, seconds: u32) -> f64 {
     b.sh_within(
         "until grep -q 'recorder done' /run/record.log; do sleep 0.5; done",
-        Duration::from_secs(u64::from(TAP_SECONDS) + 30),
+        Duration::from_secs(u64::from(seconds) + 30),
     );
     let record_log = b.sh("cat /run/record.log");
     let record_start: f64 = value_after(&record_log, "first frame at unix ")
@@ -261,23 +296,164 @@ fn visit(b: &mut Board, rt: &Runtime, admin: &Admin, dir: &Path) {
         release_to_sound > 0.0,
         "the reply starts after the release ({release_to_sound:.3} s)"
     );
+    release_to_sound
+}
+
+/// Where snd-aloop's platform device is bound (`bind` / `unbind`).
+const ALOOP_DRIVER: &str = "/sys/bus/platform/drivers/snd_aloop";
+
+/// The sound card goes away and comes back, twice: while the kiosk speaks, and while a visitor
+/// holds the button (the microphone open, the speaker idle). Unbinding snd-aloop's platform
+/// device disconnects the card as unplugging a USB card does (open PCMs fail, the kernel's
+/// removal waits until every open file of the card is closed); binding it again brings a new card
+/// of the same name. docent must report it in health, close the card, go back to idle, and use
+/// the card again once it is back, all without a restart; the next visitor is heard.
+fn unplug_and_plug_back(b: &mut Board, rt: &Runtime) {
+    let pid = serve_pid(b);
+    let mark = b.mark();
+    let device = b.sh(&format!("ls {ALOOP_DRIVER} | grep snd_aloop"));
+    assert!(
+        device.starts_with("snd_aloop.") && !device.contains('\n'),
+        "snd-aloop's platform device: {device:?}"
+    );
+
+    // --- While the kiosk speaks: the same question, whose answer takes seconds to say ---
+    b.sh("button press");
+    say_the_question(b);
+    b.sh_within(
+        "until wget -qO- http://127.0.0.1:8080/api/v1/internal/device | grep -q '\"status\":\"speaking\"'; \
+         do sleep 0.2; done",
+        Duration::from_secs(120),
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(kiosk_status(b), "speaking", "the kiosk is still speaking");
+    let (unplugged, report, health, released) = unplug(b, rt, &device, |a| a != "ok");
+    wait_status(
+        b,
+        "idle",
+        Duration::from_secs(10),
+        "the kiosk goes idle without its speaker",
+    );
+    let idle = Instant::now() - unplugged;
+    let recover = plug(b, rt, &device);
     println!(
-        "button release -> first reply sample on the loopback speaker ({:?}, offline engine, \
-         TCG): {:.0} ms; heard {heard:?}, answered {answer:?}",
+        "card unplugged mid-reply ({:?}): reported in health after {:.2} s ({health:?}), the \
+         card released (unbind returned) after {:.2} s, the kiosk idle after {:.2} s; card back: \
+         audio ok after {:.2} s",
         b.arch,
+        report.as_secs_f64(),
+        released.as_secs_f64(),
+        idle.as_secs_f64(),
+        recover.as_secs_f64()
+    );
+
+    // --- While the button is held: the microphone reads, the speaker waits ---
+    b.sh("button press");
+    wait_status(b, "listening", Duration::from_secs(10), "the press listens");
+    std::thread::sleep(Duration::from_secs(1));
+    let (_, report, health, released) = unplug(b, rt, &device, |a| a.contains("capture: "));
+    b.sh("button release");
+    wait_status(
+        b,
+        "idle",
+        Duration::from_secs(60),
+        "the kiosk goes idle after the release",
+    );
+    let recover = plug(b, rt, &device);
+    println!(
+        "card unplugged with the button held ({:?}): reported in health after {:.2} s \
+         ({health:?}), the card released after {:.2} s; card back: audio ok after {:.2} s \
+         (without a press)",
+        b.arch,
+        report.as_secs_f64(),
+        released.as_secs_f64(),
+        recover.as_secs_f64()
+    );
+
+    // --- The next visitor is heard ---
+    let seconds = 30;
+    record_speaker(b, seconds);
+    b.sh("button press");
+    let released_at = say_the_question(b);
+    let release_to_sound = reply_heard(b, rt, released_at, seconds);
+    println!(
+        "after the card came back: button release -> first reply sample {:.0} ms",
         release_to_sound * 1000.0
     );
-    drop(frames);
-    // docent's memory on the board after a turn (the server, not the audio tools).
-    let rss = b.sh(
-        "for p in $(pidof docent); do grep -q serve /proc/$p/cmdline && grep VmRSS /proc/$p/status; done",
+    assert_eq!(serve_pid(b), pid, "docent was not restarted");
+    assert!(
+        !b.transcript()[mark..].contains("docent exited"),
+        "docent did not exit: {}",
+        b.tail()
     );
-    let rss_kb: u64 = value_after(&rss, "VmRSS:").unwrap_or_else(|| panic!("docent's RSS: {rss}"));
-    println!(
-        "docent resident memory on the board after the turn ({:?}): {:.1} MB",
-        b.arch,
-        rss_kb as f64 / 1024.0
-    );
+}
+
+/// Unbinds the card `device` in the background (the write returns only once every open file of
+/// the card is closed). Returns when it began, how long until health's audio passed `reported`
+/// and what it said, and how long until the removal completed (at most 15 s, else the test
+/// fails).
+fn unplug(
+    b: &mut Board,
+    rt: &Runtime,
+    device: &str,
+    reported: impl Fn(&str) -> bool,
+) -> (Instant, Duration, String, Duration) {
+    let unplugged = Instant::now();
+    b.sh(&format!(
+        "sh -c '(echo {device} > {ALOOP_DRIVER}/unbind; echo unbind status $?) > /run/unbind.log \
+         2>&1 &'"
+    ));
+    let (at, health) = rt.block_on(audio_health(b, Duration::from_secs(5), reported));
+    loop {
+        let log = b.sh("cat /run/unbind.log");
+        if log.contains("unbind status") {
+            assert!(log.contains("unbind status 0"), "the unbind: {log}");
+            return (unplugged, at - unplugged, health, unplugged.elapsed());
+        }
+        assert!(
+            unplugged.elapsed() < Duration::from_secs(15),
+            "the card's removal still waits for its open files after 15 s (docent keeps the dead \
+             card open); open files of the card:\n{}\ndocent's log:\n{}",
+            b.sh("ls -l /proc/[0-9]*/fd 2>/dev/null | grep /dev/snd"),
+            b.sh("tail -n 40 /run/docent.log")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Binds the card `device` again; returns how long until health's audio is `ok` (at most 10 s).
+fn plug(b: &mut Board, rt: &Runtime, device: &str) -> Duration {
+    let plugged = Instant::now();
+    b.sh(&format!("echo {device} > {ALOOP_DRIVER}/bind"));
+    let (back, _) = rt.block_on(audio_health(b, Duration::from_secs(10), |a| a == "ok"));
+    back - plugged
+}
+
+/// The kiosk loop's state (`idle`, `listening`, ...), from the internal route on the board.
+fn kiosk_status(b: &mut Board) -> String {
+    let d = b.sh("wget -qO- http://127.0.0.1:8080/api/v1/internal/device");
+    let v: Value = serde_json::from_str(&d).unwrap_or_else(|_| panic!("the device route: {d}"));
+    v["status"].as_str().unwrap_or_default().to_string()
+}
+
+fn wait_status(b: &mut Board, status: &str, within: Duration, what: &str) {
+    let start = Instant::now();
+    while kiosk_status(b) != status {
+        assert!(
+            start.elapsed() < within,
+            "{what}: not {status} within {within:?}; docent's log:\n{}",
+            b.sh("tail -n 40 /run/docent.log")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The pid of `docent serve` on the board (the audio tools are docent too).
+fn serve_pid(b: &mut Board) -> u32 {
+    let pid = b.sh("for p in $(pidof docent); do grep -q serve /proc/$p/cmdline && echo $p; done");
+    pid.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("one docent serve: {pid:?}"))
 }
 
 /// Stalls one of docent's loops through the test hook; docent must exit non-zero and, restarted
@@ -333,6 +509,7 @@ fn aarch64_board_runs_the_static_release_binary_for_a_visitor() {
     );
     set_up_the_kiosk(&b, &rt, &admin, dir.path());
     visit(&mut b, &rt, &admin, dir.path());
+    unplug_and_plug_back(&mut b, &rt);
 }
 
 fn runtime() -> Runtime {
@@ -360,6 +537,34 @@ async fn wait_health(b: &Board, within: Duration) -> Instant {
             b.tail()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until health's audio passes `ok`; returns when, and what health said.
+async fn audio_health(b: &Board, within: Duration, ok: impl Fn(&str) -> bool) -> (Instant, String) {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        let health: Value = client
+            .get(format!("http://{}/api/v1/health", b.docent))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let audio = health["device"]["audio"].as_str().unwrap_or_default();
+        if ok(audio) {
+            return (Instant::now(), audio.to_string());
+        }
+        assert!(
+            start.elapsed() < within,
+            "health's audio within {within:?}: {health}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

@@ -4,17 +4,14 @@
 //! wrong, and button release -> first reply audio p50/p95.
 
 mod rig;
+#[path = "../support/mod.rs"]
+mod support;
 
 use rig::{HEADER, Rig, Tally, VOICES, Voice};
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    runtime.block_on(run(quick));
+    support::block_on(run(quick));
 }
 
 async fn run(quick: bool) {

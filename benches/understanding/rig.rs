@@ -6,16 +6,19 @@
 //! added (sox), written to the simulated microphone and asked by holding the simulated button,
 //! as a visitor would. A reply is right when it holds the expected fact, "say again" when the
 //! kiosk asks to hear the question again (or says it does not know), wrong otherwise.
+//! Whoever includes this module also includes `benches/support` as its sibling `support`.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use docent::config::{Config, DeviceMode};
+use docent::config::DeviceMode;
 use docent::device::Devices;
 use docent::engine::live::{Event, Status};
 use serde::Deserialize;
 use serde_json::json;
-use tokio::sync::{broadcast, oneshot, watch};
+use tokio::sync::{broadcast, watch};
+
+use super::support::{Kiosk, get_json};
 
 pub const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/understanding");
 const KNOWLEDGE: &[&str] = &["museum.md", "faq.md", "history.txt"];
@@ -131,8 +134,7 @@ pub struct Rig {
     state: watch::Receiver<docent::device::KioskState>,
     events: broadcast::Receiver<Event>,
     mic: std::path::PathBuf,
-    stop: oneshot::Sender<()>,
-    server: tokio::task::JoinHandle<anyhow::Result<docent::Stopped>>,
+    kiosk: Kiosk,
     _dir: tempfile::TempDir,
     asked: usize,
 }
@@ -140,25 +142,9 @@ pub struct Rig {
 impl Rig {
     pub async fn start() -> Rig {
         let dir = tempfile::tempdir().expect("temp dir");
-        let config = Config {
-            data_dir: dir.path().to_path_buf(),
-            listen: "127.0.0.1:0".parse().unwrap(),
-            devices: DeviceMode::Sim,
-            ..Config::default()
-        };
-        let (ready_tx, ready_rx) = oneshot::channel();
-        let (stop, stop_rx) = oneshot::channel::<()>();
-        let server = tokio::spawn(docent::run_with(
-            config,
-            move |r| {
-                let _ = ready_tx.send(r);
-            },
-            async move {
-                let _ = stop_rx.await;
-            },
-        ));
-        let ready = ready_rx.await.expect("kiosk started");
-        let site = format!("http://{}", ready.addr);
+        let kiosk = Kiosk::start(dir.path(), |c| c.devices = DeviceMode::Sim).await;
+        let ready = &kiosk.ready;
+        let site = kiosk.site();
         let character = make_character(&reqwest::Client::new(), &site).await;
         let engine = ready.engine.clone();
         let id = character.clone();
@@ -198,8 +184,7 @@ impl Rig {
             state,
             events,
             mic,
-            stop,
-            server,
+            kiosk,
             _dir: dir,
             asked: 0,
         }
@@ -241,8 +226,7 @@ impl Rig {
     }
 
     pub async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = self.server.await;
+        self.kiosk.stop().await;
     }
 }
 
@@ -288,14 +272,7 @@ pub async fn make_character(http: &reqwest::Client, site: &str) -> String {
     );
     let started = Instant::now();
     loop {
-        let list: serde_json::Value = http
-            .get(format!("{site}/api/v1/characters/{id}/knowledge"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let list = get_json(http, &format!("{site}/api/v1/characters/{id}/knowledge")).await;
         let sources = list["sources"].as_array().cloned().unwrap_or_default();
         if sources.len() == KNOWLEDGE.len() && sources.iter().all(|s| s["status"] == "ready") {
             return id;

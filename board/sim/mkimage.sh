@@ -60,6 +60,7 @@ F=$O/rootfs; rm -rf "$F"; mkdir -p "$F"/{dev,proc,sys,run,tmp,data,etc/docent,us
 busybox_into "$F"
 install -m 0755 "$BOARD_SIM_DIR/guest/board-init" "$F/sbin/init"
 install -m 0755 "$BOARD_SIM_DIR/guest/unit-run" "$F/usr/libexec/unit-run"
+install -m 0755 "$BOARD_SIM_DIR/guest/hotplug" "$F/usr/libexec/hotplug"
 install -m 0755 "$BOARD_SIM_DIR/guest/button" "$F/usr/bin/button"
 install -m 0644 "$BOARD/systemd/docent.service" "$F/lib/systemd/system/docent.service"
 # Users and groups as the image's recipe makes them: docent runs as its own user, a member of

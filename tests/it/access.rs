@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::Server;
+use crate::support::{Server, sign_in, token_of};
 use docent::config::{Config, DeviceMode};
 use docent::proto::voice_llm_input::Input;
 use docent::proto::voice_llm_service_client::VoiceLlmServiceClient;
@@ -33,22 +33,7 @@ async fn lan_server(tweak: impl FnOnce(&mut Config)) -> Server {
 }
 
 async fn admin_token(s: &Server) -> String {
-    let r = s
-        .post("/api/auth")
-        .json(&json!({ "password": PW }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
-    cookie
-        .split(';')
-        .next()
-        .unwrap()
-        .split_once('=')
-        .unwrap()
-        .1
-        .to_string()
+    token_of(&sign_in(s, PW).await)
 }
 
 fn bearer(req: reqwest::RequestBuilder, token: &str) -> reqwest::RequestBuilder {

@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::support::browser::Browser;
-use crate::support::{PNG, Process, Running, Server, hash_tree};
+use crate::support::{PNG, Process, Running, Server, furnished, hash_tree, header, sign_in};
 
 const PASSWORD: &str = "console-test-password";
 const LLM_KEY: &str = "sk-console-test-llm-key-1234";
@@ -36,26 +36,11 @@ fn no_redirects() -> reqwest::Client {
         .unwrap()
 }
 
-/// Signs in over the API; returns the `Cookie` header value.
-async fn sign_in(s: &Server) -> String {
-    let res = s
-        .post("/api/auth")
-        .json(&json!({ "password": PASSWORD }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let cookie = res.headers()["set-cookie"].to_str().unwrap();
-    cookie.split(';').next().unwrap().to_string()
-}
-
 fn assert_secure(res: &reqwest::Response, what: &str) {
-    let h = res.headers();
-    let get = |name: &str| h.get(name).and_then(|v| v.to_str().ok()).unwrap_or("");
-    assert_eq!(get("content-security-policy"), CSP, "CSP of {what}");
-    assert_eq!(get("x-frame-options"), "DENY", "{what}");
-    assert_eq!(get("referrer-policy"), "no-referrer", "{what}");
-    assert_eq!(get("x-content-type-options"), "nosniff", "{what}");
+    assert_eq!(header(res, "content-security-policy"), CSP, "CSP of {what}");
+    assert_eq!(header(res, "x-frame-options"), "DENY", "{what}");
+    assert_eq!(header(res, "referrer-policy"), "no-referrer", "{what}");
+    assert_eq!(header(res, "x-content-type-options"), "nosniff", "{what}");
 }
 
 /// Every `/console/...` file a body refers to (pages link the style sheet and their script;
@@ -101,7 +86,7 @@ async fn console_pages_carry_the_security_headers_and_need_a_sign_in() {
         assert_eq!(http.get(s.url(route)).send().await.unwrap().status(), 401);
     }
     // Signed in: the pages and every file they use, with the headers and no inline code.
-    let cookie = sign_in(&s).await;
+    let cookie = sign_in(&s, PASSWORD).await;
     let mut files = BTreeSet::new();
     for page in PAGES {
         let res = http
@@ -134,7 +119,7 @@ async fn console_pages_carry_the_security_headers_and_need_a_sign_in() {
 #[tokio::test]
 async fn console_weighs_under_its_budget() {
     let s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
-    let cookie = sign_in(&s).await;
+    let cookie = sign_in(&s, PASSWORD).await;
     let http = no_redirects();
     let mut todo: Vec<String> = PAGES.iter().map(|p| p.to_string()).collect();
     let mut seen = BTreeSet::new();
@@ -373,7 +358,7 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
     let fake = FakeOpenAi::start().await;
     let reply = "Welcome aboard, the lighthouse gallery is upstairs.";
     fake.set_chat(Chat::reply(reply));
-    let cookie = sign_in(&s).await;
+    let cookie = sign_in(&s, PASSWORD).await;
     let llm = json!({"llm": {"provider": "openai", "base_url": fake.base_url(), "api_key": LLM_KEY, "model": "fake-chat"}});
     let res = s
         .put("/api/v1/settings")
@@ -610,7 +595,7 @@ async fn the_kiosk_event_stream_follows_a_visit() {
         c.devices = DeviceMode::Sim;
     })
     .await;
-    let cookie = sign_in(&s).await;
+    let cookie = sign_in(&s, PASSWORD).await;
     let mut events = Events::open(&s, &cookie).await;
     let (name, first) = events.next(Duration::from_secs(5)).await;
     assert_eq!(name, "state");
@@ -660,7 +645,7 @@ async fn the_kiosk_event_stream_follows_a_visit() {
 #[tokio::test]
 async fn kiosk_event_streams_are_bounded_and_end_with_the_server() {
     let s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
-    let cookie = sign_in(&s).await;
+    let cookie = sign_in(&s, PASSWORD).await;
     let mut open = Vec::new();
     for _ in 0..8 {
         open.push(Events::open(&s, &cookie).await);
@@ -786,7 +771,7 @@ async fn a_browser_uploads_knowledge_asks_it_and_reads_the_conversations() {
     assert_eq!(b.dialogs, ["Delete museum/cafe.txt?"]);
 
     // A visit: one question the knowledge answers, one it does not.
-    let cookie = sign_in(&s).await;
+    let cookie = sign_in(&s, PASSWORD).await;
     let cid = s.default_character().await;
     let post = |path: String, body: Value| {
         s.post(&path)
@@ -873,10 +858,7 @@ async fn a_browser_uploads_knowledge_asks_it_and_reads_the_conversations() {
         .unwrap();
     assert_eq!(res.status(), 200);
     assert!(
-        res.headers()["content-disposition"]
-            .to_str()
-            .unwrap()
-            .starts_with("attachment; filename=\"conversations-")
+        header(&res, "content-disposition").starts_with("attachment; filename=\"conversations-")
     );
     let csv = res.text().await.unwrap();
     let lines: Vec<&str> = csv.split("\r\n").filter(|l| !l.is_empty()).collect();
@@ -939,7 +921,7 @@ fn spoken_wav(dir: &std::path::Path, text: &str, before: f64, after: f64) -> (Pa
 async fn a_browser_asks_by_voice_and_hears_the_answer() {
     // The offline engine: PocketSphinx hears, the knowledge answers, espeak-ng speaks.
     let s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
-    let cookie = sign_in(&s).await;
+    let cookie = sign_in(&s, PASSWORD).await;
     let cid = s.default_character().await;
     let form = reqwest::multipart::Form::new().part(
         "file",
@@ -1086,16 +1068,9 @@ async fn sign_in_page(b: &mut Browser, base: &str, password: &str) {
 /// A client of the running binary `p` signed in as its administrator, from its own origin.
 async fn admin_of(p: &Running, password: &str) -> Server {
     let mut s = Server::attach(p);
-    let res = s
-        .post("/api/auth")
-        .json(&json!({ "password": password }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let cookie = res.headers()["set-cookie"].to_str().unwrap();
+    let cookie = sign_in(&s, password).await;
     let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert("cookie", cookie.split(';').next().unwrap().parse().unwrap());
+    headers.insert("cookie", cookie.parse().unwrap());
     headers.insert("origin", s.base.parse().unwrap());
     s.http = reqwest::Client::builder()
         .default_headers(headers)
@@ -1165,32 +1140,7 @@ async fn characters_of(s: &Server) -> Vec<Value> {
 
 /// A kiosk's two characters of its own: an avatar, a knowledge file (indexed) and a visit.
 async fn furnish(s: &Server) {
-    let ada = s.character("Ada Lovelace").await;
-    s.character("Charles Babbage").await;
-    crate::support::upload_avatar(s, &ada, PNG, 200).await;
-    let form = reqwest::multipart::Form::new().part(
-        "files",
-        reqwest::multipart::Part::bytes(
-            b"The Analytical Engine was designed by Charles Babbage in 1837.".to_vec(),
-        )
-        .file_name("engine.txt"),
-    );
-    let res = s
-        .post(&format!("/api/v1/characters/{ada}/knowledge/files"))
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 201);
-    let start = Instant::now();
-    while s
-        .get_json(&format!("/api/v1/characters/{ada}/knowledge"), 200)
-        .await["sources"][0]["status"]
-        != "ready"
-    {
-        assert!(start.elapsed() < Duration::from_secs(30), "indexing");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let ada = furnished(s).await;
     let created = s
         .post_json("/api/v1/sessions", json!({"character_id": ada}), 201)
         .await;

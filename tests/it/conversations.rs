@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
 
-use crate::support::Server;
+use crate::support::{Server, header, sign_in};
 
 const HOURS: &str =
     "# Opening hours\n\nThe museum opens at nine o'clock every day and closes at six.\n";
@@ -274,12 +274,7 @@ async fn history_per_visit_unmatched_questions_and_exports() {
         .await
         .unwrap();
     assert_eq!(res.status(), 200);
-    assert!(
-        res.headers()["content-disposition"]
-            .to_str()
-            .unwrap()
-            .ends_with(".json\"")
-    );
+    assert!(header(&res, "content-disposition").ends_with(".json\""));
     let v: Value = res.json().await.unwrap();
     assert_eq!(v["character_id"], cid.as_str());
     let msgs = v["messages"].as_array().unwrap();
@@ -315,14 +310,7 @@ async fn the_new_routes_need_an_administrator() {
         assert!(v["error"].is_string());
     }
     // The same with the administrator's cookie.
-    let res = s
-        .post("/api/auth")
-        .json(&json!({ "password": "conversations-password" }))
-        .send()
-        .await
-        .unwrap();
-    let cookie = res.headers()["set-cookie"].to_str().unwrap();
-    let cookie = cookie.split(';').next().unwrap().to_string();
+    let cookie = sign_in(&s, "conversations-password").await;
     let res = s
         .get(&format!("{base}/conversations/export"))
         .header("cookie", &cookie)

@@ -312,6 +312,22 @@ const PASSWORD_TEXT: u32 = 0xFFFFFF;
 const FINGERPRINT_TEXT: u32 = 0x9AD1FF;
 
 /// The simulated screen, through the internal snapshot route: (width, height, XRGB pixels).
+/// Writes the kiosk's screen as `name` into `$DISPLAY_TEST_SNAPSHOTS`, when that is set (to
+/// look at what a test saw).
+async fn keep_snapshot(http: &reqwest::Client, base: &str, name: &str) {
+    if let Some(out) = std::env::var_os("DISPLAY_TEST_SNAPSHOTS") {
+        let png = http
+            .get(format!("{base}/api/v1/internal/device/snapshot"))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        std::fs::write(Path::new(&out).join(name), png).unwrap();
+    }
+}
+
 async fn snapshot(http: &reqwest::Client, base: &str) -> (u32, u32, Vec<u32>) {
     let r = http
         .get(format!("{base}/api/v1/internal/device/snapshot"))
@@ -406,17 +422,7 @@ async fn the_password_is_shown_only_after_the_button_is_held_five_seconds() {
         }
     };
     let (w, h, px) = setup_screen().await;
-    if let Some(out) = std::env::var_os("DISPLAY_TEST_SNAPSHOTS") {
-        let png = http
-            .get(format!("{base}/api/v1/internal/device/snapshot"))
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
-        std::fs::write(Path::new(&out).join("first-boot-hidden.png"), png).unwrap();
-    }
+    keep_snapshot(&http, &base, "first-boot-hidden.png").await;
     drawn_line(&px, (w, h), &fingerprint, FINGERPRINT_TEXT)
         .expect("the served certificate's fingerprint is on the screen, on one line");
     assert!(bbox(&px, w, PASSWORD_TEXT).is_none(), "no password at rest");
@@ -462,17 +468,7 @@ async fn the_password_is_shown_only_after_the_button_is_held_five_seconds() {
         .expect("the password, whole, on one line, after the release too");
     assert!(scale >= 4, "{}-pixel glyphs", scale * 8);
     drawn_line(&px, (w, h), &fingerprint, FINGERPRINT_TEXT).expect("the fingerprint still");
-    if let Some(out) = std::env::var_os("DISPLAY_TEST_SNAPSHOTS") {
-        let png = http
-            .get(format!("{base}/api/v1/internal/device/snapshot"))
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
-        std::fs::write(Path::new(&out).join("first-boot-shown.png"), png).unwrap();
-    }
+    keep_snapshot(&http, &base, "first-boot-shown.png").await;
 
     // The first login ends first boot: the password goes from the screen.
     let r = http

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::support::Server;
+use crate::support::{Server, sign_in, token_of};
 
 const PW: &str = "correct horse battery staple";
 
@@ -21,11 +21,7 @@ async fn login_from(s: &Server, header_ip: Option<&str>, password: &str) -> reqw
 }
 
 async fn token(s: &Server) -> String {
-    let r = login_from(s, None, PW).await;
-    assert_eq!(r.status(), 200);
-    let cookie = r.headers()["set-cookie"].to_str().unwrap();
-    let first = cookie.split(';').next().unwrap();
-    first.strip_prefix("docent_session=").unwrap().to_string()
+    token_of(&sign_in(s, PW).await)
 }
 
 async fn signed_in(s: &Server, token: &str) -> bool {

@@ -262,8 +262,13 @@ async fn https_and_plain_http_share_the_port_and_the_certificate_survives_a_rest
     assert_eq!(res.status(), 200);
 }
 
-#[tokio::test]
-async fn the_administrators_own_certificate_is_served() {
+/// A server whose configuration names the administrator's own certificate files (`c.pem`,
+/// `k.pem` in the directory it returns); the certificate is made here.
+async fn with_own_certificate() -> (
+    Server,
+    rcgen::CertifiedKey<rcgen::KeyPair>,
+    tempfile::TempDir,
+) {
     let own = tempfile::tempdir().unwrap();
     let pair = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
     let (cert, key) = (own.path().join("c.pem"), own.path().join("k.pem"));
@@ -274,6 +279,12 @@ async fn the_administrators_own_certificate_is_served() {
         c.tls_key = Some(key.clone());
     })
     .await;
+    (s, pair, own)
+}
+
+#[tokio::test]
+async fn the_administrators_own_certificate_is_served() {
+    let (s, pair, _own) = with_own_certificate().await;
     assert!(!cert_path(&s).exists(), "no certificate of our own is made");
     let res = trusting(pair.cert.pem().as_bytes())
         .get(format!("https://127.0.0.1:{}/api/v1/health", s.addr.port()))
@@ -448,16 +459,8 @@ async fn an_uploaded_certificate_replaces_the_self_signed_one_at_once() {
 /// Where the configuration names the certificate files, an upload is refused (409).
 #[tokio::test]
 async fn a_configured_certificate_is_not_replaced_by_an_upload() {
-    let own = tempfile::tempdir().unwrap();
-    let pair = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
-    let (cert, key) = (own.path().join("c.pem"), own.path().join("k.pem"));
-    std::fs::write(&cert, pair.cert.pem()).unwrap();
-    std::fs::write(&key, pair.signing_key.serialize_pem()).unwrap();
-    let s = Server::start_with(|c| {
-        c.tls_cert = Some(cert.clone());
-        c.tls_key = Some(key.clone());
-    })
-    .await;
+    let (s, pair, own) = with_own_certificate().await;
+    let cert = own.path().join("c.pem");
     assert_eq!(
         s.get_json("/api/v1/tls/certificate", 200).await["replaceable"],
         false

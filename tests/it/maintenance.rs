@@ -3,26 +3,14 @@
 //! and the recent log.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{PNG, Process, Server, hash_tree, upload_avatar};
+use crate::support::{PNG, Process, Server, furnished, hash_tree, sign_in};
 
 const PASSWORD: &str = "maintenance-test-password";
 const FIRST_BOOT: &str = "Fb3kQz9TmW2xLr7N";
-
-async fn sign_in(s: &Server, password: &str) -> String {
-    let res = s
-        .post("/api/auth")
-        .json(&json!({ "password": password }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200, "sign in with {password}");
-    let cookie = res.headers()["set-cookie"].to_str().unwrap();
-    cookie.split(';').next().unwrap().to_string()
-}
 
 async fn auth_status(s: &Server, cookie: &str) -> Value {
     let res = s.get("/api/auth").header("cookie", cookie).send().await;
@@ -229,39 +217,6 @@ fn as_admin(s: &mut Server, cookie: &str) {
         .default_headers(headers)
         .build()
         .unwrap();
-}
-
-/// A kiosk with two characters: an avatar image and a knowledge file that is indexed.
-async fn furnished(s: &Server) -> String {
-    let ada = s.character("Ada Lovelace").await;
-    s.character("Charles Babbage").await;
-    upload_avatar(s, &ada, PNG, 200).await;
-    let form = reqwest::multipart::Form::new().part(
-        "files",
-        reqwest::multipart::Part::bytes(
-            b"The Analytical Engine was designed by Charles Babbage in 1837.".to_vec(),
-        )
-        .file_name("engine.txt"),
-    );
-    let res = s
-        .post(&format!("/api/v1/characters/{ada}/knowledge/files"))
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 201);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let k = s
-            .get_json(&format!("/api/v1/characters/{ada}/knowledge"), 200)
-            .await;
-        if k["sources"][0]["status"] == "ready" {
-            break;
-        }
-        assert!(Instant::now() < deadline, "indexing: {k}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    ada
 }
 
 #[tokio::test]

@@ -112,6 +112,16 @@ async fn realtime_kiosk(base_url: &str) -> (Server, String) {
 type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
+/// The chat WebSocket of character `id`.
+async fn chat(s: &Server, id: &str) -> Socket {
+    let url = format!("ws://{}/ws/chat/{id}", s.addr);
+    tokio_tungstenite::connect_async(url).await.unwrap().0
+}
+
+async fn send_json(ws: &mut Socket, v: Value) {
+    ws.send(ClientMessage::text(v.to_string())).await.unwrap();
+}
+
 async fn next_json(ws: &mut Socket) -> Option<Value> {
     loop {
         match tokio::time::timeout(Duration::from_secs(5), ws.next())
@@ -138,19 +148,13 @@ fn kinds(fake: &Fake) -> Vec<String> {
 async fn a_text_turn_speaks_through_the_realtime_api() {
     let (base, fake) = start_fake(0).await;
     let (s, id) = realtime_kiosk(&base).await;
-    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws/chat/{id}", s.addr))
-        .await
-        .unwrap();
-    ws.send(ClientMessage::text(
-        json!({"type": "audio_output", "enabled": true}).to_string(),
-    ))
-    .await
-    .unwrap();
-    ws.send(ClientMessage::text(
-        json!({"type": "text_input", "text": "When does it close?"}).to_string(),
-    ))
-    .await
-    .unwrap();
+    let mut ws = chat(&s, &id).await;
+    send_json(&mut ws, json!({"type": "audio_output", "enabled": true})).await;
+    send_json(
+        &mut ws,
+        json!({"type": "text_input", "text": "When does it close?"}),
+    )
+    .await;
     let mut audio = 0;
     let final_text = loop {
         match tokio::time::timeout(Duration::from_secs(5), ws.next())
@@ -197,22 +201,16 @@ async fn a_text_turn_speaks_through_the_realtime_api() {
 async fn speech_goes_up_as_pcm16_and_the_transcription_comes_back() {
     let (base, fake) = start_fake(0).await;
     let (s, id) = realtime_kiosk(&base).await;
-    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws/chat/{id}", s.addr))
-        .await
-        .unwrap();
-    ws.send(ClientMessage::text(
-        json!({"type": "audio_start", "sample_rate": 16000}).to_string(),
-    ))
-    .await
-    .unwrap();
+    let mut ws = chat(&s, &id).await;
+    send_json(
+        &mut ws,
+        json!({"type": "audio_start", "sample_rate": 16000}),
+    )
+    .await;
     ws.send(ClientMessage::binary(vec![0u8; 32_000]))
         .await
         .unwrap();
-    ws.send(ClientMessage::text(
-        json!({"type": "audio_end"}).to_string(),
-    ))
-    .await
-    .unwrap();
+    send_json(&mut ws, json!({"type": "audio_end"})).await;
     let mut user = None;
     while let Some(v) = next_json(&mut ws).await {
         if v["type"] == "transcript" && v["speaker"] == "user" {
@@ -245,19 +243,13 @@ async fn speech_goes_up_as_pcm16_and_the_transcription_comes_back() {
 async fn an_interrupt_cancels_and_truncates_the_reply() {
     let (base, fake) = start_fake(300).await;
     let (s, id) = realtime_kiosk(&base).await;
-    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws/chat/{id}", s.addr))
-        .await
-        .unwrap();
-    ws.send(ClientMessage::text(
-        json!({"type": "audio_output", "enabled": true}).to_string(),
-    ))
-    .await
-    .unwrap();
-    ws.send(ClientMessage::text(
-        json!({"type": "text_input", "text": "Tell me everything"}).to_string(),
-    ))
-    .await
-    .unwrap();
+    let mut ws = chat(&s, &id).await;
+    send_json(&mut ws, json!({"type": "audio_output", "enabled": true})).await;
+    send_json(
+        &mut ws,
+        json!({"type": "text_input", "text": "Tell me everything"}),
+    )
+    .await;
     loop {
         if let ClientMessage::Binary(_) = tokio::time::timeout(Duration::from_secs(5), ws.next())
             .await
@@ -268,11 +260,7 @@ async fn an_interrupt_cancels_and_truncates_the_reply() {
             break;
         }
     }
-    ws.send(ClientMessage::text(
-        json!({"type": "interrupt"}).to_string(),
-    ))
-    .await
-    .unwrap();
+    send_json(&mut ws, json!({"type": "interrupt"})).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
     loop {
         let k = kinds(&fake);
@@ -305,14 +293,8 @@ async fn an_interrupt_cancels_and_truncates_the_reply() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_realtime_service_gives_an_error_and_an_apology() {
     let (s, id) = realtime_kiosk("http://127.0.0.1:9/v1").await;
-    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws/chat/{id}", s.addr))
-        .await
-        .unwrap();
-    ws.send(ClientMessage::text(
-        json!({"type": "text_input", "text": "hello"}).to_string(),
-    ))
-    .await
-    .unwrap();
+    let mut ws = chat(&s, &id).await;
+    send_json(&mut ws, json!({"type": "text_input", "text": "hello"})).await;
     let mut code = None;
     while let Some(v) = next_json(&mut ws).await {
         if v["type"] == "error" {

@@ -5,6 +5,8 @@
 
 #[path = "../../benches/understanding/rig.rs"]
 mod rig;
+#[path = "../../benches/support/mod.rs"]
+mod support;
 
 use rig::{HEADER, Rig, Tally, VOICES, Verdict};
 
@@ -53,27 +55,13 @@ async fn experiment() {
     let wavs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/understanding-wavs");
     let questions = rig::questions();
     let dir = tempfile::tempdir().unwrap();
-    let config = docent::config::Config {
-        data_dir: dir.path().to_path_buf(),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        devices: docent::config::DeviceMode::None,
-        ..Default::default()
-    };
-    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(docent::run_with(
-        config,
-        move |r| {
-            let _ = ready_tx.send(r);
-        },
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
-    let ready = ready_rx.await.unwrap();
-    let site = format!("http://{}", ready.addr);
+    let kiosk = support::Kiosk::start(dir.path(), |c| {
+        c.devices = docent::config::DeviceMode::None;
+    })
+    .await;
+    let site = kiosk.site();
     let id = rig::make_character(&reqwest::Client::new(), &site).await;
-    let engine = ready.engine.clone();
+    let engine = kiosk.ready.engine.clone();
     let model = engine.recogniser_model(&id).unwrap();
     // Kept for experiments with PocketSphinx's own settings.
     std::fs::copy(&model.dict, wavs.join("model.dict")).unwrap();
@@ -134,6 +122,5 @@ async fn experiment() {
         println!("{}", tally.row(voice));
     }
     println!("{}", all.row("all"));
-    let _ = stop.send(());
-    let _ = server.await;
+    kiosk.stop().await;
 }

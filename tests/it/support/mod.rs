@@ -210,6 +210,36 @@ impl Drop for Server {
     }
 }
 
+/// Signs in as the administrator over the API, asserting success; returns the session's
+/// `Cookie` header value (`docent_session=<token>`).
+pub async fn sign_in(s: &Server, password: &str) -> String {
+    let res = s
+        .post("/api/auth")
+        .json(&serde_json::json!({ "password": password }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "sign in with {password}");
+    let cookie = res.headers()["set-cookie"].to_str().unwrap();
+    cookie.split(';').next().unwrap().to_string()
+}
+
+/// The token of a session cookie (`docent_session=<token>`), for a bearer header.
+pub fn token_of(cookie: &str) -> String {
+    cookie
+        .strip_prefix("docent_session=")
+        .unwrap_or_else(|| panic!("unexpected cookie {cookie:?}"))
+        .to_string()
+}
+
+/// A header of `res` as text ("" when absent or not text).
+pub fn header<'a>(res: &'a reqwest::Response, name: &str) -> &'a str {
+    res.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
 /// Every file under `dir` with the SHA-256 of its bytes, in path order.
 pub fn hash_tree(dir: &Path) -> Vec<(String, String)> {
     let mut out = Vec::new();
@@ -271,6 +301,40 @@ pub async fn upload_avatar(s: &Server, id: &str, bytes: &[u8], status: u16) -> s
         .await
         .unwrap();
     json_of(res, "POST", "avatar", status).await
+}
+
+/// Gives the kiosk two characters: Ada Lovelace with an avatar image and a knowledge file that
+/// is indexed, and Charles Babbage. Returns Ada's id.
+pub async fn furnished(s: &Server) -> String {
+    let ada = s.character("Ada Lovelace").await;
+    s.character("Charles Babbage").await;
+    upload_avatar(s, &ada, PNG, 200).await;
+    let form = reqwest::multipart::Form::new().part(
+        "files",
+        reqwest::multipart::Part::bytes(
+            b"The Analytical Engine was designed by Charles Babbage in 1837.".to_vec(),
+        )
+        .file_name("engine.txt"),
+    );
+    let res = s
+        .post(&format!("/api/v1/characters/{ada}/knowledge/files"))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let k = s
+            .get_json(&format!("/api/v1/characters/{ada}/knowledge"), 200)
+            .await;
+        if k["sources"][0]["status"] == "ready" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "indexing: {k}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    ada
 }
 
 /// Sends any request, asserting the status; returns the JSON answer (Null when empty, a

@@ -1,0 +1,148 @@
+//! What the benchmarks share: their runtime, the release binary as a child process, a kiosk in
+//! this process, and a JSON GET. Each bench target (and the understanding rig's CI test) includes
+//! this module and uses the part it needs.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Stdio;
+
+use docent::config::Config;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::oneshot;
+
+/// Runs `f` to completion on a 2-thread runtime: the board has two cores.
+pub fn block_on<F: Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(f)
+}
+
+/// Connections one address may hold on a bench's server (the loads use up to 64).
+const PER_PEER: usize = 256;
+
+/// A running `docent serve` child process (the binary cargo built for the bench), killed when
+/// dropped.
+pub struct Docent {
+    child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Docent {
+    /// Spawns the binary on `data_dir`, with an administrator password when one is given, and
+    /// waits for its "listening" line. A bench's load comes from one address with more
+    /// connections than the per-peer cap allows, so the cap is raised: the benches measure
+    /// serving, not the listener's bounds (`--bench listener` does).
+    pub async fn start(data_dir: &Path, password: Option<&str>) -> Docent {
+        std::fs::create_dir_all(data_dir).expect("data directory");
+        let config = data_dir.join("bench.toml");
+        std::fs::write(&config, format!("max_connections_per_peer = {PER_PEER}\n"))
+            .expect("bench configuration");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_docent"));
+        if let Some(p) = password {
+            command.env("ADMIN_PASSWORD", p);
+        } else {
+            command.env_remove("ADMIN_PASSWORD");
+        }
+        let mut child = command
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["--listen", "127.0.0.1:0"])
+            .arg("--config")
+            .arg(&config)
+            .env("DOCENT_LOG", "error")
+            .env_remove("DOCENT_CONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn docent");
+        let stdout = child.stdout.take().expect("stdout");
+        let line = BufReader::new(stdout)
+            .lines()
+            .next_line()
+            .await
+            .expect("read stdout")
+            .expect("docent exited before listening");
+        let addr = line
+            .strip_prefix("docent listening on http://")
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        Docent { child, addr }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("running")
+    }
+
+    pub fn base(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub async fn stop(mut self) {
+        self.child.kill().await.expect("stop docent");
+    }
+}
+
+/// A kiosk running in this process on 127.0.0.1 (its engine and devices at hand in `ready`);
+/// it shuts down when stopped or dropped.
+pub struct Kiosk {
+    pub ready: docent::Ready,
+    stop: oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<anyhow::Result<docent::Stopped>>,
+}
+
+impl Kiosk {
+    /// Starts a kiosk on `data_dir` after `tweak` adjusts its configuration.
+    pub async fn start(data_dir: &Path, tweak: impl FnOnce(&mut Config)) -> Kiosk {
+        let mut config = Config {
+            data_dir: data_dir.to_path_buf(),
+            listen: "127.0.0.1:0".parse().expect("address"),
+            ..Config::default()
+        };
+        tweak(&mut config);
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let (stop, stop_rx) = oneshot::channel::<()>();
+        let server = tokio::spawn(docent::run_with(
+            config,
+            move |r| {
+                let _ = ready_tx.send(r);
+            },
+            async move {
+                let _ = stop_rx.await;
+            },
+        ));
+        let ready = ready_rx.await.expect("kiosk started");
+        Kiosk {
+            ready,
+            stop,
+            server,
+        }
+    }
+
+    pub fn site(&self) -> String {
+        format!("http://{}", self.ready.addr)
+    }
+
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.server.await;
+    }
+}
+
+/// GET `url` and its JSON body, whatever the status.
+pub async fn get_json(http: &reqwest::Client, url: &str) -> serde_json::Value {
+    http.get(url)
+        .send()
+        .await
+        .expect("GET")
+        .json()
+        .await
+        .expect("a JSON body")
+}
