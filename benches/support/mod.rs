@@ -23,6 +23,9 @@ pub fn block_on<F: Future>(f: F) -> F::Output {
         .block_on(f)
 }
 
+/// Connections one address may hold on a bench's server (the loads use up to 64).
+const PER_PEER: usize = 256;
+
 /// A running `docent serve` child process (the binary cargo built for the bench), killed when
 /// dropped.
 pub struct Docent {
@@ -32,8 +35,14 @@ pub struct Docent {
 
 impl Docent {
     /// Spawns the binary on `data_dir`, with an administrator password when one is given, and
-    /// waits for its "listening" line.
+    /// waits for its "listening" line. A bench's load comes from one address with more
+    /// connections than the per-peer cap allows, so the cap is raised: the benches measure
+    /// serving, not the listener's bounds (`--bench listener` does).
     pub async fn start(data_dir: &Path, password: Option<&str>) -> Docent {
+        std::fs::create_dir_all(data_dir).expect("data directory");
+        let config = data_dir.join("bench.toml");
+        std::fs::write(&config, format!("max_connections_per_peer = {PER_PEER}\n"))
+            .expect("bench configuration");
         let mut command = Command::new(env!("CARGO_BIN_EXE_docent"));
         if let Some(p) = password {
             command.env("ADMIN_PASSWORD", p);
@@ -45,6 +54,8 @@ impl Docent {
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--listen", "127.0.0.1:0"])
+            .arg("--config")
+            .arg(&config)
             .env("DOCENT_LOG", "error")
             .env_remove("DOCENT_CONFIG")
             .stdin(Stdio::null())

@@ -64,9 +64,13 @@ impl From<Error> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut res = self.body();
-        // A refused body may still be arriving: the connection is closed after this answer, so
-        // say so, or a client could send its next request on a connection about to go away.
-        if res.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        // A refused body may still be arriving (too large, or no room to store it): the
+        // connection is closed after this answer, so say so, or a client could send its next
+        // request on a connection about to go away.
+        if matches!(
+            res.status(),
+            StatusCode::PAYLOAD_TOO_LARGE | StatusCode::INSUFFICIENT_STORAGE
+        ) {
             res.headers_mut()
                 .insert("connection", axum::http::HeaderValue::from_static("close"));
         }

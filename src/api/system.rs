@@ -59,7 +59,7 @@ const BACKUP_CHUNK_BYTES: usize = 64 << 10;
 /// The backup archive, written by a blocking thread as the client reads it (at most
 /// `BACKUP_CHUNKS` chunks buffered). A failure after the first bytes cuts the response short,
 /// so the client sees an incomplete download rather than a well-formed bad archive.
-#[utoipa::path(get, path = "/api/v1/system/backup", tag = "system", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The backup archive (tar: the database and the stored files), as a download", body = crate::api::openapi::Binary, content_type = "application/x-tar"), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 409, description = "Another backup is being written", body = crate::api::openapi::ErrorBody), (status = 507, description = "No room for the database copy", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/system/backup", tag = "system", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The backup archive (tar: the database and the stored files), as a download", body = crate::api::openapi::Binary, content_type = "application/x-tar"), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 409, description = "Another backup is being written", body = crate::api::openapi::ErrorBody), (status = 507, description = "The data partition is below its reserve, or has no room for the database copy", body = crate::api::openapi::ErrorBody)))]
 async fn backup(_: Admin, State(s): State<AppState>) -> ApiResult<Response> {
     let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(BACKUP_CHUNKS);
     let (first_tx, first_rx) = tokio::sync::oneshot::channel();
@@ -156,13 +156,14 @@ impl std::io::Write for ChannelWriter {
 /// Restores a backup: the upload (at most `limits.backup_bytes`) is kept in the scratch
 /// directory, checked completely and staged; then the kiosk restarts into it. A bad archive
 /// changes nothing: 400 with the reason.
-#[utoipa::path(post, path = "/api/v1/system/restore", tag = "system", request_body(content = crate::api::openapi::Binary, description = "A backup archive (tar) from `GET /api/v1/system/backup`", content_type = "application/octet-stream"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Staged; the kiosk restarts into it", body = Restored), (status = 400, description = "Not a backup of this kiosk, or cut short; nothing changed", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 409, description = "Another restore or backup is under way", body = crate::api::openapi::ErrorBody), (status = 413, description = "Larger than `limits.backup_bytes`", body = crate::api::openapi::ErrorBody), (status = 507, description = "No room to stage the archive", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/system/restore", tag = "system", request_body(content = crate::api::openapi::Binary, description = "A backup archive (tar) from `GET /api/v1/system/backup`", content_type = "application/octet-stream"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Staged; the kiosk restarts into it", body = Restored), (status = 400, description = "Not a backup of this kiosk, or cut short; nothing changed", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 409, description = "Another restore or backup is under way", body = crate::api::openapi::ErrorBody), (status = 413, description = "Larger than `limits.backup_bytes`", body = crate::api::openapi::ErrorBody), (status = 507, description = "The data partition is below its reserve, or has no room to stage the archive", body = crate::api::openapi::ErrorBody)))]
 async fn restore(_: Admin, State(s): State<AppState>, body: Body) -> ApiResult<Json<Restored>> {
     let limit = s.engine.config.limits.backup_bytes;
     let path = s
         .engine
         .scratch_dir()
         .join(format!("restore-{}.tar", crate::engine::new_id()));
+    s.engine.check_reserve()?;
     let upload = Upload(path.clone());
     let mut file = tokio::fs::File::create(&path)
         .await
@@ -182,6 +183,8 @@ async fn restore(_: Admin, State(s): State<AppState>, body: Body) -> ApiResult<J
             .await
             .map_err(crate::engine::Error::from)?;
     }
+    // A write that failed after its last chunk was handed over shows here, not at the drop.
+    file.flush().await.map_err(crate::engine::Error::from)?;
     drop(file);
     let restored = blocking(&s, move |e| {
         let restored = e.restore_backup(&upload.0);

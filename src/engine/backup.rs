@@ -57,6 +57,8 @@ impl Engine {
     /// One backup or restore at a time: `Conflict` while another runs.
     pub fn write_backup(&self, out: impl Write) -> Result<()> {
         let _one = self.maintenance_lock()?;
+        // The database copy is written on the data partition: not into its reserve.
+        self.check_reserve()?;
         let work = tempfile_dir(&self.scratch_dir(), "backup")?;
         let (db, blobs) = self.snapshot_into(work.path())?;
         let manifest = Manifest {
@@ -164,6 +166,12 @@ impl Engine {
                 Err(e)
             }
         }
+    }
+
+    /// `InsufficientStorage` when the data partition is below its reserve: a restore checks
+    /// this before it keeps the upload, as every write does before it writes.
+    pub fn check_reserve(&self) -> Result<()> {
+        Ok(self.store.blobs().check_space()?)
     }
 
     fn maintenance_lock(&self) -> Result<std::sync::MutexGuard<'_, ()>> {

@@ -2,10 +2,10 @@
 //! as the data directory), a language model that hangs, cuts or garbles its stream, the soak of
 //! many WebSocket clients in its short form.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
 
+use crate::support::disk::{Tmpfs, fill, unfill};
 use crate::support::{Server, assert_error, expect};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -14,84 +14,6 @@ use tokio_tungstenite::tungstenite::Message;
 
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\n";
 const RESERVE: u64 = 1 << 20;
-
-/// A tmpfs mounted on a fresh directory; unmounted when dropped.
-struct Tmpfs {
-    dir: Option<tempfile::TempDir>,
-    path: PathBuf,
-}
-
-impl Tmpfs {
-    /// Mounts a tmpfs of `mb` MB; `None` (with the reason printed) where this process may not
-    /// mount one, as root or in a user and mount namespace of its own.
-    fn mount(mb: u32) -> Option<Tmpfs> {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().to_path_buf();
-        let out = Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={mb}m,mode=0700"),
-                "tmpfs",
-            ])
-            .arg(&path)
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(Tmpfs {
-                dir: Some(dir),
-                path,
-            }),
-            Ok(o) => {
-                eprintln!(
-                    "SKIPPED: cannot mount a tmpfs (needs root): {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                );
-                None
-            }
-            Err(e) => {
-                eprintln!("SKIPPED: cannot run mount: {e}");
-                None
-            }
-        }
-    }
-
-    fn take_dir(&mut self) -> tempfile::TempDir {
-        self.dir.take().unwrap()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
-    }
-}
-
-/// Fills the file system of `dir` with `fill` until at most `leave` bytes are free.
-fn fill(dir: &Path, leave: u64) {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("filler"))
-        .unwrap();
-    let chunk = vec![0x5au8; 64 << 10];
-    loop {
-        let free = docent::store::free_bytes(dir).unwrap();
-        if free <= leave {
-            break;
-        }
-        let n = ((free - leave) as usize).min(chunk.len());
-        if f.write_all(&chunk[..n]).is_err() {
-            break;
-        }
-    }
-    let _ = f.sync_all();
-}
-
-fn unfill(dir: &Path) {
-    std::fs::remove_file(dir.join("filler")).unwrap();
-}
 
 fn files_in(dir: &Path) -> Vec<String> {
     let mut out: Vec<String> = std::fs::read_dir(dir)

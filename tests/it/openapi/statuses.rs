@@ -10,22 +10,23 @@ use reqwest::{Method, RequestBuilder};
 use serde_json::Value;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use super::{ACCESS_LOG, METHODS, Pair, answered, client, concrete_path};
+use super::{ACCESS_LOG, METHODS, Pair, answered, client, concrete_path, kiosks};
 use crate::support::{Process, Running};
 
-const PASSWORD: &str = "statuses-test-password";
-const INTERNAL_TOKEN: &str = "statuses-internal-token";
+pub const PASSWORD: &str = "statuses-test-password";
+pub const INTERNAL_TOKEN: &str = "statuses-internal-token";
 
 /// Bodies larger than every bound of the probe's server (its `[limits]` below).
 const OVER: usize = 300 << 10;
 
 /// The probe's server: loopback is not trusted (so the guards answer 401 as to a LAN client),
-/// an internal token for the internal routes, and small body bounds.
-fn config() -> String {
+/// an internal token for the internal routes, one live WebSocket, small body bounds, and
+/// `extra` top-level keys.
+pub fn config(extra: &str) -> String {
     format!(
         "loopback_is_trusted = false\nmax_sessions = 1\nmessage_burst = 1\n\
          internal_token = \"{INTERNAL_TOKEN}\"\n\
-         allow_plain_http_login = true\n\
+         allow_plain_http_login = true\nmax_websockets = 1\n{extra}\n\
          [limits]\njson_bytes = 65536\nimage_bytes = 65536\nknowledge_file_bytes = 65536\n\
          knowledge_request_bytes = 65536\nvideo_bytes = 65536\nbackup_bytes = 65536\n"
     )
@@ -35,18 +36,23 @@ fn config() -> String {
 /// for.
 pub struct Probe {
     pub server: Running,
-    base: String,
-    http: reqwest::Client,
-    token: String,
+    pub base: String,
+    pub http: reqwest::Client,
+    pub token: String,
     pub wrong: Vec<String>,
 }
 
 impl Probe {
     pub async fn start() -> Probe {
-        let server = Process::new()
+        Probe::launch(Process::new(), &config("")).await
+    }
+
+    /// A kiosk of `process` with the configuration `toml`, its administrator signed in.
+    pub async fn launch(process: Process, toml: &str) -> Probe {
+        let server = process
             .env("ADMIN_PASSWORD", PASSWORD)
             .env("DOCENT_LOG", ACCESS_LOG)
-            .config(&config())
+            .config(toml)
             .start()
             .await;
         let base = server.base();
@@ -75,7 +81,7 @@ impl Probe {
         }
     }
 
-    fn request(&self, method: &str, path: &str) -> RequestBuilder {
+    pub fn request(&self, method: &str, path: &str) -> RequestBuilder {
         self.http.request(
             method.to_uppercase().parse().unwrap(),
             format!("{}{path}", self.base),
@@ -195,15 +201,31 @@ pub async fn generic(p: &mut Probe, doc: &Value) {
 
 /// Every pair the probes produced, and what they got wrong.
 pub async fn provoke_all(doc: &Value) -> (BTreeSet<Pair>, Vec<String>) {
-    let mut p = Probe::start().await;
-    generic(&mut p, doc).await;
-    specific(&mut p).await;
-    let mut setup = Probe::setup().await;
-    in_setup_mode(&mut setup).await;
-    let mut pairs = p.answered();
-    pairs.extend(setup.answered());
-    let mut wrong = p.wrong;
-    wrong.extend(setup.wrong);
+    let probe = async {
+        let mut p = Probe::start().await;
+        generic(&mut p, doc).await;
+        specific(&mut p).await;
+        (p.answered(), p.wrong)
+    };
+    let setup = async {
+        let mut p = Probe::setup().await;
+        in_setup_mode(&mut p).await;
+        (p.answered(), p.wrong)
+    };
+    let (probe, setup, providers, logins, maintenance, full) = tokio::join!(
+        probe,
+        setup,
+        kiosks::providers(),
+        kiosks::logins(),
+        kiosks::maintenance(),
+        kiosks::full_disk()
+    );
+    let mut pairs = BTreeSet::new();
+    let mut wrong = Vec::new();
+    for (answered, missed) in [probe, setup, providers, logins, maintenance, full] {
+        pairs.extend(answered);
+        wrong.extend(missed);
+    }
     (pairs, wrong)
 }
 
@@ -533,7 +555,10 @@ async fn specific(p: &mut Probe) {
         .headers_mut()
         .insert("authorization", format!("Bearer {key}").parse().unwrap());
     match tokio_tungstenite::connect_async(upgrade).await {
-        Ok((socket, _)) => drop(socket),
+        Ok((socket, _)) => {
+            super::kiosks::websockets(p, &session, &key).await;
+            drop(socket);
+        }
         Err(e) => p.wrong.push(format!("WebSocket upgrade: {e}")),
     }
     p.expect(
@@ -594,6 +619,7 @@ async fn specific(p: &mut Probe) {
         )
         .await;
     }
+    super::kiosks::on_the_probe(p).await;
     p.expect(
         "DELETE /api/auth 200",
         p.request("delete", "/api/auth")

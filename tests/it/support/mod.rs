@@ -2,6 +2,7 @@
 //! in this process ([`Server`]), or the built binary as a process of its own ([`Process`]).
 
 pub mod browser;
+pub mod disk;
 pub mod fake_wyoming;
 mod process;
 
