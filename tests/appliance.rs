@@ -517,13 +517,19 @@ fn runtime() -> Runtime {
     Runtime::new().unwrap()
 }
 
+/// A client for the health polls: each try gives up after 5 s (a board under emulation may be
+/// slow to answer, never silent for longer).
+fn health_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap()
+}
+
 /// Waits until docent answers health over the forwarded port; returns when it did.
 async fn wait_health(b: &Board, within: Duration) -> Instant {
     let url = format!("http://{}/api/v1/health", b.docent);
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(5))
-        .build()
-        .unwrap();
+    let client = health_client();
     let start = Instant::now();
     loop {
         if let Ok(r) = client.get(&url).send().await
@@ -542,10 +548,7 @@ async fn wait_health(b: &Board, within: Duration) -> Instant {
 
 /// Waits until health's audio passes `ok`; returns when, and what health said.
 async fn audio_health(b: &Board, within: Duration, ok: impl Fn(&str) -> bool) -> (Instant, String) {
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(5))
-        .build()
-        .unwrap();
+    let client = health_client();
     let start = Instant::now();
     loop {
         let health: Value = client

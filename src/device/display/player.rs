@@ -699,11 +699,15 @@ fn draw_setup(px: &mut [u32], (w, h): (u32, u32), url: &str, fingerprint: &str) 
     draw_blocks(&mut c, blocks);
 }
 
+/// The setup screens' text width and body glyph scale for a `w` x `h` screen.
+fn setup_metrics(w: u32, h: u32) -> (u32, u32) {
+    (w * 9 / 10, (h / 240).max(1))
+}
+
 /// The start of both setup screens, on their background: the title, then `explanation`.
 fn setup_heading(c: &mut Canvas, explanation: &str) -> Vec<Block> {
     c.fill(SETUP_BG);
-    let width = c.w * 9 / 10;
-    let body = (c.h / 240).max(1);
+    let (width, body) = setup_metrics(c.w, c.h);
     let title = (body * 2).min(text::fit_scale("Kiosk setup", width, body * 3));
     vec![
         Block::new(vec!["Kiosk setup".into()], title, ACCENT, 3).gap(GLYPH * title / 2),
@@ -729,8 +733,7 @@ fn draw_first_boot(
         "Open this address from a device on the same network; the browser's certificate \
          warning must show this fingerprint.",
     );
-    let width = w * 9 / 10;
-    let body = (h / 240).max(1);
+    let (width, body) = setup_metrics(w, h);
     blocks.extend(console_blocks((w, h), url, ACCENT, fingerprint));
     let Some(password) = password else {
         blocks.push(Block::para(
