@@ -15,6 +15,7 @@ mod display;
 mod engine;
 mod faults;
 mod first_boot;
+mod fuzz_corpus;
 mod knowledge;
 mod licenses;
 mod limits;

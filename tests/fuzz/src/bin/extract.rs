@@ -1,18 +1,7 @@
-//! Knowledge extraction: the first byte picks the file type (PDF, DOCX, HTML, JSON, Markdown,
-//! plain text), the rest is the file as uploaded.
-
-use docent::engine::knowledge::extract::extract_text;
-
-const NAMES: &[&str] = &["a.pdf", "a.docx", "a.html", "a.json", "a.md", "a.txt"];
+//! See `docent_fuzz::extract`. Without AFL's panic hook: a decoder panic caught by the product is
+//! its "could not read it", while a panic of the target itself still aborts (afl's own
+//! `catch_unwind`).
 
 fn main() {
-    // Without AFL's panic hook: the PDF parser runs on a thread of its own under
-    // `catch_unwind` (a panic there is the product's "could not read it"), while a panic of
-    // the target itself still aborts (afl's own `catch_unwind`).
-    afl::fuzz_nohook!(|data: &[u8]| {
-        let Some((&kind, file)) = data.split_first() else {
-            return;
-        };
-        let _ = extract_text(NAMES[kind as usize % NAMES.len()], file);
-    });
+    afl::fuzz_nohook!(|data: &[u8]| docent_fuzz::extract(data));
 }

@@ -1,9 +1,5 @@
-//! The site document of `PUT /api/data` (the checks before it is stored).
-
-use docent::engine::site::validate_document;
+//! See `docent_fuzz::site`.
 
 fn main() {
-    afl::fuzz!(|data: &[u8]| {
-        let _ = validate_document(data);
-    });
+    afl::fuzz!(|data: &[u8]| docent_fuzz::site(data));
 }

@@ -1,11 +1,5 @@
-//! A WebSocket chat client's text frames.
-
-use docent::api::parse_client_message;
+//! See `docent_fuzz::ws`.
 
 fn main() {
-    afl::fuzz!(|data: &[u8]| {
-        if let Ok(text) = std::str::from_utf8(data) {
-            let _ = parse_client_message(text);
-        }
-    });
+    afl::fuzz!(|data: &[u8]| docent_fuzz::ws(data));
 }
