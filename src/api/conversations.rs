@@ -122,18 +122,16 @@ async fn export(
     Params(id): Params<String>,
     QueryArgs(q): QueryArgs<ExportQuery>,
 ) -> ApiResult<Response> {
-    s.engine.character(&id)?;
+    let character = s.engine.character(&id)?;
     let session = q.session_id.filter(|s| !s.is_empty());
     let format = q.format;
-    let name: String = id
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-        .collect();
+    let name = file_name(&character.name);
     let (kind, ext) = match format {
         Format::Csv => ("text/csv; charset=utf-8", "csv"),
         Format::Json => ("application/json", "json"),
     };
-    let disposition = format!("attachment; filename=\"conversations-{name}.{ext}\"");
+    let today = &crate::store::now()[..10];
+    let disposition = format!("attachment; filename=\"conversations-{name}-{today}.{ext}\"");
     let state = s.clone();
     let body = futures_util::stream::unfold(Step::Start, move |step| {
         let s = state.clone();
@@ -180,10 +178,27 @@ async fn export(
         .into_response())
 }
 
+/// A character's name as part of a file name staff recognise: lower-case ASCII letters and
+/// digits, words joined by `-` ("Ada Lovelace" -> "ada-lovelace"); "character" when nothing is
+/// left.
+fn file_name(name: &str) -> String {
+    let words: Vec<String> = name
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase)
+        .collect();
+    let joined = words.join("-");
+    if joined.is_empty() {
+        "character".into()
+    } else {
+        joined.chars().take(60).collect()
+    }
+}
+
 /// What comes before the first message.
 fn head(format: Format, character_id: &str) -> String {
     match format {
-        Format::Csv => "timestamp,session_id,turn_seq,role,content,unmatched\r\n".into(),
+        Format::Csv => "timestamp,session_id,turn_seq,role,content,unmatched,staff\r\n".into(),
         Format::Json => format!(
             "{{\"character_id\":{},\"messages\":[",
             Value::from(character_id)
@@ -201,6 +216,7 @@ fn write_message(format: Format, out: &mut String, m: &Message, first: bool) {
                 &m.role,
                 &m.content,
                 if m.unmatched { "true" } else { "false" },
+                if m.staff { "true" } else { "false" },
             ]
             .into_iter()
             .enumerate()

@@ -85,6 +85,7 @@ use super::{
         characters::list,
         characters::create,
         characters::test_voice,
+        characters::voices,
         characters::read,
         characters::update,
         characters::remove,

@@ -201,15 +201,8 @@ impl Engine {
                 "user"
             };
             if !text.trim().is_empty() {
-                append_message(
-                    &tx,
-                    &session.character_id,
-                    session_id,
-                    role,
-                    text.trim(),
-                    0,
-                    false,
-                )?;
+                let staff = self.is_staff(&session);
+                append_message(&tx, &session, role, text.trim(), 0, false, staff)?;
             }
         }
         self.retain_history(&tx, &session.character_id)?;
@@ -247,6 +240,13 @@ impl Engine {
             self.session_ended(&id);
         }
         Ok(())
+    }
+
+    /// Whether `session` is a staff test: an administrator's own (the console's Try it) while a
+    /// password guards the console. In setup mode every loopback caller counts as an
+    /// administrator, so its sessions are not told apart from visitors'.
+    pub(in crate::engine) fn is_staff(&self, session: &Session) -> bool {
+        session.owner == Owner::Admin && self.has_admin_password()
     }
 
     /// How many sessions are open (cheap: no record is decoded).
@@ -436,8 +436,8 @@ impl Engine {
     }
 
     /// The questions visitors asked that the knowledge did not answer, most recently asked
-    /// first, repeats counted together (admin). Walks the whole kept history, which
-    /// `history_max_messages` bounds.
+    /// first, repeats counted together (admin); staff tests are not visitors' questions. Walks
+    /// the whole kept history, which `history_max_messages` bounds.
     pub fn unmatched_questions(
         &self,
         character_id: &str,
@@ -456,6 +456,9 @@ impl Engine {
             .rev()
         {
             let m = store::from_json::<Message>(item?.1.value())?;
+            if m.staff {
+                continue;
+            }
             if m.role != "user" {
                 if m.unmatched {
                     waiting.insert((m.session_id, m.turn_seq));
@@ -592,28 +595,32 @@ impl Engine {
     }
 }
 
-/// Appends to a character's history under the next global message number, so the order of
-/// keys is the order in which messages were said.
+/// Appends to the history of `session`'s character under the next global message number, so the
+/// order of keys is the order in which messages were said. `staff`: said in a staff test
+/// ([`Engine::is_staff`]).
 pub fn append_message(
     tx: &WriteTransaction,
-    character_id: &str,
-    session_id: &str,
+    session: &Session,
     role: &str,
     content: &str,
     turn_seq: u64,
     unmatched: bool,
+    staff: bool,
 ) -> Result<()> {
     let seq = store::next_counter(tx, "message_seq")?;
     let m = Message {
-        session_id: session_id.into(),
+        session_id: session.id.clone(),
         role: role.into(),
         content: content.into(),
         timestamp: store::now(),
         turn_seq,
         unmatched,
+        staff,
     };
-    tx.open_table(MESSAGES)?
-        .insert((character_id, seq), store::to_json(&m).as_slice())?;
+    tx.open_table(MESSAGES)?.insert(
+        (session.character_id.as_str(), seq),
+        store::to_json(&m).as_slice(),
+    )?;
     Ok(())
 }
 

@@ -1484,6 +1484,7 @@ const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/api/v1/settings", Admin),
     ("PUT", "/api/v1/settings", Admin),
     ("POST", "/api/v1/settings/test", Admin),
+    ("GET", "/api/v1/characters/voices", Admin),
     ("GET", "/api/v1/config/launch", Admin),
     ("PUT", "/api/v1/config/launch", Admin),
     ("POST", "/api/v1/client-keys", Admin),

@@ -35,6 +35,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("assets/app.css"),
     ),
     ("api.js", JS, include_str!("assets/api.js")),
+    (
+        "favicon.svg",
+        "image/svg+xml",
+        include_str!("assets/favicon.svg"),
+    ),
     ("login.js", JS, include_str!("assets/login.js")),
     ("dashboard.js", JS, include_str!("assets/dashboard.js")),
     ("characters.js", JS, include_str!("assets/characters.js")),
