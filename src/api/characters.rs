@@ -168,7 +168,7 @@ struct VoicesQuery {
 }
 
 /// The voices a provider offers, for the console's voice picker.
-#[utoipa::path(get, path = "/api/v1/characters/voices", tag = "characters", params(VoicesQuery), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The provider's voices; `closed`: a voice outside them is refused", body = crate::engine::providers::speech::Voices), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 502, description = "The provider failed", body = crate::api::openapi::ErrorBody), (status = 503, description = "The provider is unavailable", body = crate::api::openapi::ErrorBody), (status = 504, description = "The provider timed out", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/characters/voices", tag = "characters", params(VoicesQuery), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The provider's voices; `closed`: a voice outside them is refused", body = crate::engine::providers::speech::Voices), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 503, description = "No list of the provider's voices now (not on this kiosk, not installed, not configured, or its server does not answer)", body = crate::api::openapi::ErrorBody)))]
 async fn voices(
     _: Admin,
     State(s): State<AppState>,

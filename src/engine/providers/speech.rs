@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 
 use serde::Serialize;
 
-use super::{CHECK_TIMEOUT, Choice, Provider, find_program, provider_error, wyoming};
+use super::{CHECK_TIMEOUT, Choice, Provider, find_program, wyoming};
 use crate::engine::Engine;
 use crate::engine::error::{Error, Result, bad};
 use crate::engine::settings::Service;
@@ -154,11 +154,14 @@ impl Engine {
                 (listed.to_vec(), true)
             }
             Provider::Wyoming => {
+                // Whatever went wrong, the list is not to be had now.
+                let unavailable =
+                    |e: super::ProviderError| Error::Unavailable(format!("no list of voices: {e}"));
                 let s = self.settings();
-                let ep = s.endpoint(Service::Tts).map_err(provider_error)?;
+                let ep = s.endpoint(Service::Tts).map_err(unavailable)?;
                 let info = wyoming::describe(ep.address, CHECK_TIMEOUT)
                     .await
-                    .map_err(provider_error)?;
+                    .map_err(unavailable)?;
                 let ids: Vec<&str> = info
                     .voices
                     .iter()
