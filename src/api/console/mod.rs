@@ -54,6 +54,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ),
     ("password.js", JS, include_str!("assets/password.js")),
     ("system.js", JS, include_str!("assets/system.js")),
+    ("site.js", JS, include_str!("assets/site.js")),
 ];
 const JS: &str = "text/javascript; charset=utf-8";
 
@@ -67,6 +68,7 @@ enum Page {
     Characters,
     Knowledge,
     Conversations,
+    Site,
     Settings,
     Try,
     System,
@@ -81,6 +83,7 @@ impl Page {
             Page::Settings => "Settings",
             Page::Knowledge => "Knowledge",
             Page::Conversations => "Conversations",
+            Page::Site => "Site",
             Page::Try => "Try it",
             Page::System => "System",
             Page::Password => "Choose your password",
@@ -95,6 +98,7 @@ impl Page {
             Page::Settings => "/console/settings",
             Page::Knowledge => "/console/knowledge",
             Page::Conversations => "/console/conversations",
+            Page::Site => "/console/site",
             Page::Try => "/console/try",
             Page::Password => "/console/password",
             Page::System => "/console/system",
@@ -109,6 +113,7 @@ impl Page {
             Page::Settings => include_str!("assets/settings.html"),
             Page::Knowledge => include_str!("assets/knowledge.html"),
             Page::Conversations => include_str!("assets/conversations.html"),
+            Page::Site => include_str!("assets/site.html"),
             Page::Try => include_str!("assets/try.html"),
             Page::System => include_str!("assets/system.html"),
             Page::Password => include_str!("assets/password.html"),
@@ -123,6 +128,7 @@ impl Page {
             Page::Settings => "/console/settings.js",
             Page::Knowledge => "/console/knowledge.js",
             Page::Conversations => "/console/conversations.js",
+            Page::Site => "/console/site.js",
             Page::Try => "/console/try.js",
             Page::System => "/console/system.js",
             Page::Password => "/console/password.js",
@@ -130,11 +136,12 @@ impl Page {
     }
 }
 
-const NAV: [Page; 7] = [
+const NAV: [Page; 8] = [
     Page::Dashboard,
     Page::Characters,
     Page::Knowledge,
     Page::Conversations,
+    Page::Site,
     Page::Settings,
     Page::Try,
     Page::System,
@@ -150,6 +157,7 @@ pub fn routes() -> Router<AppState> {
         .route("/console/settings", show(Page::Settings))
         .route("/console/knowledge", show(Page::Knowledge))
         .route("/console/conversations", show(Page::Conversations))
+        .route("/console/site", show(Page::Site))
         .route("/console/try", show(Page::Try))
         .route("/console/system", show(Page::System))
         .route("/console/password", show(Page::Password))
