@@ -107,6 +107,7 @@ use super::{
         conversations::purge_history,
         conversations::export,
         conversations::unmatched,
+        conversations::statistics,
         console::events::events,
         console::events::snapshot,
     ),

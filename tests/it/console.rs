@@ -16,12 +16,13 @@ use crate::support::{PNG, Process, Running, Server, furnished, hash_tree, header
 const PASSWORD: &str = "console-test-password";
 const LLM_KEY: &str = "sk-console-test-llm-key-1234";
 const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; media-src 'self' blob:; connect-src 'self'; frame-ancestors 'none'";
-const PAGES: [&str; 9] = [
+const PAGES: [&str; 10] = [
     "/console/",
     "/console/login",
     "/console/characters",
     "/console/knowledge",
     "/console/conversations",
+    "/console/statistics",
     "/console/site",
     "/console/settings",
     "/console/try",

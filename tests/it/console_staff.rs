@@ -261,11 +261,12 @@ async fn weigh(
     total
 }
 
-const PAGES: [(&str, &str); 8] = [
+const PAGES: [(&str, &str); 9] = [
     ("dashboard", "/console/"),
     ("characters", "/console/characters"),
     ("knowledge", "/console/knowledge"),
     ("conversations", "/console/conversations"),
+    ("statistics", "/console/statistics"),
     ("site", "/console/site"),
     ("settings", "/console/settings"),
     ("try", "/console/try"),
@@ -1102,5 +1103,86 @@ async fn the_site_document_and_its_images_are_edited_as_a_form() {
         ))
         .await;
     assert_eq!(shown, json!("Voices of the Collection"));
+    assert!(b.errors.is_empty(), "{:?}", b.errors);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statistics_count_visits_and_questions_and_draw_them() {
+    let s = kiosk().await;
+    let ada = furnish_visits(&s).await;
+    // The visitor asks the unanswered question again; a staff test is not counted.
+    let sid = wait_messages(&s, &ada, 4).await[0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let res = reqwest::Client::new()
+        .post(s.url(&format!("/api/v1/sessions/{sid}/message")))
+        .json(&json!({"text": "Where is the cloakroom?"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    wait_messages(&s, &ada, 6).await;
+    let mut b = signed_in(&s, 1280).await;
+    b.goto(&s.url("/console/try")).await;
+    b.type_into("text", "Is there a staff canteen?").await;
+    b.press_enter().await;
+    wait_messages(&s, &ada, 8).await;
+
+    let stats = s
+        .get_json(&format!("/api/v1/characters/{ada}/statistics"), 200)
+        .await;
+    let today = &docent::store::now()[..10];
+    assert_eq!(
+        stats["days"],
+        json!([{"day": today, "visits": 1, "questions": 3, "answered": 1, "unanswered": 2, "asked_again": 1}]),
+        "{stats}"
+    );
+    assert_eq!(
+        stats["most_asked"][0],
+        json!({"question": "Where is the cloakroom?", "count": 2, "answered": 0})
+    );
+
+    // The page draws it (inline SVG), says the shares, lists the most asked, exports the days.
+    b.goto(&s.url("/console/statistics")).await;
+    b.wait_for("document.getElementById('character').value", json!(ada))
+        .await;
+    b.wait_for(
+        "document.querySelectorAll('#chart svg rect.visits').length",
+        json!(1),
+    )
+    .await;
+    let shares = b
+        .eval("document.getElementById('shares').textContent")
+        .await;
+    assert_eq!(
+        shares,
+        json!(
+            "1 visits, 3 questions: answered 1 (33 %), asked again 1 (33 %), unanswered 2 (67 %)."
+        )
+    );
+    let top = b
+        .eval("document.querySelector('#top li').textContent")
+        .await;
+    assert_eq!(top, json!("Where is the cloakroom? ×2, answered 0"));
+    b.eval("{ const p = document.getElementById('period'); p.value = 'week'; p.dispatchEvent(new Event('change')); }")
+        .await;
+    b.wait_for(
+        "document.querySelector('#chart svg').getAttribute('aria-label').startsWith('Visits and questions per week')",
+        json!(true),
+    )
+    .await;
+    let href = b.eval("document.getElementById('csv').href").await;
+    let res = s.http.get(href.as_str().unwrap()).send().await.unwrap();
+    assert_eq!(
+        res.headers()["content-disposition"].to_str().unwrap(),
+        format!("attachment; filename=\"statistics-ada-lovelace-{today}.csv\"")
+    );
+    assert_eq!(
+        res.text().await.unwrap(),
+        format!(
+            "day,visits,questions,answered,unanswered,asked_again\r\n\"{today}\",\"1\",\"3\",\"1\",\"2\",\"1\"\r\n"
+        )
+    );
     assert!(b.errors.is_empty(), "{:?}", b.errors);
 }

@@ -55,6 +55,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("password.js", JS, include_str!("assets/password.js")),
     ("system.js", JS, include_str!("assets/system.js")),
     ("site.js", JS, include_str!("assets/site.js")),
+    ("statistics.js", JS, include_str!("assets/statistics.js")),
 ];
 const JS: &str = "text/javascript; charset=utf-8";
 
@@ -68,6 +69,7 @@ enum Page {
     Characters,
     Knowledge,
     Conversations,
+    Statistics,
     Site,
     Settings,
     Try,
@@ -84,6 +86,7 @@ impl Page {
             Page::Knowledge => "Knowledge",
             Page::Conversations => "Conversations",
             Page::Site => "Site",
+            Page::Statistics => "Statistics",
             Page::Try => "Try it",
             Page::System => "System",
             Page::Password => "Choose your password",
@@ -99,6 +102,7 @@ impl Page {
             Page::Knowledge => "/console/knowledge",
             Page::Conversations => "/console/conversations",
             Page::Site => "/console/site",
+            Page::Statistics => "/console/statistics",
             Page::Try => "/console/try",
             Page::Password => "/console/password",
             Page::System => "/console/system",
@@ -114,6 +118,7 @@ impl Page {
             Page::Knowledge => include_str!("assets/knowledge.html"),
             Page::Conversations => include_str!("assets/conversations.html"),
             Page::Site => include_str!("assets/site.html"),
+            Page::Statistics => include_str!("assets/statistics.html"),
             Page::Try => include_str!("assets/try.html"),
             Page::System => include_str!("assets/system.html"),
             Page::Password => include_str!("assets/password.html"),
@@ -129,6 +134,7 @@ impl Page {
             Page::Knowledge => "/console/knowledge.js",
             Page::Conversations => "/console/conversations.js",
             Page::Site => "/console/site.js",
+            Page::Statistics => "/console/statistics.js",
             Page::Try => "/console/try.js",
             Page::System => "/console/system.js",
             Page::Password => "/console/password.js",
@@ -136,11 +142,12 @@ impl Page {
     }
 }
 
-const NAV: [Page; 8] = [
+const NAV: [Page; 9] = [
     Page::Dashboard,
     Page::Characters,
     Page::Knowledge,
     Page::Conversations,
+    Page::Statistics,
     Page::Site,
     Page::Settings,
     Page::Try,
@@ -158,6 +165,7 @@ pub fn routes() -> Router<AppState> {
         .route("/console/knowledge", show(Page::Knowledge))
         .route("/console/conversations", show(Page::Conversations))
         .route("/console/site", show(Page::Site))
+        .route("/console/statistics", show(Page::Statistics))
         .route("/console/try", show(Page::Try))
         .route("/console/system", show(Page::System))
         .route("/console/password", show(Page::Password))
