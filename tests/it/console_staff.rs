@@ -1158,7 +1158,7 @@ async fn statistics_count_visits_and_questions_and_draw_them() {
     assert_eq!(
         shares,
         json!(
-            "1 visits, 3 questions: answered 1 (33 %), asked again 1 (33 %), unanswered 2 (67 %)."
+            "1 visit, 3 questions: answered 1 (33 %), asked again 1 (33 %), unanswered 2 (67 %)."
         )
     );
     let top = b

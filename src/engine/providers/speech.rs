@@ -120,7 +120,7 @@ pub fn check_saved_voice(provider: &str, voice: &str) -> Result<()> {
         Ok(())
     } else {
         Err(bad(format!(
-            "voice_type: the offline engine has no voice {voice:?}; choose one of its voices (such as en-us)"
+            "the offline engine has no voice {voice:?} (voice_type); choose one of its voices, such as en-us"
         )))
     }
 }

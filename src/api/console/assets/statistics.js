@@ -67,7 +67,7 @@ function chart(per) {
     svg('text', { x: 22, y: 18, 'text-anchor': 'end', 'font-size': 11, fill: '#1b1f24' }, String(max)),
     svg('text', { x: 22, y: H + 10, 'text-anchor': 'end', 'font-size': 11, fill: '#1b1f24' }, '0'));
   const label = `Visits and questions ${per === 'week' ? 'per week' : 'per day'}, ${rows[0].key} to ${rows[rows.length - 1].key}`;
-  $('chart').replaceChildren(svg('svg', { viewBox: `0 0 ${width} ${H + 34}`, role: 'img', 'aria-label': label, class: 'chart' }, axis, bars));
+  $('chart').replaceChildren(svg('svg', { viewBox: `0 0 ${width} ${H + 34}`, width, height: H + 34, role: 'img', 'aria-label': label, class: 'chart' }, axis, bars));
   $('legend').textContent = `Each ${per === 'week' ? 'week (from its Monday)' : 'day'}: blue, visits; beside it, its questions: green answered, red unanswered, grey without an answer (a failure).`;
 }
 
@@ -77,7 +77,8 @@ function shares() {
     unanswered: t.unanswered + d.unanswered, asked_again: t.asked_again + d.asked_again,
   }), { visits: 0, questions: 0, answered: 0, unanswered: 0, asked_again: 0 });
   const pct = (n) => (all.questions ? `${Math.round((100 * n) / all.questions)} %` : '0 %');
-  $('shares').textContent = `${all.visits} visits, ${all.questions} questions: answered ${all.answered} (${pct(all.answered)}), `
+  const n = (count, word) => `${count} ${word}${count === 1 ? '' : 's'}`;
+  $('shares').textContent = `${n(all.visits, 'visit')}, ${n(all.questions, 'question')}: answered ${all.answered} (${pct(all.answered)}), `
     + `asked again ${all.asked_again} (${pct(all.asked_again)}), unanswered ${all.unanswered} (${pct(all.unanswered)}).`;
   $('top').replaceChildren(...(stats.most_asked.length
     ? stats.most_asked.map((q) => h('li', {}, q.question, h('span', { class: 'hint', text: ` ×${q.count}, answered ${q.answered}` })))
