@@ -318,6 +318,12 @@ async fn every_page_and_section_reads_well_on_a_desktop_and_a_phone() {
             .await;
         problems.extend(audit(&mut b, &format!("characters-edit-{device}")).await);
         b.goto(&s.url("/console/knowledge")).await;
+        // Asked once the page knows its character (its sources are listed).
+        b.wait_for(
+            "document.querySelectorAll('#sources li').length > 0",
+            json!(true),
+        )
+        .await;
         b.type_into("question", "Who designed the Analytical Engine?")
             .await;
         b.press_enter().await;
