@@ -120,6 +120,7 @@ drop.addEventListener('drop', (ev) => {
 
 $('ask').addEventListener('submit', (ev) => {
   ev.preventDefault();
+  if (!cid) return; // the character is still being chosen
   guarded(async () => {
     $('answer').replaceChildren(h('p', { class: 'hint', text: 'Thinking…' }));
     const a = await api('POST', `${base()}/knowledge/ask`, { question: $('question').value });
