@@ -147,6 +147,7 @@ impl Engine {
         if !removed {
             return Err(not_found("no such client key"));
         }
+        self.credentials_changed();
         self.last_used
             .0
             .lock()

@@ -258,7 +258,7 @@ async fn schemathesis_finds_no_server_error_and_no_undocumented_answer() {
     let server = Process::new()
         .env("ADMIN_PASSWORD", "openapi-test-password")
         .env("DOCENT_LOG", ACCESS_LOG)
-        .config("max_sessions = 100000\n")
+        .config("max_sessions = 100000\nmax_sessions_per_client = 100000\n")
         .start()
         .await;
     let base = server.base();
