@@ -207,7 +207,11 @@ pub fn caller(
     if loopback {
         Ok(Owner::Loopback)
     } else if engine.config.open_conversation_api {
-        Ok(Owner::Open)
+        // Each address its own owner; the open API shares one message budget (see `access`).
+        Ok(Owner::Anonymous(peer.map_or_else(
+            || "unknown".into(),
+            |p| p.ip().to_canonical().to_string(),
+        )))
     } else {
         Err(ApiError::new(
             StatusCode::UNAUTHORIZED,

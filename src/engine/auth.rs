@@ -449,7 +449,7 @@ impl Engine {
         self.credentials_changed();
         if first_change {
             tracing::info!(
-                "first-boot password changed: other sessions and every client key ended"
+                "administrator password changed (the first-boot one): other sessions and every client key ended"
             );
         } else {
             tracing::info!("administrator password changed in the console: other sessions ended");

@@ -767,3 +767,30 @@ async fn setup_mode_answers_pages_of_other_sites_nothing() {
     .await;
     assert_eq!(code, 201, "{v}");
 }
+
+// Finding 10 ----------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_without_credentials_are_each_their_own_owner() {
+    let s = lan_server(|c| {
+        c.devices = DeviceMode::None;
+        c.open_conversation_api = true;
+    })
+    .await;
+    let from = |a: [u8; 4]| {
+        reqwest::Client::builder()
+            .local_address(std::net::IpAddr::from(a))
+            .build()
+            .unwrap()
+    };
+    let (phone, other) = (from([127, 0, 3, 1]), from([127, 0, 3, 2]));
+    let (code, v) = status(phone.post(s.url("/api/v1/sessions")).json(&json!({}))).await;
+    assert_eq!(code, 201, "{v}");
+    let mine = v["session_id"].as_str().unwrap().to_string();
+    let (_, listed) = status(other.get(s.url("/api/v1/sessions"))).await;
+    assert_eq!(listed, json!([]), "another phone does not see it");
+    let (code, v) = status(other.delete(s.url(&format!("/api/v1/sessions/{mine}")))).await;
+    assert_eq!(code, 403, "nor deletes it: {v}");
+    let (code, _) = status(phone.delete(s.url(&format!("/api/v1/sessions/{mine}")))).await;
+    assert_eq!(code, 204);
+}
