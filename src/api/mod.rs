@@ -69,7 +69,7 @@ impl AppState {
         let logins = Arc::new(tokio::sync::Semaphore::new(
             engine.config.login_concurrency.max(1),
         ));
-        let engine_budget = engine.config.request_body_budget_bytes;
+        let body_budget = engine.config.request_body_budget_bytes;
         AppState {
             engine,
             devices,
@@ -78,7 +78,7 @@ impl AppState {
             streams,
             logins,
             tls: None,
-            bodies: Arc::new(extract::BodyBudget::new(engine_budget)),
+            bodies: Arc::new(extract::BodyBudget::new(body_budget)),
         }
     }
 }
@@ -158,11 +158,11 @@ async fn budget(State(state): State<AppState>, req: Request, next: Next) -> Resp
 
 /// The CORS headers on every response; OPTIONS is answered before routing. A request that
 /// carries credentials (cookie or `Authorization`), or comes from a page of another origin over
-/// trusted loopback, is answered for the configured `cors_origins` only; anything else may be read by any page (`*`). A
-/// write authenticated by a live session cookie, or in setup mode a write from a page on
-/// trusted loopback, must come from the kiosk's own origin (or a configured one): 403 else (a
-/// cookie that authenticates nothing is left to the route's own 401). Signing out is never
-/// refused.
+/// trusted loopback, is answered for the configured `cors_origins` only; anything else may be
+/// read by any page (`*`). A write authenticated by a live session cookie, or in setup mode a
+/// write from a page on trusted loopback, must come from the kiosk's own origin (or a
+/// configured one): 403 else (a cookie that authenticates nothing is left to the route's own
+/// 401). Signing out is never refused.
 async fn cors(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let headers = req.headers();
     let origin = headers.get(ORIGIN).cloned();

@@ -1,6 +1,7 @@
 //! Bounds shared by the long-lived streams (WebSocket chats, gRPC `Converse`): how many may be
-//! open at once (in all and per caller), and one memory budget for the utterances their clients are sending, so that
-//! many clients each buffering a long utterance cannot exhaust the board's memory.
+//! open at once (in all and per caller), and one memory budget for the utterances their
+//! clients are sending, so that many clients each buffering a long utterance cannot exhaust the
+//! board's memory.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
