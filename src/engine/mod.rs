@@ -114,6 +114,8 @@ impl Engine {
             reachability: providers::Reachability::default(),
         });
         engine.ensure_default_character()?;
+        // The offline engine's voices are listed once, off the path of the first turn.
+        std::thread::spawn(|| voice::offline_voices().len());
         engine.ensure_site_document()?;
         knowledge::Indexer::start(&engine)?;
         Ok(engine)

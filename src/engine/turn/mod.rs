@@ -29,7 +29,7 @@ use super::live::{ErrorCode, Event, LiveSession, Overrides, Status};
 use super::providers::{
     Choice, Foreign, NOT_ON_THIS_KIOSK, Provider, ProviderError, Stage, StreamBounds,
 };
-use super::voice::Voice;
+use super::voice::{Voice, offline_voices};
 use crate::store::records::Character;
 use audio_out::AudioOut;
 
@@ -178,7 +178,13 @@ impl Engine {
                     &character.voice_type
                 };
                 Voice::parse(speaker, stored).unwrap_or_else(|e| {
-                    tracing::warn!(character = %character.id, "the stored voice is not one of {speaker}'s ({e}); its default voice speaks");
+                    // Without espeak-ng there is no offline voice at all (and no speech).
+                    if speaker != Provider::Local || !offline_voices().is_empty() {
+                        tracing::warn!(
+                            character = %character.id,
+                            "the stored voice is not one of {speaker}'s ({e}); its default voice speaks"
+                        );
+                    }
                     Voice::default_of(speaker)
                 })
             }
