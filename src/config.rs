@@ -20,6 +20,13 @@ pub struct Config {
     pub max_connections: usize,
     /// Connections open at once from one client address (loopback included).
     pub max_connections_per_peer: usize,
+    /// Connections open at once from one client network (an IPv4 /24, an IPv6 /64): one
+    /// client that adds addresses at will still meets a bound.
+    pub max_connections_per_subnet: usize,
+    /// Bytes of request bodies being received at once, over every request of callers that
+    /// are not the administrator (body bounds per route apply besides); beyond it a body is
+    /// refused (503), so that many slow bodies cannot use up the board's memory.
+    pub request_body_budget_bytes: usize,
     /// Time a client has to send a request's headers (and to finish a TLS handshake).
     pub header_read_timeout_ms: u64,
     /// A connection with no bytes either way for this long is closed.
@@ -80,6 +87,12 @@ pub struct Config {
     pub image_cache_bytes: usize,
     /// Live conversation sessions allowed at once.
     pub max_sessions: usize,
+    /// Of those, the places one caller (a client key, loopback, the open API) may hold; the
+    /// kiosk's own visitor session never counts and is never refused a place.
+    pub max_sessions_per_client: usize,
+    /// Live WebSocket chats, and gRPC `Converse` streams, one caller may hold at once (of
+    /// `max_websockets` and `max_grpc_streams`).
+    pub max_streams_per_client: usize,
     /// A session with no activity for this long is closed and stops counting against the cap.
     pub session_idle_secs: u64,
     /// Bound on every provider call (recognition, each reply chunk, each sentence of speech).
@@ -352,6 +365,8 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             max_connections: 256,
             max_connections_per_peer: 32,
+            max_connections_per_subnet: 128,
+            request_body_budget_bytes: 32 << 20,
             header_read_timeout_ms: 10_000,
             idle_timeout_secs: 120,
             max_websockets: 32,
@@ -378,6 +393,8 @@ impl Default for Config {
             history_max_days: 180,
             image_cache_bytes: 32 << 20,
             max_sessions: 8,
+            max_sessions_per_client: 4,
+            max_streams_per_client: 8,
             session_idle_secs: 30 * 60,
             provider_timeout_ms: 15_000,
             provider_connect_timeout_ms: 5_000,

@@ -150,6 +150,9 @@ fn main() -> std::process::ExitCode {
     let stopping = watchdog.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // Blocking work (fsync'd writes, the store's reads) waits for a thread rather than
+        // growing the process past the unit's TasksMax.
+        .max_blocking_threads(64)
         .build()
         .expect("tokio runtime");
     match runtime.block_on(docent::run_with(

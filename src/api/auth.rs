@@ -27,6 +27,12 @@ impl FromRequestParts<AppState> for Admin {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         if is_admin(&parts.headers, peer(parts), state) {
             Ok(Admin)
+        } else if admin_session(&parts.headers, &state.engine) {
+            // Signed in with the first-boot password, which must be changed first.
+            Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "change the first-boot password first (PUT /api/auth/password)",
+            ))
         } else {
             Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,
@@ -36,23 +42,54 @@ impl FromRequestParts<AppState> for Admin {
     }
 }
 
-/// Whether the request carries a live administrator session, or the kiosk is in setup mode and
-/// the caller is on trusted loopback (setup mode must not hand the LAN the admin routes).
+/// Proof that the caller holds a live administrator session, the first-boot password still in
+/// force or not: only the password change takes it (every other admin route takes [`Admin`]).
+pub struct AdminSession;
+
+impl FromRequestParts<AppState> for AdminSession {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        if is_admin(&parts.headers, peer(parts), state)
+            || admin_session(&parts.headers, &state.engine)
+        {
+            Ok(AdminSession)
+        } else {
+            Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "authentication required",
+            ))
+        }
+    }
+}
+
+/// Whether the caller is the administrator: a live administrator session once the first-boot
+/// password is changed, or, in setup mode, a caller on trusted loopback (setup mode must not
+/// hand the LAN the admin routes).
 pub fn is_admin(
     headers: &axum::http::HeaderMap,
     peer: Option<SocketAddr>,
     state: &AppState,
 ) -> bool {
     if state.engine.has_admin_password() {
-        session_token(headers).is_some_and(|t| state.engine.admin_session_valid(t))
+        admin_session(headers, &state.engine) && !state.engine.must_change_password()
     } else {
         trusted_loopback(&state.engine, peer)
     }
 }
 
-/// Whether the request carries a live administrator session cookie.
+/// Whether the request carries a live administrator session (the first-boot password may still
+/// be in force: see [`is_admin`]).
+pub fn admin_session(headers: &axum::http::HeaderMap, engine: &Engine) -> bool {
+    engine.has_admin_password()
+        && session_token(headers).is_some_and(|t| engine.admin_session_valid(t))
+}
+
+/// Whether the request's credential is a live administrator session cookie (a request with an
+/// `Authorization` header has no other credential).
 pub fn cookie_session(headers: &axum::http::HeaderMap, engine: &Engine) -> bool {
-    cookie(headers).is_some_and(|t| engine.admin_session_valid(t))
+    !headers.contains_key(AUTHORIZATION)
+        && cookie(headers).is_some_and(|t| engine.admin_session_valid(t))
 }
 
 fn cookie(headers: &axum::http::HeaderMap) -> Option<&str> {
@@ -67,9 +104,15 @@ fn cookie(headers: &axum::http::HeaderMap) -> Option<&str> {
         })
 }
 
-/// The session token of a request: the session cookie, else a bearer token.
+/// The session token of a request: its bearer token when it has an `Authorization` header
+/// (then the only credential considered: a header that authenticates nothing never lets a
+/// cookie through, which would skip the cookie's Origin check), else the session cookie.
 pub fn session_token(headers: &axum::http::HeaderMap) -> Option<&str> {
-    cookie(headers).or_else(|| bearer(headers))
+    if headers.contains_key(AUTHORIZATION) {
+        bearer(headers)
+    } else {
+        cookie(headers)
+    }
 }
 
 /// Proof that the caller is an internal component: it connected over loopback, or it presents
@@ -143,13 +186,19 @@ pub fn caller(
 ) -> Result<Owner, ApiError> {
     let loopback = trusted_loopback(engine, peer);
     let admin = if engine.has_admin_password() {
-        session_token(headers).is_some_and(|t| engine.admin_session_valid(t))
+        admin_session(headers, engine) && !engine.must_change_password()
     } else {
         loopback
     };
     if admin {
         return Ok(Owner::Admin);
     }
+    // With an `Authorization` header, it is the only credential considered.
+    let key = if headers.contains_key(AUTHORIZATION) {
+        None
+    } else {
+        key
+    };
     for key in [bearer(headers), key].into_iter().flatten() {
         if let Some(owner) = engine.client_of_key(key).map_err(ApiError::from)? {
             return Ok(owner);
@@ -158,11 +207,76 @@ pub fn caller(
     if loopback {
         Ok(Owner::Loopback)
     } else if engine.config.open_conversation_api {
-        Ok(Owner::Open)
+        // Each address its own owner; the open API shares one message budget (see `access`).
+        Ok(Owner::Anonymous(peer.map_or_else(
+            || "unknown".into(),
+            |p| p.ip().to_canonical().to_string(),
+        )))
     } else {
         Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "a client key, an admin session or loopback is required",
         ))
+    }
+}
+
+/// The credentials that opened a stream (WebSocket, gRPC `Converse`, the console's events), to
+/// check again whenever one ends: a stream ends with the credential that opened it (a revoked
+/// key, a logout, a password change, an expired session).
+pub struct Opener {
+    headers: axum::http::HeaderMap,
+    peer: Option<SocketAddr>,
+    key: Option<String>,
+    owner: Owner,
+}
+
+/// How often an open stream checks its credential besides when one ends (a session expires
+/// without an event).
+const RECHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl Opener {
+    /// The credentials of a request (only `Authorization` and `Cookie` are kept) that made
+    /// `owner` the caller.
+    pub fn new(
+        headers: &axum::http::HeaderMap,
+        peer: Option<SocketAddr>,
+        key: Option<&str>,
+        owner: Owner,
+    ) -> Opener {
+        let mut kept = axum::http::HeaderMap::new();
+        for name in [AUTHORIZATION, axum::http::header::COOKIE] {
+            for v in headers.get_all(&name) {
+                kept.append(name.clone(), v.clone());
+            }
+        }
+        Opener {
+            headers: kept,
+            peer,
+            key: key.map(str::to_string),
+            owner,
+        }
+    }
+
+    /// Whether the same credentials still make the same caller.
+    pub fn stands(&self, engine: &Engine) -> bool {
+        caller(engine, &self.headers, self.peer, self.key.as_deref()).is_ok_and(|o| o == self.owner)
+    }
+
+    /// Completes once the credentials no longer stand.
+    pub async fn ended(&self, engine: &Engine) {
+        let mut changes = engine.credential_changes();
+        loop {
+            tokio::select! {
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                () = tokio::time::sleep(RECHECK_EVERY) => {}
+            }
+            if !self.stands(engine) {
+                return;
+            }
+        }
     }
 }

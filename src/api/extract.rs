@@ -1,6 +1,11 @@
 //! Request extractors whose failures are answered in the API's own error shape, with the body
 //! bounds of the configuration.
 
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
@@ -47,16 +52,110 @@ fn is_json(headers: &axum::http::HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-/// Reads a whole body, refusing it with 413 as soon as it passes `limit`.
+/// Reads a whole body, refusing it with 413 as soon as it passes `limit` (503 when the
+/// process-wide budget of bodies in flight has no room for it).
 pub async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     axum::body::to_bytes(body, limit).await.map_err(|e| {
-        if std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
-        {
+        let source = std::error::Error::source(&e);
+        if source.is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) {
             ApiError::too_large(limit)
+        } else if source.is_some_and(|s| s.is::<OverBudget>()) {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server busy: too many request bodies at once; try again later",
+            )
         } else {
             ApiError::bad(format!("could not read the request body: {e}"))
         }
     })
+}
+
+/// The one budget of request bodies being received at once (`request_body_budget_bytes`):
+/// every body of a caller that is not the administrator is charged as its bytes arrive and
+/// gives them back when it is dropped (read whole, or abandoned).
+pub struct BodyBudget {
+    limit: usize,
+    used: AtomicUsize,
+}
+
+impl BodyBudget {
+    pub fn new(limit: usize) -> BodyBudget {
+        BodyBudget {
+            limit,
+            used: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// A body would go beyond the budget of bodies in flight.
+#[derive(Debug)]
+pub struct OverBudget;
+
+impl std::fmt::Display for OverBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("too many request bodies at once")
+    }
+}
+
+impl std::error::Error for OverBudget {}
+
+/// A request body charged to the [`BodyBudget`].
+pub struct Budgeted {
+    inner: Body,
+    budget: Arc<BodyBudget>,
+    held: usize,
+}
+
+impl Budgeted {
+    pub fn new(inner: Body, budget: Arc<BodyBudget>) -> Budgeted {
+        Budgeted {
+            inner,
+            budget,
+            held: 0,
+        }
+    }
+}
+
+impl hyper::body::Body for Budgeted {
+    type Data = Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled
+            && let Some(data) = frame.data_ref()
+        {
+            let n = data.len();
+            let budget = self.budget.clone();
+            let charged = budget
+                .used
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                    used.checked_add(n).filter(|&u| u <= budget.limit)
+                });
+            if charged.is_err() {
+                return Poll::Ready(Some(Err(Box::new(OverBudget))));
+            }
+            self.held += n;
+        }
+        polled.map_err(Into::into)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Budgeted {
+    fn drop(&mut self) {
+        self.budget.used.fetch_sub(self.held, Ordering::AcqRel);
+    }
 }
 
 /// Refuses a request whose declared length is over `limit` before reading anything.

@@ -35,14 +35,65 @@ const UTTERANCE_MAX_BYTES: usize = 48_000 * 2 * 2 * 60;
 /// Level above which a block counts as speech for voice activity detection.
 const SPEECH_RMS: f64 = 500.0;
 
-/// Mounts the service under its gRPC path prefix.
+/// Largest message of a unary call (`CheckVoice`, `Interrupt`: a few short fields).
+const UNARY_MESSAGE_MAX: usize = 16 * 1024;
+/// Largest message of a `Converse` stream (an audio chunk; a config with its bounded
+/// `dialog_context`).
+const STREAM_MESSAGE_MAX: usize = 1 << 20;
+
+/// Mounts the service under its gRPC path prefix: `Converse` and the unary calls each with
+/// their own message bound, and every call authenticated from its headers before any of its
+/// body is read (tonic would otherwise decode a whole message before a handler looks at the
+/// caller).
 pub fn routes<S: Clone + Send + Sync + 'static>(
     engine: Arc<Engine>,
     streams: Arc<Streams>,
 ) -> axum::Router<S> {
     use tonic::server::NamedService;
-    let path = format!("/{}/{{*method}}", VoiceLlmServiceServer::<Voice>::NAME);
-    axum::Router::new().route_service(&path, VoiceLlmServiceServer::new(Voice { engine, streams }))
+    let service = |limit: usize| {
+        VoiceLlmServiceServer::new(Voice {
+            engine: engine.clone(),
+            streams: streams.clone(),
+        })
+        .max_decoding_message_size(limit)
+    };
+    let name = VoiceLlmServiceServer::<Voice>::NAME;
+    axum::Router::new()
+        .route_service(&format!("/{name}/Converse"), service(STREAM_MESSAGE_MAX))
+        .route_service(&format!("/{name}/{{*method}}"), service(UNARY_MESSAGE_MAX))
+        .layer(axum::middleware::from_fn_with_state(
+            engine.clone(),
+            authenticate,
+        ))
+}
+
+/// Turns a call's credentials into its caller (a request extension the handlers read), or
+/// answers `UNAUTHENTICATED` without reading the body.
+async fn authenticate(
+    axum::extract::State(engine): axum::extract::State<Arc<Engine>>,
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let peer = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0);
+    match super::auth::caller(&engine, req.headers(), peer, None) {
+        Ok(owner) => {
+            let opener = super::auth::Opener::new(req.headers(), peer, None, owner.clone());
+            req.extensions_mut().insert(owner);
+            req.extensions_mut().insert(Arc::new(opener));
+            next.run(req).await
+        }
+        Err(e) => {
+            let status = if e.status == axum::http::StatusCode::UNAUTHORIZED {
+                Status::unauthenticated(e.message)
+            } else {
+                Status::internal("internal error")
+            };
+            status.into_http::<axum::body::Body>()
+        }
+    }
 }
 
 struct Voice {
@@ -51,19 +102,10 @@ struct Voice {
 }
 
 impl Voice {
-    /// The caller of a gRPC request, from its metadata and the connection's peer address.
+    /// The caller of a gRPC request, as `authenticate` found it.
     fn caller<T>(&self, request: &Request<T>) -> Result<Owner, Status> {
-        let headers = request.metadata().clone().into_headers();
-        let peer = request
-            .extensions()
-            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-            .map(|c| c.0);
-        super::auth::caller(&self.engine, &headers, peer, None).map_err(|e| {
-            if e.status == axum::http::StatusCode::UNAUTHORIZED {
-                Status::unauthenticated(e.message)
-            } else {
-                Status::internal(e.message)
-            }
+        request.extensions().get::<Owner>().cloned().ok_or_else(|| {
+            Status::unauthenticated("a client key, an admin session or loopback is required")
         })
     }
 }
@@ -82,7 +124,27 @@ fn status_of(e: Error) -> Status {
         Error::Unavailable(m) => Status::unavailable(m),
         Error::Timeout(m) => Status::deadline_exceeded(m),
         Error::InsufficientStorage(m) => Status::resource_exhausted(m),
-        other => Status::internal(other.to_string()),
+        // A provider's answer or our own failure: for the log, never for the client.
+        other => {
+            tracing::warn!("gRPC call failed: {other}");
+            Status::internal("internal error")
+        }
+    }
+}
+
+/// What a voice check tells a client when it fails: our own refusal (an unknown provider, a
+/// voice the kiosk does not list) as it is; a provider's answer never (it is logged).
+fn voice_check_error(e: Error) -> String {
+    match e {
+        Error::BadRequest(m) => m,
+        Error::Unavailable(m) => {
+            tracing::info!("voice check: {m}");
+            "the provider is unavailable".into()
+        }
+        other => {
+            tracing::info!("voice check: {other}");
+            "the provider does not accept this voice".into()
+        }
     }
 }
 
@@ -97,8 +159,13 @@ impl VoiceLlmService for Voice {
         let caller = self.caller(&request)?;
         let place = self
             .streams
-            .grpc()
+            .grpc(&caller)
             .ok_or_else(|| Status::resource_exhausted("too many gRPC streams; try again later"))?;
+        let opener = request
+            .extensions()
+            .get::<Arc<super::auth::Opener>>()
+            .cloned()
+            .ok_or_else(|| Status::internal("internal error"))?;
         let inputs = request.into_inner();
         let (tx, rx) = mpsc::channel::<Result<Tagged, Status>>(OUT_QUEUE);
         let live_slot: Arc<OnceLock<Arc<LiveSession>>> = Arc::default();
@@ -113,9 +180,22 @@ impl VoiceLlmService for Voice {
             utterance: None,
             question: None,
             closing: CancellationToken::new(),
+            revoked: CancellationToken::new(),
             last_turn: Arc::default(),
         };
         let closing = conversation.closing.clone();
+        // The stream ends with the credential that opened it.
+        let (engine, revoked, done) = (
+            self.engine.clone(),
+            conversation.revoked.clone(),
+            closing.clone(),
+        );
+        tokio::spawn(async move {
+            tokio::select! {
+                () = opener.ended(&engine) => revoked.cancel(),
+                () = done.cancelled() => {}
+            }
+        });
         tokio::spawn(async move {
             let result = conversation.run(inputs).await;
             closing.cancel();
@@ -168,7 +248,7 @@ impl VoiceLlmService for Voice {
             Err(Error::Timeout(m)) => return Err(Status::deadline_exceeded(m)),
             Err(e) => CheckVoiceResponse {
                 ok: false,
-                provider_error: e.to_string(),
+                provider_error: voice_check_error(e),
             },
         }))
     }
@@ -223,17 +303,31 @@ struct Conversation {
     /// Cancelled when the client has closed its side: the outputs end with the turn in
     /// progress.
     closing: CancellationToken,
+    /// Cancelled when the credential that opened the stream has ended: the stream ends.
+    revoked: CancellationToken,
     /// The last turn this stream started (0: none).
     last_turn: Arc<AtomicU64>,
 }
 
 impl Conversation {
     async fn run(mut self, mut inputs: Streaming<VoiceLlmInput>) -> Result<(), Status> {
-        while let Some(input) = inputs.message().await? {
+        loop {
+            let message = tokio::select! {
+                m = inputs.message() => m?,
+                () = self.revoked.cancelled() => {
+                    return Err(Status::unauthenticated(
+                        "the credential that opened this stream has ended",
+                    ));
+                }
+            };
+            let Some(input) = message else { break };
             match input.input {
                 Some(Input::Config(c)) => match self.live.get() {
                     None => self.pending = Some(c),
-                    Some(live) => live.set_overrides(merge(live.overrides(), &c)),
+                    Some(live) => {
+                        let merged = merge(&self.engine, live, live.overrides(), c).await?;
+                        live.set_overrides(merged);
+                    }
                 },
                 Some(Input::Text(text)) => {
                     let live = self.join().await?;
@@ -270,6 +364,9 @@ impl Conversation {
             return Ok(live.clone());
         }
         let config = self.pending.take().unwrap_or_default();
+        // A voice nobody could have is refused before a session is made for it (it is checked
+        // for the session's provider once the session is known, see `merge`).
+        crate::engine::voice::check_stored(&config.voice).map_err(status_of)?;
         let engine = self.engine.clone();
         let caller = self.caller.clone();
         let wanted = config.clone();
@@ -299,7 +396,7 @@ impl Conversation {
         .await
         .map_err(|_| Status::internal("internal error"))?
         .map_err(status_of)?;
-        live.set_overrides(merge(Overrides::default(), &config));
+        live.set_overrides(merge(&self.engine, &live, Overrides::default(), config).await?);
         let _ = self.live.set(live.clone());
         tokio::spawn(forward(
             live.want_audio(),
@@ -399,11 +496,16 @@ impl Conversation {
     }
 }
 
-/// Applies a config's non-empty fields over the current overrides.
-fn merge(mut o: Overrides, c: &VoiceLlmConfig) -> Overrides {
+/// Applies a config's non-empty fields over the current overrides; a voice must be one of the
+/// provider that speaks the session's turns (`INVALID_ARGUMENT` otherwise, nothing applied).
+async fn merge(
+    engine: &Arc<Engine>,
+    live: &Arc<LiveSession>,
+    mut o: Overrides,
+    c: VoiceLlmConfig,
+) -> Result<Overrides, Status> {
     let set = |v: &str| Some(v.to_string()).filter(|s| !s.is_empty());
     o.system_prompt = set(&c.system_prompt).or(o.system_prompt);
-    o.voice = set(&c.voice).or(o.voice);
     o.bot_name = set(&c.bot_name).or(o.bot_name);
     o.speaking_style = set(&c.speaking_style).or(o.speaking_style);
     o.welcome_message = set(&c.welcome_message).or(o.welcome_message);
@@ -411,7 +513,17 @@ fn merge(mut o: Overrides, c: &VoiceLlmConfig) -> Overrides {
     if c.temperature > 0.0 {
         o.temperature = Some(c.temperature);
     }
-    o
+    if !c.voice.is_empty() {
+        let (engine, live) = (engine.clone(), live.clone());
+        o = tokio::task::spawn_blocking(move || {
+            o.voice = Some(engine.session_voice(&live, &o, &c.voice)?);
+            Ok(o)
+        })
+        .await
+        .map_err(|_| Status::internal("internal error"))?
+        .map_err(status_of)?;
+    }
+    Ok(o)
 }
 
 /// Turns the session's events into this stream's outputs.

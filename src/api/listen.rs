@@ -28,7 +28,11 @@ use crate::config::Config;
 /// First byte of a TLS record carrying a handshake.
 const TLS_HANDSHAKE: u8 = 0x16;
 /// HTTP/2 streams at once on one connection.
-const H2_STREAMS: u32 = 64;
+const H2_STREAMS: u32 = 16;
+/// HTTP/2 flow-control windows: how much of its request bodies a client may send ahead of the
+/// handlers reading them (what the connection buffers, unread, at most).
+const H2_STREAM_WINDOW: u32 = 128 * 1024;
+const H2_CONNECTION_WINDOW: u32 = 256 * 1024;
 
 /// How the request reached us, as a request extension: handlers that must know whether the
 /// connection is encrypted (the session cookie, the admin login) read it.
@@ -49,6 +53,8 @@ pub async fn serve(
     let admission = Arc::new(Admission {
         total: config.max_connections,
         per_peer: config.max_connections_per_peer,
+        per_subnet: config.max_connections_per_subnet,
+        loopback_reserved: config.loopback_is_trusted,
         open: Mutex::default(),
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -59,7 +65,9 @@ pub async fn serve(
     builder
         .http2()
         .timer(TokioTimer::new())
-        .max_concurrent_streams(H2_STREAMS);
+        .max_concurrent_streams(H2_STREAMS)
+        .initial_stream_window_size(H2_STREAM_WINDOW)
+        .initial_connection_window_size(H2_CONNECTION_WINDOW);
     let shared = Arc::new(Shared {
         builder,
         router,
@@ -149,10 +157,21 @@ async fn serve_http<I>(
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let inner = TowerToHyperService::new(shared.router.clone());
+    let requests = Arc::new(Requests::default());
+    let counted = requests.clone();
     let service = hyper::service::service_fn(move |mut req: hyper::Request<_>| {
         req.extensions_mut().insert(ConnectInfo(peer));
         req.extensions_mut().insert(Transport { tls });
-        hyper::service::Service::call(&inner, req)
+        // The request is in progress until its response body is done (a stream's too).
+        let guard = counted.start();
+        let response = hyper::service::Service::call(&inner, req);
+        async move {
+            let response = response.await?;
+            Ok::<_, std::convert::Infallible>(response.map(|body| Counted {
+                body,
+                _guard: guard,
+            }))
+        }
     });
     let conn = shared
         .builder
@@ -160,7 +179,12 @@ async fn serve_http<I>(
     tokio::pin!(conn);
     let mut stopping = false;
     loop {
-        let deadline = activity.last() + shared.idle;
+        // A connection moving no byte is closed after `idle`; one with no request in progress
+        // after the header timeout, whatever it moves (HTTP/2 PINGs, settings): an idle
+        // connection holds a place another client needs.
+        let silent = activity.last() + shared.idle;
+        let unused = requests.idle_since().map(|t| t + shared.header_timeout);
+        let deadline = unused.map_or(silent, |u| u.min(silent));
         tokio::select! {
             result = conn.as_mut() => {
                 if let Err(e) = result {
@@ -173,40 +197,146 @@ async fn serve_http<I>(
                 stopping = true;
             }
             () = tokio::time::sleep_until(deadline) => {
-                if activity.last() + shared.idle <= Instant::now() {
+                let now = Instant::now();
+                if activity.last() + shared.idle <= now {
                     tracing::debug!(%peer, "idle connection closed");
                     return;
+                }
+                if requests.idle_since().is_some_and(|t| t + shared.header_timeout <= now) {
+                    if stopping {
+                        // Asked to go away and still holding on with nothing in progress.
+                        return;
+                    }
+                    tracing::debug!(%peer, "connection without a request closed");
+                    conn.as_mut().graceful_shutdown();
+                    stopping = true;
                 }
             }
         }
     }
 }
 
-/// Connections open now, in all and per client address.
+/// The requests in progress on one connection, and since when there has been none.
+struct Requests {
+    state: Mutex<(usize, Instant)>,
+}
+
+impl Default for Requests {
+    fn default() -> Self {
+        Requests {
+            state: Mutex::new((0, Instant::now())),
+        }
+    }
+}
+
+impl Requests {
+    fn start(self: &Arc<Self>) -> RequestGuard {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).0 += 1;
+        RequestGuard(self.clone())
+    }
+
+    /// When the last request ended, if none is in progress.
+    fn idle_since(&self) -> Option<Instant> {
+        let (open, since) = *self.state.lock().unwrap_or_else(|e| e.into_inner());
+        (open == 0).then_some(since)
+    }
+}
+
+/// One request in progress; dropped with its response body.
+struct RequestGuard(Arc<Requests>);
+
+impl Drop for RequestGuard {
+    fn drop(&mut self) {
+        let mut state = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.0 -= 1;
+        state.1 = Instant::now();
+    }
+}
+
+/// A response body that keeps its request counted as in progress until it is dropped.
+struct Counted {
+    body: axum::body::Body,
+    _guard: RequestGuard,
+}
+
+impl hyper::body::Body for Counted {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// Connections open now: in all, per client address and per client network. The kiosk's own
+/// (trusted loopback) connections count only per address, so the LAN cannot take their places.
 struct Admission {
     total: usize,
     per_peer: usize,
-    open: Mutex<(usize, HashMap<IpAddr, usize>)>,
+    per_subnet: usize,
+    loopback_reserved: bool,
+    open: Mutex<Open>,
+}
+
+#[derive(Default)]
+struct Open {
+    total: usize,
+    per_peer: HashMap<IpAddr, usize>,
+    per_subnet: HashMap<IpAddr, usize>,
+}
+
+/// The network of an address: its IPv4 /24, its IPv6 /64.
+fn subnet(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => IpAddr::V4((u32::from(v4) & 0xffff_ff00).into()),
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
+    }
+}
+
+/// Takes one off a count of a map, removing it at zero.
+fn release(map: &mut HashMap<IpAddr, usize>, key: IpAddr) {
+    if let Some(n) = map.get_mut(&key) {
+        *n -= 1;
+        if *n == 0 {
+            map.remove(&key);
+        }
+    }
 }
 
 impl Admission {
     /// A permit for one more connection from `ip`, or None when a cap is reached.
     fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<Permit> {
         let ip = ip.to_canonical();
+        let shared = !(self.loopback_reserved && ip.is_loopback());
+        let net = subnet(ip);
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        let (total, per_peer) = &mut *open;
-        let from_peer = per_peer.entry(ip).or_default();
-        if *total >= self.total || *from_peer >= self.per_peer {
-            if *from_peer == 0 {
-                per_peer.remove(&ip);
-            }
+        let from_peer = open.per_peer.get(&ip).copied().unwrap_or(0);
+        let from_net = open.per_subnet.get(&net).copied().unwrap_or(0);
+        if from_peer >= self.per_peer
+            || (shared && (open.total >= self.total || from_net >= self.per_subnet))
+        {
             return None;
         }
-        *from_peer += 1;
-        *total += 1;
+        *open.per_peer.entry(ip).or_default() += 1;
+        if shared {
+            *open.per_subnet.entry(net).or_default() += 1;
+            open.total += 1;
+        }
         Some(Permit {
             admission: self.clone(),
             ip,
+            shared,
         })
     }
 }
@@ -216,6 +346,8 @@ impl Admission {
 struct Permit {
     admission: Arc<Admission>,
     ip: IpAddr,
+    /// Counted in all and per network (not the kiosk's own).
+    shared: bool,
 }
 
 impl Drop for Permit {
@@ -225,13 +357,10 @@ impl Drop for Permit {
             .open
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let (total, per_peer) = &mut *open;
-        *total -= 1;
-        if let Some(n) = per_peer.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                per_peer.remove(&self.ip);
-            }
+        release(&mut open.per_peer, self.ip);
+        if self.shared {
+            open.total -= 1;
+            release(&mut open.per_subnet, subnet(self.ip));
         }
     }
 }

@@ -58,6 +58,8 @@ pub struct AppState {
     logins: Arc<tokio::sync::Semaphore>,
     /// The listener's certificate, set by `serve` (the certificate routes replace it).
     tls: Option<Arc<tls::Tls>>,
+    /// Request bodies being received at once (`request_body_budget_bytes`).
+    bodies: Arc<extract::BodyBudget>,
 }
 
 impl AppState {
@@ -67,6 +69,7 @@ impl AppState {
         let logins = Arc::new(tokio::sync::Semaphore::new(
             engine.config.login_concurrency.max(1),
         ));
+        let body_budget = engine.config.request_body_budget_bytes;
         AppState {
             engine,
             devices,
@@ -75,6 +78,7 @@ impl AppState {
             streams,
             logins,
             tls: None,
+            bodies: Arc::new(extract::BodyBudget::new(body_budget)),
         }
     }
 }
@@ -107,6 +111,7 @@ pub fn router(state: AppState) -> Router {
                 "method not allowed on this route",
             )
         })
+        .layer(middleware::from_fn_with_state(state.clone(), budget))
         .layer(middleware::from_fn_with_state(state.clone(), cors))
         .layer(middleware::from_fn(access))
         .with_state(state)
@@ -135,11 +140,29 @@ async fn access(req: Request, next: Next) -> Response {
     res
 }
 
+/// Charges the request body of a caller other than the administrator to the one budget of
+/// bodies in flight (a `Converse` stream, long-lived, has its own bounds: the stream places,
+/// one message's size, the utterance budget).
+async fn budget(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let peer = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0);
+    if req.uri().path().ends_with("/Converse") || auth::is_admin(req.headers(), peer, &state) {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let body = axum::body::Body::new(extract::Budgeted::new(body, state.bodies.clone()));
+    next.run(Request::from_parts(parts, body)).await
+}
+
 /// The CORS headers on every response; OPTIONS is answered before routing. A request that
-/// carries credentials (cookie or `Authorization`) is answered for the configured
-/// `cors_origins` only; anything else may be read by any page (`*`). A write authenticated by
-/// a live session cookie must come from the kiosk's own origin (or a configured one): 403 else
-/// (a cookie that authenticates nothing is left to the route's own 401).
+/// carries credentials (cookie or `Authorization`), or comes from a page of another origin over
+/// trusted loopback, is answered for the configured `cors_origins` only; anything else may be
+/// read by any page (`*`). A write authenticated by a live session cookie, or in setup mode a
+/// write from a page on trusted loopback, must come from the kiosk's own origin (or a
+/// configured one): 403 else (a cookie that authenticates nothing is left to the route's own
+/// 401). Signing out is never refused.
 async fn cors(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let headers = req.headers();
     let origin = headers.get(ORIGIN).cloned();
@@ -148,14 +171,31 @@ async fn cors(State(state): State<AppState>, req: Request, next: Next) -> Respon
         .and_then(|o| o.to_str().ok())
         .filter(|o| state.engine.config.cors_origins.iter().any(|c| c == o))
         .is_some();
-    let credentialed = headers.contains_key(COOKIE) || headers.contains_key(AUTHORIZATION);
+    // An answer that trusts loopback (the kiosk's own caller: setup mode's administrator, a
+    // conversation client without a key) is as credentialed as one to a cookie: a page of
+    // another site in a browser on the kiosk (its requests name their origin) must not read it.
+    let peer = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0);
+    let loopback = auth::trusted_loopback(&state.engine, peer);
+    let foreign = headers.contains_key(ORIGIN) && !same_origin(headers, req.uri());
+    let credentialed = headers.contains_key(COOKIE)
+        || headers.contains_key(AUTHORIZATION)
+        || (loopback && foreign);
     let writes = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    // Signing out is harmless from anywhere and must always work (the cookie is SameSite).
+    let logout = req.method() == Method::DELETE && req.uri().path() == "/api/auth";
+    // A write from a browser page names its origin: in setup mode loopback is the
+    // administrator, so a page of another site must not write through it.
+    let from_a_page = headers.contains_key(ORIGIN) || headers.contains_key(REFERER);
+    let setup_write = loopback && !state.engine.has_admin_password() && from_a_page;
     let mut res = if req.method() == Method::OPTIONS {
         StatusCode::OK.into_response()
     } else if writes
         && !allowed
-        && !headers.contains_key(AUTHORIZATION)
-        && auth::cookie_session(headers, &state.engine)
+        && !logout
+        && (auth::cookie_session(headers, &state.engine) || setup_write)
         && !same_origin(headers, req.uri())
     {
         ApiError::new(

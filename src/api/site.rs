@@ -57,8 +57,7 @@ fn unauthorized() -> ApiError {
 
 #[utoipa::path(get, path = "/api/auth", tag = "site", responses((status = 200, description = "Whether the request carries a live admin session", body = Object)))]
 async fn auth_status(State(s): State<AppState>, headers: HeaderMap) -> Json<Value> {
-    let authenticated = s.engine.has_admin_password()
-        && session_token(&headers).is_some_and(|t| s.engine.admin_session_valid(t));
+    let authenticated = super::auth::admin_session(&headers, &s.engine);
     // Only a signed-in administrator is told, and only while the first-boot password is in
     // force; every other answer keeps the site API's shape, `{authenticated}` alone.
     if authenticated && s.engine.must_change_password() {
@@ -158,6 +157,10 @@ fn refuse_plain_login(s: &AppState, req: &http::request::Parts) -> Result<(), Ap
 
 /// How long a login waits for a free password check before it is answered 429.
 const LOGIN_QUEUE_WAIT: Duration = Duration::from_secs(2);
+/// Largest login body read: a password of `MAX_PASSWORD_BYTES`, escaped, in a small object.
+const LOGIN_BODY_MAX: usize = 4 * 1024;
+/// Longest wait for a login body.
+const LOGIN_BODY_WAIT: Duration = Duration::from_secs(5);
 
 #[utoipa::path(post, path = "/api/auth", tag = "site", request_body(content = Object, description = "The password: {\"password\": \"...\"}", content_type = "application/json"), responses((status = 200, description = "Signed in; sets the session cookie", body = Object), (status = 400, description = "No password", body = crate::api::openapi::ErrorBody), (status = 401, description = "Wrong password", body = crate::api::openapi::ErrorBody), (status = 403, description = "A login in clear from the network", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 429, description = "Too many failures or checks; see Retry-After", body = Object), (status = 500, description = "No administrator password is configured", body = crate::api::openapi::ErrorBody)))]
 async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
@@ -182,12 +185,26 @@ async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
     if let Some(wait) = blocking(&s, move |e| e.login_wait(&probe)).await? {
         return Ok(too_many(wait));
     }
-    // 3. Lenient parse.
-    let body = read_body(body, s.engine.config.limits.json_bytes).await?;
+    // 3. Lenient parse of a small body (a password is at most `MAX_PASSWORD_BYTES`): a
+    // caller with no credentials gets no more of the kiosk's memory than that, and not for
+    // longer than `LOGIN_BODY_WAIT`.
+    check_length(&parts.headers, LOGIN_BODY_MAX)?;
+    let body = tokio::time::timeout(LOGIN_BODY_WAIT, read_body(body, LOGIN_BODY_MAX))
+        .await
+        .map_err(|_| ApiError::new(StatusCode::REQUEST_TIMEOUT, "the body came too slowly"))??;
     let password = password_of(&body);
-    // 4. Empty password.
+    // 4. Empty password: a failed login like any other (it counts towards the limit).
     if password.is_empty() {
+        let probe = client.clone();
+        if let Some(wait) = blocking(&s, move |e| e.login_refused(&probe)).await? {
+            return Ok(too_many(wait));
+        }
         return Err(ApiError::bad("password is required"));
+    }
+    // While many logins fail (from any number of addresses), each waits a little longer.
+    let delay = s.engine.login_delay();
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
     }
     // 5. and 6. Full-length constant-time comparison, then a session. Argon2 takes 19 MiB per
     // check: only `login_concurrency` run at once, the rest wait briefly, then 429.
@@ -212,7 +229,7 @@ async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
     }
 }
 
-#[utoipa::path(delete, path = "/api/auth", tag = "site", responses((status = 200, description = "Signed out; clears the cookie", body = Object), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(delete, path = "/api/auth", tag = "site", responses((status = 200, description = "Signed out; clears the cookie", body = Object)))]
 async fn logout(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
     let (parts, _) = req.into_parts();
     if let Some(token) = session_token(&parts.headers).map(str::to_string) {
@@ -235,7 +252,7 @@ struct PasswordChange {
 #[utoipa::path(put, path = "/api/auth/password", tag = "site", request_body(content = PasswordChange, content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Changed; every other admin session ended", body = Object), (status = 400, description = "Not `{current, new}`, or a new password the rules refuse", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "The current password is wrong, a change in clear from the network, or a cookie write from another origin", body = crate::api::openapi::ErrorBody), (status = 409, description = "No administrator password is configured (setup mode)", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 429, description = "Too many failures or checks; see Retry-After", body = crate::api::openapi::ErrorBody)))]
 async fn change_password(
     State(s): State<AppState>,
-    _: super::auth::Admin,
+    _: super::auth::AdminSession,
     req: Request,
 ) -> ApiResult<Response> {
     let (parts, body) = req.into_parts();

@@ -1,19 +1,50 @@
 //! Bounds shared by the long-lived streams (WebSocket chats, gRPC `Converse`): how many may be
-//! open at once, and one memory budget for the utterances their clients are sending, so that
-//! many clients each buffering a long utterance cannot exhaust the board's memory.
+//! open at once (in all and per caller), and one memory budget for the utterances their
+//! clients are sending, so that many clients each buffering a long utterance cannot exhaust the
+//! board's memory.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::Config;
+use crate::engine::access::Owner;
 
 /// The places and the budget, shared by every stream.
 pub struct Streams {
     websockets: Arc<Semaphore>,
     grpc: Arc<Semaphore>,
+    /// Places each caller holds now (both kinds), and how many one may hold.
+    held: Arc<Mutex<HashMap<(Owner, Kind), usize>>>,
+    per_owner: usize,
     budget: Arc<Budget>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    WebSocket,
+    Grpc,
+}
+
+/// One stream's place, in all and of its caller; given back when dropped.
+pub struct Place {
+    _permit: OwnedSemaphorePermit,
+    held: Arc<Mutex<HashMap<(Owner, Kind), usize>>>,
+    key: (Owner, Kind),
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = held.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.key);
+            }
+        }
+    }
 }
 
 impl Streams {
@@ -21,6 +52,8 @@ impl Streams {
         Streams {
             websockets: Arc::new(Semaphore::new(config.max_websockets)),
             grpc: Arc::new(Semaphore::new(config.max_grpc_streams)),
+            held: Arc::default(),
+            per_owner: config.max_streams_per_client,
             budget: Arc::new(Budget {
                 limit: config.stream_buffer_bytes,
                 used: AtomicUsize::new(0),
@@ -28,14 +61,32 @@ impl Streams {
         }
     }
 
-    /// A place for one more WebSocket, held as long as the socket lives; None when full.
-    pub fn websocket(&self) -> Option<OwnedSemaphorePermit> {
-        self.websockets.clone().try_acquire_owned().ok()
+    /// A place for one more WebSocket of `owner`, held as long as the socket lives; None when
+    /// all are taken or the caller holds its share (`max_streams_per_client`; the
+    /// administrator is not limited).
+    pub fn websocket(&self, owner: &Owner) -> Option<Place> {
+        self.place(&self.websockets, owner, Kind::WebSocket)
     }
 
-    /// A place for one more gRPC stream; None when full.
-    pub fn grpc(&self) -> Option<OwnedSemaphorePermit> {
-        self.grpc.clone().try_acquire_owned().ok()
+    /// A place for one more gRPC stream of `owner` (as `websocket`).
+    pub fn grpc(&self, owner: &Owner) -> Option<Place> {
+        self.place(&self.grpc, owner, Kind::Grpc)
+    }
+
+    fn place(&self, all: &Arc<Semaphore>, owner: &Owner, kind: Kind) -> Option<Place> {
+        let key = (owner.clone(), kind);
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mine = held.get(&key).copied().unwrap_or(0);
+        if *owner != Owner::Admin && mine >= self.per_owner {
+            return None;
+        }
+        let permit = all.clone().try_acquire_owned().ok()?;
+        *held.entry(key.clone()).or_default() += 1;
+        Some(Place {
+            _permit: permit,
+            held: self.held.clone(),
+            key,
+        })
     }
 
     /// An empty buffer counted against the shared budget.

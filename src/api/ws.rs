@@ -19,7 +19,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
-use super::auth::{caller, peer};
+use super::auth::{Opener, caller, peer};
 use super::error::ApiError;
 use super::extract::{Params, QueryArgs};
 use super::streams::{Buffer, Streams};
@@ -43,6 +43,8 @@ const CLOSE_NORMAL: u16 = 1000;
 const CLOSE_GOING_AWAY: u16 = 1001;
 const CLOSE_TOO_BIG: u16 = 1009;
 const CLOSE_TRY_LATER: u16 = 1013;
+/// The credential that opened the socket was revoked, logged out or expired.
+const CLOSE_POLICY: u16 = 1008;
 
 pub fn routes() -> Router<AppState> {
     Router::new().route("/ws/chat/{id}", get(upgrade))
@@ -78,6 +80,13 @@ async fn upgrade(
         .map(str::to_string);
     let key = offered.or(q.key);
     let caller = caller(&s.engine, &request.headers, peer(&request), key.as_deref())?;
+    let opener = Opener::new(
+        &request.headers,
+        peer(&request),
+        key.as_deref(),
+        caller.clone(),
+    );
+    let opener_owner = caller.clone();
     // The owner (or an administrator) steers the session; an administrator on the kiosk's
     // visitor session only watches it.
     let (live, read_only) = blocking(&s, move |e| match e.live_for(&id, &caller, Use::Steer) {
@@ -88,7 +97,7 @@ async fn upgrade(
     })
     .await?;
     let ws = ws.map_err(|e| ApiError::new(e.status(), e.body_text()))?;
-    let place = s.streams.websocket().ok_or_else(|| {
+    let place = s.streams.websocket(&opener_owner).ok_or_else(|| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "too many live WebSockets; try again later",
@@ -101,7 +110,7 @@ async fn upgrade(
         .max_message_size(FRAME_MAX + 64 * 1024)
         .max_frame_size(FRAME_MAX + 64 * 1024)
         .on_upgrade(move |socket| async move {
-            serve(engine, streams, live, read_only, socket).await;
+            serve(engine, streams, live, read_only, opener, socket).await;
             drop(place);
         })
         .into_response())
@@ -119,6 +128,7 @@ async fn serve(
     streams: Arc<Streams>,
     live: Arc<LiveSession>,
     steer: Option<Owner>,
+    opener: Opener,
     socket: WebSocket,
 ) {
     let (mut sink, mut stream) = socket.split();
@@ -146,6 +156,8 @@ async fn serve(
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.tick().await;
     let mut last_heard = tokio::time::Instant::now();
+    let revoked = opener.ended(&engine);
+    tokio::pin!(revoked);
     let close = loop {
         tokio::select! {
             event = events.recv() => match event {
@@ -191,6 +203,7 @@ async fn serve(
                     Some(Ok(_)) => {}
                 }
             },
+            () = &mut revoked => break (CLOSE_POLICY, "the credential that opened this socket has ended"),
             _ = ping.tick() => {
                 if last_heard.elapsed() > SILENCE_MAX {
                     break (CLOSE_GOING_AWAY, "no activity");

@@ -147,6 +147,7 @@ impl Engine {
         if !removed {
             return Err(not_found("no such client key"));
         }
+        self.credentials_changed();
         self.last_used
             .0
             .lock()
@@ -223,9 +224,12 @@ impl Engine {
     /// at once under `open_conversation_api`): the kiosk, its administrator and its own loopback
     /// callers are not.
     pub fn spend_message(&self, caller: &Owner) -> Result<()> {
-        if !matches!(caller, Owner::Client(_) | Owner::Open) {
-            return Ok(());
-        }
+        let caller = match caller {
+            // The open API is one caller for the budget, however many addresses it comes from.
+            Owner::Anonymous(_) | Owner::Open => &Owner::Open,
+            Owner::Client(_) => caller,
+            Owner::Kiosk | Owner::Admin | Owner::Loopback => return Ok(()),
+        };
         let burst = f64::from(self.config.message_burst);
         let refill = self.config.message_refill_ms.max(1) as f64;
         let mut buckets = self.budgets.0.lock().unwrap_or_else(|e| e.into_inner());

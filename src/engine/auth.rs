@@ -172,6 +172,17 @@ impl FirstBoot {
     }
 }
 
+/// Failed logins from every address together, in the current window: a client that adds
+/// addresses at will escapes the per-address limit, not this one.
+#[derive(Default)]
+pub struct AllFailures(Mutex<(u64, u64)>);
+
+/// Failed logins in a window before any login is slowed down.
+const FAILURES_BEFORE_DELAY: u64 = 20;
+/// Delay per failed login beyond those, and the longest delay.
+const DELAY_STEP: std::time::Duration = std::time::Duration::from_millis(250);
+const DELAY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Whether the configured password came from `admin_password_file` (the first-boot password
 /// shown on the display), not from `admin_password` (which the environment and flag also set).
 pub(super) fn from_file(config: &crate::config::Config) -> bool {
@@ -272,6 +283,7 @@ impl Engine {
             return Ok(Login::Limited(wait));
         }
         if !self.password_matches(password)? {
+            self.count_failure_everywhere();
             return Ok(Login::WrongPassword);
         }
         let now = unix_now();
@@ -310,6 +322,42 @@ impl Engine {
     /// limit check and before the password is compared, so concurrent guesses cannot all pass
     /// the check before any of them is counted (a success then clears the count). `Some(wait)`
     /// when the client is rate limited.
+    /// A login attempt without a password: counted against `client` like a wrong one (so a
+    /// flood of empty attempts meets the same limit); Some(wait) once the limit is reached.
+    pub fn login_refused(&self, client: &str) -> Result<Option<u64>> {
+        self.count_failure_everywhere();
+        self.count_attempt(client)
+    }
+
+    fn count_failure_everywhere(&self) {
+        let now = unix_now();
+        let mut all = self
+            .all_failures
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if now >= all.0 + self.config.login_window_secs {
+            *all = (now, 0);
+        }
+        all.1 += 1;
+    }
+
+    /// How long the next login waits before its password is checked: nothing, until failed
+    /// logins from all addresses together pass `FAILURES_BEFORE_DELAY` in the window, then a
+    /// little more for each (at most `DELAY_MAX`).
+    pub fn login_delay(&self) -> std::time::Duration {
+        let all = *self
+            .all_failures
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if unix_now() >= all.0 + self.config.login_window_secs {
+            return std::time::Duration::ZERO;
+        }
+        let beyond = all.1.saturating_sub(FAILURES_BEFORE_DELAY);
+        DELAY_STEP.saturating_mul(beyond as u32).min(DELAY_MAX)
+    }
+
     fn count_attempt(&self, client: &str) -> Result<Option<u64>> {
         let now = unix_now();
         let window = self.config.login_window_secs;
@@ -377,8 +425,15 @@ impl Engine {
         }
         let password = Password::new(new);
         let keep = keep.map(token_key);
+        // The first change after first boot: whatever was made with the first-boot password
+        // (which a passer-by may have read on the screen) goes with it.
+        let first_change = self.must_change_password();
         let tx = self.store.write()?;
         tx.open_table(LOGIN_FAILURES)?.remove(client)?;
+        if first_change {
+            tx.open_table(crate::store::tables::CLIENT_KEYS)?
+                .retain(|_, _| false)?;
+        }
         {
             let mut meta = tx.open_table(META)?;
             meta.insert(PASSWORD_HASH, password.record().as_slice())?;
@@ -391,7 +446,14 @@ impl Engine {
         self.must_change
             .store(false, std::sync::atomic::Ordering::Relaxed);
         self.first_boot.end();
-        tracing::info!("administrator password changed in the console: other sessions ended");
+        self.credentials_changed();
+        if first_change {
+            tracing::info!(
+                "administrator password changed (the first-boot one): other sessions and every client key ended"
+            );
+        } else {
+            tracing::info!("administrator password changed in the console: other sessions ended");
+        }
         Ok(Change::Changed)
     }
 
@@ -418,6 +480,7 @@ impl Engine {
             stay
         })?;
         tx.commit()?;
+        self.credentials_changed();
         Ok(ended)
     }
 
@@ -427,7 +490,19 @@ impl Engine {
         tx.open_table(ADMIN_SESSIONS)?
             .remove(token_key(token).as_str())?;
         tx.commit()?;
+        self.credentials_changed();
         Ok(())
+    }
+
+    /// A credential ended (a logout, a revoked key, a password change): every open stream checks
+    /// again that what opened it still stands.
+    pub(super) fn credentials_changed(&self) {
+        self.credentials.send_modify(|n| *n += 1);
+    }
+
+    /// Changes whenever a credential ends (see `credentials_changed`).
+    pub fn credential_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.credentials.subscribe()
     }
 
     /// Removes expired sessions and finished rate-limit windows; run periodically.

@@ -155,6 +155,8 @@ impl CharacterInput {
                 )));
             }
         }
+        crate::engine::voice::check_stored(&self.voice_type)
+            .map_err(|e| bad(format!("voice_type: {e}")))?;
         for (field, value) in [
             ("description", &self.description),
             ("voice_type", &self.voice_type),

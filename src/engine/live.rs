@@ -104,7 +104,9 @@ struct Turn {
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
     pub system_prompt: Option<String>,
-    pub voice: Option<String>,
+    /// Checked for the provider that spoke when it was set (`Engine::session_voice`); unused
+    /// should another provider speak since.
+    pub voice: Option<crate::engine::voice::Voice>,
     pub temperature: Option<f32>,
     pub bot_name: Option<String>,
     pub speaking_style: Option<String>,

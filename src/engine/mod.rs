@@ -21,6 +21,7 @@ pub mod site;
 pub mod spoken;
 pub mod tasks;
 pub mod turn;
+pub mod voice;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -42,6 +43,10 @@ pub struct Engine {
     password: std::sync::RwLock<Option<auth::Password>>,
     /// Whether the password in force is the first-boot one, to be changed at once.
     must_change: std::sync::atomic::AtomicBool,
+    /// Failed logins from all addresses together (the growing delay of every login).
+    all_failures: auth::AllFailures,
+    /// Bumped when a credential ends, so that streams it opened end too.
+    credentials: tokio::sync::watch::Sender<u64>,
     first_boot: auth::FirstBoot,
     /// Cancelled when an administrator asks for a restart (or a restore needs one).
     restart: tokio_util::sync::CancellationToken,
@@ -96,6 +101,8 @@ impl Engine {
             settings,
             password: std::sync::RwLock::new(password),
             must_change: must_change.into(),
+            credentials: tokio::sync::watch::Sender::new(0),
+            all_failures: Default::default(),
             first_boot,
             restart: Default::default(),
             maintenance: Default::default(),
@@ -109,6 +116,8 @@ impl Engine {
             last_calls: providers::LastCalls::default(),
         });
         engine.ensure_default_character()?;
+        // The offline engine's voices are listed once, off the path of the first turn.
+        std::thread::spawn(|| voice::offline_voices().len());
         engine.ensure_site_document()?;
         knowledge::Indexer::start(&engine)?;
         Ok(engine)

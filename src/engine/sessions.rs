@@ -129,11 +129,26 @@ impl Engine {
         let expired = self.sweep_sessions(&tx)?;
         let session = {
             let mut table = tx.open_table(SESSIONS)?;
-            if table.len()? as usize >= self.config.max_sessions {
-                return Err(Error::Unavailable(format!(
-                    "all {} conversation places are taken; try again later",
-                    self.config.max_sessions
-                )));
+            // The kiosk's visitor session takes no place and is never refused one; a caller
+            // other than the administrator holds at most `max_sessions_per_client` of them.
+            if owner != Owner::Kiosk {
+                let (mut taken, mut own) = (0, 0);
+                for item in table.iter()? {
+                    let s: Session = store::from_json(item?.1.value())?;
+                    taken += usize::from(s.owner != Owner::Kiosk);
+                    own += usize::from(s.owner == owner);
+                }
+                if taken >= self.config.max_sessions {
+                    return Err(Error::Unavailable(format!(
+                        "all {} conversation places are taken; try again later",
+                        self.config.max_sessions
+                    )));
+                }
+                if owner != Owner::Admin && own >= self.config.max_sessions_per_client {
+                    return Err(Error::TooMany(format!(
+                        "this client holds {own} conversation places already; end one first"
+                    )));
+                }
             }
             let now = store::now();
             if table.get(id.as_str())?.is_some() {

@@ -402,6 +402,8 @@ impl Settings {
                 )));
             }
         }
+        crate::engine::voice::check_stored(&self.tts.voice)
+            .map_err(|e| bad(format!("tts.voice: {e}")))?;
         if !self.kiosk.character_id.is_empty() && !is_id(&self.kiosk.character_id) {
             return Err(bad("kiosk.character_id must be a character id"));
         }

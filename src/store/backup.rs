@@ -84,8 +84,14 @@ impl Store {
     }
 
     /// Commits the restore staged in `staging_dir()`: after this rename the next start applies it.
+    /// What belongs to a run (administrator sessions, failed-login counts) is never restored, even
+    /// from an archive that holds some: it is emptied in the staged database first.
     pub fn commit_restore(&self) -> Result<()> {
         let staging = self.staging_dir();
+        let db = staging.join(DATABASE);
+        if db.exists() {
+            forget_ephemeral(&db)?;
+        }
         fs::File::open(staging.join("blobs"))?.sync_all()?;
         fs::File::open(&staging)?.sync_all()?;
         let pending = self.dir.join(PENDING);
@@ -96,6 +102,16 @@ impl Store {
         fs::File::open(&self.dir)?.sync_all()?;
         Ok(())
     }
+}
+
+/// Empties the tables that belong to a run (see `ephemeral`) in the database at `path`.
+fn forget_ephemeral(path: &Path) -> Result<()> {
+    let db = Database::builder().set_cache_size(4 << 20).open(path)?;
+    let tx = db.begin_write()?;
+    tx.open_table(ADMIN_SESSIONS)?.retain(|_, _| false)?;
+    tx.open_table(LOGIN_FAILURES)?.retain(|_, _| false)?;
+    tx.commit()?;
+    Ok(())
 }
 
 /// What a database that passed [`check_database`] holds: what the restore needs and what the
@@ -241,6 +257,39 @@ mod tests {
                 .is_some()
         );
         assert!(read.open_table(ADMIN_SESSIONS).unwrap().is_empty().unwrap());
+    }
+
+    #[test]
+    fn a_restore_never_brings_sessions_or_failed_logins() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), 1 << 20).unwrap();
+        let staging = store.staging_dir();
+        fs::create_dir_all(staging.join("blobs")).unwrap();
+        // A crafted archive's database: an administrator session and a cleared failure count.
+        {
+            let db = Database::create(staging.join(DATABASE)).unwrap();
+            let tx = db.begin_write().unwrap();
+            tables::create_all(&tx).unwrap();
+            tx.open_table(ADMIN_SESSIONS)
+                .unwrap()
+                .insert("planted", b"{}".as_slice())
+                .unwrap();
+            tx.open_table(LOGIN_FAILURES)
+                .unwrap()
+                .insert("10.0.0.9", b"{}".as_slice())
+                .unwrap();
+            tx.open_table(CHARACTERS)
+                .unwrap()
+                .insert("c", b"{}".as_slice())
+                .unwrap();
+            tx.commit().unwrap();
+        }
+        store.commit_restore().unwrap();
+        let db = Database::open(dir.path().join(PENDING).join(DATABASE)).unwrap();
+        let read = db.begin_read().unwrap();
+        assert!(read.open_table(ADMIN_SESSIONS).unwrap().is_empty().unwrap());
+        assert!(read.open_table(LOGIN_FAILURES).unwrap().is_empty().unwrap());
+        assert_eq!(read.open_table(CHARACTERS).unwrap().len().unwrap(), 1);
     }
 
     #[test]

@@ -18,11 +18,11 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 
-const PW: &str = "access-test-password";
-const INTERNAL: &str = "access-internal-token";
+pub(crate) const PW: &str = "access-test-password";
+pub(crate) const INTERNAL: &str = "access-internal-token";
 
 /// A kiosk reached "from the LAN": a password, loopback not trusted, the internal token set.
-async fn lan_server(tweak: impl FnOnce(&mut Config)) -> Server {
+pub(crate) async fn lan_server(tweak: impl FnOnce(&mut Config)) -> Server {
     Server::start_with(|c| {
         c.admin_password = Some(PW.into());
         c.loopback_is_trusted = false;
@@ -32,15 +32,15 @@ async fn lan_server(tweak: impl FnOnce(&mut Config)) -> Server {
     .await
 }
 
-async fn admin_token(s: &Server) -> String {
+pub(crate) async fn admin_token(s: &Server) -> String {
     token_of(&sign_in(s, PW).await)
 }
 
-fn bearer(req: reqwest::RequestBuilder, token: &str) -> reqwest::RequestBuilder {
+pub(crate) fn bearer(req: reqwest::RequestBuilder, token: &str) -> reqwest::RequestBuilder {
     req.header(AUTHORIZATION, format!("Bearer {token}"))
 }
 
-async fn status(req: reqwest::RequestBuilder) -> (u16, Value) {
+pub(crate) async fn status(req: reqwest::RequestBuilder) -> (u16, Value) {
     let r = req.send().await.unwrap();
     let code = r.status().as_u16();
     let body = r.text().await.unwrap();
@@ -48,7 +48,7 @@ async fn status(req: reqwest::RequestBuilder) -> (u16, Value) {
 }
 
 /// Creates a client key named `name` as the administrator; returns (id, key).
-async fn client_key(s: &Server, admin: &str, name: &str) -> (String, String) {
+pub(crate) async fn client_key(s: &Server, admin: &str, name: &str) -> (String, String) {
     let (code, v) =
         status(bearer(s.post("/api/v1/client-keys"), admin).json(&json!({ "name": name }))).await;
     assert_eq!(code, 201, "{v}");
@@ -58,13 +58,13 @@ async fn client_key(s: &Server, admin: &str, name: &str) -> (String, String) {
     )
 }
 
-async fn new_session(s: &Server, key: &str) -> String {
+pub(crate) async fn new_session(s: &Server, key: &str) -> String {
     let (code, v) = status(bearer(s.post("/api/v1/sessions"), key).json(&json!({}))).await;
     assert_eq!(code, 201, "{v}");
     v["session_id"].as_str().unwrap().to_string()
 }
 
-async fn grpc(s: &Server) -> VoiceLlmServiceClient<tonic::transport::Channel> {
+pub(crate) async fn grpc(s: &Server) -> VoiceLlmServiceClient<tonic::transport::Channel> {
     VoiceLlmServiceClient::connect(format!("http://{}", s.addr))
         .await
         .unwrap()
@@ -72,7 +72,7 @@ async fn grpc(s: &Server) -> VoiceLlmServiceClient<tonic::transport::Channel> {
 
 /// Opens a Converse stream with `config` and one text input, as `key` (None: no credentials);
 /// the status of the first answer (the stream's first item, or the call itself).
-async fn converse(
+pub(crate) async fn converse(
     s: &Server,
     key: Option<&str>,
     config: VoiceLlmConfig,
@@ -106,7 +106,7 @@ async fn converse(
 
 /// Presses and releases the simulated button (with the internal token), so the kiosk opens its
 /// visitor session; returns that session's id, as the administrator lists it.
-async fn kiosk_session(s: &Server, admin: &str) -> String {
+pub(crate) async fn kiosk_session(s: &Server, admin: &str) -> String {
     for pressed in [true, false] {
         let (code, v) = status(
             bearer(s.post("/api/v1/internal/device/ptt"), INTERNAL)

@@ -88,6 +88,9 @@ fn docent_runs_as_its_own_user_with_no_capabilities_on_an_unprivileged_port() {
     );
     assert_eq!(unit_values("AmbientCapabilities"), [""]);
     assert_eq!(unit_values("ReadWritePaths"), ["/data"]);
+    // Memory and tasks are bounded, whatever a client makes docent hold.
+    assert_eq!(unit_values("MemoryMax"), ["400M"]);
+    assert_eq!(unit_values("TasksMax"), ["256"]);
     // Binding below 1024 would need CAP_NET_BIND_SERVICE, which the unit does not give.
     for board in ["rpi4", "qemu-x86_64", "qemu-aarch64"] {
         let port = profile(board).listen.port();

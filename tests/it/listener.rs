@@ -116,6 +116,8 @@ async fn per_peer_cap_refuses_more_while_other_clients_are_served() {
     let s = Server::start_with(|c| {
         c.max_connections_per_peer = 3;
         c.max_connections = 5;
+        // Loopback as a LAN client: the kiosk's own connections do not count in all.
+        c.loopback_is_trusted = false;
     })
     .await;
     let mut held = Vec::new();

@@ -17,6 +17,7 @@ mod engine;
 mod faults;
 mod first_boot;
 mod fuzz_corpus;
+mod hostile_lan;
 mod knowledge;
 mod licenses;
 mod limits;

@@ -260,7 +260,7 @@ async fn schemathesis_finds_no_server_error_and_no_undocumented_answer() {
     let server = Process::new()
         .env("ADMIN_PASSWORD", "openapi-test-password")
         .env("DOCENT_LOG", ACCESS_LOG)
-        .config("max_sessions = 100000\n")
+        .config("max_sessions = 100000\nmax_sessions_per_client = 100000\n")
         .start()
         .await;
     let base = server.base();
@@ -290,8 +290,13 @@ async fn schemathesis_finds_no_server_error_and_no_undocumented_answer() {
         .arg("--workers=1")
         .arg("--request-timeout=20")
         .arg("--no-color")
-        .arg(format!("--header=Cookie: {cookie}"))
-        // A cookie-authenticated write must come from the kiosk's own origin.
+        // The session as a bearer token: an `Authorization` header, when a request has one,
+        // is its only credential, and schemathesis sends its own to operations that document
+        // bearer security (a cookie beside it would count for nothing).
+        .arg(format!(
+            "--header=Authorization: Bearer {}",
+            cookie.split_once('=').map_or("", |(_, t)| t)
+        ))
         .arg(format!("--header=Origin: {base}"))
         .args(NOT_FUZZED.iter().map(|(arg, _)| *arg))
         .current_dir(reports.path())

@@ -264,12 +264,20 @@ async fn a_misbehaving_server_is_an_error_not_a_hang() {
         let error = answer["error"].as_str().unwrap();
         assert!(error.contains(says), "{mode:?}: {error}");
         assert!(took < Duration::from_secs(5), "{mode:?}: {took:?}");
-        // A turn: recognition fails with the same reason, and the turn ends.
+        // A turn: recognition fails, and the turn ends; the watchers are told a fixed line
+        // (what a server sent is for the log only).
         let mut ws = chat(&s, &ada).await;
         let sent = say(&mut ws, 8_000).await;
         let r = reply(&mut ws, sent, Duration::from_secs(10)).await;
+        let fixed = [
+            "speech recognition failed",
+            "the provider did not answer in time",
+            "the provider cannot be reached",
+        ];
         assert!(
-            r.errors.first().is_some_and(|e| e.contains(says)),
+            r.errors
+                .first()
+                .is_some_and(|e| fixed.contains(&e.as_str())),
             "{mode:?}: {r:?}"
         );
         assert!(r.samples.is_empty(), "{mode:?}");

@@ -16,11 +16,13 @@ use serde_json::json;
 use tokio::sync::{Semaphore, broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::api::auth::Admin;
+use crate::api::auth::{Admin, Opener, peer};
 use crate::api::error::{ApiError, ApiResult};
 use crate::api::{AppState, blocking};
 use crate::device::KioskState;
+use crate::engine::access::Owner;
 use crate::engine::live::Event;
+use axum::http::request::Parts;
 
 /// Event streams open at once (each holds a task and a subscription); more get 503.
 const STREAMS_MAX: usize = 8;
@@ -34,7 +36,9 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route(
             "/api/v1/kiosk/events",
-            get(move |admin: Admin, s: State<AppState>| events(admin, s, streams.clone())),
+            get(move |admin: Admin, s: State<AppState>, parts: Parts| {
+                events(admin, s, parts, streams.clone())
+            }),
         )
         .route("/api/v1/kiosk/snapshot", get(snapshot))
 }
@@ -50,8 +54,11 @@ async fn snapshot(_: Admin, State(s): State<AppState>) -> ApiResult<Response> {
 async fn events(
     _: Admin,
     State(s): State<AppState>,
+    parts: Parts,
     streams: Arc<Semaphore>,
 ) -> ApiResult<Response> {
+    // The stream ends with the administrator session that opened it.
+    let opener = Opener::new(&parts.headers, peer(&parts), None, Owner::Admin);
     let permit = streams.try_acquire_owned().map_err(|_| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -64,9 +71,11 @@ async fn events(
     tokio::spawn(async move {
         let _permit = permit;
         // The stream ends with the server, or the graceful shutdown would wait for the client.
+        let engine = s.engine.clone();
         tokio::select! {
             () = forward(s, state, tx) => {}
             () = stopping.cancelled() => {}
+            () = opener.ended(&engine) => {}
         }
     });
     let stream = ReceiverStream::new(rx);

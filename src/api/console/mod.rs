@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
 
 use super::AppState;
-use super::auth::is_admin;
+use super::auth::{admin_session, is_admin};
 use super::error::ApiError;
 use super::extract::Params;
 
@@ -187,8 +187,8 @@ fn see_other(to: &'static str) -> Response {
 /// password is in force to "choose your password" and nowhere else.
 async fn page(State(s): State<AppState>, req: Request, page: Page) -> Response {
     let (parts, _) = req.into_parts();
-    let admin = is_admin(&parts.headers, crate::api::auth::peer(&parts), &s);
-    let must_change = admin && s.engine.must_change_password();
+    let must_change = s.engine.must_change_password() && admin_session(&parts.headers, &s.engine);
+    let admin = must_change || is_admin(&parts.headers, crate::api::auth::peer(&parts), &s);
     match (page, admin) {
         (Page::Login, true) if must_change => return see_other(Page::Password.path()),
         (Page::Login, true) => return see_other(Page::Dashboard.path()),

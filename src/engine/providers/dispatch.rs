@@ -13,6 +13,7 @@ use super::{
 };
 use crate::engine::Engine;
 use crate::engine::settings::Service;
+use crate::engine::voice::Voice;
 
 /// What a reply is generated from.
 pub struct Prompt<'a> {
@@ -163,12 +164,13 @@ impl Engine {
         }
     }
 
-    /// Speaks `text` in `voice` into `out`.
+    /// Speaks `text` in `voice` into `out`. A voice of another provider than the one that
+    /// speaks is not used: that provider's default voice speaks.
     pub(in crate::engine) async fn speak(
         &self,
         provider: Provider,
         text: &str,
-        voice: &str,
+        voice: &Voice,
         timeout: Duration,
         out: &mut impl Speech,
     ) -> Result<(), ProviderError> {
@@ -181,15 +183,20 @@ impl Engine {
         &self,
         provider: Provider,
         text: &str,
-        voice: &str,
+        voice: &Voice,
         timeout: Duration,
         out: &mut impl Speech,
     ) -> Result<(), ProviderError> {
+        let own = if voice.provider() == provider {
+            voice.name()
+        } else {
+            ""
+        };
         match provider {
             Provider::Openai => {
                 let s = self.settings();
                 let ep = s.endpoint(Service::Tts)?;
-                let pcm = openai::speak(&self.http, &ep, text, voice, timeout).await?;
+                let pcm = openai::speak(&self.http, &ep, text, own, timeout).await?;
                 out.begin(text);
                 if out.push(&pcm) {
                     out.flush();
@@ -198,7 +205,7 @@ impl Engine {
             Provider::Wyoming => {
                 let s = self.settings();
                 let ep = s.endpoint(Service::Tts)?;
-                wyoming::speak(ep.address, text, voice, timeout, out).await?;
+                wyoming::speak(ep.address, text, own, timeout, out).await?;
             }
             Provider::Local | Provider::OpenaiRealtime | Provider::Remote => {
                 let mut begun = false;

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use super::ProviderError;
 use crate::engine::audio;
+use crate::engine::voice::Voice;
 
 const MODEL_DIR: &str = "/usr/share/pocketsphinx/model/en-us";
 /// Words a visitor uses around any topic, always in the dictionary.
@@ -27,18 +28,19 @@ const QUESTION_WORDS: &str = "what when where who why how which is are was were 
 /// writes it: it works clause by clause, so a long sentence starts sounding long before it is
 /// all synthesised. When `out` answers false, espeak-ng is stopped and nothing more is handed;
 /// dropping the future stops it as well.
+///
+/// The voice is a checked [`Voice`]: one espeak-ng lists, never a string a client chose.
 pub async fn speak(
     text: &str,
-    voice: &str,
+    voice: &Voice,
     timeout: Duration,
     out: impl FnMut(&[i16]) -> bool,
 ) -> Result<(), ProviderError> {
     let program = super::find_program("espeak-ng")
         .ok_or_else(|| ProviderError::Unavailable("espeak-ng is not installed".into()))?;
-    let voice = if voice.is_empty() { "en-us" } else { voice };
     stream_wav(
         &program,
-        &["--stdout", "-v", voice, "--", text],
+        &["--stdout", "-v", voice.offline_name(), "--", text],
         timeout,
         out,
     )
@@ -105,10 +107,10 @@ async fn stream_wav(
             .await
             .map_err(|e| ProviderError::Failed(format!("cannot wait for {name}: {e}")))?;
         if !status.success() {
+            // Its messages are logged, never passed on: they may quote anything it read.
             let _ = stderr.read_to_end(&mut errors).await;
-            return Err(ProviderError::Failed(
-                String::from_utf8_lossy(&errors).trim().to_string(),
-            ));
+            log_stderr(&name, &errors);
+            return Err(ProviderError::Failed(format!("{name} failed ({status})")));
         }
         let rest = wav.finish().map_err(ProviderError::Garbage)?;
         if !rest.is_empty() {
@@ -119,6 +121,19 @@ async fn stream_wav(
     tokio::time::timeout(timeout, run)
         .await
         .map_err(|_| ProviderError::Timeout(format!("{name} did not finish in time")))?
+}
+
+/// Logs what a helper wrote to its standard error (the last lines, bounded): for the
+/// administrator's log only, never for a client.
+fn log_stderr(name: &str, stderr: &[u8]) {
+    let text = String::from_utf8_lossy(stderr);
+    let text = text.trim();
+    let mut start = text.len().saturating_sub(1000);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let tail = &text[start..];
+    tracing::warn!("{name} failed: {tail}");
 }
 
 /// Whether the recogniser and its model are installed.
@@ -252,12 +267,12 @@ pub async fn transcribe(
         .map_err(|_| ProviderError::Timeout("speech recognition did not finish in time".into()))?
         .map_err(|e| ProviderError::Unavailable(format!("cannot run PocketSphinx: {e}")))?;
     if !out.status.success() {
-        // Not "nothing heard": a broken model must show as a failure.
-        let err = String::from_utf8_lossy(&out.stderr);
+        // Not "nothing heard": a broken model must show as a failure. Its messages are
+        // logged, never passed on.
+        log_stderr("pocketsphinx_continuous", &out.stderr);
         return Err(ProviderError::Failed(format!(
-            "PocketSphinx failed ({}): {}",
-            out.status,
-            err.trim().lines().last().unwrap_or("")
+            "PocketSphinx failed ({})",
+            out.status
         )));
     }
     Ok(heard_words(&String::from_utf8_lossy(&out.stdout)))
@@ -445,7 +460,14 @@ mod tests {
             |_| true,
         )
         .await;
-        assert_eq!(r, Err(ProviderError::Failed("broken".into())));
+        let Err(ProviderError::Failed(m)) = r else {
+            panic!("a failure: {r:?}")
+        };
+        assert!(m.starts_with("sh failed (exit status: 3"), "{m}");
+        assert!(
+            !m.contains("broken"),
+            "its messages are logged, not passed on: {m}"
+        );
         let r = stream_wav(
             Path::new("/bin/sh"),
             &["-c", "echo hello there"],
@@ -474,7 +496,8 @@ mod tests {
             seniors, and children under twelve enter free of charge on every day of the week.";
         let mut pieces = 0;
         let mut streamed = Vec::new();
-        speak(text, "en-us", Duration::from_secs(20), |pcm| {
+        let voice = Voice::parse(crate::engine::providers::Provider::Local, "en-us").unwrap();
+        speak(text, &voice, Duration::from_secs(20), |pcm| {
             pieces += 1;
             streamed.extend_from_slice(pcm);
             true

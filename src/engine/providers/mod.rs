@@ -31,6 +31,7 @@ use super::Engine;
 use super::audio;
 use super::error::{Error, Result, bad};
 use super::settings::{Service, Settings};
+use super::voice::Voice;
 
 /// One message of the conversation sent to a language model.
 #[derive(Debug, Clone)]
@@ -578,9 +579,19 @@ impl Engine {
                 )));
             }
         };
+        if provider == Provider::Local && !local_tts_available() {
+            return Err(Error::Unavailable("espeak-ng is not installed".into()));
+        }
+        // Checked before anything runs: a voice the kiosk does not list goes nowhere.
+        let voice = Voice::parse(provider, voice)?;
+        let voice = voice.name();
         let s = self.settings();
         match provider {
-            Provider::Local => check_espeak_voice(voice).await,
+            Provider::Local if voice.is_empty() => Err(bad(
+                "voice_type must be an espeak-ng voice name such as en-us",
+            )),
+            // Listed: espeak-ng has it (see `voice::offline_voices`).
+            Provider::Local => Ok(()),
             Provider::Openai => {
                 // A minimal request: the provider must accept the voice, not only be reachable.
                 let ep = s.endpoint(Service::Tts).map_err(provider_error)?;
@@ -679,14 +690,17 @@ impl Engine {
                 "{provider} speaks only in a conversation: try the character on the Try it page"
             )));
         }
-        let voice = if voice.is_empty() {
-            s.tts.voice.as_str()
-        } else {
-            voice
-        };
+        let voice = Voice::parse(
+            provider,
+            if voice.is_empty() {
+                s.tts.voice.as_str()
+            } else {
+                voice
+            },
+        )?;
         let timeout = Duration::from_millis(self.config.provider_timeout_ms);
         let mut sample = Sample::default();
-        self.speak(provider, SAMPLE_TEXT, voice, timeout, &mut sample)
+        self.speak(provider, SAMPLE_TEXT, &voice, timeout, &mut sample)
             .await
             .map_err(provider_error)?;
         if sample.0.is_empty() {
@@ -735,40 +749,6 @@ fn local_check(stage: Stage) -> std::result::Result<(), String> {
         }
         Stage::Tts if !local_tts_available() => Err("espeak-ng is not installed".into()),
         Stage::Llm | Stage::Asr | Stage::Tts => Ok(()),
-    }
-}
-
-/// Asks espeak-ng whether it has `voice`, within `CHECK_TIMEOUT`.
-async fn check_espeak_voice(voice: &str) -> Result<()> {
-    if voice.is_empty()
-        || voice.len() > 64
-        || !voice
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_+/".contains(c))
-    {
-        return Err(bad(
-            "voice_type must be an espeak-ng voice name such as en-us",
-        ));
-    }
-    let program = find_program("espeak-ng")
-        .ok_or_else(|| Error::Unavailable("espeak-ng is not installed".into()))?;
-    let out = tokio::time::timeout(
-        CHECK_TIMEOUT,
-        tokio::process::Command::new(program)
-            .arg("--voices")
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .map_err(|_| Error::Timeout("espeak-ng did not answer in time".into()))?
-    .map_err(|e| Error::Unavailable(format!("cannot run espeak-ng: {e}")))?;
-    let known = speech::espeak_knows(&String::from_utf8_lossy(&out.stdout), voice);
-    if known {
-        Ok(())
-    } else {
-        Err(Error::ProviderFailed(format!(
-            "espeak-ng has no voice {voice:?}"
-        )))
     }
 }
 

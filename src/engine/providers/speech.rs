@@ -1,11 +1,9 @@
 //! The voices each speech provider offers: the list the console's voice picker shows, and the
 //! check that refuses a character's voice its provider does not have before it is saved.
 
-use std::sync::OnceLock;
-
 use serde::Serialize;
 
-use super::{CHECK_TIMEOUT, Choice, Provider, find_program, wyoming};
+use super::{CHECK_TIMEOUT, Choice, Provider, wyoming};
 use crate::engine::Engine;
 use crate::engine::error::{Error, Result, bad};
 use crate::engine::settings::Service;
@@ -38,9 +36,6 @@ const REALTIME: [&str; 8] = [
     "alloy", "ash", "ballad", "coral", "echo", "sage", "shimmer", "verse",
 ];
 
-/// The longest voice name accepted from any list.
-const NAME_MAX: usize = 64;
-
 fn named(ids: &[&str]) -> Vec<Voice> {
     ids.iter()
         .map(|id| Voice {
@@ -50,54 +45,18 @@ fn named(ids: &[&str]) -> Vec<Voice> {
         .collect()
 }
 
-/// espeak-ng's voices, read once (the installed voices do not change while the kiosk runs):
-/// `None` when espeak-ng is not installed or does not answer. Blocking: the first call runs
-/// `espeak-ng --voices`.
-pub fn espeak_voices() -> Option<&'static [Voice]> {
-    static VOICES: OnceLock<Option<Vec<Voice>>> = OnceLock::new();
-    VOICES
-        .get_or_init(|| {
-            let out = std::process::Command::new(find_program("espeak-ng")?)
-                .arg("--voices")
-                .stdin(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .output()
-                .ok()
-                .filter(|o| o.status.success())?;
-            Some(parse_espeak(&String::from_utf8_lossy(&out.stdout)))
-        })
-        .as_deref()
-}
-
-/// The voices of `espeak-ng --voices`: columns Pty, Language, Age/Gender, VoiceName, File;
-/// a voice is named by its language ("en-us"), one per language.
-fn parse_espeak(listing: &str) -> Vec<Voice> {
-    let mut voices: Vec<Voice> = Vec::new();
-    for line in listing.lines().skip(1) {
-        let cols: Vec<&str> = line.split_whitespace().collect();
-        let (Some(id), Some(name)) = (cols.get(1), cols.get(3)) else {
-            continue;
-        };
-        if id.len() > NAME_MAX || voices.iter().any(|v| v.id == *id) {
-            continue;
-        }
-        voices.push(Voice {
-            id: (*id).to_string(),
-            name: name.replace('_', " "),
-        });
-    }
-    voices
-}
-
-/// Whether espeak-ng's listing knows `voice` by its language, its name or its file.
-pub fn espeak_knows(listing: &str, voice: &str) -> bool {
-    listing.lines().skip(1).any(|line| {
-        let cols: Vec<&str> = line.split_whitespace().collect();
-        cols.get(1) == Some(&voice)
-            || cols.get(3) == Some(&voice)
-            || cols
-                .get(4)
-                .is_some_and(|f| f.rsplit('/').next() == Some(voice))
+/// espeak-ng's voices for the picker (`None` when espeak-ng is not installed). Blocking: the
+/// first call runs `espeak-ng --voices`.
+pub fn espeak_voices() -> Option<Vec<Voice>> {
+    let listed = crate::engine::voice::offline_listing();
+    (!listed.is_empty()).then(|| {
+        listed
+            .iter()
+            .map(|v| Voice {
+                id: v.language.clone(),
+                name: v.name.replace('_', " "),
+            })
+            .collect()
     })
 }
 
@@ -151,7 +110,7 @@ impl Engine {
                     .ok()
                     .flatten()
                     .ok_or_else(|| Error::Unavailable("espeak-ng is not installed".into()))?;
-                (listed.to_vec(), true)
+                (listed, true)
             }
             Provider::Wyoming => {
                 // Whatever went wrong, the list is not to be had now.
@@ -166,7 +125,7 @@ impl Engine {
                     .voices
                     .iter()
                     .map(String::as_str)
-                    .filter(|v| v.len() <= NAME_MAX)
+                    .filter(|v| v.len() <= crate::engine::voice::VOICE_NAME_MAX)
                     .collect();
                 (named(&ids), true)
             }
@@ -180,39 +139,5 @@ impl Engine {
             voices,
             closed,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const LISTING: &str =
-        "Pty Language       Age/Gender VoiceName          File                 Other Languages
- 5  af              --/M      Afrikaans          gmw/af
- 2  en-us           --/M      English_(America)  gmw/en-US            (en 3)
- 5  en-us           --/M      English_(America)_x gmw/en-US-x
-";
-
-    #[test]
-    fn espeak_voices_are_read_one_per_language() {
-        let v = parse_espeak(LISTING);
-        assert_eq!(
-            v,
-            vec![
-                Voice {
-                    id: "af".into(),
-                    name: "Afrikaans".into()
-                },
-                Voice {
-                    id: "en-us".into(),
-                    name: "English (America)".into()
-                },
-            ]
-        );
-        assert!(espeak_knows(LISTING, "en-us"));
-        assert!(espeak_knows(LISTING, "en-US"));
-        assert!(espeak_knows(LISTING, "Afrikaans"));
-        assert!(!espeak_knows(LISTING, "klingon"));
     }
 }

@@ -29,6 +29,7 @@ use super::live::{ErrorCode, Event, LiveSession, Overrides, Status};
 use super::providers::{
     Choice, Foreign, NOT_ON_THIS_KIOSK, Provider, ProviderError, Stage, StreamBounds,
 };
+use super::voice::{Voice, offline_voices};
 use crate::store::records::Character;
 use audio_out::AudioOut;
 
@@ -56,7 +57,7 @@ struct Plan {
     llm: Provider,
     asr: Provider,
     tts: Provider,
-    voice: String,
+    voice: Voice,
     timeout: Duration,
     /// Stages whose chosen provider this kiosk does not have (their field above is then the
     /// offline engine, which says so).
@@ -164,8 +165,50 @@ impl Engine {
     /// client's override is checked here.
     fn plan(&self, live: &LiveSession) -> Result<Plan> {
         let character = self.character_record(&live.character_id)?;
-        let settings = self.settings();
         let overrides = live.overrides();
+        let (llm, asr, tts, missing) = self.providers(&character, &overrides)?;
+        let speaker = speaker(llm, tts);
+        let voice = match overrides.voice {
+            Some(v) if v.provider() == speaker => v,
+            _ => {
+                let settings = self.settings();
+                let stored = if character.voice_type.is_empty() {
+                    &settings.tts.voice
+                } else {
+                    &character.voice_type
+                };
+                Voice::parse(speaker, stored).unwrap_or_else(|e| {
+                    // Without espeak-ng there is no offline voice at all (and no speech).
+                    if speaker != Provider::Local || !offline_voices().is_empty() {
+                        tracing::warn!(
+                            character = %character.id,
+                            "the stored voice is not one of {speaker}'s ({e}); its default voice speaks"
+                        );
+                    }
+                    Voice::default_of(speaker)
+                })
+            }
+        };
+        Ok(Plan {
+            llm,
+            asr,
+            tts,
+            voice,
+            timeout: Duration::from_millis(self.config.provider_timeout_ms),
+            stream: self.stream_bounds(),
+            character,
+            missing,
+        })
+    }
+
+    /// The providers of a turn (llm, asr, tts) and the stages whose chosen provider this kiosk
+    /// does not have.
+    #[allow(clippy::type_complexity)]
+    fn providers(
+        &self,
+        character: &Character,
+        overrides: &Overrides,
+    ) -> Result<(Provider, Provider, Provider, Vec<(Stage, Foreign)>)> {
         let mut missing = Vec::new();
         // The first id named, else the settings' provider of the stage; one this kiosk does
         // not have is noted, and the turn says so.
@@ -190,24 +233,26 @@ impl Engine {
             Stage::Tts,
             &[&character.components.tts, &character.voice_provider],
         )?;
-        let voice = overrides.voice.clone().unwrap_or_else(|| {
-            if character.voice_type.is_empty() {
-                settings.tts.voice.clone()
-            } else {
-                character.voice_type.clone()
-            }
-        });
-        Ok(Plan {
-            llm,
-            asr,
-            tts,
-            voice,
-            timeout: Duration::from_millis(self.config.provider_timeout_ms),
-            stream: self.stream_bounds(),
-            character,
-            missing,
-        })
+        Ok((llm, asr, tts, missing))
     }
+
+    /// Checks a client's voice for a session's turns, with `overrides` (the provider a client
+    /// chose included) in force: a voice of the provider that will speak.
+    pub fn session_voice(
+        &self,
+        live: &LiveSession,
+        overrides: &Overrides,
+        name: &str,
+    ) -> Result<Voice> {
+        let character = self.character_record(&live.character_id)?;
+        let (llm, _, tts, _) = self.providers(&character, overrides)?;
+        Voice::parse(speaker(llm, tts), name)
+    }
+}
+
+/// The provider whose voice speaks a turn's reply: an omni provider speaks for itself.
+fn speaker(llm: Provider, tts: Provider) -> Provider {
+    if llm.is_omni() { llm } else { tts }
 }
 
 impl Engine {
@@ -441,9 +486,11 @@ impl Turn {
         } else {
             code
         };
+        // What went wrong is for the log: a provider's answer or a helper's messages may
+        // quote anything (a file it read, a key it was sent); watchers get a fixed line.
         tracing::warn!(session = %self.live.id, turn = self.seq, ?code, "turn failed: {e}");
         self.publish(Event::Error {
-            message: e.to_string(),
+            message: failure_message(code, e).into(),
             code,
             turn_seq: self.seq,
         });
@@ -453,6 +500,18 @@ impl Turn {
 
     fn instructions(&self, passages: &[SearchResult]) -> String {
         instructions(&self.plan.character, &self.live.overrides(), passages)
+    }
+}
+
+/// What watchers are told of a failed turn: fixed text by stage and kind, never the provider's.
+fn failure_message(code: ErrorCode, e: &ProviderError) -> &'static str {
+    match (code, e) {
+        (_, ProviderError::Timeout(_)) => "the provider did not answer in time",
+        (ErrorCode::ProviderUnavailable, _) => "the provider cannot be reached",
+        (ErrorCode::AsrFailed, _) => "speech recognition failed",
+        (ErrorCode::TtsFailed, _) => "speech synthesis failed",
+        (_, ProviderError::Garbage(_)) => "the provider sent an answer that is not understood",
+        _ => "the reply failed",
     }
 }
 

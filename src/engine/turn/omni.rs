@@ -36,7 +36,7 @@ impl Turn {
             .collect();
         let ctx = OmniContext {
             instructions: self.instructions(&passages),
-            voice: plan.voice.clone(),
+            voice: plan.voice.name().to_string(),
             bot_name: o
                 .bot_name
                 .clone()

@@ -492,6 +492,13 @@ async fn specific(p: &mut Probe) {
         503,
     )
     .await;
+    p.expect(
+        "PUT /api/v1/characters/{id} 404",
+        admin(p, Method::PUT, &format!("/api/v1/characters/{UNKNOWN}"))
+            .json(&json!({ "name": "Nobody" })),
+        404,
+    )
+    .await;
     for (m, path) in [
         (Method::GET, format!("/api/v1/tasks/{UNKNOWN}")),
         (Method::GET, format!("/api/v1/tasks/{UNKNOWN}/events")),

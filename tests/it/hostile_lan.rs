@@ -1,0 +1,796 @@
+//! A hostile LAN, round 3 (each test names the finding it reproduces): a file of the kiosk read
+//! through a voice, memory used up before any credential is checked, places a client can take
+//! from the kiosk's visitor, credentials that outlive their revocation. The attacker is a
+//! client on 127.0.0.1 with `loopback_is_trusted = false` (see `access.rs`).
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use crate::access::{
+    admin_token, bearer, client_key, converse, grpc, lan_server, new_session, status,
+};
+use docent::config::DeviceMode;
+use docent::proto::{CheckVoiceRequest, VoiceLlmConfig};
+use futures_util::StreamExt;
+use serde_json::json;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+
+/// A line of the planted "key", which must never reach a client.
+const SECRET_LINE: &str = "SECRET-LINE-c2VjcmV0IGtleSBtYXRlcmlhbA";
+
+/// A voice that climbs from espeak-ng's voice directory to `file` (None without espeak-ng, or
+/// when the path would be longer than the 39 characters espeak-ng reads).
+fn climbing_voice(file: &std::path::Path) -> Option<String> {
+    let out = std::process::Command::new("espeak-ng")
+        .arg("--version")
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let data = text.split("Data at:").nth(1)?.trim();
+    let depth = std::path::Path::new(data)
+        .join("voices")
+        .components()
+        .count()
+        - 1;
+    let rel = file.to_str()?.trim_start_matches('/');
+    let voice = format!("{}{rel}", "../".repeat(depth));
+    (voice.len() <= 39).then_some(voice)
+}
+
+// Finding 1 -----------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voice_is_one_the_kiosk_lists_and_no_helper_output_reaches_a_client() {
+    let s = lan_server(|c| c.devices = DeviceMode::None).await;
+    let admin = admin_token(&s).await;
+    let (_, key) = client_key(&s, &admin, "app").await;
+    // A private key where a short climb from espeak-ng's voices reaches it, and the exact
+    // attack of the report (the board's key is /data/tls/key.pem).
+    let planted = std::path::PathBuf::from(format!("/tmp/dv-{}.pem", std::process::id()));
+    std::fs::write(
+        &planted,
+        format!("-----BEGIN PRIVATE KEY-----\n{SECRET_LINE}\n-----END PRIVATE KEY-----\n"),
+    )
+    .unwrap();
+    let mut attacks = vec!["../../../../data/tls/key.pem".to_string()];
+    attacks.extend(climbing_voice(&planted));
+
+    let session = new_session(&s, &key).await;
+    let mut ws = format!("ws://{}/ws/chat/{session}", s.addr)
+        .into_client_request()
+        .unwrap();
+    ws.headers_mut().insert(
+        "authorization",
+        HeaderValue::from_str(&format!("Bearer {key}")).unwrap(),
+    );
+    let (mut watcher, _) = tokio_tungstenite::connect_async(ws).await.unwrap();
+
+    for voice in &attacks {
+        // gRPC Converse: the config is refused, no turn runs with it.
+        let e = converse(
+            &s,
+            Some(&key),
+            VoiceLlmConfig {
+                session_id: session.clone(),
+                voice: voice.clone(),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect_err("a voice the kiosk does not list is refused");
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{voice}: {e:?}");
+        assert!(!e.message().contains(SECRET_LINE), "{e:?}");
+
+        // gRPC CheckVoice.
+        let mut req = tonic::Request::new(CheckVoiceRequest {
+            config: Some(VoiceLlmConfig {
+                provider: "local".into(),
+                voice: voice.clone(),
+                ..Default::default()
+            }),
+        });
+        req.metadata_mut()
+            .insert("authorization", format!("Bearer {key}").parse().unwrap());
+        let r = grpc(&s).await.check_voice(req).await.unwrap().into_inner();
+        assert!(!r.ok, "{r:?}");
+        assert!(!r.provider_error.contains(SECRET_LINE), "{r:?}");
+
+        // The administrator's doors: a character, the settings, a voice test (and its sample).
+        let (code, v) = status(
+            bearer(s.post("/api/v1/characters"), &admin)
+                .json(&json!({ "name": "Eve", "voice_provider": "local", "voice_type": voice })),
+        )
+        .await;
+        assert_eq!(code, 400, "character voice_type {voice}: {v}");
+        let (code, v) = status(
+            bearer(s.put("/api/v1/settings"), &admin)
+                .json(&json!({ "tts": { "provider": "local", "voice": voice } })),
+        )
+        .await;
+        assert_eq!(code, 400, "settings tts.voice {voice}: {v}");
+        for accept in ["application/json", "audio/wav"] {
+            let (code, v) = status(
+                bearer(s.post("/api/v1/characters/test-voice"), &admin)
+                    .header("accept", accept)
+                    .json(&json!({ "voice_provider": "local", "voice_type": voice })),
+            )
+            .await;
+            assert_eq!(code, 400, "test-voice ({accept}) {voice}: {v}");
+            assert!(!v.to_string().contains(SECRET_LINE), "{v}");
+        }
+    }
+
+    // Whatever ran, nothing of the file reached the session's watcher.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while let Ok(Some(Ok(frame))) = tokio::time::timeout_at(deadline.into(), watcher.next()).await {
+        let text = frame.to_text().unwrap_or("").to_string();
+        assert!(
+            !text.contains(SECRET_LINE) && !text.contains("Bad voice") && !text.contains("BEGIN"),
+            "a helper's output reached a watcher: {text}"
+        );
+    }
+    let _ = std::fs::remove_file(&planted);
+}
+
+// Finding 2 and 3 -----------------------------------------------------------------------------
+
+type SlowBody = http_body_util::StreamBody<
+    tokio_stream::wrappers::ReceiverStream<
+        Result<hyper::body::Frame<bytes::Bytes>, std::convert::Infallible>,
+    >,
+>;
+
+/// A TCP connection to `server` from the local address `from` (any 127.x.y.z works on Linux:
+/// a client that adds addresses at will).
+async fn connect_from(from: [u8; 4], server: SocketAddr) -> std::io::Result<tokio::net::TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::from((std::net::IpAddr::from(from), 0)))?;
+    socket.connect(server).await
+}
+
+/// An HTTP/2 connection (prior knowledge, as gRPC clients do) from `from`; the task that
+/// drives it ends when the server closes it. `ping`: the client PINGs every 300 ms.
+async fn h2_from(
+    from: [u8; 4],
+    server: SocketAddr,
+    ping: bool,
+) -> Option<(
+    hyper::client::conn::http2::SendRequest<SlowBody>,
+    tokio::task::JoinHandle<()>,
+)> {
+    let tcp = connect_from(from, server).await.ok()?;
+    let mut builder =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+    builder.timer(hyper_util::rt::TokioTimer::new());
+    if ping {
+        builder
+            .keep_alive_interval(Duration::from_millis(300))
+            .keep_alive_while_idle(true)
+            .keep_alive_timeout(Duration::from_secs(5));
+    }
+    let (send, conn) = tokio::time::timeout(
+        Duration::from_secs(3),
+        builder.handshake(hyper_util::rt::TokioIo::new(tcp)),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let driver = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Some((send, driver))
+}
+
+/// A gRPC call to `method` whose body starts with the 5-byte prefix of a message of
+/// `claimed` bytes and then trickles (the sender keeps the rest); no credentials.
+fn grpc_call(
+    server: SocketAddr,
+    method: &str,
+    claimed: u32,
+) -> (
+    hyper::Request<SlowBody>,
+    tokio::sync::mpsc::Sender<Result<hyper::body::Frame<bytes::Bytes>, std::convert::Infallible>>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let mut prefix = vec![0u8];
+    prefix.extend_from_slice(&claimed.to_be_bytes());
+    prefix.extend_from_slice(&[0u8; 1024]);
+    tx.try_send(Ok(hyper::body::Frame::data(bytes::Bytes::from(prefix))))
+        .unwrap();
+    let req = hyper::Request::post(format!(
+        "http://{server}/cyberverse.VoiceLLMService/{method}"
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .body(http_body_util::StreamBody::new(
+        tokio_stream::wrappers::ReceiverStream::new(rx),
+    ))
+    .unwrap();
+    (req, tx)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_is_authenticated_from_its_headers_before_its_body_is_read() {
+    let s = lan_server(|c| c.devices = DeviceMode::None).await;
+    let (mut send, _driver) = h2_from([127, 0, 0, 1], s.addr, false).await.unwrap();
+    for (method, claimed) in [
+        ("CheckVoice", 4 << 20),
+        ("Interrupt", 4 << 20),
+        ("Converse", 1 << 20),
+    ] {
+        // The body never completes: the answer must not wait for it.
+        let (req, _keep) = grpc_call(s.addr, method, claimed);
+        let res = tokio::time::timeout(Duration::from_secs(3), send.send_request(req))
+            .await
+            .unwrap_or_else(|_| panic!("{method}: no answer while the body is incomplete"))
+            .unwrap();
+        assert_eq!(
+            res.headers()
+                .get("grpc-status")
+                .map(|v| v.to_str().unwrap()),
+            Some("16"),
+            "{method}: UNAUTHENTICATED at once: {res:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_authenticated_unary_call_is_bounded_to_a_small_message() {
+    let s = lan_server(|c| c.devices = DeviceMode::None).await;
+    let admin = admin_token(&s).await;
+    let (_, key) = client_key(&s, &admin, "app").await;
+    // CheckVoice with a 64 KiB config: refused for its size, not decoded.
+    let mut req = tonic::Request::new(CheckVoiceRequest {
+        config: Some(VoiceLlmConfig {
+            system_prompt: "x".repeat(64 * 1024),
+            ..Default::default()
+        }),
+    });
+    req.metadata_mut()
+        .insert("authorization", format!("Bearer {key}").parse().unwrap());
+    let e = grpc(&s).await.check_voice(req).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::OutOfRange, "{e:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_connection_without_a_request_is_closed_whatever_it_pings() {
+    let s = lan_server(|c| {
+        c.devices = DeviceMode::None;
+        c.header_read_timeout_ms = 1_000;
+    })
+    .await;
+    let started = Instant::now();
+    let (mut send, driver) = h2_from([127, 0, 0, 1], s.addr, true).await.unwrap();
+    // One request, answered; then nothing but PINGs.
+    let (req, tx) = grpc_call(s.addr, "CheckVoice", 8);
+    drop(tx);
+    send.send_request(req).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(8), driver)
+        .await
+        .expect("the server closes a connection that carries no request, PINGs or not")
+        .unwrap();
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(900),
+        "closed too early: {took:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_capped_per_network_as_well_as_per_address() {
+    let s = lan_server(|c| {
+        c.devices = DeviceMode::None;
+        c.max_connections_per_subnet = 4;
+    })
+    .await;
+    // Four addresses of one /24, one connection each: the network is full.
+    let mut held = Vec::new();
+    for host in 1..=4 {
+        held.push(
+            h2_from([127, 0, 9, host], s.addr, false)
+                .await
+                .expect("admitted"),
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let health = s.url("/api/v1/health");
+    let served = |from: [u8; 4]| {
+        let health = health.clone();
+        async move {
+            let client = reqwest::Client::builder()
+                .local_address(std::net::IpAddr::from(from))
+                .timeout(Duration::from_secs(3))
+                .build()
+                .unwrap();
+            client.get(health).send().await.is_ok()
+        }
+    };
+    assert!(
+        !served([127, 0, 9, 5]).await,
+        "a fifth address of the same /24 is refused"
+    );
+    drop(held.pop());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(served([127, 0, 9, 5]).await, "a place of the network freed");
+    // Another network is served.
+    assert!(served([127, 0, 10, 1]).await);
+}
+
+/// Resident memory of a process, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// One attacker address: as many HTTP/2 connections as it is let have, each with as many
+/// streams as it is let open, each a gRPC call or a login with a body that never ends; again
+/// and again until `stop`.
+async fn attacker(from: [u8; 4], server: SocketAddr, stop: tokio_util::sync::CancellationToken) {
+    let mut conns = Vec::new();
+    while !stop.is_cancelled() {
+        conns.retain(|(_, d): &(_, tokio::task::JoinHandle<()>)| !d.is_finished());
+        if conns.len() < 32 {
+            match h2_from(from, server, true).await {
+                Some(c) => conns.push(c),
+                None => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+            continue;
+        }
+        for (send, _) in &mut conns {
+            for i in 0..16 {
+                let (req, tx) = if i % 4 == 0 {
+                    let (tx, rx) = tokio::sync::mpsc::channel(4);
+                    let _ = tx.try_send(Ok(hyper::body::Frame::data(bytes::Bytes::from(vec![
+                        b' ';
+                        1024
+                    ]))));
+                    let req = hyper::Request::post(format!("http://{server}/api/auth"))
+                        .header("content-type", "application/json")
+                        .header("content-length", (1u32 << 20).to_string())
+                        .body(http_body_util::StreamBody::new(
+                            tokio_stream::wrappers::ReceiverStream::new(rx),
+                        ))
+                        .unwrap();
+                    (req, tx)
+                } else {
+                    grpc_call(server, "CheckVoice", 4 << 20)
+                };
+                let sent = send.send_request(req);
+                // Keep trickling the body for a while.
+                tokio::spawn(async move {
+                    for _ in 0..20 {
+                        if tx
+                            .send(Ok(hyper::body::Frame::data(bytes::Bytes::from(vec![
+                                0u8;
+                                64 * 1024
+                            ]))))
+                            .await
+                            .is_err()
+                        {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(250)).await;
+                    }
+                });
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(Duration::from_secs(10), sent).await;
+                });
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_without_credentials_leaves_memory_bounded_and_the_kiosk_answering() {
+    let running = crate::support::Process::new()
+        .config(&format!(
+            "admin_password = \"{}\"\nloopback_is_trusted = false\n",
+            crate::access::PW
+        ))
+        .args(["--devices", "none"])
+        .start()
+        .await;
+    let s = crate::support::Server::attach(&running);
+    let pid = running.child.id().unwrap();
+    let admin = admin_token(&s).await;
+    let (_, key) = client_key(&s, &admin, "kiosk-app").await;
+    // The authorised client is on another network than the attacker (its /24 is full).
+    let client = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 1, 1]))
+        .build()
+        .unwrap();
+    let session = {
+        let (code, v) =
+            status(bearer(client.post(s.url("/api/v1/sessions")), &key).json(&json!({}))).await;
+        assert_eq!(code, 201, "{v}");
+        v["session_id"].as_str().unwrap().to_string()
+    };
+    let before = rss_kib(pid);
+
+    let stop = tokio_util::sync::CancellationToken::new();
+    let attackers: Vec<_> = (1..=8)
+        .map(|host| tokio::spawn(attacker([127, 0, 0, host], s.addr, stop.clone())))
+        .collect();
+    let mut peak = before;
+    let mut answers = Vec::new();
+    let flood = Instant::now();
+    while flood.elapsed() < Duration::from_secs(15) {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        peak = peak.max(rss_kib(pid));
+        if flood.elapsed() > Duration::from_secs(3) {
+            let asked = Instant::now();
+            let (code, v) = status(
+                bearer(
+                    client.post(s.url(&format!("/api/v1/sessions/{session}/message"))),
+                    &key,
+                )
+                .json(&json!({ "text": "When do you open?" })),
+            )
+            .await;
+            assert_eq!(
+                code, 202,
+                "the authorised client is answered under the flood: {v}"
+            );
+            answers.push(asked.elapsed());
+        }
+    }
+    stop.cancel();
+    for a in attackers {
+        a.abort();
+    }
+    answers.sort();
+    let median = answers[answers.len() / 2];
+    let worst = *answers.last().unwrap();
+    eprintln!(
+        "flood: docent RSS {} MiB before, {} MiB at most under the flood; the authorised \
+         client's message answered in {median:?} (median), {worst:?} (worst) over {} tries",
+        before / 1024,
+        peak / 1024,
+        answers.len()
+    );
+    assert!(
+        peak < before + 96 * 1024,
+        "RSS grew from {before} KiB to {peak} KiB under the flood"
+    );
+    // Generous: the attacker runs in this process, on the same two cores.
+    assert!(
+        worst < Duration::from_secs(10),
+        "answers took up to {worst:?}"
+    );
+}
+
+// Finding 4 -----------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_takes_its_share_of_places_and_the_kiosk_always_has_one() {
+    let s = lan_server(|c| c.devices = DeviceMode::Sim).await;
+    let admin = admin_token(&s).await;
+    let (_, alice) = client_key(&s, &admin, "alice").await;
+    let (_, bob) = client_key(&s, &admin, "bob").await;
+    let (_, carol) = client_key(&s, &admin, "carol").await;
+    // One key: its share (4 of 8), then 429.
+    let mut sessions = Vec::new();
+    for _ in 0..4 {
+        sessions.push(new_session(&s, &alice).await);
+    }
+    let (code, v) = status(bearer(s.post("/api/v1/sessions"), &alice).json(&json!({}))).await;
+    assert_eq!(code, 429, "one key cannot take every place: {v}");
+    // Another key takes the rest; then everyone else waits (503)...
+    for _ in 0..4 {
+        new_session(&s, &bob).await;
+    }
+    let (code, v) = status(bearer(s.post("/api/v1/sessions"), &carol).json(&json!({}))).await;
+    assert_eq!(code, 503, "{v}");
+    // ... but the kiosk's visitor: the button still opens its session.
+    let visit = crate::access::kiosk_session(&s, &admin).await;
+    let (_, all) = status(bearer(s.get("/api/v1/sessions"), &admin)).await;
+    assert_eq!(all.as_array().unwrap().len(), 9, "{all}");
+    assert!(!sessions.contains(&visit));
+
+    // Live streams: a key holds at most 8 WebSockets of the 32.
+    let mut sockets = Vec::new();
+    for i in 0..9 {
+        let mut ws = format!("ws://{}/ws/chat/{}", s.addr, sessions[i % 4])
+            .into_client_request()
+            .unwrap();
+        ws.headers_mut().insert(
+            "authorization",
+            HeaderValue::from_str(&format!("Bearer {alice}")).unwrap(),
+        );
+        match tokio_tungstenite::connect_async(ws).await {
+            Ok((socket, _)) => sockets.push(socket),
+            Err(e) => {
+                assert_eq!(i, 8, "only the ninth is refused: {e}");
+                assert!(e.to_string().contains("503"), "{e}");
+            }
+        }
+    }
+    assert_eq!(sockets.len(), 8);
+}
+
+// Finding 5 -----------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_boot_password_opens_nothing_but_its_change() {
+    const FIRST: &str = "Fb3kQz9TmW2xLr7N";
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("admin-password");
+    std::fs::write(&file, format!("{FIRST}\n")).unwrap();
+    let s = crate::support::Server::start_with(|c| {
+        c.admin_password_file = Some(file.clone());
+        c.loopback_is_trusted = false;
+        c.devices = DeviceMode::None;
+    })
+    .await;
+    let token = admin_token_with(&s, FIRST).await;
+    // Every admin route refuses the first-boot session (403, not 401: it is signed in).
+    for req in [
+        s.post("/api/v1/client-keys")
+            .json(&json!({ "name": "early" })),
+        s.get("/api/v1/client-keys"),
+        s.get("/api/v1/system/backup"),
+        s.get("/api/v1/settings"),
+        s.post("/api/v1/characters").json(&json!({ "name": "Eve" })),
+    ] {
+        let (code, v) = status(bearer(req, &token)).await;
+        assert_eq!(code, 403, "{v}");
+    }
+    // Nor is it an administrator on the conversation routes.
+    let (code, v) = status(bearer(s.get("/api/v1/sessions"), &token)).await;
+    assert_eq!(code, 401, "{v}");
+    let (_, v) = status(bearer(s.get("/api/auth"), &token)).await;
+    assert_eq!(v, json!({ "authenticated": true, "must_change": true }));
+    // The change itself is allowed; then the session is a full administrator.
+    let (code, v) = status(
+        bearer(s.put("/api/auth/password"), &token)
+            .json(&json!({ "current": FIRST, "new": "a long new password" })),
+    )
+    .await;
+    assert_eq!(code, 200, "{v}");
+    let (code, v) = status(bearer(s.get("/api/v1/client-keys"), &token)).await;
+    assert_eq!(code, 200, "{v}");
+}
+
+async fn admin_token_with(s: &crate::support::Server, password: &str) -> String {
+    crate::support::token_of(&crate::support::sign_in(s, password).await)
+}
+
+#[test]
+fn the_first_boot_step_never_prints_the_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("sh")
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("board/firstboot.sh"))
+        .env("DOCENT_DATA_DIR", dir.path())
+        .env("DOCENT_USER", "no-such-user-docent-test")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let password = std::fs::read_to_string(dir.path().join("admin-password")).unwrap();
+    let password = password.trim();
+    assert_eq!(password.len(), 16);
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !printed.contains(password),
+        "/dev/console may be the public screen: {printed}"
+    );
+}
+
+// Finding 6 -----------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_end_with_the_credential_that_opened_them() {
+    let s = lan_server(|c| c.devices = DeviceMode::Sim).await;
+    let admin = admin_token(&s).await;
+
+    // A WebSocket of a key that is revoked: closed (1008).
+    let (ws_key_id, ws_key) = client_key(&s, &admin, "phone").await;
+    let session = new_session(&s, &ws_key).await;
+    let mut ws = format!("ws://{}/ws/chat/{session}", s.addr)
+        .into_client_request()
+        .unwrap();
+    ws.headers_mut().insert(
+        "authorization",
+        HeaderValue::from_str(&format!("Bearer {ws_key}")).unwrap(),
+    );
+    let (mut socket, _) = tokio_tungstenite::connect_async(ws).await.unwrap();
+    socket.next().await.unwrap().unwrap(); // the session frame
+
+    // A Converse stream of another key that is revoked: UNAUTHENTICATED.
+    let (grpc_key_id, grpc_key) = client_key(&s, &admin, "app").await;
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tx.send(docent::proto::VoiceLlmInput {
+        input: Some(docent::proto::voice_llm_input::Input::Config(
+            VoiceLlmConfig::default(),
+        )),
+    })
+    .await
+    .unwrap();
+    let mut req = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
+    req.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {grpc_key}").parse().unwrap(),
+    );
+    let mut outputs = grpc(&s).await.converse(req).await.unwrap().into_inner();
+
+    // The console's event stream of an administrator session that signs out.
+    let cookie = crate::support::sign_in(&s, crate::access::PW).await;
+    let mut events = s
+        .get("/api/v1/kiosk/events")
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), 200);
+
+    for id in [&ws_key_id, &grpc_key_id] {
+        let (code, v) = status(bearer(
+            s.delete(&format!("/api/v1/client-keys/{id}")),
+            &admin,
+        ))
+        .await;
+        assert_eq!(code, 204, "{v}");
+    }
+    // Signing out: 200 and the cookie cleared, Origin or not (finding 11).
+    let (code, v) = status(s.delete("/api/auth").header("cookie", &cookie)).await;
+    assert_eq!(code, 200, "{v}");
+
+    let within = Duration::from_secs(5);
+    let closed = tokio::time::timeout(within, async {
+        loop {
+            match socket.next().await {
+                Some(Ok(tokio_tungstenite::tungstenite::Message::Close(f))) => return f,
+                Some(Ok(_)) => continue,
+                _ => return None,
+            }
+        }
+    })
+    .await
+    .expect("the revoked key's WebSocket is closed");
+    assert_eq!(closed.map(|f| u16::from(f.code)), Some(1008));
+
+    let ended = tokio::time::timeout(within, async {
+        loop {
+            match outputs.next().await {
+                Some(Ok(_)) => continue,
+                Some(Err(status)) => return Some(status),
+                None => return None,
+            }
+        }
+    })
+    .await
+    .expect("the revoked key's Converse stream ends");
+    assert_eq!(
+        ended.map(|st| st.code()),
+        Some(tonic::Code::Unauthenticated)
+    );
+    drop(tx);
+
+    tokio::time::timeout(within, async {
+        while let Ok(Some(_)) = events.chunk().await {}
+    })
+    .await
+    .expect("the signed-out session's event stream ends");
+}
+
+// Findings 7 to 9 -----------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_authorization_header_is_the_only_credential_when_present() {
+    let s = lan_server(|c| c.devices = DeviceMode::None).await;
+    let cookie = crate::support::sign_in(&s, crate::access::PW).await;
+    // A cookie write from another site that also sends an Authorization header which
+    // authenticates nothing: the header is the credential, and it is none.
+    let (code, v) = status(
+        s.post("/api/v1/client-keys")
+            .header("cookie", &cookie)
+            .header("authorization", "Bearer nothing")
+            .header("origin", "https://evil.example")
+            .json(&json!({ "name": "stolen" })),
+    )
+    .await;
+    assert_eq!(code, 401, "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_logins_from_many_addresses_slow_every_login_down() {
+    let s = crate::support::Server::start_with(|c| {
+        c.admin_password = Some(crate::access::PW.into());
+        c.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
+    })
+    .await;
+    let login = |from: String, password: &'static str| {
+        s.post("/api/auth")
+            .header("edge-connecting-ip", from)
+            .json(&json!({ "password": password }))
+    };
+    let quick = Instant::now();
+    let (code, _) = status(login("192.0.2.200".into(), "wrong")).await;
+    assert_eq!(code, 401);
+    let unhindered = quick.elapsed();
+    // Thirty addresses, one failure each: each stays under its own limit.
+    for i in 0..30 {
+        let (code, v) = status(login(format!("198.51.100.{i}"), "wrong")).await;
+        assert_eq!(code, 401, "{v}");
+    }
+    let slowed = Instant::now();
+    let (code, _) = status(login("203.0.113.7".into(), crate::access::PW)).await;
+    assert_eq!(code, 200, "the administrator still gets in");
+    let took = slowed.elapsed();
+    assert!(
+        took >= unhindered + Duration::from_secs(1),
+        "after 31 failures everywhere a login waits: {took:?} (first {unhindered:?})"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_mode_answers_pages_of_other_sites_nothing() {
+    // Setup mode: loopback is the administrator.
+    let s = crate::support::Server::start_with(|c| c.devices = DeviceMode::None).await;
+    let res = s
+        .get("/api/v1/settings")
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        res.headers().get("access-control-allow-origin").is_none(),
+        "no `*` on an answer that trusts loopback: {:?}",
+        res.headers()
+    );
+    let (code, v) = status(
+        s.post("/api/v1/client-keys")
+            .header("origin", "https://evil.example")
+            .json(&json!({ "name": "x" })),
+    )
+    .await;
+    assert_eq!(
+        code, 403,
+        "a setup-mode write from another site's page: {v}"
+    );
+    // The kiosk's own page, and a tool without an Origin, still may.
+    let own = format!("http://{}", s.addr);
+    let (code, v) = status(
+        s.post("/api/v1/client-keys")
+            .header("origin", own)
+            .json(&json!({ "name": "x" })),
+    )
+    .await;
+    assert_eq!(code, 201, "{v}");
+}
+
+// Finding 10 ----------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_without_credentials_are_each_their_own_owner() {
+    let s = lan_server(|c| {
+        c.devices = DeviceMode::None;
+        c.open_conversation_api = true;
+    })
+    .await;
+    let from = |a: [u8; 4]| {
+        reqwest::Client::builder()
+            .local_address(std::net::IpAddr::from(a))
+            .build()
+            .unwrap()
+    };
+    let (phone, other) = (from([127, 0, 3, 1]), from([127, 0, 3, 2]));
+    let (code, v) = status(phone.post(s.url("/api/v1/sessions")).json(&json!({}))).await;
+    assert_eq!(code, 201, "{v}");
+    let mine = v["session_id"].as_str().unwrap().to_string();
+    let (_, listed) = status(other.get(s.url("/api/v1/sessions"))).await;
+    assert_eq!(listed, json!([]), "another phone does not see it");
+    let (code, v) = status(other.delete(s.url(&format!("/api/v1/sessions/{mine}")))).await;
+    assert_eq!(code, 403, "nor deletes it: {v}");
+    let (code, _) = status(phone.delete(s.url(&format!("/api/v1/sessions/{mine}")))).await;
+    assert_eq!(code, 204);
+}
