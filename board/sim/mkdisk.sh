@@ -90,7 +90,7 @@ for d in bin sbin lib; do
   fi
   ln -sfn "usr/$d" "$F/$d"
 done
-mkdir -p "$F"/{dev,proc,sys,run,tmp,var,data,root,boot,etc/docent,usr/libexec/docent,usr/libexec/board}
+mkdir -p "$F"/{dev,proc,sys,run,tmp,var,data,root,boot,home,mnt,media,opt,srv,etc/docent,usr/libexec/docent,usr/libexec/board}
 chmod 1777 "$F/tmp"; chmod 0700 "$F/root"
 # systemd-sysv's links: reboot and poweroff ask systemd.
 for t in reboot poweroff halt shutdown; do ln -sfn ../bin/systemctl "$F/usr/sbin/$t"; done
