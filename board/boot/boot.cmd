@@ -16,12 +16,13 @@
 # whose checksum fails (never written, or a write cut short) counts as the defaults.
 echo "docent boot: A/B boot script on ${devtype} ${devnum}"
 ${devtype} dev ${devnum}
-part start ${devtype} ${devnum} bootstate docent_state_lba
+setenv docent_state_lba
+part start ${devtype} ${devnum} bootstate docent_state_lba || echo "docent boot: no bootstate partition: counting is off"
 setenv BOOT_ORDER
 setenv BOOT_A_LEFT
 setenv BOOT_B_LEFT
 setenv docent_bootargs
-if ${devtype} read ${kernel_addr_r} ${docent_state_lba} 0x20 && env import -c ${kernel_addr_r} 0x4000 BOOT_ORDER BOOT_A_LEFT BOOT_B_LEFT docent_bootargs; then
+if test -n "${docent_state_lba}" && ${devtype} read ${kernel_addr_r} ${docent_state_lba} 0x20 && env import -c ${kernel_addr_r} 0x4000 BOOT_ORDER BOOT_A_LEFT BOOT_B_LEFT docent_bootargs; then
   echo "docent boot: state: order ${BOOT_ORDER}, A ${BOOT_A_LEFT} left, B ${BOOT_B_LEFT} left"
 else
   echo "docent boot: no valid boot state: the defaults"
@@ -48,8 +49,10 @@ if test -z "${docent_slot}"; then
   setenv BOOT_B_LEFT 3
 fi
 # The state is written before the slot is tried: an attempt counts even if it never returns.
-env export -c -s 0x4000 ${kernel_addr_r} BOOT_ORDER BOOT_A_LEFT BOOT_B_LEFT docent_bootargs
-${devtype} write ${kernel_addr_r} ${docent_state_lba} 0x20
+if test -n "${docent_state_lba}"; then
+  env export -c -s 0x4000 ${kernel_addr_r} BOOT_ORDER BOOT_A_LEFT BOOT_B_LEFT docent_bootargs
+  ${devtype} write ${kernel_addr_r} ${docent_state_lba} 0x20
+fi
 if test -z "${docent_slot}"; then
   reset
 fi
