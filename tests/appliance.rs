@@ -586,7 +586,8 @@ fn stall_and_recover(b: &mut Board, rt: &Runtime, stuck: &str) {
 /// attempts and the other slot boots; a boot state whose checksum fails counts as the
 /// defaults; with both counters spent, both start over and the board boots; power cuts at
 /// three moments of a boot (in U-Boot after it counted the attempt, in the kernel, in
-/// userspace before the slot is marked good) cost attempts, never the board.
+/// userspace before the slot is marked good) cost attempts, never the board; a slot whose
+/// kernel panics (a root without init) is left after its three attempts too.
 #[test]
 #[ignore = "boots the simulated board: run by ./x appliance"]
 fn boot_counting_leaves_a_broken_slot_and_never_bricks_the_board() {
@@ -655,13 +656,30 @@ fn boot_counting_leaves_a_broken_slot_and_never_bricks_the_board() {
         b.power_cut();
         println!("boot counting: power cut {moment}");
     }
+    // --- ... and slot A now has a kernel that panics: its root has no init ---
+    let tree = dir.path().join("no-init");
+    std::fs::create_dir_all(tree.join("boot")).unwrap();
+    for f in ["Image", "initrd.img"] {
+        std::fs::copy(board::images().join(f), tree.join("boot").join(f)).unwrap();
+    }
+    disk.format("rootA", &tree);
     let mut b = Board::boot(&disk, dir.path());
     let console = b.transcript();
     assert!(
         console.contains("no slot has attempts left: both get 3 again"),
         "three cut boots spent B's attempts: {console}"
     );
+    assert_eq!(
+        console.matches("initramfs: no /sbin/init on rootA").count(),
+        3,
+        "slot A's kernel boots and panics three times: {console}"
+    );
     booted_and_good(&mut b, &rt, "B");
+    println!(
+        "boot counting: after three power cuts during B's boots and three panics of A, slot B \
+         serves {:.0} s after power on",
+        b.powered_on.elapsed().as_secs_f64()
+    );
 }
 
 /// The board booted `slot`, docent serves, and the slot was marked good (3 attempts again).

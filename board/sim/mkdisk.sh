@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # mkdisk.sh --docent BIN  ->  $DOCENT_SIM_HOME/img/arm64/{disk.img,partitions,u-boot.bin}
 # The simulated aarch64 board's disk, in the layout of every docent board (board/layout):
-#   boot       FAT: boot.scr (board/boot/boot.cmd); U-Boot itself is QEMU's -bios here
+#   boot       FAT: boot.scr (board/boot/boot.cmd) and bootstate.txt (the board's factory boot
+#              state, read when the bootstate partition's checksum fails); U-Boot itself is
+#              QEMU's -bios here
 #   bootstate  the U-Boot environment of the boot state (board/layout/bootstate.env + the
 #              board's kernel arguments, board/qemu-aarch64/bootargs), made by mkenvimage
 #   rootA/B    the same read-only ext4 root in both slots: Debian 12's arm64 packages (systemd,
@@ -199,8 +201,8 @@ mke2fs -q -t ext4 -L root -d "$F" "$W/root.img" "${root_mib}M" >/dev/null 2>&1
 mkimage -A arm64 -O linux -T script -C none -n "docent boot" -d "$BOARD/boot/boot.cmd" "$W/boot.scr" >/dev/null
 boot_mib=$(awk '$2=="boot"{print $4}' "$BOARD/layout/partitions")
 mkfs.vfat -n BOOT -C "$W/boot.img" $((boot_mib * 1024)) >/dev/null
-mcopy -i "$W/boot.img" "$W/boot.scr" ::boot.scr
 { cat "$BOARD/layout/bootstate.env"; echo "docent_bootargs=$(cat "$PROFILE/bootargs")"; } > "$W/bootstate.txt"
+mcopy -i "$W/boot.img" "$W/boot.scr" "$W/bootstate.txt" ::
 mkenvimage -s 0x4000 -o "$W/bootstate.img" "$W/bootstate.txt"
 data_mib=$(awk '$2=="data"{print $4}' "$BOARD/layout/partitions")
 mke2fs -q -t ext4 -L data "$W/data.img" "${data_mib}M" >/dev/null 2>&1

@@ -98,6 +98,23 @@ impl Disk {
         assert!(ok, "partition {name} zeroed");
     }
 
+    /// Puts a fresh ext4 file system with the contents of `tree` into partition `name` (the
+    /// board is off).
+    pub fn format(&self, name: &str, tree: &Path) {
+        let (at, len) = self.partition(name);
+        let ok = Command::new("mke2fs")
+            .args(["-q", "-F", "-t", "ext4", "-d"])
+            .arg(tree)
+            .arg("-E")
+            .arg(format!("offset={at}"))
+            .arg(&self.path)
+            .arg(format!("{}k", len / 1024))
+            .status()
+            .expect("mke2fs runs")
+            .success();
+        assert!(ok, "a file system in {name}");
+    }
+
     /// Writes `bytes` at `offset` into partition `name` (the board is off).
     pub fn write(&self, name: &str, offset: u64, bytes: &[u8]) {
         let (at, len) = self.partition(name);
