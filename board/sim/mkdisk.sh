@@ -164,9 +164,11 @@ EOF
 ln -sfn ../usr/lib/os-release "$F/etc/os-release"
 cat > "$F/etc/fstab" <<'EOF'
 # The root is read-only (ro on the kernel command line, the slot's partition); /data is the
-# data partition (board/layout/partitions); /var is memory, as nothing on the root is written.
+# data partition (board/layout/partitions); /var and /tmp are memory, as nothing on the root
+# is written.
 PARTLABEL=data  /data  ext4   rw,noatime,nosuid,nodev  0  0
 tmpfs           /var   tmpfs  mode=0755,nosuid,nodev   0  0
+tmpfs           /tmp   tmpfs  mode=1777,nosuid,nodev   0  0
 EOF
 mkdir -p "$F/etc/systemd/journald.conf.d"
 printf '[Journal]\nStorage=volatile\nRuntimeMaxUse=16M\n' > "$F/etc/systemd/journald.conf.d/board.conf"
