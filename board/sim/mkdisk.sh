@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# mkdisk.sh --docent BIN  ->  $DOCENT_SIM_HOME/img/arm64/{disk.img,partitions,u-boot.bin}
+# mkdisk.sh [--board qemu-aarch64|rpi4] --docent BIN
+#   ->  $DOCENT_SIM_HOME/img/arm64/{disk.img,partitions,u-boot.bin}   (qemu-aarch64, the default)
+#   ->  $DOCENT_SIM_HOME/img/rpi4/disk.img                            (rpi4: ./x image)
 # The simulated aarch64 board's disk, in the layout of every docent board (board/layout):
 #   boot       FAT: boot.scr (board/boot/boot.cmd) and bootstate.txt (the board's factory boot
 #              state, read when the bootstate partition's checksum fails); U-Boot itself is
@@ -19,25 +21,33 @@
 # and masked units (systemctl), modules.dep (depmod); plus an empty /etc/machine-id (systemd
 # makes one per boot on a read-only /etc), /etc/fstab and the merged /usr.
 # partitions lists each partition's name, first sector and sectors (the test writes into them).
+# --board rpi4 makes the same disk for a Raspberry Pi 4 (never booted on one here): the boot
+# partition also holds the Pi firmware (raspi-firmware), U-Boot (u-boot-rpi), the device tree
+# (from Debian's kernel) and board/rpi4/config.txt; the root has the rpi4 profile, the modules
+# of the Pi's devices and no test rig.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 A=arm64
-BIN=""
+BIN=""; NAME=qemu-aarch64
 while [ $# -gt 0 ]; do
   case "$1" in
     --docent) BIN=$2; shift 2 ;;
+    --board) NAME=$2; shift 2 ;;
     *) die "unknown option $1" ;;
   esac
 done
 [ -f "$BIN" ] || die "--docent BIN: no such file '$BIN'"
 BOARD=$(cd "$BOARD_SIM_DIR/.." && pwd)
-PROFILE=$BOARD/qemu-aarch64
+case $NAME in qemu-aarch64|rpi4) ;; *) die "--board qemu-aarch64|rpi4 (got '$NAME')" ;; esac
+PROFILE=$BOARD/$NAME
 GUEST=$BOARD_SIM_DIR/guest
+SIM=no; [ "$NAME" = qemu-aarch64 ] && SIM=yes
 KVER=$(kver_of $A); K=$SIM_HOME/kernel/$A
-GS=$SIM_HOME/gpio-sim/$A/gpio-sim.ko; [ -f "$GS" ] || die "no $GS: run build-gpio-sim.sh $A"
+GS=$SIM_HOME/gpio-sim/$A/gpio-sim.ko; [ $SIM = no ] || [ -f "$GS" ] || die "no $GS: run build-gpio-sim.sh $A"
 BB=$SIM_HOME/busybox/$A/bin/busybox; [ -x "$BB" ] || die "no busybox: run fetch-kernel.sh $A"
-O=$SIM_HOME/img/$A; mkdir -p "$O"
-W=$SIM_HOME/work/$A; rm -rf "$W"; mkdir -p "$W"
+O=$SIM_HOME/img/$A; [ $SIM = yes ] || O=$SIM_HOME/img/$NAME
+mkdir -p "$O"
+W=$SIM_HOME/work/$NAME; rm -rf "$W"; mkdir -p "$W"
 
 # --- Debian's packages, unpacked once (the speech engine's with their own dependencies) ---
 # The root's packages and what they need at run time; maintainer-script-only dependencies
@@ -74,12 +84,23 @@ if [ ! -f "$S/.done" ]; then
   done
   touch "$S/.done"
 fi
-fetch_debs u-boot-qemu
-UB=$SIM_HOME/u-boot
-if [ ! -f "$UB/usr/lib/u-boot/qemu_arm64/u-boot.bin" ]; then
-  rm -rf "$UB"; mkdir -p "$UB"; dpkg-deb -x "$(deb_path u-boot-qemu)" "$UB"
+if [ $SIM = yes ]; then
+  fetch_debs u-boot-qemu
+  UB=$SIM_HOME/u-boot
+  if [ ! -f "$UB/usr/lib/u-boot/qemu_arm64/u-boot.bin" ]; then
+    rm -rf "$UB"; mkdir -p "$UB"; dpkg-deb -x "$(deb_path u-boot-qemu)" "$UB"
+  fi
+  cp "$UB/usr/lib/u-boot/qemu_arm64/u-boot.bin" "$O/u-boot.bin"
+else
+  # The Pi's boot partition: its firmware (non-free-firmware), U-Boot and device tree.
+  fetch_debs u-boot-rpi:$A raspi-firmware:$A
+  PI=$SIM_HOME/rpi4-boot
+  if [ ! -f "$PI/.done" ]; then
+    rm -rf "$PI"; mkdir -p "$PI/u" "$PI/f"
+    dpkg-deb -x "$(deb_path u-boot-rpi $A)" "$PI/u"; dpkg-deb -x "$(deb_path raspi-firmware $A)" "$PI/f"
+    touch "$PI/.done"
+  fi
 fi
-cp "$UB/usr/lib/u-boot/qemu_arm64/u-boot.bin" "$O/u-boot.bin"
 
 # --- the root file system ---
 F=$W/root; mkdir -p "$F"
@@ -111,17 +132,29 @@ cp "$K/boot/vmlinuz-$KVER" "$F/boot/Image"
 mods() { # mods MODULE... -> the .ko files with their dependencies, in load order
   for m in "$@"; do modprobe -d "$K" -S "$KVER" --show-depends "$m" | awk '$1=="insmod"{print $2}'; done | awk '!seen[$0]++'
 }
-for ko in $(mods virtio_pci virtio_blk ext4 virtio_net virtio-gpu snd-aloop configfs autofs4); do
+if [ $SIM = yes ]; then
+  ROOT_MODS="virtio_pci virtio_blk ext4 virtio_net virtio-gpu snd-aloop configfs autofs4"
+  INITRD_MODS="virtio_pci virtio_blk ext4"
+else
+  # The Pi 4's SD card (emmc2), display (vc4, v3d), USB (PCIe, xhci), Ethernet, Wi-Fi, USB
+  # sound cards, input, watchdog, thermal, RNG, I2C/SPI, and what udev autoloads for them.
+  ROOT_MODS="sdhci-iproc bcm2835 ext4 vfat vc4 v3d snd-usb-audio bcmgenet broadcom mdio-bcm-unimac
+    pcie-brcmstb xhci-pci reset-raspberrypi bcm2835_wdt bcm2711_thermal raspberrypi-cpufreq
+    clk-raspberrypi hid-generic usbhid evdev brcmfmac i2c-bcm2835 spi-bcm2835 pwm-bcm2835
+    bcm2835-rng iproc-rng200 configfs autofs4"
+  INITRD_MODS="sdhci-iproc ext4"
+fi
+for ko in $(mods $ROOT_MODS); do
   rel=${ko#"$K"}; mkdir -p "$F/usr$(dirname "$rel")"; cp "$ko" "$F/usr$rel"
 done
-mkdir -p "$F/usr/lib/modules/$KVER/extra"; cp "$GS" "$F/usr/lib/modules/$KVER/extra/"
+if [ $SIM = yes ]; then mkdir -p "$F/usr/lib/modules/$KVER/extra"; cp "$GS" "$F/usr/lib/modules/$KVER/extra/"; fi
 cp "$K/lib/modules/$KVER"/modules.{order,builtin,builtin.modinfo} "$F/usr/lib/modules/$KVER/"
 depmod -b "$F" "$KVER"
 R=$W/initramfs; mkdir -p "$R"/{bin,etc,proc,sys,dev,newroot}
 cp "$BB" "$R/bin/busybox"
 for app in sh mount umount insmod sed grep sleep mkdir switch_root; do ln -s busybox "$R/bin/$app"; done
 ln -s bin "$R/sbin"
-for ko in $(mods virtio_pci virtio_blk ext4); do
+for ko in $(mods $INITRD_MODS); do
   rel=${ko#"$K"}; mkdir -p "$R$(dirname "$rel")"; cp "$ko" "$R$rel"; echo "$rel" >> "$R/etc/modules.load"
 done
 install -m 0755 "$GUEST/initramfs-init" "$R/init"
@@ -143,12 +176,15 @@ install -m 0644 "$PROFILE/wired.network" "$F/etc/systemd/network/80-wired.networ
 if [ -f /etc/ssl/certs/ca-certificates.crt ]; then      # as the image's ca-certificates
   mkdir -p "$F/etc/ssl/certs"; cp /etc/ssl/certs/ca-certificates.crt "$F/etc/ssl/certs/"
 fi
-# The test rig (simulated board only).
-install -m 0644 "$GUEST/board-gpio-sim.service" "$GUEST/board-console.service" \
-  "$GUEST/board-www.service" "$F/usr/lib/systemd/system/"
-install -m 0755 "$GUEST/gpio-sim" "$F/usr/libexec/board/gpio-sim"
-install -m 0755 "$GUEST/button" "$F/usr/bin/button"
-install -D -m 0644 "$GUEST/modules-load.conf" "$F/etc/modules-load.d/board-sim.conf"
+RIG=()
+if [ $SIM = yes ]; then  # the test rig (simulated board only)
+  install -m 0644 "$GUEST/board-gpio-sim.service" "$GUEST/board-console.service" \
+    "$GUEST/board-www.service" "$F/usr/lib/systemd/system/"
+  install -m 0755 "$GUEST/gpio-sim" "$F/usr/libexec/board/gpio-sim"
+  install -m 0755 "$GUEST/button" "$F/usr/bin/button"
+  install -D -m 0644 "$GUEST/modules-load.conf" "$F/etc/modules-load.d/board-sim.conf"
+  RIG=(board-gpio-sim.service board-console.service board-www.service)
+fi
 # /etc, as the image's base files and maintainer scripts leave it (read-only at run time).
 : > "$F/etc/machine-id"
 echo docent > "$F/etc/hostname"
@@ -175,7 +211,7 @@ printf '[Journal]\nStorage=volatile\nRuntimeMaxUse=16M\n' > "$F/etc/systemd/jour
 systemd-sysusers --root="$F" >/dev/null 2>&1
 systemctl --root="$F" set-default multi-user.target >/dev/null 2>&1
 systemctl --root="$F" enable docent.service docent-firstboot.service docent-boot-ok.service \
-  systemd-networkd.service board-gpio-sim.service board-console.service board-www.service >/dev/null 2>&1
+  systemd-networkd.service "${RIG[@]}" >/dev/null 2>&1
 # Units that have nothing to do on the board: no login consoles (the test rig's shell is on
 # the serial line), no clock from a network that does not reach outside, no first-boot wizard
 # (machine-id is made per boot), nothing persistent to seed or commit on a read-only root, no
@@ -205,6 +241,11 @@ boot_mib=$(awk '$2=="boot"{print $4}' "$BOARD/layout/partitions")
 mkfs.vfat -n BOOT -C "$W/boot.img" $((boot_mib * 1024)) >/dev/null
 { cat "$BOARD/layout/bootstate.env"; echo "docent_bootargs=$(cat "$PROFILE/bootargs")"; } > "$W/bootstate.txt"
 mcopy -i "$W/boot.img" "$W/boot.scr" "$W/bootstate.txt" ::
+if [ $SIM = no ]; then
+  mcopy -i "$W/boot.img" "$PI/u/usr/lib/u-boot/rpi_arm64/u-boot.bin" "$BOARD/rpi4/config.txt" \
+    "$PI/f/usr/lib/raspi-firmware/start4.elf" "$PI/f/usr/lib/raspi-firmware/fixup4.dat" \
+    "$K/usr/lib/linux-image-$KVER/broadcom/bcm2711-rpi-4-b.dtb" ::
+fi
 mkenvimage -s 0x4000 -o "$W/bootstate.img" "$W/bootstate.txt"
 data_mib=$(awk '$2=="data"{print $4}' "$BOARD/layout/partitions")
 mke2fs -q -t ext4 -L data "$W/data.img" "${data_mib}M" >/dev/null 2>&1
