@@ -93,11 +93,11 @@ if [ $SIM = yes ]; then
   cp "$UB/usr/lib/u-boot/qemu_arm64/u-boot.bin" "$O/u-boot.bin"
 else
   # The Pi's boot partition: its firmware (non-free-firmware), U-Boot and device tree.
-  fetch_debs u-boot-rpi:$A raspi-firmware:$A
+  fetch_debs u-boot-rpi:$A raspi-firmware
   PI=$SIM_HOME/rpi4-boot
   if [ ! -f "$PI/.done" ]; then
     rm -rf "$PI"; mkdir -p "$PI/u" "$PI/f"
-    dpkg-deb -x "$(deb_path u-boot-rpi $A)" "$PI/u"; dpkg-deb -x "$(deb_path raspi-firmware $A)" "$PI/f"
+    dpkg-deb -x "$(deb_path u-boot-rpi $A)" "$PI/u"; dpkg-deb -x "$(deb_path raspi-firmware)" "$PI/f"
     touch "$PI/.done"
   fi
 fi
@@ -130,6 +130,7 @@ ln -sfn ../lib/systemd/systemd "$F/usr/sbin/init"
 # The kernel, its modules (those the board uses) and the initramfs.
 cp "$K/boot/vmlinuz-$KVER" "$F/boot/Image"
 mods() { # mods MODULE... -> the .ko files with their dependencies, in load order
+  for m in "$@"; do modprobe -d "$K" -S "$KVER" --show-depends "$m" >/dev/null || die "no module $m in $KVER"; done
   for m in "$@"; do modprobe -d "$K" -S "$KVER" --show-depends "$m" | awk '$1=="insmod"{print $2}'; done | awk '!seen[$0]++'
 }
 if [ $SIM = yes ]; then
@@ -138,13 +139,14 @@ if [ $SIM = yes ]; then
 else
   # The Pi 4's SD card (emmc2), display (vc4, v3d), USB (PCIe, xhci), Ethernet, Wi-Fi, USB
   # sound cards, input, watchdog, thermal, RNG, I2C/SPI, and what udev autoloads for them.
-  ROOT_MODS="sdhci-iproc bcm2835 ext4 vfat vc4 v3d snd-usb-audio bcmgenet broadcom mdio-bcm-unimac
+  ROOT_MODS="sdhci-iproc bcm2835 ext4 vfat vc4 v3d snd-usb-audio genet broadcom mdio-bcm-unimac
     pcie-brcmstb xhci-pci reset-raspberrypi bcm2835_wdt bcm2711_thermal raspberrypi-cpufreq
     clk-raspberrypi hid-generic usbhid evdev brcmfmac i2c-bcm2835 spi-bcm2835 pwm-bcm2835
     bcm2835-rng iproc-rng200 configfs autofs4"
   INITRD_MODS="sdhci-iproc ext4"
 fi
-for ko in $(mods $ROOT_MODS); do
+ROOT_KOS=$(mods $ROOT_MODS)
+for ko in $ROOT_KOS; do
   rel=${ko#"$K"}; mkdir -p "$F/usr$(dirname "$rel")"; cp "$ko" "$F/usr$rel"
 done
 if [ $SIM = yes ]; then mkdir -p "$F/usr/lib/modules/$KVER/extra"; cp "$GS" "$F/usr/lib/modules/$KVER/extra/"; fi
@@ -154,7 +156,8 @@ R=$W/initramfs; mkdir -p "$R"/{bin,etc,proc,sys,dev,newroot}
 cp "$BB" "$R/bin/busybox"
 for app in sh mount umount insmod sed grep sleep mkdir switch_root; do ln -s busybox "$R/bin/$app"; done
 ln -s bin "$R/sbin"
-for ko in $(mods $INITRD_MODS); do
+INITRD_KOS=$(mods $INITRD_MODS)
+for ko in $INITRD_KOS; do
   rel=${ko#"$K"}; mkdir -p "$R$(dirname "$rel")"; cp "$ko" "$R$rel"; echo "$rel" >> "$R/etc/modules.load"
 done
 install -m 0755 "$GUEST/initramfs-init" "$R/init"
