@@ -60,13 +60,14 @@ ROOT_PKGS=(systemd udev dbus dbus-daemon dbus-bin libubootenv-tool libubootenv0.
   libdbus-1-3 libexpat1 libp11-kit0 libffi8 libbz2-1.0 zlib1g libmd0 libtinfo6 libsepol2)
 ROOT_ALL=(dbus-system-bus-common dbus-session-bus-common libaudit-common libasound2-data)
 BASE=$SIM_HOME/rootbase/$A
-if [ ! -f "$BASE/.done" ]; then
+# Unpacked again when the list changes (.done holds the list it was made from).
+if [ "$(cat "$BASE/.done" 2>/dev/null)" != "${ROOT_PKGS[*]} ${ROOT_ALL[*]}" ]; then
   fetch_debs "${ROOT_PKGS[@]/%/:$A}" "${ROOT_ALL[@]}"
   rm -rf "$BASE"; mkdir -p "$BASE"
   for p in "${ROOT_PKGS[@]}"; do dpkg-deb -x "$(deb_path "$p" $A)" "$BASE"; done
   for p in "${ROOT_ALL[@]}"; do dpkg-deb -x "$(deb_path "$p")" "$BASE"; done
   rm -rf "$BASE"/usr/share/{doc,man,info,locale,lintian,bug,bash-completion,zsh,fish}
-  touch "$BASE/.done"
+  echo "${ROOT_PKGS[*]} ${ROOT_ALL[*]}" > "$BASE/.done"
 fi
 S=$SIM_HOME/speech/$A
 if [ ! -f "$S/.done" ]; then
