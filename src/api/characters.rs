@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::auth::Admin;
 use super::error::{ApiError, ApiResult};
-use super::extract::{JsonBody, Params, check_length, read_body};
+use super::extract::{JsonBody, Params, QueryArgs, check_length, read_body};
 use super::{AppState, blocking, files};
 use crate::config::Limits;
 use crate::engine::characters::{Activation, CharacterInput, CharacterView, ImageView};
@@ -27,6 +27,7 @@ pub fn routes(limits: &Limits) -> Router<AppState> {
     Router::new()
         .route("/api/v1/characters", get(list).post(create))
         .route("/api/v1/characters/test-voice", post(test_voice))
+        .route("/api/v1/characters/voices", get(voices))
         .route(
             "/api/v1/characters/{id}",
             get(read).put(update).delete(remove),
@@ -155,6 +156,25 @@ async fn test_voice(
         .test_voice(&body.voice_provider, &body.voice_type)
         .await?;
     Ok(Json(json!({ "status": "ok" })).into_response())
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct VoicesQuery {
+    /// A speech provider's id; absent: the settings' speech provider.
+    #[serde(default)]
+    provider: String,
+}
+
+/// The voices a provider offers, for the console's voice picker.
+#[utoipa::path(get, path = "/api/v1/characters/voices", tag = "characters", params(VoicesQuery), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The provider's voices; `closed`: a voice outside them is refused", body = crate::engine::providers::speech::Voices), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 503, description = "No list of the provider's voices now (not on this kiosk, not installed, not configured, or its server does not answer)", body = crate::api::openapi::ErrorBody)))]
+async fn voices(
+    _: Admin,
+    State(s): State<AppState>,
+    QueryArgs(q): QueryArgs<VoicesQuery>,
+) -> ApiResult<Json<crate::engine::providers::speech::Voices>> {
+    Ok(Json(s.engine.voices(&q.provider).await?))
 }
 
 fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {

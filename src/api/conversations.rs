@@ -1,6 +1,6 @@
 //! A character's conversation history (admin): pages of it, per character or per visit, the
-//! questions the knowledge did not answer, an export as CSV or JSON streamed in batches, and
-//! the purge.
+//! questions the knowledge did not answer, an export as CSV or JSON streamed in batches, the
+//! purge, and the statistics of visits and questions.
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -15,7 +15,7 @@ use super::auth::Admin;
 use super::error::ApiResult;
 use super::extract::{Params, QueryArgs};
 use super::{AppState, blocking};
-use crate::engine::sessions::{HistoryPage, Purge, Unmatched};
+use crate::engine::sessions::{HistoryPage, Purge, Statistics, Unmatched};
 use crate::store::records::Message;
 
 pub fn routes() -> Router<AppState> {
@@ -29,6 +29,7 @@ pub fn routes() -> Router<AppState> {
             "/api/v1/characters/{id}/conversations/unmatched",
             get(unmatched),
         )
+        .route("/api/v1/characters/{id}/statistics", get(statistics))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -122,18 +123,16 @@ async fn export(
     Params(id): Params<String>,
     QueryArgs(q): QueryArgs<ExportQuery>,
 ) -> ApiResult<Response> {
-    s.engine.character(&id)?;
+    let character = s.engine.character(&id)?;
     let session = q.session_id.filter(|s| !s.is_empty());
     let format = q.format;
-    let name: String = id
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-        .collect();
+    let name = file_name(&character.name);
     let (kind, ext) = match format {
         Format::Csv => ("text/csv; charset=utf-8", "csv"),
         Format::Json => ("application/json", "json"),
     };
-    let disposition = format!("attachment; filename=\"conversations-{name}.{ext}\"");
+    let today = &crate::store::now()[..10];
+    let disposition = format!("attachment; filename=\"conversations-{name}-{today}.{ext}\"");
     let state = s.clone();
     let body = futures_util::stream::unfold(Step::Start, move |step| {
         let s = state.clone();
@@ -180,10 +179,83 @@ async fn export(
         .into_response())
 }
 
+/// A character's name as part of a file name staff recognise: lower-case ASCII letters and
+/// digits, words joined by `-` ("Ada Lovelace" -> "ada-lovelace"); "character" when nothing is
+/// left.
+fn file_name(name: &str) -> String {
+    let words: Vec<String> = name
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase)
+        .collect();
+    let joined = words.join("-");
+    if joined.is_empty() {
+        "character".into()
+    } else {
+        joined.chars().take(60).collect()
+    }
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct StatisticsQuery {
+    /// `json` (default) or `csv` (the days, as a download).
+    #[param(inline)]
+    format: Option<Format>,
+}
+
+/// Visits and questions per day, answered, asked again and unanswered, and the most asked
+/// questions, over the kept history; staff tests left out.
+#[utoipa::path(get, path = "/api/v1/characters/{id}/statistics", tag = "conversations", params(("id" = String, Path, description = "Character id"), StatisticsQuery), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The statistics, or with `format=csv` the days as a download (`Content-Disposition: attachment`)", content((Statistics = "application/json"), (String = "text/csv"))), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such character", body = crate::api::openapi::ErrorBody)))]
+async fn statistics(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+    QueryArgs(q): QueryArgs<StatisticsQuery>,
+) -> ApiResult<Response> {
+    let character = s.engine.character(&id)?;
+    let stats = blocking(&s, move |e| e.statistics(&id)).await?;
+    let Some(Format::Csv) = q.format else {
+        return Ok(Json(stats).into_response());
+    };
+    let mut out = String::from("day,visits,questions,answered,unanswered,asked_again\r\n");
+    for d in &stats.days {
+        let row = [
+            d.day.clone(),
+            d.visits.to_string(),
+            d.questions.to_string(),
+            d.answered.to_string(),
+            d.unanswered.to_string(),
+            d.asked_again.to_string(),
+        ];
+        for (i, field) in row.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            csv_field(&mut out, field);
+        }
+        out.push_str("\r\n");
+    }
+    let today = &crate::store::now()[..10];
+    let name = file_name(&character.name);
+    Ok((
+        [
+            (CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
+            (
+                CONTENT_DISPOSITION,
+                format!("attachment; filename=\"statistics-{name}-{today}.csv\""),
+            ),
+        ],
+        out,
+    )
+        .into_response())
+}
+
 /// What comes before the first message.
 fn head(format: Format, character_id: &str) -> String {
     match format {
-        Format::Csv => "timestamp,session_id,turn_seq,role,content,unmatched\r\n".into(),
+        Format::Csv => "timestamp,session_id,turn_seq,role,content,unmatched,staff\r\n".into(),
         Format::Json => format!(
             "{{\"character_id\":{},\"messages\":[",
             Value::from(character_id)
@@ -201,6 +273,7 @@ fn write_message(format: Format, out: &mut String, m: &Message, first: bool) {
                 &m.role,
                 &m.content,
                 if m.unmatched { "true" } else { "false" },
+                if m.staff { "true" } else { "false" },
             ]
             .into_iter()
             .enumerate()

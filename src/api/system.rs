@@ -14,7 +14,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::auth::Admin;
 use super::error::{ApiError, ApiResult};
-use super::extract::{JsonBody, QueryArgs};
+use super::extract::{JsonBody, JsonOrEmpty, QueryArgs};
 use super::tls::Refused;
 use super::{AppState, blocking};
 use crate::engine::launch::LaunchUpdate;
@@ -319,12 +319,12 @@ async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
     let sessions = e.session_count().unwrap_or(0);
     let mut providers = serde_json::Map::new();
     let mut reasons = Vec::new();
-    for (stage, provider, problem) in e.provider_health() {
+    for h in e.provider_health().await {
         providers.insert(
-            stage.into(),
-            json!({ "provider": provider, "ok": problem.is_none(), "error": problem }),
+            h.stage.into(),
+            json!({ "provider": h.provider, "ok": h.ok, "error": h.error, "last_call": h.last_call }),
         );
-        reasons.extend(problem);
+        reasons.extend(h.error);
     }
     let characters: Vec<Value> = e
         .characters_not_on_this_kiosk()?
@@ -367,12 +367,16 @@ async fn put_settings(
     ))
 }
 
-#[utoipa::path(post, path = "/api/v1/settings/test", tag = "settings", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Every provider check passed", body = Object), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 503, description = "A provider check failed", body = Object)))]
-async fn test_settings(_: Admin, State(s): State<AppState>) -> Response {
-    let checks = s.engine.test_providers().await;
+#[utoipa::path(post, path = "/api/v1/settings/test", tag = "settings", request_body(content = Object, description = "Optional: a partial settings document (as for PUT) tested without being saved; empty tests the settings in force", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Every provider check passed", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody), (status = 503, description = "A provider check failed", body = Object)))]
+async fn test_settings(
+    _: Admin,
+    State(s): State<AppState>,
+    JsonOrEmpty(patch): JsonOrEmpty<Value>,
+) -> ApiResult<Response> {
+    let checks = s.engine.test_settings(&patch).await?;
     match checks.iter().find(|c| !c.ok) {
-        None => Json(json!({ "status": "ok", "checks": checks })).into_response(),
-        Some(failed) => (
+        None => Ok(Json(json!({ "status": "ok", "checks": checks })).into_response()),
+        Some(failed) => Ok((
             StatusCode::SERVICE_UNAVAILABLE,
             Json(json!({
                 "status": "error",
@@ -380,7 +384,7 @@ async fn test_settings(_: Admin, State(s): State<AppState>) -> Response {
                 "checks": checks,
             })),
         )
-            .into_response(),
+            .into_response()),
     }
 }
 

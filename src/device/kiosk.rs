@@ -8,7 +8,9 @@
 //!
 //! - idle + press: the microphone opens, watchers see `listening`; LED on.
 //! - listening + release (or `max_utterance_ms`): the microphone closes; the utterance starts a
-//!   turn; processing. A release sooner than `min_press_ms` (a tap) starts nothing: idle.
+//!   turn; processing. A release sooner than `min_press_ms` (a tap) starts nothing: idle; but
+//!   the tap that opened a visit (a visitor pressing to start, not to ask) has the character
+//!   greet them with its welcome message: processing, speaking.
 //! - processing + the turn's first audio: speaking; the audio goes to the speaker as it comes.
 //! - speaking + the last sample played: idle.
 //! - processing or speaking + press: playback stops at once, the turn is cancelled, listening.
@@ -85,6 +87,8 @@ struct Kiosk {
     /// The first-boot password's hold and how long it is shown.
     presence: Presence,
     password_shown: bool,
+    /// The press being listened to opened the visit (its tap is a greeting, not a cut).
+    opening: bool,
 }
 
 /// Runs the loop until `stop`.
@@ -124,6 +128,7 @@ pub async fn run(parts: KioskParts) {
         character_id: String::new(),
         presence: Presence::default(),
         password_shown: false,
+        opening: false,
     };
     k.housekeeping().await;
     let mut events: Option<broadcast::Receiver<Event>> = None;
@@ -248,7 +253,8 @@ impl Kiosk {
                 self.parts.clear();
                 self.turn = None;
                 self.enter(Status::Listening, Some(self.config.max_utterance_ms));
-                if self.visit.is_none() {
+                self.opening = self.visit.is_none();
+                if self.opening {
                     *events = self.open_visit().await;
                 }
                 if let Some(v) = &self.visit {
@@ -261,6 +267,15 @@ impl Kiosk {
                     a.stop_capture();
                 }
                 self.parts.clear();
+                if std::mem::take(&mut self.opening)
+                    && let Some(v) = &self.visit
+                    && v.live.first_greeting()
+                {
+                    let seq = self.engine.start_turn(&v.live, TurnInput::Greeting);
+                    self.turn = Some(seq);
+                    self.enter(Status::Processing, Some(self.config.max_processing_ms));
+                    return;
+                }
                 if let Some(v) = &self.visit {
                     self.engine.interrupt(&v.live);
                 }
@@ -273,6 +288,7 @@ impl Kiosk {
 
     /// The utterance is complete: it becomes a turn.
     fn end_utterance(&mut self) {
+        self.opening = false;
         if let Some(a) = &self.audio {
             a.stop_capture();
         }

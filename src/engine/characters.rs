@@ -174,6 +174,10 @@ impl CharacterInput {
                 "at most {TAGS_MAX} tags of up to 100 characters"
             )));
         }
+        crate::engine::providers::speech::check_saved_voice(
+            &self.voice_provider,
+            &self.voice_type,
+        )?;
         Ok(self)
     }
 

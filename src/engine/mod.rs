@@ -55,6 +55,7 @@ pub struct Engine {
     budgets: access::Budgets,
     last_used: access::LastUsed,
     reachability: providers::Reachability,
+    last_calls: providers::LastCalls,
 }
 
 impl Engine {
@@ -105,6 +106,7 @@ impl Engine {
             budgets: access::Budgets::default(),
             last_used: access::LastUsed::default(),
             reachability: providers::Reachability::default(),
+            last_calls: providers::LastCalls::default(),
         });
         engine.ensure_default_character()?;
         engine.ensure_site_document()?;

@@ -201,15 +201,8 @@ impl Engine {
                 "user"
             };
             if !text.trim().is_empty() {
-                append_message(
-                    &tx,
-                    &session.character_id,
-                    session_id,
-                    role,
-                    text.trim(),
-                    0,
-                    false,
-                )?;
+                let staff = self.is_staff(&session);
+                append_message(&tx, &session, role, text.trim(), 0, false, staff)?;
             }
         }
         self.retain_history(&tx, &session.character_id)?;
@@ -247,6 +240,13 @@ impl Engine {
             self.session_ended(&id);
         }
         Ok(())
+    }
+
+    /// Whether `session` is a staff test: an administrator's own (the console's Try it) while a
+    /// password guards the console. In setup mode every loopback caller counts as an
+    /// administrator, so its sessions are not told apart from visitors'.
+    pub(in crate::engine) fn is_staff(&self, session: &Session) -> bool {
+        session.owner == Owner::Admin && self.has_admin_password()
     }
 
     /// How many sessions are open (cheap: no record is decoded).
@@ -436,8 +436,8 @@ impl Engine {
     }
 
     /// The questions visitors asked that the knowledge did not answer, most recently asked
-    /// first, repeats counted together (admin). Walks the whole kept history, which
-    /// `history_max_messages` bounds.
+    /// first, repeats counted together (admin); staff tests are not visitors' questions. Walks
+    /// the whole kept history, which `history_max_messages` bounds.
     pub fn unmatched_questions(
         &self,
         character_id: &str,
@@ -456,6 +456,9 @@ impl Engine {
             .rev()
         {
             let m = store::from_json::<Message>(item?.1.value())?;
+            if m.staff {
+                continue;
+            }
             if m.role != "user" {
                 if m.unmatched {
                     waiting.insert((m.session_id, m.turn_seq));
@@ -481,6 +484,107 @@ impl Engine {
         }
         out.truncate(limit);
         Ok(out)
+    }
+}
+
+/// One day of a character's visits (UTC), staff tests left out.
+#[derive(Debug, Default, Clone, Serialize, PartialEq, utoipa::ToSchema)]
+pub struct Day {
+    /// `YYYY-MM-DD`.
+    pub day: String,
+    /// Visits that began that day.
+    pub visits: usize,
+    /// Questions asked (said or typed by visitors).
+    pub questions: usize,
+    /// Questions the knowledge answered.
+    pub answered: usize,
+    /// Questions it did not answer.
+    pub unanswered: usize,
+    /// Questions the visitor had already asked in the same visit (the same words).
+    pub asked_again: usize,
+}
+
+/// A question visitors ask often.
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
+pub struct Asked {
+    /// Its latest wording.
+    pub question: String,
+    pub count: usize,
+    /// How many of those times the knowledge answered it.
+    pub answered: usize,
+}
+
+/// What a character's kept history says about its visitors.
+#[derive(Debug, Serialize, PartialEq, utoipa::ToSchema)]
+pub struct Statistics {
+    /// The days with visits or questions, oldest first.
+    pub days: Vec<Day>,
+    /// The most asked questions (at most `MOST_ASKED`), most asked first.
+    pub most_asked: Vec<Asked>,
+}
+
+/// How many of the most asked questions the statistics list.
+const MOST_ASKED: usize = 10;
+
+impl Engine {
+    /// Visits and questions per day, how many were answered, asked again or not answered, and
+    /// the most asked questions, over the whole kept history of `character_id` (admin); staff
+    /// tests are not counted. Walks the history, which `history_max_messages` bounds.
+    pub fn statistics(&self, character_id: &str) -> Result<Statistics> {
+        self.character_record(character_id)?;
+        let tx = self.store.read()?;
+        let table = tx.open_table(MESSAGES)?;
+        let mut days: Vec<Day> = Vec::new();
+        let mut visits: HashSet<String> = HashSet::new();
+        let mut asked_in_visit: HashSet<(String, String)> = HashSet::new();
+        // Questions waiting for their reply: (visit, turn) -> (day index, question key).
+        let mut waiting: HashMap<(String, u64), (usize, String)> = HashMap::new();
+        let mut asked: HashMap<String, Asked> = HashMap::new();
+        for item in table.range((character_id, 0)..=(character_id, u64::MAX))? {
+            let m = store::from_json::<Message>(item?.1.value())?;
+            if m.staff {
+                continue;
+            }
+            let day = m.timestamp.get(..10).unwrap_or("").to_string();
+            if days.last().is_none_or(|d| d.day != day) {
+                days.push(Day {
+                    day,
+                    ..Day::default()
+                });
+            }
+            let at = days.len() - 1;
+            if visits.insert(m.session_id.clone()) {
+                days[at].visits += 1;
+            }
+            if m.role == "user" {
+                let key = question_key(&m.content);
+                days[at].questions += 1;
+                if !asked_in_visit.insert((m.session_id.clone(), key.clone())) {
+                    days[at].asked_again += 1;
+                }
+                let entry = asked.entry(key.clone()).or_insert_with(|| Asked {
+                    question: String::new(),
+                    count: 0,
+                    answered: 0,
+                });
+                entry.question = m.content;
+                entry.count += 1;
+                waiting.insert((m.session_id, m.turn_seq), (at, key));
+            } else if let Some((at, key)) = waiting.remove(&(m.session_id, m.turn_seq)) {
+                if m.unmatched {
+                    days[at].unanswered += 1;
+                } else {
+                    days[at].answered += 1;
+                    if let Some(a) = asked.get_mut(&key) {
+                        a.answered += 1;
+                    }
+                }
+            }
+        }
+        let mut most_asked: Vec<Asked> = asked.into_values().collect();
+        most_asked.sort_by(|a, b| b.count.cmp(&a.count).then(a.question.cmp(&b.question)));
+        most_asked.truncate(MOST_ASKED);
+        Ok(Statistics { days, most_asked })
     }
 }
 
@@ -592,28 +696,32 @@ impl Engine {
     }
 }
 
-/// Appends to a character's history under the next global message number, so the order of
-/// keys is the order in which messages were said.
+/// Appends to the history of `session`'s character under the next global message number, so the
+/// order of keys is the order in which messages were said. `staff`: said in a staff test
+/// ([`Engine::is_staff`]).
 pub fn append_message(
     tx: &WriteTransaction,
-    character_id: &str,
-    session_id: &str,
+    session: &Session,
     role: &str,
     content: &str,
     turn_seq: u64,
     unmatched: bool,
+    staff: bool,
 ) -> Result<()> {
     let seq = store::next_counter(tx, "message_seq")?;
     let m = Message {
-        session_id: session_id.into(),
+        session_id: session.id.clone(),
         role: role.into(),
         content: content.into(),
         timestamp: store::now(),
         turn_seq,
         unmatched,
+        staff,
     };
-    tx.open_table(MESSAGES)?
-        .insert((character_id, seq), store::to_json(&m).as_slice())?;
+    tx.open_table(MESSAGES)?.insert(
+        (session.character_id.as_str(), seq),
+        store::to_json(&m).as_slice(),
+    )?;
     Ok(())
 }
 

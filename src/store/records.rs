@@ -119,6 +119,10 @@ pub struct Message {
     /// Absent (false) in records written before it existed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unmatched: bool,
+    /// Said in an administrator's session (the console's Try it): a staff test, kept apart from
+    /// visitors' visits. Absent (false) in records written before it existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub staff: bool,
 }
 
 /// An agent task of a session.

@@ -241,9 +241,19 @@ async fn history_per_visit_unmatched_questions_and_exports() {
         .unwrap();
     assert_eq!(res.status(), 200);
     assert_eq!(res.headers()["content-type"], "text/csv; charset=utf-8");
+    // Named after the character and the day, as staff find it among their downloads.
+    let name = s.get_json(&format!("/api/v1/characters/{cid}"), 200).await["name"]
+        .as_str()
+        .unwrap()
+        .to_lowercase()
+        .replace(' ', "-");
     assert_eq!(
         res.headers()["content-disposition"],
-        format!("attachment; filename=\"conversations-{cid}.csv\"").as_str()
+        format!(
+            "attachment; filename=\"conversations-{name}-{}.csv\"",
+            &docent::store::now()[..10]
+        )
+        .as_str()
     );
     let rows = parse_csv(&res.text().await.unwrap());
     assert_eq!(
@@ -254,7 +264,8 @@ async fn history_per_visit_unmatched_questions_and_exports() {
             "turn_seq",
             "role",
             "content",
-            "unmatched"
+            "unmatched",
+            "staff"
         ]
     );
     assert_eq!(rows.len(), 9);

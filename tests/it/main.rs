@@ -8,6 +8,7 @@ mod access;
 mod board_files;
 mod characters;
 mod console;
+mod console_staff;
 mod conversations;
 mod crash;
 mod device;

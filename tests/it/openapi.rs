@@ -25,6 +25,8 @@ const NOT_DOCUMENTED: &[(&str, &str)] = &[
     ("/console/try", "console page (HTML)"),
     ("/console/knowledge", "console page (HTML)"),
     ("/console/conversations", "console page (HTML)"),
+    ("/console/statistics", "console page (HTML)"),
+    ("/console/site", "console page (HTML)"),
     ("/console/system", "console page (HTML)"),
     ("/console/password", "console page (HTML)"),
     ("/console/{file}", "console asset (CSS, JS)"),

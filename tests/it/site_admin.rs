@@ -1484,6 +1484,8 @@ const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/api/v1/settings", Admin),
     ("PUT", "/api/v1/settings", Admin),
     ("POST", "/api/v1/settings/test", Admin),
+    ("GET", "/api/v1/characters/voices", Admin),
+    ("GET", "/api/v1/characters/{id}/statistics", Admin),
     ("GET", "/api/v1/config/launch", Admin),
     ("PUT", "/api/v1/config/launch", Admin),
     ("POST", "/api/v1/client-keys", Admin),
@@ -1745,8 +1747,8 @@ async fn every_route_is_listed_once_and_guarded_as_listed() {
         .count();
     assert_eq!(ROUTES.len(), CYBERVERSE_ROUTES.len() + added);
     assert_eq!(
-        added, 21,
-        "4 idle-clip routes, 3 of /api/data, 3 of /api/img, 4 of /api/auth, 3 of client keys, the history purge, its export, the unmatched questions, the knowledge ask"
+        added, 23,
+        "4 idle-clip routes, 3 of /api/data, 3 of /api/img, 4 of /api/auth, 3 of client keys, the history purge, its export, the unmatched questions, the knowledge ask, the voices, the statistics"
     );
 
     let (s, token) = with_password().await;

@@ -35,6 +35,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("assets/app.css"),
     ),
     ("api.js", JS, include_str!("assets/api.js")),
+    (
+        "favicon.svg",
+        "image/svg+xml",
+        include_str!("assets/favicon.svg"),
+    ),
     ("login.js", JS, include_str!("assets/login.js")),
     ("dashboard.js", JS, include_str!("assets/dashboard.js")),
     ("characters.js", JS, include_str!("assets/characters.js")),
@@ -49,6 +54,8 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ),
     ("password.js", JS, include_str!("assets/password.js")),
     ("system.js", JS, include_str!("assets/system.js")),
+    ("site.js", JS, include_str!("assets/site.js")),
+    ("statistics.js", JS, include_str!("assets/statistics.js")),
 ];
 const JS: &str = "text/javascript; charset=utf-8";
 
@@ -62,6 +69,8 @@ enum Page {
     Characters,
     Knowledge,
     Conversations,
+    Statistics,
+    Site,
     Settings,
     Try,
     System,
@@ -76,6 +85,8 @@ impl Page {
             Page::Settings => "Settings",
             Page::Knowledge => "Knowledge",
             Page::Conversations => "Conversations",
+            Page::Site => "Site",
+            Page::Statistics => "Statistics",
             Page::Try => "Try it",
             Page::System => "System",
             Page::Password => "Choose your password",
@@ -90,6 +101,8 @@ impl Page {
             Page::Settings => "/console/settings",
             Page::Knowledge => "/console/knowledge",
             Page::Conversations => "/console/conversations",
+            Page::Site => "/console/site",
+            Page::Statistics => "/console/statistics",
             Page::Try => "/console/try",
             Page::Password => "/console/password",
             Page::System => "/console/system",
@@ -104,6 +117,8 @@ impl Page {
             Page::Settings => include_str!("assets/settings.html"),
             Page::Knowledge => include_str!("assets/knowledge.html"),
             Page::Conversations => include_str!("assets/conversations.html"),
+            Page::Site => include_str!("assets/site.html"),
+            Page::Statistics => include_str!("assets/statistics.html"),
             Page::Try => include_str!("assets/try.html"),
             Page::System => include_str!("assets/system.html"),
             Page::Password => include_str!("assets/password.html"),
@@ -118,6 +133,8 @@ impl Page {
             Page::Settings => "/console/settings.js",
             Page::Knowledge => "/console/knowledge.js",
             Page::Conversations => "/console/conversations.js",
+            Page::Site => "/console/site.js",
+            Page::Statistics => "/console/statistics.js",
             Page::Try => "/console/try.js",
             Page::System => "/console/system.js",
             Page::Password => "/console/password.js",
@@ -125,11 +142,13 @@ impl Page {
     }
 }
 
-const NAV: [Page; 7] = [
+const NAV: [Page; 9] = [
     Page::Dashboard,
     Page::Characters,
     Page::Knowledge,
     Page::Conversations,
+    Page::Statistics,
+    Page::Site,
     Page::Settings,
     Page::Try,
     Page::System,
@@ -145,6 +164,8 @@ pub fn routes() -> Router<AppState> {
         .route("/console/settings", show(Page::Settings))
         .route("/console/knowledge", show(Page::Knowledge))
         .route("/console/conversations", show(Page::Conversations))
+        .route("/console/site", show(Page::Site))
+        .route("/console/statistics", show(Page::Statistics))
         .route("/console/try", show(Page::Try))
         .route("/console/system", show(Page::System))
         .route("/console/password", show(Page::Password))

@@ -195,10 +195,17 @@ impl Engine {
         self.knowledge.epoch.load(Ordering::SeqCst)
     }
 
-    /// Everything a character knows as text: its own description and every indexed passage.
+    /// Everything a character knows as text: its own description, the questions about itself
+    /// that the offline engine answers, and every indexed passage.
     pub fn knowledge_texts(&self, character_id: &str) -> Result<Vec<String>> {
         let c = self.character_record(character_id)?;
-        let mut out = vec![c.name, c.description, c.personality, c.welcome_message];
+        let mut out = vec![
+            c.name,
+            c.description,
+            c.personality,
+            c.welcome_message,
+            crate::engine::providers::answer::WHO_QUESTIONS.to_string(),
+        ];
         out.extend(
             self.knowledge_sources_text(character_id)?
                 .into_iter()

@@ -324,6 +324,40 @@ struct Wanted {
     sure: f64,
 }
 
+/// How visitors ask who the character is. The offline engine answers these from the
+/// character's name and description (its knowledge says nothing about itself); the recogniser's
+/// language model learns their words from this text too.
+pub const WHO_QUESTIONS: &str = "Who are you? What is your name? What's your name? \
+Tell me about yourself. Introduce yourself. Who am I talking to?";
+
+/// Whether `question` asks who the character is (one of `WHO_QUESTIONS`, within a sentence).
+pub fn asks_who(question: &str) -> bool {
+    let said = format!(" {} ", in_order(question).join(" "));
+    WHO_QUESTIONS
+        .split(['?', '.'])
+        .map(|q| in_order(q).join(" "))
+        .filter(|q| !q.is_empty())
+        .any(|q| said.contains(&format!(" {q} ")))
+}
+
+/// The offline engine's answer to "who are you": the character's name and description.
+pub fn introduction(name: &str, description: &str) -> String {
+    let description = description.trim();
+    if description.is_empty() {
+        format!("I'm {}.", name.trim())
+    } else {
+        format!("I'm {}. {description}", name.trim())
+    }
+}
+
+/// Lowercase words in the order said, apostrophes kept inside words ("what's").
+fn in_order(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .map(|w| w.trim_matches('\'').to_lowercase())
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
 /// Lowercase words as written.
 fn words(text: &str) -> BTreeSet<String> {
     text.split(|c: char| !c.is_alphanumeric() && c != '\'')
@@ -402,6 +436,27 @@ fn sentences(text: &str) -> impl Iterator<Item = &str> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn who_questions_are_told_from_others() {
+        use super::asks_who;
+        for q in [
+            "Who are you?",
+            "what's your name",
+            "Hello, what is your name please?",
+            "WHO ARE YOU",
+        ] {
+            assert!(asks_who(q), "{q}");
+        }
+        for q in [
+            "Who are the artists?",
+            "What is the name of this painting?",
+            "you",
+            "",
+        ] {
+            assert!(!asks_who(q), "{q}");
+        }
+    }
+
     use super::*;
 
     fn museum() -> Topics {

@@ -8,8 +8,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::{
-    ChatRequest, OmniContext, OmniEvent, OmniInput, Provider, ProviderError, StreamBounds, local,
-    openai, realtime, remote, wyoming,
+    ChatRequest, OmniContext, OmniEvent, OmniInput, Provider, ProviderError, Stage, StreamBounds,
+    local, openai, realtime, remote, wyoming,
 };
 use crate::engine::Engine;
 use crate::engine::settings::Service;
@@ -54,6 +54,20 @@ impl Engine {
     /// Recognises mono 16 kHz speech; the offline recogniser listens for the words of the
     /// character's knowledge.
     pub(in crate::engine) async fn recognise(
+        self: &Arc<Self>,
+        provider: Provider,
+        character_id: &str,
+        pcm: &[i16],
+        timeout: Duration,
+    ) -> Result<Heard, ProviderError> {
+        let heard = self
+            .recognise_on(provider, character_id, pcm, timeout)
+            .await;
+        self.record_call(Stage::Asr, provider, &heard);
+        heard
+    }
+
+    async fn recognise_on(
         self: &Arc<Self>,
         provider: Provider,
         character_id: &str,
@@ -108,6 +122,19 @@ impl Engine {
         bounds: StreamBounds,
         out: &mpsc::Sender<String>,
     ) -> Result<bool, ProviderError> {
+        let answered = self.generate_on(provider, prompt, chat, bounds, out).await;
+        self.record_call(Stage::Llm, provider, &answered);
+        answered
+    }
+
+    async fn generate_on(
+        self: &Arc<Self>,
+        provider: Provider,
+        prompt: Prompt<'_>,
+        chat: impl FnOnce() -> ChatRequest,
+        bounds: StreamBounds,
+        out: &mpsc::Sender<String>,
+    ) -> Result<bool, ProviderError> {
         match provider {
             Provider::Openai => {
                 let s = self.settings();
@@ -138,6 +165,19 @@ impl Engine {
 
     /// Speaks `text` in `voice` into `out`.
     pub(in crate::engine) async fn speak(
+        &self,
+        provider: Provider,
+        text: &str,
+        voice: &str,
+        timeout: Duration,
+        out: &mut impl Speech,
+    ) -> Result<(), ProviderError> {
+        let spoken = self.speak_on(provider, text, voice, timeout, out).await;
+        self.record_call(Stage::Tts, provider, &spoken);
+        spoken
+    }
+
+    async fn speak_on(
         &self,
         provider: Provider,
         text: &str,
@@ -178,6 +218,20 @@ impl Engine {
 
     /// Runs one exchange on an omni provider, sending what it answers to `out`.
     pub(in crate::engine) async fn converse(
+        &self,
+        provider: Provider,
+        input: &OmniInput,
+        ctx: &OmniContext,
+        timeout: Duration,
+        out: &mpsc::Sender<OmniEvent>,
+    ) -> Result<(), ProviderError> {
+        // An omni provider listens, answers and speaks: its calls count as the reply's.
+        let answered = self.converse_on(provider, input, ctx, timeout, out).await;
+        self.record_call(Stage::Llm, provider, &answered);
+        answered
+    }
+
+    async fn converse_on(
         &self,
         provider: Provider,
         input: &OmniInput,

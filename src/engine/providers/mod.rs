@@ -14,6 +14,7 @@ pub mod openai;
 mod provider;
 pub mod realtime;
 pub mod remote;
+pub mod speech;
 pub mod wyoming;
 
 pub use dispatch::{Heard, Prompt, Speech};
@@ -152,7 +153,76 @@ impl<T> EpochCache<T> {
 /// The last answer to "do the configured providers answer?", for the settings it was measured
 /// with. One check runs at a time; the others wait for its answer instead of probing again.
 #[derive(Default)]
-pub struct Reachability(tokio::sync::Mutex<Option<(Instant, Arc<Settings>, bool)>>);
+pub struct Reachability(tokio::sync::Mutex<Option<Measured>>);
+
+/// When the checks were measured, with which settings, and what they found.
+type Measured = (Instant, Arc<Settings>, Vec<Check>);
+
+/// How the last real call to a provider went (a turn's recognition, reply or speech, a voice
+/// sample), and since when it has gone that way: a provider whose configuration is fine but
+/// whose server refuses is not healthy, and staff want to know since when.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LastCall {
+    pub ok: bool,
+    /// When the last call ended (RFC 3339).
+    pub at: String,
+    /// When the calls started going this way (the first failure after a success, or the
+    /// reverse).
+    pub since: String,
+    /// Why the last call failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The last call of each provider for each stage.
+#[derive(Default)]
+pub struct LastCalls(Mutex<HashMap<(Stage, Provider), LastCall>>);
+
+impl LastCalls {
+    fn record<T>(
+        &self,
+        stage: Stage,
+        provider: Provider,
+        result: &std::result::Result<T, ProviderError>,
+    ) {
+        let now = crate::store::now();
+        let error = result.as_ref().err().map(ToString::to_string);
+        let mut calls = self.0.lock().expect("last calls lock");
+        let since = match calls.get(&(stage, provider)) {
+            Some(last) if last.ok == error.is_none() => last.since.clone(),
+            _ => now.clone(),
+        };
+        calls.insert(
+            (stage, provider),
+            LastCall {
+                ok: error.is_none(),
+                at: now,
+                since,
+                error,
+            },
+        );
+    }
+
+    fn get(&self, stage: Stage, provider: Provider) -> Option<LastCall> {
+        self.0
+            .lock()
+            .expect("last calls lock")
+            .get(&(stage, provider))
+            .cloned()
+    }
+}
+
+/// The health of the provider of one stage: what is configured, whether it is usable, why not,
+/// and its last real call.
+#[derive(Debug, Clone, Serialize)]
+pub struct StageHealth {
+    pub stage: &'static str,
+    pub provider: &'static str,
+    pub ok: bool,
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_call: Option<LastCall>,
+}
 
 /// How long a reachability answer stands before the health route measures again.
 const REACHABILITY_FRESH: Duration = Duration::from_secs(15);
@@ -183,7 +253,7 @@ pub struct Components {
 /// Why a provider named in the settings or by a character cannot run here.
 pub const NOT_ON_THIS_KIOSK: &str = "is not available on this kiosk";
 
-#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Check {
     pub name: String,
     pub ok: bool,
@@ -274,8 +344,8 @@ impl Engine {
             })
     }
 
-    /// The offline engine's answer to `question` from the character's knowledge, or `None`
-    /// when nothing there answers it clearly. `sure`: how sure the recogniser was of each word
+    /// The offline engine's answer to `question` from the character's knowledge (to "who are
+    /// you" from its name and description), or `None` when nothing there answers it clearly. `sure`: how sure the recogniser was of each word
     /// (empty for typed text). Reads the store on a change of knowledge: call it on the
     /// blocking pool.
     pub fn offline_answer(
@@ -284,6 +354,10 @@ impl Engine {
         question: &str,
         sure: &[(String, f64)],
     ) -> Option<String> {
+        if answer::asks_who(question) {
+            let c = self.character_record(character_id).ok()?;
+            return Some(answer::introduction(&c.name, &c.description));
+        }
         let epoch = self.knowledge_epoch();
         let topics = self
             .answer_topics
@@ -338,47 +412,100 @@ impl Engine {
         }
     }
 
-    /// The configured provider of each stage and what is wrong with it, judged without network
-    /// traffic (installed, configured), for the health route.
-    pub fn provider_health(&self) -> Vec<(&'static str, &'static str, Option<String>)> {
+    /// The configured provider of each stage and what is wrong with it: not installed, not
+    /// configured, its reachability probe failed ([`Engine::reachability`]), or its last real
+    /// call failed (a provider that answers again is healthy again).
+    pub async fn provider_health(&self) -> Vec<StageHealth> {
         let s = self.settings();
+        let probes = self.reachability().await;
         Stage::ALL
             .into_iter()
             .map(|stage| {
                 let provider = s.provider(stage);
+                let last_call = match provider {
+                    Choice::Kiosk(p) => self.last_calls.get(stage, p),
+                    Choice::Foreign(_) => None,
+                };
+                let probe = format!("{}:{}", stage.name(), provider.id());
                 let problem = match provider {
                     Choice::Foreign(f) => Some(format!("{} {NOT_ON_THIS_KIOSK}", f.id())),
                     Choice::Kiosk(p) => match p.service(stage) {
                         None => local_check(stage).err(),
                         Some(service) => s.endpoint(service).err().map(|e| e.to_string()),
                     },
-                };
-                let problem = problem.map(|p| format!("{}: {p}", stage.name()));
-                (stage.name(), provider.id(), problem)
+                }
+                .or_else(|| {
+                    probes
+                        .iter()
+                        .find(|c| c.name == probe && !c.ok)
+                        .map(|c| c.error.clone().unwrap_or_else(|| "unreachable".into()))
+                })
+                .or_else(|| {
+                    last_call.as_ref().filter(|c| !c.ok).map(|c| {
+                        format!("its last call failed: {}", c.error.as_deref().unwrap_or(""))
+                    })
+                });
+                StageHealth {
+                    stage: stage.name(),
+                    provider: provider.id(),
+                    ok: problem.is_none(),
+                    error: problem.map(|p| format!("{}: {p}", stage.name())),
+                    last_call,
+                }
             })
             .collect()
     }
 
-    /// Whether every configured provider answers ([`Engine::test_providers`]), measured at most
+    /// Whether every configured provider answers ([`Engine::reachability`]).
+    pub async fn inference_connected(&self) -> bool {
+        self.reachability().await.iter().all(|c| c.ok)
+    }
+
+    /// The checks of every configured provider ([`Engine::test_providers`]), measured at most
     /// every `REACHABILITY_FRESH` and again when the settings change, so that a health poll
     /// does not become a stream of connections to the providers.
-    pub async fn inference_connected(&self) -> bool {
+    pub async fn reachability(&self) -> Vec<Check> {
         let mut last = self.reachability.0.lock().await;
         let settings = self.settings();
-        if let Some((at, measured_with, ok)) = &*last
+        if let Some((at, measured_with, checks)) = &*last
             && at.elapsed() < REACHABILITY_FRESH
             && Arc::ptr_eq(measured_with, &settings)
         {
-            return *ok;
+            return checks.clone();
         }
-        let ok = self.test_providers().await.iter().all(|c| c.ok);
-        *last = Some((Instant::now(), settings, ok));
-        ok
+        let checks = self.checks_of(settings.clone()).await;
+        *last = Some((Instant::now(), settings, checks.clone()));
+        checks
+    }
+
+    /// Checks the providers of the settings in force with `patch` applied, without saving
+    /// anything: the console's "test" of what is typed in its form.
+    pub async fn test_settings(&self, patch: &serde_json::Value) -> Result<Vec<Check>> {
+        let s = if patch.is_null() {
+            self.settings()
+        } else {
+            Arc::new(self.settings().merged(patch)?)
+        };
+        Ok(self.checks_of(s).await)
+    }
+
+    /// Records how a real call to `provider` for `stage` went, for the health route.
+    pub(in crate::engine) fn record_call<T>(
+        &self,
+        stage: Stage,
+        provider: Provider,
+        result: &std::result::Result<T, ProviderError>,
+    ) {
+        self.last_calls.record(stage, provider, result);
     }
 
     /// Checks every configured provider, each within `CHECK_TIMEOUT`; all checks run at once.
     pub async fn test_providers(&self) -> Vec<Check> {
-        let s = self.settings();
+        self.checks_of(self.settings()).await
+    }
+
+    /// Checks the providers that `s` configures.
+    async fn checks_of(&self, s: Arc<Settings>) -> Vec<Check> {
         // Each check: the offline engine's part of a stage, or a service's address.
         let mut targets: Vec<(String, Target)> = Stage::ALL
             .into_iter()
@@ -635,16 +762,7 @@ async fn check_espeak_voice(voice: &str) -> Result<()> {
     .await
     .map_err(|_| Error::Timeout("espeak-ng did not answer in time".into()))?
     .map_err(|e| Error::Unavailable(format!("cannot run espeak-ng: {e}")))?;
-    let listing = String::from_utf8_lossy(&out.stdout);
-    let known = listing.lines().skip(1).any(|line| {
-        let cols: Vec<&str> = line.split_whitespace().collect();
-        // Columns: Pty Language Age/Gender VoiceName File Other...
-        cols.get(1) == Some(&voice)
-            || cols.get(3) == Some(&voice)
-            || cols
-                .get(4)
-                .is_some_and(|f| f.rsplit('/').next() == Some(voice))
-    });
+    let known = speech::espeak_knows(&String::from_utf8_lossy(&out.stdout), voice);
     if known {
         Ok(())
     } else {

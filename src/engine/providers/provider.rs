@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::engine::settings::Service;
 
 /// A provider a character or the settings may name. Its serde name is its id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Provider {
     /// The offline engine: espeak-ng, PocketSphinx, answers from the knowledge.
@@ -25,7 +25,7 @@ pub enum Provider {
 }
 
 /// A stage of a standard turn, each with its own provider.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stage {
     /// The reply (language model).
     Llm,

@@ -92,7 +92,8 @@ impl Engine {
             s.turn_seq = s.turn_seq.max(seq);
             s.last_active_at = store::now();
             sessions.insert(session_id, store::to_json(&s).as_slice())?;
-            append_message(&tx, &s.character_id, session_id, role, text, seq, unmatched)?;
+            let staff = self.is_staff(&s);
+            append_message(&tx, &s, role, text, seq, unmatched, staff)?;
             self.retain_history(&tx, &s.character_id)?;
         }
         tx.commit()?;

@@ -277,6 +277,18 @@ pub async fn providers() -> Outcome {
         )
         .await;
     }
+    p.expect(
+        "GET /api/v1/characters/voices of openai 200",
+        p.admin(Method::GET, "/api/v1/characters/voices?provider=openai"),
+        200,
+    )
+    .await;
+    p.expect(
+        "GET /api/v1/characters/voices of a provider not on this kiosk 503",
+        p.admin(Method::GET, "/api/v1/characters/voices?provider=doubao"),
+        503,
+    )
+    .await;
     let closed = fake_openai::closed_base_url().await;
     p.expect(
         "PUT /api/v1/settings (nothing listens) 200",

@@ -23,6 +23,9 @@ pub struct Browser {
     pub errors: Vec<String>,
     /// The messages of the dialogs the page opened (each accepted).
     pub dialogs: Vec<String>,
+    /// Files of the pages (documents, style sheets, scripts, images, fonts: not the API's
+    /// answers) that did not load, as "status url"; recorded once `Network.enable` is called.
+    pub failed_files: Vec<String>,
 }
 
 impl Browser {
@@ -76,6 +79,7 @@ impl Browser {
             next_id: 0,
             errors: Vec::new(),
             dialogs: Vec::new(),
+            failed_files: Vec::new(),
         };
         let target = b
             .call("Target.createTarget", json!({"url": "about:blank"}))
@@ -127,6 +131,14 @@ impl Browser {
                         .send(Message::text(accept.to_string()))
                         .await
                         .unwrap();
+                }
+                Some("Network.responseReceived")
+                    if v["params"]["response"]["status"].as_u64() >= Some(400)
+                        && !is_api_call(&v["params"]["type"]) =>
+                {
+                    let r = &v["params"]["response"];
+                    self.failed_files
+                        .push(format!("{} {}", r["status"], r["url"]));
                 }
                 Some("Runtime.exceptionThrown") => self
                     .errors
@@ -281,6 +293,24 @@ impl Browser {
         }
     }
 
+    /// The whole page (beyond the window) as `target/console-screens/<name>.png`.
+    pub async fn screenshot_page(&mut self, name: &str) {
+        let size = self.call("Page.getLayoutMetrics", json!({})).await["cssContentSize"].clone();
+        let shot = self
+            .call(
+                "Page.captureScreenshot",
+                json!({"format": "png", "captureBeyondViewport": true,
+                    "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}}),
+            )
+            .await;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(shot["data"].as_str().unwrap())
+            .unwrap();
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/console-screens");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+    }
+
     pub async fn screenshot(&mut self, name: &str) {
         let shot = self
             .call("Page.captureScreenshot", json!({"format": "png"}))
@@ -292,4 +322,13 @@ impl Browser {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
     }
+}
+
+/// Whether a request of the page (its DevTools resource type) is a call of the API, whose
+/// refusals are answers (a wrong password is a 401), not missing files.
+fn is_api_call(kind: &Value) -> bool {
+    matches!(
+        kind.as_str(),
+        Some("XHR" | "Fetch" | "EventSource" | "WebSocket")
+    )
 }

@@ -22,14 +22,21 @@ export async function api(method, path, body) {
     if (res.status === 401 && !path.startsWith('/api/auth')) {
       location.assign('/console/login');
     }
-    const msg = (data && data.error) || text || res.statusText;
-    const err = new Error(`${msg} (HTTP ${res.status})`);
+    const err = new Error(explain((data && data.error) || text || res.statusText, res.status));
     err.status = res.status;
     err.data = data;
     err.retryAfter = Number(res.headers.get('Retry-After')) || 0;
     throw err;
   }
   return data;
+}
+
+/** The kiosk's error text as a sentence for staff ("Wrong password."), without status codes;
+ * an empty one says what kind of failure it was. */
+export function explain(msg, status) {
+  const text = String(msg || '').trim() || (status >= 500 ? 'The kiosk could not do that' : 'That was refused');
+  const sentence = text[0].toUpperCase() + text.slice(1);
+  return /[.!?]$/.test(sentence) ? sentence : `${sentence}.`;
 }
 
 /** Shows `err` (an Error or text) in the page's alert area, or in `target`; null clears it. */
@@ -44,7 +51,8 @@ export function showError(err, target = document.getElementById('error')) {
   target.hidden = false;
 }
 
-/** Builds an element: attributes (on* become listeners) and children (strings become text). */
+/** Builds an element: attributes (on* become listeners) and children (strings become text;
+ * arrays, nested to any depth, are spread). */
 export function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
@@ -53,13 +61,27 @@ export function h(tag, attrs = {}, ...children) {
     else if (k === 'text') el.textContent = v;
     else el.setAttribute(k, v === true ? '' : v);
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c !== null && c !== undefined) el.append(c);
   }
   return el;
 }
 
 export const $ = (id) => document.getElementById(id);
+
+/** Fills `select` with the characters and picks the one in `?character=`, else the one on the
+ * kiosk (the settings' choice, else the oldest, as the kiosk itself does); resolves to its id. */
+export async function pickCharacter(select) {
+  const [list, settings] = await Promise.all([api('GET', '/api/v1/characters'), api('GET', '/api/v1/settings')]);
+  const oldest = [...list].sort((a, b) => (a.created_at < b.created_at ? -1 : 1))[0];
+  const kiosk = list.find((c) => c.id === settings.kiosk.character_id) || oldest || {};
+  const wanted = list.find((c) => c.id === new URLSearchParams(location.search).get('character'));
+  const id = (wanted || kiosk).id || '';
+  select.replaceChildren(...list.map((c) => h('option', {
+    value: c.id, selected: c.id === id, text: c.id === kiosk.id ? `${c.name} (on the kiosk)` : c.name,
+  })));
+  return id;
+}
 
 /** Runs `fn`, showing any failure on the page instead of only in the browser's console. */
 export async function guarded(fn, target) {
@@ -83,3 +105,8 @@ if (signout) {
     location.assign('/console/login');
   }));
 }
+
+// On a narrow screen the navigation is one row that scrolls sideways: show the current page.
+const current = document.querySelector('nav a[aria-current=page]');
+const row = current && current.closest('ul');
+if (row && row.scrollWidth > row.clientWidth) current.scrollIntoView({ inline: 'center', block: 'nearest' });

@@ -1,4 +1,4 @@
-import { api, $, h, guarded, showError } from '/console/api.js';
+import { api, $, h, guarded, showError, explain } from '/console/api.js';
 
 const FIELDS = ['name', 'description', 'personality', 'speaking_style', 'welcome_message', 'system_prompt', 'voice_provider', 'voice_type'];
 /** The kiosk's states that each have an idle clip of the active image. */
@@ -38,7 +38,7 @@ function upload(path, file, bar) {
       if (xhr.status >= 200 && xhr.status < 300) return resolve();
       let msg = xhr.statusText;
       try { msg = JSON.parse(xhr.responseText).error || msg; } catch { /* not JSON */ }
-      reject(new Error(`${msg} (HTTP ${xhr.status})`));
+      reject(new Error(explain(msg, xhr.status)));
     });
     xhr.addEventListener('error', () => { bar.hidden = true; reject(new Error('Cannot reach the kiosk')); });
     xhr.send(file);
@@ -131,10 +131,43 @@ async function load() {
   $('list').replaceChildren(...list.map(card));
 }
 
+/** Offers the voices of the chosen provider: a list to pick from when the provider has a fixed
+ * set (others are refused on save), suggestions beside free text otherwise. */
+async function loadVoices() {
+  const provider = $('f-voice_provider').value;
+  const input = $('f-voice_type');
+  const pick = $('f-voice_pick');
+  const current = input.value;
+  let v = null;
+  try {
+    v = await api('GET', `/api/v1/characters/voices?provider=${enc(provider)}`);
+  } catch (e) {
+    $('voice-note').textContent = `No list of voices: ${e.message}`;
+  }
+  const closed = !!(v && v.closed && v.voices.length);
+  pick.hidden = !closed;
+  input.hidden = closed;
+  $('voice-label').htmlFor = closed ? 'f-voice_pick' : 'f-voice_type';
+  if (closed) {
+    const known = !current || v.voices.some((x) => x.id === current);
+    pick.replaceChildren(h('option', { value: '', text: 'The default voice', selected: !current }),
+      ...v.voices.map((x) => h('option', { value: x.id, text: x.name === x.id ? x.id : `${x.name} (${x.id})`, selected: x.id === current })),
+      known ? null : h('option', { value: current, text: `${current} (this provider has no such voice)`, selected: true }));
+    $('voice-note').textContent = `${v.voices.length} voices of ${v.provider}.`;
+  } else if (v) {
+    $('voice-list').replaceChildren(...v.voices.map((x) => h('option', { value: x.id })));
+    $('voice-note').textContent = v.voices.length ? `Suggested voices of ${v.provider}; its server may have others.` : 'This provider speaks in the voice its own settings choose.';
+  }
+}
+
+$('f-voice_pick').addEventListener('change', (ev) => { $('f-voice_type').value = ev.target.value; });
+$('f-voice_provider').addEventListener('change', () => guarded(loadVoices, $('sample-error')));
+
 function open(c) {
   editing = c;
   $('edit-h').textContent = c ? `Edit ${c.name}` : 'New character';
   for (const f of FIELDS) $(`f-${f}`).value = c ? c[f] || '' : '';
+  guarded(loadVoices, $('sample-error'));
   showError(null, $('form-error'));
   showError(null, $('sample-error'));
   $('sample').hidden = true;
@@ -153,7 +186,7 @@ async function playSample() {
   if (!res.ok) {
     let msg = res.statusText;
     try { msg = (await res.json()).error || msg; } catch { /* not JSON */ }
-    throw new Error(`${msg} (HTTP ${res.status})`);
+    throw new Error(explain(msg, res.status));
   }
   if (sampleUrl) URL.revokeObjectURL(sampleUrl);
   sampleUrl = URL.createObjectURL(await res.blob());

@@ -1,41 +1,48 @@
-import { api, $, h, guarded } from '/console/api.js';
+import { api, $, h, guarded, pickCharacter } from '/console/api.js';
 
 const PAGE = 50;
 let cid = '';
 let visit = '';
 let cursor = '';
-let shownVisit = null; // the visit of the last message shown, to start a new group
+/** The visits shown, by session id: their heading's time and their list of messages. */
+let groups = new Map();
 
 const base = () => `/api/v1/characters/${encodeURIComponent(cid)}/conversations`;
 const query = (more = {}) => new URLSearchParams({ ...(visit ? { session_id: visit } : {}), ...more }).toString();
-
-async function characters() {
-  const list = await api('GET', '/api/v1/characters');
-  const wanted = new URLSearchParams(location.search).get('character');
-  cid = (list.find((c) => c.id === wanted) || list[0] || {}).id || '';
-  $('character').replaceChildren(...list.map((c) => h('option', { value: c.id, selected: c.id === cid, text: c.name })));
-}
 
 function when(t) {
   const d = new Date(t);
   return Number.isNaN(d.getTime()) ? t : d.toLocaleString();
 }
 
-/** Shows the next page of messages, newest first, a heading wherever the visit changes. */
+/** The visit of `m`, made (after every visit shown so far: pages come newest first) if new. */
+function group(m) {
+  let g = groups.get(m.session_id);
+  if (g) return g;
+  const heading = h('h2', {});
+  const list = h('ol', {});
+  const li = h('li', { class: m.staff ? 'visit staff' : 'visit', 'data-session': m.session_id },
+    h('div', { class: 'row' }, h('div', { class: 'grow' }, heading),
+      visit ? null : h('button', { type: 'button', class: 'secondary', text: 'Only this visit', onclick: () => guarded(() => show(m.session_id)) })),
+    list);
+  g = { heading, list, staff: !!m.staff, count: 0 };
+  groups.set(m.session_id, g);
+  $('messages').append(li);
+  return g;
+}
+
+/** Shows the next (older) page: each message goes on top of its visit, which reads oldest first. */
 async function more() {
   const page = await api('GET', `${base()}/messages?${query({ limit: PAGE, ...(cursor ? { before: cursor } : {}) })}`);
-  const items = [];
-  for (const m of page.messages.reverse()) {
-    if (m.session_id !== shownVisit) {
-      shownVisit = m.session_id;
-      items.push(h('li', { class: 'visit' }, `Visit ${m.session_id.slice(0, 8)} · ${when(m.timestamp)} `,
-        visit ? null : h('button', { type: 'button', class: 'secondary', text: 'Only this visit', onclick: () => show(m.session_id) })));
-    }
-    items.push(h('li', { class: m.role === 'user' ? 'user' : 'assistant', title: when(m.timestamp) },
+  for (const m of [...page.messages].reverse()) {
+    const g = group(m);
+    g.list.prepend(h('li', { class: m.role === 'user' ? 'user' : 'assistant', title: when(m.timestamp) },
       m.content, m.unmatched ? h('span', { class: 'tag', text: ' not in the knowledge' }) : null));
+    g.count += 1;
+    const who = g.staff ? 'Staff test (Try it)' : 'Visitor';
+    g.heading.textContent = `${who}, ${when(m.timestamp)} · ${g.count} message${g.count === 1 ? '' : 's'}`;
   }
-  if (!items.length && !cursor) items.push(h('li', { class: 'hint', text: 'No conversations yet.' }));
-  $('messages').append(...items);
+  if (!groups.size) $('messages').replaceChildren(h('li', { class: 'hint', text: 'No conversations yet.' }));
   cursor = page.next_cursor || '';
   $('older').hidden = !page.has_more;
 }
@@ -44,9 +51,8 @@ async function more() {
 async function show(session) {
   visit = session;
   cursor = '';
-  shownVisit = null;
+  groups = new Map();
   $('filter').hidden = !visit;
-  $('visit').textContent = visit;
   $('csv').href = `${base()}/export?${query({ format: 'csv' })}`;
   $('json').href = `${base()}/export?${query({ format: 'json' })}`;
   $('messages').replaceChildren();
@@ -62,6 +68,6 @@ $('character').addEventListener('change', (ev) => {
 });
 
 guarded(async () => {
-  await characters();
+  cid = await pickCharacter($('character'));
   if (cid) await show('');
 });

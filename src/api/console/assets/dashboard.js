@@ -6,6 +6,14 @@ function fact(dl, name, value, ok) {
   dl.append(h('dt', { text: name }), h('dd', { text: value, class: ok === undefined ? null : ok ? 'good' : 'bad' }));
 }
 
+/** What each stage's provider does, as staff say it. */
+const STAGES = { llm: 'Answers (llm)', asr: 'Hearing (asr)', tts: 'Voice (tts)' };
+
+function when(t) {
+  const d = new Date(t);
+  return Number.isNaN(d.getTime()) ? String(t) : d.toLocaleString();
+}
+
 function duration(s) {
   const d = Math.floor(s / 86400), hh = Math.floor(s / 3600) % 24, m = Math.floor(s / 60) % 60;
   return `${d ? d + 'd ' : ''}${hh}h ${m}m ${s % 60}s`;
@@ -20,9 +28,13 @@ async function health() {
     fact(dl, 'Status', v.status, v.status === 'ok');
     fact(dl, 'Version', v.version);
     fact(dl, 'Uptime', duration(v.uptime_s));
-    fact(dl, 'Sessions', String(v.sessions));
+    fact(dl, 'Open conversations', String(v.sessions));
     for (const [stage, p] of Object.entries(v.providers || {})) {
-      fact(dl, `Provider ${stage}`, `${p.provider || 'none'}${p.ok ? ' – ok' : ' – ' + (p.error || 'failing')}`, p.ok);
+      const last = p.last_call;
+      let text = `${p.provider || 'none'} – ${p.ok ? 'ok' : p.error || 'failing'}`;
+      if (last && !last.ok) text += ` (failing since ${when(last.since)}: visitors hear an apology instead)`;
+      else if (last) text += ` (last call ${when(last.at)})`;
+      fact(dl, STAGES[stage] || stage, text, p.ok);
     }
     for (const [dev, st] of Object.entries(v.device || {})) {
       fact(dl, `Device ${dev}`, String(st), st === 'ok' || st === 'sim');
@@ -46,13 +58,25 @@ async function characterName(id) {
 
 let session = '';
 let live = false;
-let partial = null;
+let healthSoon = 0;
+/** The line of each side of each turn ("user 3"): streamed text, the whole message and the final
+ * transcript fill one line. */
+let lines = new Map();
 function line(kind, text) {
   const li = h('li', { class: kind, text });
   $('transcript').append(li);
   $('transcript').scrollTop = $('transcript').scrollHeight;
   $('no-visitor').hidden = true;
   return li;
+}
+
+/** Shows one side of a turn: `whole` replaces what is shown, a piece of the reply's stream
+ * adds to it. */
+function said(kind, turn, text, whole) {
+  const key = `${kind} ${turn}`;
+  if (!lines.has(key)) lines.set(key, line(kind, ''));
+  const li = lines.get(key);
+  li.textContent = whole ? text : li.textContent + text;
 }
 
 function watch() {
@@ -66,26 +90,27 @@ function watch() {
     if (!live) { live = true; performance.mark('docent-live'); }
     if (s.session_id !== session) {
       session = s.session_id;
-      partial = null;
+      lines = new Map();
       $('transcript').replaceChildren();
       $('no-visitor').hidden = false;
     }
+    // A visit stays open a while after its last turn: while the kiosk is idle it is the last one.
+    const idle = s.status === 'idle';
+    $('visitor-h').textContent = idle && session ? 'Last visitor' : 'Current visitor';
+    if (idle) $('no-visitor').hidden = false;
+    // The number of open sessions changes with visits: look again (at most every second).
+    clearTimeout(healthSoon);
+    healthSoon = setTimeout(health, 1000);
     $('character').textContent = await characterName(s.character_id);
   });
   es.addEventListener('transcript', (ev) => {
     const t = JSON.parse(ev.data);
-    const kind = t.speaker === 'user' ? 'user' : 'assistant';
-    if (!partial || partial.dataset.kind !== kind || partial.dataset.turn !== String(t.turn_seq)) {
-      partial = line(kind, '');
-      partial.dataset.kind = kind;
-      partial.dataset.turn = String(t.turn_seq);
-    }
-    partial.textContent = t.text;
-    if (t.is_final) partial = null;
+    const user = t.speaker === 'user';
+    said(user ? 'user' : 'assistant', t.turn_seq, t.text, user || t.is_final);
   });
   es.addEventListener('assistant', (ev) => {
     const t = JSON.parse(ev.data);
-    if (partial && partial.dataset.kind === 'assistant') { partial.textContent = t.text; partial = null; } else line('assistant', t.text);
+    said('assistant', t.turn_seq, t.text, true);
   });
   es.addEventListener('turn_error', (ev) => line('err', JSON.parse(ev.data).message));
   es.addEventListener('open', () => showError(null));

@@ -1,4 +1,4 @@
-import { api, $, h, guarded, showError } from '/console/api.js';
+import { api, $, h, guarded, showError, explain, pickCharacter } from '/console/api.js';
 
 const POLL_MS = 1000;
 const POLL_MAX = 600; // ten minutes of indexing at most, then a reload shows the rest
@@ -7,14 +7,6 @@ let polls = 0;
 let timer = 0;
 
 const base = () => `/api/v1/characters/${encodeURIComponent(cid)}`;
-
-/** Picks the character from `?character=` or the list's first, and fills the selector. */
-async function characters() {
-  const list = await api('GET', '/api/v1/characters');
-  const wanted = new URLSearchParams(location.search).get('character');
-  cid = (list.find((c) => c.id === wanted) || list[0] || {}).id || '';
-  $('character').replaceChildren(...list.map((c) => h('option', { value: c.id, selected: c.id === cid, text: c.name })));
-}
 
 function source(s) {
   const status = s.status === 'failed' ? `failed: ${s.error}` : s.status;
@@ -65,7 +57,7 @@ function send(file, path, bar) {
       let body = null;
       try { body = JSON.parse(x.responseText); } catch { body = null; }
       if (x.status === 201) resolve(body);
-      else reject(new Error(`${(body && body.error) || x.statusText} (HTTP ${x.status})`));
+      else reject(new Error(explain((body && body.error) || x.statusText, x.status)));
     };
     x.onerror = () => reject(new Error('Cannot reach the kiosk'));
     x.send(form);
@@ -128,6 +120,7 @@ drop.addEventListener('drop', (ev) => {
 
 $('ask').addEventListener('submit', (ev) => {
   ev.preventDefault();
+  if (!cid) return; // the character is still being chosen
   guarded(async () => {
     $('answer').replaceChildren(h('p', { class: 'hint', text: 'Thinking…' }));
     const a = await api('POST', `${base()}/knowledge/ask`, { question: $('question').value });
@@ -150,6 +143,6 @@ $('character').addEventListener('change', (ev) => {
 });
 
 guarded(async () => {
-  await characters();
+  cid = await pickCharacter($('character'));
   if (cid) await Promise.all([sources(), unmatched()]);
 });

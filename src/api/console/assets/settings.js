@@ -3,45 +3,101 @@ import { api, $, h, guarded, showError } from '/console/api.js';
 /** Sections whose provider the test button checks (the test's names are `stage:provider`). */
 const TESTABLE = ['llm', 'asr', 'tts', 'realtime', 'remote_voice'];
 let original = {};
+let characters = [];
 
 function fieldId(section, key) { return `s-${section}-${key}`; }
 
 const PROVIDERS = ['', 'local', 'openai', 'openai_realtime', 'remote', 'wyoming'];
+const PROVIDER_NAMES = {
+  '': 'none', local: 'the offline engine (local)', openai: 'an OpenAI-compatible server (openai)',
+  openai_realtime: 'OpenAI Realtime (openai_realtime)', remote: 'another kiosk (remote)', wyoming: 'a Wyoming server (wyoming)',
+};
+
+/** The sections in the order staff think of them, with a title and one line of help each;
+ * those for technicians last. Sections the kiosk does not know of are shown after these. */
+const SECTIONS = [
+  ['kiosk', 'The kiosk', 'Who visitors talk to, and how loud.'],
+  ['tts', 'Voice', 'Who speaks the answers aloud.'],
+  ['llm', 'Answers', 'Who writes the answers: the offline engine answers from the knowledge alone.'],
+  ['asr', 'Hearing', "Who turns a visitor's speech into text."],
+  ['realtime', 'OpenAI Realtime (for technicians)', 'A provider that listens, answers and speaks in one.'],
+  ['remote_voice', "Another kiosk's voice service (for technicians)", 'A VoiceLLMService reached over gRPC.'],
+  ['model_providers', 'Shared provider keys (for technicians)', 'Keys of the original front end; this kiosk keeps them.'],
+  ['doubao', 'Doubao (for technicians)', 'Not available on this kiosk; kept for the original front end.'],
+];
+
+/** Each field's label and one line of help. */
+const FIELDS = {
+  character_id: ['Character on the kiosk', 'The one visitors talk to; edit characters on the Characters page.'],
+  volume: ['Speaker volume (0-100)', 'Also a launch setting of the audio section below.'],
+  language: ['Language', 'The language visitors speak, as a code such as en or en-US.'],
+  provider: ['Provider', 'Who does this part.'],
+  base_url: ['Server address (URL)', 'Where the provider is reached, such as http://10.0.0.5:8000/v1.'],
+  api_key: ['API key', 'Sent only to the address above: a new address needs the key again.'],
+  model: ['Model', 'The model the server should use.'],
+  temperature: ['Creativity (temperature)', '0 keeps answers close to the knowledge; higher varies them.'],
+  max_tokens: ['Longest answer (tokens)', 'About three quarters of a word each.'],
+  voice: ['Voice', "The default voice; a character's own voice comes first."],
+  grpc_addr: ['Address (host:port)', 'Where the other service listens.'],
+  openai_api_key: ['OpenAI API key', ''],
+  dashscope_api_key: ['DashScope API key', ''],
+  app_id: ['App id', ''],
+  access_token: ['Access token', ''],
+};
 
 function input(section, key, value, secret) {
   const id = fieldId(section, key);
-  const attrs = { id, name: `${section}.${key}`, 'data-section': section, 'data-key': key };
+  const attrs = { id, name: `${section}.${key}`, 'data-section': section, 'data-key': key, 'aria-describedby': `${id}-help` };
+  if (section === 'kiosk' && key === 'character_id') {
+    const oldest = [...characters].sort((a, b) => (a.created_at < b.created_at ? -1 : 1))[0];
+    return h('select', attrs, h('option', { value: '', text: `The oldest character${oldest ? ` (${oldest.name})` : ''}`, selected: !value }),
+      characters.map((c) => h('option', { value: c.id, text: c.name, selected: c.id === value })),
+      value && !characters.some((c) => c.id === value) ? h('option', { value, text: 'A character that no longer exists', selected: true }) : null);
+  }
   if (key === 'provider' && PROVIDERS.includes(value)) {
-    return h('select', attrs, PROVIDERS.map((p) => h('option', { value: p, text: p || 'none', selected: p === value })));
+    return h('select', attrs, PROVIDERS.map((p) => h('option', { value: p, text: PROVIDER_NAMES[p], selected: p === value })));
   }
   if (typeof value === 'boolean') return h('select', attrs, h('option', { value: 'true', text: 'yes', selected: value }), h('option', { value: 'false', text: 'no', selected: !value }));
   if (typeof value === 'number') return h('input', { ...attrs, type: 'number', step: 'any', value: String(value) });
-  return h('input', { ...attrs, type: secret ? 'password' : 'text', value: value ?? '', autocomplete: secret ? 'new-password' : 'off' });
+  if (secret) {
+    // A secret is never shown: its mask stays the field's value (unchanged, so not sent) until
+    // "Replace" empties the field for a new one.
+    const field = h('input', { ...attrs, type: 'password', value: value ?? '', autocomplete: 'new-password', hidden: true });
+    const replace = h('button', { type: 'button', class: 'secondary', id: `${id}-replace`, text: value ? 'Replace' : 'Set',
+      onclick: () => { field.value = ''; field.hidden = false; replace.hidden = true; field.focus(); } });
+    return [h('p', { class: 'row secret' }, h('span', { class: 'grow', text: value ? `Set (${value})` : 'Not set' }), replace), field];
+  }
+  return h('input', { ...attrs, type: 'text', value: value ?? '', autocomplete: 'off' });
 }
 
 function section(name, values) {
+  const meta = SECTIONS.find(([n]) => n === name) || [name, name, ''];
   const rows = [];
-  for (const [key, value] of Object.entries(values)) {
+  // The fields in the order of FIELDS (the provider before where it is reached), others after.
+  const rank = (k) => { const i = Object.keys(FIELDS).indexOf(k); return i < 0 ? 99 : i; };
+  for (const [key, value] of Object.entries(values).sort(([a], [b]) => rank(a) - rank(b))) {
     if (key.endsWith('_set') && `${key.slice(0, -4)}` in values) continue;
     if (value !== null && typeof value === 'object') continue;
     const secret = `${key}_set` in values;
-    const label = secret ? `${key} (${values[`${key}_set`] ? 'set' : 'not set'})` : key;
-    rows.push(h('label', { for: fieldId(name, key), text: label }), input(name, key, value, secret));
+    const [label, help] = FIELDS[key] || [key, ''];
+    const id = fieldId(name, key);
+    rows.push(h('label', { for: id, text: label }), input(name, key, value, secret), h('p', { class: 'hint', id: `${id}-help`, text: help }));
   }
   const result = h('div', { class: 'result', id: `result-${name}`, 'aria-live': 'polite' });
   const test = TESTABLE.includes(name) ? h('button', {
-    type: 'button', class: 'secondary', text: `Test ${name}`,
+    type: 'button', class: 'secondary', id: `test-${name}`, text: 'Test what is in the form',
     onclick: () => runTest(name, result),
   }) : null;
-  return h('fieldset', {}, h('legend', { text: name }), rows, h('div', { class: 'row' }, test), result);
+  return h('fieldset', { id: `section-${name}` }, h('legend', { text: meta[1] }), h('p', { class: 'hint', text: meta[2] }), rows,
+    test ? h('div', { class: 'row' }, test) : null, result);
 }
 
 async function runTest(name, result) {
-  result.replaceChildren(h('p', { class: 'hint', text: 'Testing…' }));
+  result.replaceChildren(h('p', { class: 'hint', text: 'Testing what is in the form (nothing is saved)…' }));
   let checks;
   let failure = null;
   try {
-    checks = (await api('POST', '/api/v1/settings/test')).checks;
+    checks = (await api('POST', '/api/v1/settings/test', changes())).checks;
   } catch (e) {
     checks = e.data && e.data.checks;
     failure = e;
@@ -62,6 +118,8 @@ function changes() {
     const { section: s, key } = el.dataset;
     const before = original[s][key];
     let value = el.value;
+    // A secret left hidden, or emptied by "Replace" and left empty, stays as it is.
+    if (`${key}_set` in original[s] && (el.hidden || value === '')) continue;
     if (typeof before === 'number') value = Number(value);
     if (typeof before === 'boolean') value = value === 'true';
     if (value === before) continue;
@@ -71,10 +129,12 @@ function changes() {
 }
 
 async function loadSettings() {
-  original = await api('GET', '/api/v1/settings');
+  [original, characters] = await Promise.all([api('GET', '/api/v1/settings'), api('GET', '/api/v1/characters')]);
   const form = $('providers');
+  const known = SECTIONS.map(([n]) => n).filter((n) => original[n]);
+  const others = Object.keys(original).filter((n) => !known.includes(n) && original[n] && typeof original[n] === 'object');
   form.replaceChildren(
-    ...Object.entries(original).filter(([, v]) => v && typeof v === 'object').map(([k, v]) => section(k, v)),
+    ...[...known, ...others].map((k) => section(k, original[k])),
     h('p', { id: 'settings-result', 'aria-live': 'polite' }),
     h('button', { type: 'submit', text: 'Save settings' }));
 }
@@ -105,7 +165,9 @@ async function loadLaunch() {
       const current = p.pending ?? p.value;
       const ctl = p.options && p.options.length
         ? h('select', { id, 'data-path': p.path, disabled: p.readonly }, p.options.map((o) => h('option', { value: o, text: o, selected: o === current })))
-        : h('input', { id, 'data-path': p.path, value: typeof current === 'object' ? JSON.stringify(current) : String(current ?? ''), type: typeof current === 'number' ? 'number' : 'text', readonly: p.readonly });
+        : typeof current === 'boolean'
+          ? h('select', { id, 'data-path': p.path, disabled: p.readonly }, h('option', { value: 'true', text: 'yes', selected: current }), h('option', { value: 'false', text: 'no', selected: !current }))
+          : h('input', { id, 'data-path': p.path, value: current !== null && typeof current === 'object' ? JSON.stringify(current) : String(current ?? ''), type: typeof current === 'number' ? 'number' : 'text', readonly: p.readonly });
       return [
         h('label', { for: id }, p.name, ' ',
           p.requires_restart ? h('span', { class: 'tag', text: 'restart' }) : null,
@@ -127,8 +189,11 @@ $('launch').addEventListener('submit', (ev) => {
       const el = document.getElementById(`l-${p.path}`);
       const before = p.pending ?? p.value;
       let value = el.value;
-      if (typeof before === 'number') value = Number(value);
-      else if (typeof before === 'boolean') value = value === 'true';
+      // An optional number (an LED line) is empty when unset: empty is null, digits a number.
+      if (before === null || typeof before === 'number') {
+        const n = Number(value);
+        value = value.trim() === '' ? null : Number.isNaN(n) ? value : n;
+      } else if (typeof before === 'boolean') value = value === 'true';
       else if (before !== null && typeof before === 'object') value = JSON.parse(value);
       if (JSON.stringify(value) !== JSON.stringify(before)) params.push({ path: p.path, value });
     }

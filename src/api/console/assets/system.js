@@ -1,4 +1,4 @@
-import { api, $, guarded, showError } from '/console/api.js';
+import { api, $, guarded, showError, explain } from '/console/api.js';
 
 /** Reloads the page once the kiosk answers again after a restart; `said` is shown meanwhile. */
 async function comeBack(status, said = 'Restarting... the page reloads when the kiosk is back.') {
@@ -43,7 +43,7 @@ $('restore').addEventListener('click', async () => {
       headers: { 'Content-Type': 'application/x-tar' },
     });
     const data = await res.json().catch(() => null);
-    if (!res.ok) throw new Error(`${(data && data.error) || res.statusText} (HTTP ${res.status})`);
+    if (!res.ok) throw new Error(explain((data && data.error) || res.statusText, res.status));
     // What comes back, and that it asks to sign in again (sessions are not backed up).
     const kb = Math.max(1, Math.round(data.bytes / 1024));
     await comeBack(status, `${file.name} checked: the backup of ${new Date(data.created).toLocaleString()}`

@@ -4,7 +4,9 @@ import { api, $, h, guarded, showError, beforeSignOut } from '/console/api.js';
 const MIC_RATE = 16000;
 
 let socket = null;
-let partial = null;
+/** The line of each turn's reply, by turn number: its streamed text, the whole message and the
+ * final transcript all fill the same line (an apology after a failure too). */
+const replies = new Map();
 /** The line of a spoken question, filled in when the recogniser's transcript arrives. */
 let heard = null;
 
@@ -13,6 +15,13 @@ function line(kind, text) {
   $('chat').append(li);
   $('chat').scrollTop = $('chat').scrollHeight;
   return li;
+}
+
+/** Shows a turn's reply: `whole` replaces what is shown, a piece of the stream adds to it. */
+function reply(turn, text, whole) {
+  if (!replies.has(turn)) replies.set(turn, line('assistant', ''));
+  const li = replies.get(turn);
+  li.textContent = whole ? text : li.textContent + text;
 }
 
 // Audio: one context for the microphone and the answers, made on the first press or send (a
@@ -86,13 +95,11 @@ function onMessage(ev) {
         }
         break;
       }
-      if (!partial) partial = line('assistant', '');
-      partial.textContent = m.text;
-      if (m.is_final) partial = null;
+      reply(m.turn_seq, m.text, m.is_final);
       break;
     }
     case 'assistant_message':
-      if (partial) { partial.textContent = m.text; partial = null; } else line('assistant', m.text);
+      reply(m.turn_seq, m.text, true);
       break;
     case 'audio_start':
       outRate = m.sample_rate || outRate;
@@ -147,7 +154,6 @@ $('say').addEventListener('submit', (ev) => {
     await ready();
     socket.send(JSON.stringify({ type: 'text_input', text }));
     line('user', text);
-    partial = null;
     $('text').value = '';
   });
 });
@@ -193,7 +199,6 @@ async function press() {
     source.connect(worklet);
     mic = { stream, source };
     worklet.port.postMessage('start');
-    partial = null;
     heard = line('user', '…');
   });
   if (!mic) release();
