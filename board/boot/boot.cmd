@@ -65,8 +65,13 @@ fi
 echo "docent boot: slot ${docent_slot} (attempts left: A ${BOOT_A_LEFT}, B ${BOOT_B_LEFT})"
 part number ${devtype} ${devnum} root${docent_slot} docent_root
 setenv bootargs "root=PARTLABEL=root${docent_slot} ro rootwait panic=5 docent.slot=${docent_slot} ${docent_bootargs}"
-if load ${devtype} ${devnum}:${docent_root} ${kernel_addr_r} /boot/Image && load ${devtype} ${devnum}:${docent_root} ${ramdisk_addr_r} /boot/initrd.img; then
-  booti ${kernel_addr_r} ${ramdisk_addr_r}:${filesize} ${fdtcontroladdr}
+# The initramfs is optional: a kernel with its disk and ext4 drivers built in needs none.
+if load ${devtype} ${devnum}:${docent_root} ${kernel_addr_r} /boot/Image; then
+  if load ${devtype} ${devnum}:${docent_root} ${ramdisk_addr_r} /boot/initrd.img; then
+    booti ${kernel_addr_r} ${ramdisk_addr_r}:${filesize} ${fdtcontroladdr}
+  else
+    booti ${kernel_addr_r} - ${fdtcontroladdr}
+  fi
 fi
 echo "docent boot: slot ${docent_slot} did not boot; the board resets"
 reset
