@@ -1,54 +1,135 @@
 //! The simulated board under QEMU, driven as a test rig drives a real one: power (start and
-//! kill QEMU), the serial console (a root shell: the button's simulator line, playing into the
-//! loopback microphone, recording the loopback speaker), the display (QEMU's screendump) and
+//! kill QEMU), the disk (the card: its partitions can be written between boots), the serial
+//! console (a root shell: the button's simulator line, playing into the loopback microphone,
+//! recording the loopback speaker, systemctl, fw_printenv), the display (QEMU's screendump) and
 //! the network (ports forwarded from 127.0.0.1).
 //!
-//! Images come from `board/sim/mkimage.sh` in `$DOCENT_SIM_HOME/img/<arch>` (default
-//! `~/.cache/docent-sim`); `./x appliance` builds them and runs these tests.
+//! The board is QEMU's aarch64 virt machine with Debian's U-Boot as its firmware, booting the
+//! disk image `board/sim/mkdisk.sh` makes in `$DOCENT_SIM_HOME/img/arm64` (default
+//! `~/.cache/docent-sim`); `./x appliance` builds it and runs these tests.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
+use std::os::unix::fs::FileExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Debian's and QEMU's names of a board architecture.
-#[derive(Clone, Copy, Debug)]
-pub enum Arch {
-    X86_64,
-    Aarch64,
-}
+/// How long a boot may take under emulation (U-Boot, the kernel, systemd, on a busy machine).
+const BOOT_WITHIN: Duration = Duration::from_secs(300);
 
-impl Arch {
-    fn debian(self) -> &'static str {
-        match self {
-            Arch::X86_64 => "amd64",
-            Arch::Aarch64 => "arm64",
-        }
-    }
-}
-
-/// The board's images: kernel, initramfs, read-only root and a blank data partition.
-pub fn images(arch: Arch) -> PathBuf {
+/// The board's images: the disk, U-Boot and the partition table.
+pub fn images() -> PathBuf {
     let home = std::env::var_os("DOCENT_SIM_HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/docent-sim")
         });
-    let dir = home.join("img").join(arch.debian());
+    let dir = home.join("img").join("arm64");
     assert!(
-        dir.join("rootfs.img").is_file(),
-        "no simulated board image in {}: run ./x appliance (board/sim/mkimage.sh)",
+        dir.join("disk.img").is_file(),
+        "no simulated board image in {}: run ./x appliance (board/sim/mkdisk.sh)",
         dir.display()
     );
     dir
 }
 
+/// The board's disk (the card): a copy of the image, in the layout of board/layout.
+pub struct Disk {
+    pub path: PathBuf,
+    /// Name, first byte and length of each partition.
+    partitions: Vec<(String, u64, u64)>,
+}
+
+impl Disk {
+    /// A freshly flashed card in `dir`.
+    pub fn flash(dir: &Path) -> Disk {
+        let img = images();
+        let path = dir.join("disk.img");
+        let ok = Command::new("cp")
+            .arg("--sparse=always")
+            .arg(img.join("disk.img"))
+            .arg(&path)
+            .status()
+            .expect("cp runs")
+            .success();
+        assert!(ok, "the disk image is copied");
+        let table = std::fs::read_to_string(img.join("partitions")).expect("partitions");
+        let partitions = table
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                Some((
+                    f.first()?.to_string(),
+                    f.get(1)?.parse::<u64>().ok()? * 512,
+                    f.get(2)?.parse::<u64>().ok()? * 512,
+                ))
+            })
+            .collect();
+        Disk { path, partitions }
+    }
+
+    /// First byte and length of partition `name`.
+    pub fn partition(&self, name: &str) -> (u64, u64) {
+        self.partitions
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .map(|&(_, at, len)| (at, len))
+            .unwrap_or_else(|| panic!("no partition {name}: {:?}", self.partitions))
+    }
+
+    /// Zeroes partition `name` (the board is off).
+    pub fn zero(&self, name: &str) {
+        let (at, len) = self.partition(name);
+        let ok = Command::new("fallocate")
+            .args([
+                "--punch-hole",
+                "--offset",
+                &at.to_string(),
+                "--length",
+                &len.to_string(),
+            ])
+            .arg(&self.path)
+            .status()
+            .expect("fallocate runs")
+            .success();
+        assert!(ok, "partition {name} zeroed");
+    }
+
+    /// Puts a fresh ext4 file system with the contents of `tree` into partition `name` (the
+    /// board is off).
+    pub fn format(&self, name: &str, tree: &Path) {
+        let (at, len) = self.partition(name);
+        let ok = Command::new("mke2fs")
+            .args(["-q", "-F", "-t", "ext4", "-d"])
+            .arg(tree)
+            .arg("-E")
+            .arg(format!("offset={at}"))
+            .arg(&self.path)
+            .arg(format!("{}k", len / 1024))
+            .status()
+            .expect("mke2fs runs")
+            .success();
+        assert!(ok, "a file system in {name}");
+    }
+
+    /// Writes `bytes` at `offset` into partition `name` (the board is off).
+    pub fn write(&self, name: &str, offset: u64, bytes: &[u8]) {
+        let (at, len) = self.partition(name);
+        assert!(offset + bytes.len() as u64 <= len, "inside {name}");
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&self.path)
+            .unwrap();
+        f.write_all_at(bytes, at + offset).unwrap();
+        f.sync_all().unwrap();
+    }
+}
+
 /// A running simulated board.
 pub struct Board {
-    pub arch: Arch,
     qemu: Child,
     console: ChildStdin,
     transcript: Arc<Mutex<Vec<u8>>>,
@@ -64,10 +145,17 @@ pub struct Board {
 }
 
 impl Board {
-    /// Powers the board on with `data` as its data partition and waits for the board's
-    /// `BOARD-READY` (docent starts next); `dir` holds the monitor socket and screendumps.
-    pub fn boot(arch: Arch, data: &Path, dir: &Path) -> Board {
-        let img = images(arch);
+    /// Powers the board on with `disk` and waits for its console shell (systemd started it;
+    /// docent comes up beside it); `dir` holds the monitor socket and screendumps.
+    pub fn boot(disk: &Disk, dir: &Path) -> Board {
+        let mut board = Board::power_on(disk, dir);
+        board.wait_ready(0);
+        board
+    }
+
+    /// Powers the board on and returns at once (U-Boot starts).
+    pub fn power_on(disk: &Disk, dir: &Path) -> Board {
+        let img = images();
         let docent = free_port();
         let www = free_port();
         let monitor = dir.join("mon.sock");
@@ -77,45 +165,18 @@ impl Board {
             "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{www}-:80,\
              hostfwd=tcp:127.0.0.1:{docent}-:8080"
         );
-        let mut cmd = match arch {
-            Arch::X86_64 => {
-                let mut c = Command::new("qemu-system-x86_64");
-                c.args(["-machine", "q35,accel=tcg"]);
-                c
-            }
-            Arch::Aarch64 => {
-                let mut c = Command::new("qemu-system-aarch64");
-                c.args(["-machine", "virt", "-cpu", "cortex-a72"]);
-                c.args(["-accel", "tcg,thread=multi"]);
-                c
-            }
-        };
-        let console = match arch {
-            Arch::X86_64 => "ttyS0",
-            Arch::Aarch64 => "ttyAMA0",
-        };
-        let nic = match arch {
-            Arch::X86_64 => "e1000,netdev=n0,romfile=",
-            Arch::Aarch64 => "virtio-net-pci,netdev=n0,romfile=",
-        };
-        cmd.args(["-nodefaults", "-no-user-config", "-display", "none"])
+        let mut cmd = Command::new("qemu-system-aarch64");
+        // acpi=off: the PL061 GPIO is there (gpiochip0), as the board profile expects.
+        cmd.args(["-machine", "virt,acpi=off", "-cpu", "cortex-a72"])
+            .args(["-accel", "tcg,thread=multi"])
+            .args(["-nodefaults", "-no-user-config", "-display", "none"])
             .args(["-m", "768", "-smp", "2"])
-            .arg("-kernel")
-            .arg(img.join("vmlinuz"))
-            .arg("-initrd")
-            .arg(img.join("initrd.gz"))
-            .arg("-append")
-            .arg(format!(
-                "console={console} quiet panic=-1 vt.global_cursor_default=0"
-            ))
+            .arg("-bios")
+            .arg(img.join("u-boot.bin"))
             .arg("-drive")
-            .arg(format!(
-                "file={},format=raw,if=virtio,readonly=on",
-                img.join("rootfs.img").display()
-            ))
-            .arg("-drive")
-            .arg(format!("file={},format=raw,if=virtio", data.display()))
-            .args(["-device", "virtio-gpu-pci", "-device", nic])
+            .arg(format!("file={},format=raw,if=virtio", disk.path.display()))
+            .args(["-device", "virtio-gpu-pci"])
+            .args(["-device", "virtio-net-pci,netdev=n0,romfile="])
             .args(["-netdev", &net, "-serial", "stdio"])
             .arg("-monitor")
             .arg(format!("unix:{},server=on,wait=off", monitor.display()))
@@ -125,7 +186,7 @@ impl Board {
         let powered_on = Instant::now();
         let mut qemu = cmd
             .spawn()
-            .expect("qemu-system runs (./x appliance installs it)");
+            .expect("qemu-system-aarch64 runs (./x appliance installs it)");
         let mut out = qemu.stdout.take().expect("serial out");
         let transcript = Arc::new(Mutex::new(Vec::new()));
         let sink = transcript.clone();
@@ -139,8 +200,7 @@ impl Board {
             }
         });
         let console = qemu.stdin.take().expect("serial in");
-        let mut board = Board {
-            arch,
+        Board {
             qemu,
             console,
             transcript,
@@ -150,16 +210,26 @@ impl Board {
             docent: SocketAddr::from(([127, 0, 0, 1], docent)),
             www: SocketAddr::from(([127, 0, 0, 1], www)),
             powered_on,
-        };
-        board.wait_for("BOARD-READY", 0, Duration::from_secs(180));
-        // A quiet shell: no echo, no prompt; every command ends with a marker the echo of the
-        // command itself cannot produce.
-        let prompt = board.wait_for("# ", 0, Duration::from_secs(30));
-        board.read_pos = prompt;
-        board.send("stty -echo; PS1=''; PS2=''");
+        }
+    }
+
+    /// Waits for the console shell's `BOARD-READY` after byte `since` and quiets the shell:
+    /// no echo, no prompt; every command ends with a marker the echo of the command itself
+    /// cannot produce.
+    pub fn wait_ready(&mut self, since: usize) {
+        let ready = self.wait_for("BOARD-READY", since, BOOT_WITHIN);
+        let prompt = self.wait_for("# ", ready, Duration::from_secs(60));
+        self.read_pos = prompt;
+        self.send("stty -echo; PS1=''; PS2=''");
         std::thread::sleep(Duration::from_millis(500));
-        board.sh("true");
-        board
+        self.sh("true");
+    }
+
+    /// Reboots the board from its shell (systemd stops, U-Boot runs the boot script again).
+    pub fn reboot(&mut self) {
+        let mark = self.mark();
+        self.send("systemctl reboot");
+        self.wait_ready(mark);
     }
 
     fn send(&mut self, line: &str) {
