@@ -178,7 +178,7 @@ EOF
 cat >"$WORK/build/conf/local.conf" <<EOF
 CONF_VERSION = "2"
 MACHINE = "$MACHINE_DEFAULT"
-DISTRO = "docent"
+DISTRO = "docent-os"
 BB_NO_NETWORK = "1"
 BB_NUMBER_PARSE_THREADS = "2"
 BB_NUMBER_THREADS = "2"
