@@ -21,6 +21,7 @@ rpi4/docent.toml:recipes-kiosk/docent/files/docent.toml
 rpi4/asound.conf:recipes-kiosk/docent/files/asound.conf
 boot/boot.cmd:recipes-bsp/docent-boot/files/boot.cmd
 boot/boot-ok.sh:recipes-bsp/docent-boot/files/boot-ok.sh
+systemd/docent-boot-ok.service:recipes-bsp/docent-boot/files/docent-boot-ok.service
 layout/bootstate.env:recipes-bsp/docent-boot/files/bootstate.env
 layout/fw_env.config:recipes-bsp/docent-boot/files/fw_env.config
 qemu-aarch64/bootargs:recipes-bsp/docent-boot/files/qemuarm64/bootargs

@@ -79,7 +79,7 @@ def line_for(name, guid, mib, fs):
     if name == "rootB":
         return f"part --source rootfs --fstype=ext4 --label rootB {common}"
     return (f'part /data --fstype=ext4 --label data --use-label --fspassno=2 '
-            f'--fsoptions "defaults,noatime,commit=5" {common}')
+            f'--fsoptions "rw,noatime,nosuid,nodev,commit=5" {common}')
 
 
 def render(rows):

@@ -1,5 +1,5 @@
 # nooelint: oelint.var.bbclassextend - the boot files of the target board: no native variant
-SUMMARY = "docent A/B boot: U-Boot boot script, initial boot state, fw_env.config"
+SUMMARY = "docent A/B boot: U-Boot boot script, initial boot state, boot counting in Linux"
 DESCRIPTION = "The boot script of every docent board (boot.scr: attempts counted per slot, the \
                other slot after three failed boots, both counters reset when both are spent), \
                the boot state partition's initial U-Boot environment, and what Linux needs to \
@@ -33,11 +33,12 @@ SRC_URI = "file://boot.cmd \
            file://bootargs \
            file://fw_env.config \
            file://boot-ok.sh \
+           file://docent-boot-ok.service \
            "
 
 S = "${UNPACKDIR}"
 
-inherit deploy kernel-arch
+inherit deploy kernel-arch systemd
 
 # The size of the environment in the boot state partition (the size in fw_env.config).
 DOCENT_BOOTSTATE_SIZE = "0x4000"
@@ -53,6 +54,8 @@ do_install() {
     install -d ${D}${sysconfdir} ${D}${libexecdir}/docent
     install -m 0644 ${S}/fw_env.config ${D}${sysconfdir}/fw_env.config
     install -m 0755 ${S}/boot-ok.sh ${D}${libexecdir}/docent/boot-ok.sh
+    install -d ${D}${systemd_system_unitdir}
+    install -m 0644 ${S}/docent-boot-ok.service ${D}${systemd_system_unitdir}/docent-boot-ok.service
 }
 
 do_deploy() {
@@ -63,6 +66,11 @@ do_deploy() {
 addtask deploy after do_compile before do_build
 
 PACKAGE_ARCH = "${MACHINE_ARCH}"
+
+# Once docent serves, docent-boot-ok.service runs boot-ok.sh: the booted slot gets its attempts
+# back (enabled: multi-user.target).
+SYSTEMD_SERVICE:${PN} = "docent-boot-ok.service"
+SYSTEMD_AUTO_ENABLE:${PN} = "enable"
 
 CONFFILES:${PN} = "${sysconfdir}/fw_env.config"
 RDEPENDS:${PN} = "libubootenv-bin"
