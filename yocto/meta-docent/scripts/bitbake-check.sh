@@ -15,13 +15,21 @@
 # hard-linked (read-only) copies of the layers. It needs the HOSTTOOLS oe-core's sanity check
 # lists (./x installs them) and an en_US.UTF-8 locale (generated into the cache if the system
 # has none). Both machines share one bitbake run (multiconfig), so the server starts once.
-#   yocto/meta-docent/scripts/bitbake-check.sh [PROJECT_ROOT]
+#
+# Parsing is most of the time, and most of oe-core is not in docent-image's graph: the recipe
+# folders listed in bitbake-mask.txt (none of their recipes in the graph of either machine) are
+# masked (BBMASK). --update-mask runs unmasked and rewrites that list from the graph; run it
+# when a layer commit moves or the image needs a recipe the mask hides ("Nothing PROVIDES").
+#   yocto/meta-docent/scripts/bitbake-check.sh [--update-mask] [PROJECT_ROOT]
 set -euo pipefail
 
 START=$SECONDS
 SCRIPTS=$(cd "$(dirname "$0")" && pwd)
 LAYER=$(dirname "$SCRIPTS")
+UPDATE_MASK=0
+if [ "${1:-}" = --update-mask ]; then UPDATE_MASK=1; shift; fi
 ROOT=$(cd "${1:-$LAYER/../..}" && pwd)
+MASK_LIST=$SCRIPTS/bitbake-mask.txt
 KAS=$ROOT/yocto/kas/docent.yml
 CACHE=${DOCENT_YOCTO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/docent-yocto}
 SNAPSHOTS=${DOCENT_YOCTO_SNAPSHOTS:-$ROOT/../shared/yocto}
@@ -35,6 +43,8 @@ MACHINE_MC=raspberrypi4-64
 
 say() { echo "bitbake-check: $*"; }
 die() { echo "bitbake-check: FAIL: $*" >&2; exit 1; }
+# The interpreter bitbake runs (python3 on its PATH, below), not a version manager's shim.
+PY=$(PATH=/usr/local/bin:/usr/bin:/bin command -v python3) || die "python3 missing"
 
 [ -f "$KAS" ] || die "$KAS missing (the pinned layers)"
 
@@ -113,8 +123,7 @@ done
 for n in bitbake openembedded-core; do
   d=${LAYER_DIR[$n]}
   if [ ! -f "$d/.docent-pyc" ]; then
-    # The interpreter bitbake will run (its PATH), not a version manager's shim.
-    PATH=/usr/local/bin:/usr/bin:/bin python3 -m compileall -q -j 2 "$d/lib" "$d/meta/lib" \
+    "$PY" -m compileall -q -j 2 "$d/lib" "$d/meta/lib" \
       >/dev/null 2>&1 || true
     touch "$d/.docent-pyc"
   fi
@@ -164,6 +173,12 @@ cleanup() {
 trap cleanup EXIT
 
 lay() { echo "${LAYER_DIR[$1]}"; }
+# Every needed layer sits in one folder: the cache's, or (as root) the work directory's.
+LAYERS_DIR=$(dirname "$(lay openembedded-core)")
+MASK=
+if [ "$UPDATE_MASK" = 0 ] && [ -f "$MASK_LIST" ]; then
+  MASK=$("$PY" "$SCRIPTS/bitbake-mask.py" bbmask "$LAYERS_DIR" "$MASK_LIST")
+fi
 cat >"$WORK/build/conf/bblayers.conf" <<EOF
 LCONF_VERSION = "7"
 BBPATH = "\${TOPDIR}"
@@ -186,13 +201,15 @@ BB_NUMBER_THREADS = "2"
 BB_HASHSERVE = ""
 BB_SIGNATURE_HANDLER = "OEBasicHash"
 BBMULTICONFIG = "pi"
-# meta-raspberrypi is only for the Pi: not parsed for qemuarm64.
-BBMASK = "^$(lay meta-raspberrypi)/"
+# meta-raspberrypi is only for the Pi: not parsed for qemuarm64; masks may leave a layer empty.
+BBMASK = "$MASK ^$(lay meta-raspberrypi)/"
+BBFILE_PATTERN_IGNORE_EMPTY_raspberrypi = "1"
+BBFILE_PATTERN_IGNORE_EMPTY_yocto = "1"
 EOF
 cat >"$WORK/build/conf/multiconfig/pi.conf" <<EOF
 MACHINE = "$MACHINE_MC"
 TMPDIR = "\${TOPDIR}/tmp-pi"
-BBMASK = ""
+BBMASK = "$MASK"
 EOF
 if [ "$(id -u)" = 0 ]; then
   chown -R "$BB_USER:$BB_USER" "$WORK/build"
@@ -205,7 +222,12 @@ ENVV=(HOME="$WORK" LANG=en_US.UTF-8 LC_ALL=en_US.UTF-8 BBPATH="$WORK/build"
 if [ -n "$LOCALE_DIR" ]; then ENVV+=(LOCPATH="$LOCALE_DIR" "$PASS=LOCPATH"); fi
 
 LOG=$WORK/bitbake.log
-say "bitbake -g docent-image for $MACHINE_DEFAULT and $MACHINE_MC (fresh build directory $WORK/build)"
+if [ -n "$MASK" ]; then
+  masked="$(grep -c '^[^#]' "$MASK_LIST") unused recipe folders masked"
+else
+  masked="nothing masked"
+fi
+say "bitbake -g docent-image for $MACHINE_DEFAULT and $MACHINE_MC (fresh build directory $WORK/build; $masked)"
 rc=0
 (cd "$WORK/build" && "${RUN[@]}" env -i "${ENVV[@]}" \
   bitbake -g docent-image "mc:pi:docent-image") >"$LOG" 2>&1 || rc=$?
@@ -224,4 +246,29 @@ for want in docent espeak-ng pocketsphinx sphinxbase docent-boot u-boot rpi-boot
   grep -qE "(^|:)$want\$" "$WORK/build/pn-buildlist" \
     || die "$want is not in the task graph of docent-image (pn-buildlist)"
 done
+# The check must be able to fail: in the same build directory (its parse cache warm, so only
+# the changed recipes are parsed again), a recipe bitbake cannot parse, then an image package
+# nothing provides (what the layer's first bitbake run found for espeak-ng), must each make
+# `bitbake -g` exit non-zero with bitbake's own message.
+must_fail() {
+  local what=$1 expect=$2 file=$3 body=$4 out=$WORK/bitbake-must-fail.log rc=0
+  mkdir -p "$(dirname "$file")"
+  printf '%s\n' "$body" >"$file"
+  chmod a+r "$file"
+  (cd "$WORK/build" && "${RUN[@]}" env -i "${ENVV[@]}" bitbake -g docent-image) >"$out" 2>&1 || rc=$?
+  rm -f "$file"
+  [ "$rc" != 0 ] || { cat "$out" >&2; die "bitbake -g passed with $what"; }
+  grep -q "$expect" "$out" || { tail -20 "$out" >&2; die "bitbake -g failed with $what, but without \"$expect\""; }
+  echo "PASS bitbake check: $what fails (exit $rc, \"$expect\")"
+}
+must_fail "a recipe that does not parse" "ParseError" \
+  "$WORK/meta-docent/recipes-kiosk/docent-ci/docent-ci-broken_1.0.bb" 'SUMMARY = "unterminated'
+must_fail "an image package nothing provides" "Nothing RPROVIDES 'docent-ci-missing'" \
+  "$WORK/meta-docent/recipes-core/images/docent-image.bbappend" \
+  'IMAGE_INSTALL:append = " docent-ci-missing"'
+
+if [ "$UPDATE_MASK" = 1 ]; then
+  "$PY" "$SCRIPTS/bitbake-mask.py" write "$LAYERS_DIR" "$WORK/build/task-depends.dot" "$MASK_LIST"
+  say "wrote $MASK_LIST"
+fi
 say "passed in $((SECONDS - START)) s: $recipes recipes, $tasks tasks in the graph of both machines"
