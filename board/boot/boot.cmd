@@ -13,18 +13,24 @@
 # attempts back. A slot that cannot boot (no kernel, a kernel that panics: panic=5 resets the
 # board) is left after 3 attempts for the next. When no slot has attempts left, both get 3
 # again and the board resets: a power cut at any moment cannot leave it stuck here. A state
-# whose checksum fails (never written, or a write cut short) counts as the defaults.
+# whose checksum fails (never written, or a write cut short) counts as the defaults: the
+# board's factory state in bootstate.txt on the boot partition, else A B and 3 attempts each.
 echo "docent boot: A/B boot script on ${devtype} ${devnum}"
 ${devtype} dev ${devnum}
-part start ${devtype} ${devnum} bootstate docent_state_lba
+setenv docent_state_lba
+part start ${devtype} ${devnum} bootstate docent_state_lba || echo "docent boot: no bootstate partition: counting is off"
 setenv BOOT_ORDER
 setenv BOOT_A_LEFT
 setenv BOOT_B_LEFT
 setenv docent_bootargs
-if ${devtype} read ${kernel_addr_r} ${docent_state_lba} 0x20 && env import -c ${kernel_addr_r} 0x4000 BOOT_ORDER BOOT_A_LEFT BOOT_B_LEFT docent_bootargs; then
+if test -n "${docent_state_lba}" && ${devtype} read ${kernel_addr_r} ${docent_state_lba} 0x20 && env import -c ${kernel_addr_r} 0x4000 BOOT_ORDER BOOT_A_LEFT BOOT_B_LEFT docent_bootargs; then
   echo "docent boot: state: order ${BOOT_ORDER}, A ${BOOT_A_LEFT} left, B ${BOOT_B_LEFT} left"
 else
+  # The board's factory state, a text file on the boot partition (written with the image).
   echo "docent boot: no valid boot state: the defaults"
+  if load ${devtype} ${devnum}:${distro_bootpart} ${kernel_addr_r} bootstate.txt; then
+    env import -t ${kernel_addr_r} ${filesize} BOOT_ORDER BOOT_A_LEFT BOOT_B_LEFT docent_bootargs
+  fi
 fi
 test -n "${BOOT_ORDER}" || setenv BOOT_ORDER "A B"
 test -n "${BOOT_A_LEFT}" || setenv BOOT_A_LEFT 3
@@ -48,8 +54,10 @@ if test -z "${docent_slot}"; then
   setenv BOOT_B_LEFT 3
 fi
 # The state is written before the slot is tried: an attempt counts even if it never returns.
-env export -c -s 0x4000 ${kernel_addr_r} BOOT_ORDER BOOT_A_LEFT BOOT_B_LEFT docent_bootargs
-${devtype} write ${kernel_addr_r} ${docent_state_lba} 0x20
+if test -n "${docent_state_lba}"; then
+  env export -c -s 0x4000 ${kernel_addr_r} BOOT_ORDER BOOT_A_LEFT BOOT_B_LEFT docent_bootargs
+  ${devtype} write ${kernel_addr_r} ${docent_state_lba} 0x20
+fi
 if test -z "${docent_slot}"; then
   reset
 fi

@@ -45,15 +45,23 @@ DOCENT_BOOTSTATE_SIZE = "0x4000"
 
 do_compile() {
     mkimage -A ${UBOOT_ARCH} -T script -C none -n "docent A/B boot" -d ${S}/boot.cmd ${B}/boot.scr
-    cp ${S}/bootstate.env ${B}/bootstate.env
-    echo "docent_bootargs=$(cat ${S}/bootargs)" >> ${B}/bootstate.env
-    uboot-mkenvimage -s ${DOCENT_BOOTSTATE_SIZE} -o ${B}/docent-bootstate.bin ${B}/bootstate.env
+    # The board's factory state: the bootstate partition's first content, and bootstate.txt on
+    # the boot partition, which boot.cmd reads when the partition's checksum fails.
+    { cat ${S}/bootstate.env; echo "docent_bootargs=$(cat ${S}/bootargs)"; } > ${B}/bootstate.txt
+    uboot-mkenvimage -s ${DOCENT_BOOTSTATE_SIZE} -o ${B}/docent-bootstate.bin ${B}/bootstate.txt
+    # boot.cmd boots a slot's /boot/Image with its /boot/initrd.img (Debian's kernel on the
+    # simulated board needs one). This image's kernel mounts root=PARTLABEL=... itself: its
+    # initrd is an empty archive, and a kernel whose initramfs has no /init goes on to mount
+    # the root file system as if it had none.
+    printf '' | cpio --quiet -o -H newc > ${B}/initrd.img
 }
 
 do_install() {
     install -d ${D}${sysconfdir} ${D}${libexecdir}/docent
     install -m 0644 ${S}/fw_env.config ${D}${sysconfdir}/fw_env.config
     install -m 0755 ${S}/boot-ok.sh ${D}${libexecdir}/docent/boot-ok.sh
+    install -d ${D}/boot
+    install -m 0644 ${B}/initrd.img ${D}/boot/initrd.img
     install -d ${D}${systemd_system_unitdir}
     install -m 0644 ${S}/docent-boot-ok.service ${D}${systemd_system_unitdir}/docent-boot-ok.service
 }
@@ -61,6 +69,7 @@ do_install() {
 do_deploy() {
     install -m 0644 ${B}/boot.scr ${DEPLOYDIR}/boot.scr
     install -m 0644 ${B}/docent-bootstate.bin ${DEPLOYDIR}/docent-bootstate.bin
+    install -m 0644 ${B}/bootstate.txt ${DEPLOYDIR}/bootstate.txt
 }
 
 addtask deploy after do_compile before do_build
@@ -72,6 +81,7 @@ PACKAGE_ARCH = "${MACHINE_ARCH}"
 SYSTEMD_SERVICE:${PN} = "docent-boot-ok.service"
 SYSTEMD_AUTO_ENABLE:${PN} = "enable"
 
+FILES:${PN} += "/boot/initrd.img"
 CONFFILES:${PN} = "${sysconfdir}/fw_env.config"
 RDEPENDS:${PN} = "libubootenv-bin"
 # u-boot-env ships meta-raspberrypi's fw_env.config (a file on the FAT partition).

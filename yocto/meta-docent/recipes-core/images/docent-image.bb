@@ -49,15 +49,16 @@ WKS_FILE = "docent.wks"
 # The boot partition gets the boot script and the boot state partition its first state.
 # nooelint: oelint.vars.mispell.unknown - the wic image task of image_types_wic.bbclass
 do_image_wic[depends] += "docent-boot:do_deploy"
+# bootstate.txt: the board's factory boot state, which boot.cmd falls back to.
 # Pi 4: firmware, config.txt, device trees, U-Boot as kernel8.img and boot.scr; not the kernel,
 # which is in the root slots (meta-raspberrypi would copy it to the boot partition too).
 # nooelint: oelint.vars.mispell.unknown - meta-raspberrypi's (conf/machine/include/rpi-base.inc)
-RPI_EXTRA_IMAGE_BOOT_FILES = "u-boot.bin;${SDIMG_KERNELIMAGE} boot.scr"
+RPI_EXTRA_IMAGE_BOOT_FILES = "u-boot.bin;${SDIMG_KERNELIMAGE} boot.scr bootstate.txt"
 
 # qemuarm64, as the simulated board: QEMU runs U-Boot (-bios), which runs boot.scr from the
 # boot partition, which boots the kernel of a root slot. runqemu must neither pass -kernel
 # nor look for a kernel outside the image: the wic image holds it (kernel-in-fs).
-IMAGE_BOOT_FILES:qemuarm64 = "boot.scr"
+IMAGE_BOOT_FILES:qemuarm64 = "boot.scr bootstate.txt"
 EXTRA_IMAGEDEPENDS:append:qemuarm64 = " u-boot"
 QB_DEFAULT_FSTYPE:qemuarm64 = "wic"
 # nooelint: oelint.vars.mispell.unknown - read by runqemu (qemuboot.bbclass writes it)
