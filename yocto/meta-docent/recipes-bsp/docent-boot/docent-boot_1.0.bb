@@ -17,6 +17,10 @@ LICENSE = "MIT | Apache-2.0"
 LIC_FILES_CHKSUM = "file://${COMMON_LICENSE_DIR}/MIT;md5=0835ade698e0bcf8506ecda2f7b4f302 \
                     file://${COMMON_LICENSE_DIR}/Apache-2.0;md5=89aea4e17d99a7cacdbeed46a0096b10"
 
+# The boards whose boot this layer knows (their bootargs under files/); yocto-check-layer's
+# default MACHINE found that other machines could not even parse the recipe.
+COMPATIBLE_MACHINE = "^(qemuarm64|raspberrypi4-64)$"
+
 DEPENDS = "u-boot-mkenvimage-native u-boot-mkimage-native"
 
 # meta-raspberrypi's u-boot (RPI_USE_U_BOOT = "1") puts the boot.scr of the provider of

@@ -8,6 +8,9 @@ LICENSE = "MIT"
 
 inherit core-image
 
+# The boards whose boot and layout the image is made for (docent-boot, files/wic/docent.wks).
+COMPATIBLE_MACHINE = "^(qemuarm64|raspberrypi4-64)$"
+
 IMAGE_FEATURES += "read-only-rootfs"
 IMAGE_LINGUAS = ""
 
