@@ -22,9 +22,8 @@ if ! grep -q " $DATA_DIR " /proc/mounts 2>/dev/null; then
 fi
 
 umask 077
-# tr -dc keeps only the alphabet; head -c takes 16 of them (busybox and coreutils alike); tr
-# then finds its pipe closed, which is no error here.
-PASSWORD=$(tr -dc 'A-Za-z0-9' </dev/urandom 2>/dev/null | head -c 16)
+# tr -dc keeps only the alphabet; head -c takes 16 of them (busybox and coreutils alike).
+PASSWORD=$(tr -dc 'A-Za-z0-9' </dev/urandom | head -c 16)
 if [ "${#PASSWORD}" -ne 16 ]; then
     echo "docent-firstboot: could not read 16 random characters" >&2
     exit 1

@@ -24,8 +24,11 @@ boot/boot-ok.sh:recipes-bsp/docent-boot/files/boot-ok.sh
 systemd/docent-boot-ok.service:recipes-bsp/docent-boot/files/docent-boot-ok.service
 layout/bootstate.env:recipes-bsp/docent-boot/files/bootstate.env
 layout/fw_env.config:recipes-bsp/docent-boot/files/fw_env.config
-qemu-aarch64/bootargs:recipes-bsp/docent-boot/files/qemuarm64/bootargs
-rpi4/bootargs:recipes-bsp/docent-boot/files/raspberrypi4-64/bootargs"
+qemu-aarch64/bootargs:recipes-bsp/docent-boot/files/qemuarm64/bootargs"
+# The layer's own, with no board/ source: the Pi's console under meta-raspberrypi's kernel is
+# ttyS0 (its device tree's serial0 is the mini UART), while board/rpi4/bootargs is for Debian's
+# kernel (mainline device tree: the mini UART is ttyS1).
+OWN="recipes-bsp/docent-boot/files/raspberrypi4-64/bootargs"
 for pair in $PAIRS; do
     src=$ROOT/board/${pair%%:*}
     dst=$LAYER/${pair#*:}
@@ -39,6 +42,9 @@ done
 # A file left in files/ without a source under board/ (e.g. a removed unit) is stale too.
 for f in $(cd "$LAYER" && find $DIRS -type f | sort); do
     known=0
+    for own in $OWN; do
+        [ "$own" = "$f" ] && known=1
+    done
     for pair in $PAIRS; do
         [ "${pair#*:}" = "$f" ] && known=1
     done
