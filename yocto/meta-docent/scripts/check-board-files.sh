@@ -1,6 +1,7 @@
 #!/bin/sh
 # The layer carries copies of the board files (a layer may not point outside itself).
-# Exit 1 when a copy in recipes-kiosk/docent/files/ differs from its source under board/.
+# Exit 1 when a copy in a recipe's files/ folder (recipes-kiosk/docent/files,
+# recipes-bsp/docent-boot/files) differs from its source under board/, or has none.
 #   yocto/meta-docent/scripts/check-board-files.sh [PROJECT_ROOT]     (default: ../..)
 # With --sync, copy board/ over the layer's files instead.
 set -eu
@@ -8,18 +9,29 @@ LAYER=$(cd "$(dirname "$0")/.." && pwd)
 SYNC=0
 if [ "${1:-}" = "--sync" ]; then SYNC=1; shift; fi
 ROOT=${1:-$LAYER/../..}
-FILES=$LAYER/recipes-kiosk/docent/files
+DIRS="recipes-kiosk/docent/files recipes-bsp/docent-boot/files"
 status=0
-PAIRS="systemd/docent.service:docent.service
-systemd/docent-firstboot.service:docent-firstboot.service
-systemd/docent-tmpfiles.conf:docent-tmpfiles.conf
-udev/70-docent.rules:70-docent.rules
-firstboot.sh:firstboot.sh
-rpi4/docent.toml:docent.toml
-rpi4/asound.conf:asound.conf"
+# board/ path : layer path
+PAIRS="systemd/docent.service:recipes-kiosk/docent/files/docent.service
+systemd/docent-firstboot.service:recipes-kiosk/docent/files/docent-firstboot.service
+systemd/docent-tmpfiles.conf:recipes-kiosk/docent/files/docent-tmpfiles.conf
+udev/70-docent.rules:recipes-kiosk/docent/files/70-docent.rules
+firstboot.sh:recipes-kiosk/docent/files/firstboot.sh
+rpi4/docent.toml:recipes-kiosk/docent/files/docent.toml
+rpi4/asound.conf:recipes-kiosk/docent/files/asound.conf
+boot/boot.cmd:recipes-bsp/docent-boot/files/boot.cmd
+boot/boot-ok.sh:recipes-bsp/docent-boot/files/boot-ok.sh
+systemd/docent-boot-ok.service:recipes-bsp/docent-boot/files/docent-boot-ok.service
+layout/bootstate.env:recipes-bsp/docent-boot/files/bootstate.env
+layout/fw_env.config:recipes-bsp/docent-boot/files/fw_env.config
+qemu-aarch64/bootargs:recipes-bsp/docent-boot/files/qemuarm64/bootargs"
+# The layer's own, with no board/ source: the Pi's console under meta-raspberrypi's kernel is
+# ttyS0 (its device tree's serial0 is the mini UART), while board/rpi4/bootargs is for Debian's
+# kernel (mainline device tree: the mini UART is ttyS1).
+OWN="recipes-bsp/docent-boot/files/raspberrypi4-64/bootargs"
 for pair in $PAIRS; do
     src=$ROOT/board/${pair%%:*}
-    dst=$FILES/${pair#*:}
+    dst=$LAYER/${pair#*:}
     if [ "$SYNC" = 1 ]; then
         cp "$src" "$dst"
     elif ! cmp -s "$src" "$dst"; then
@@ -28,10 +40,13 @@ for pair in $PAIRS; do
     fi
 done
 # A file left in files/ without a source under board/ (e.g. a removed unit) is stale too.
-for f in "$FILES"/*; do
+for f in $(cd "$LAYER" && find $DIRS -type f | sort); do
     known=0
+    for own in $OWN; do
+        [ "$own" = "$f" ] && known=1
+    done
     for pair in $PAIRS; do
-        [ "${pair#*:}" = "${f##*/}" ] && known=1
+        [ "${pair#*:}" = "$f" ] && known=1
     done
     if [ "$known" = 0 ]; then
         echo "stale: $f has no source under board/ (delete it, or add it to $0)" >&2

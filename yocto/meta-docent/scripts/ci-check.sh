@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# CI checks of the meta-docent layer (run by `./x test`; needs python3 with venv, nothing else):
+# CI checks of the meta-docent layer (run by `./x test`; needs python3 with venv, and for 4. the
+# HOSTTOOLS of oe-core's sanity check, which ./x installs):
 #   1. oelint-adv over every .bb, .bbappend, .inc and conf/*.conf of the layer, at its default
 #      rule set (no config file read): any finding, even "info", fails;
 #   2. recipes-kiosk/docent/docent-crates.inc matches the project's Cargo.lock
 #      (generate-crates-inc.py --check), and that check is shown to fail when Cargo.lock changes;
-#   3. the layer's copies of board/ files are current (check-board-files.sh).
+#   3. the layer's copies of board/ files are current (check-board-files.sh), and its wic
+#      kickstart is the board layout (generate-wks.py --check);
+#   4. real bitbake accepts the layer: `bitbake -g docent-image` for qemuarm64 and
+#      raspberrypi4-64, offline, at the layers' pinned commits (bitbake-check.sh).
 # oelint-adv is installed from PyPI once, pinned, into a cached venv
 # (${XDG_CACHE_HOME:-~/.cache}/docent-oelint/venv, or $DOCENT_OELINT_VENV); later runs are offline.
 #   yocto/meta-docent/scripts/ci-check.sh
@@ -168,4 +172,8 @@ crates_check_fails_on_change
 # --- 3. board files -----------------------------------------------------------------------
 "$SCRIPTS/check-board-files.sh" "$ROOT" >/dev/null || die "stale copies of board/ files (above)"
 say "layer copies of board/ files match"
+"$PY" "$SCRIPTS/generate-wks.py" "$ROOT" --check || die "files/wic/docent.wks is not board/layout/partitions (above)"
+say "files/wic/docent.wks is board/layout/partitions"
+# --- 4. bitbake ---------------------------------------------------------------------------
+"$SCRIPTS/bitbake-check.sh" "$ROOT" || die "bitbake refuses the layer (above)"
 say "layer checks passed in $(awk -v s="$START" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f s", e-s}')"

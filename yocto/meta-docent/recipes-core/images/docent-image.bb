@@ -8,36 +8,67 @@ LICENSE = "MIT"
 
 inherit core-image
 
+# The boards whose boot and layout the image is made for (docent-boot, files/wic/docent.wks).
+COMPATIBLE_MACHINE = "^(qemuarm64|raspberrypi4-64)$"
+
 IMAGE_FEATURES += "read-only-rootfs"
 IMAGE_LINGUAS = ""
 
 # alsa-utils is split per program in oe-core (there is no "alsa-utils-minimal" package):
 # aplay/arecord and amixer are enough to check the card on the kiosk. ca-certificates: the
 # cloud providers' HTTPS certificates are checked against it (docent starts without it, but
-# then no HTTPS provider can be reached).
+# then no HTTPS provider can be reached). kernel-image: the kernel lives in each root slot
+# (/boot/Image), where board/boot/boot.cmd loads it from, so an update of a slot updates its
+# kernel too. docent-boot: fw_env.config and the tools that read and write the boot state.
 IMAGE_INSTALL = "packagegroup-core-boot \
                  docent \
                  docent-asound-conf \
+                 docent-boot \
                  espeak-ng \
                  pocketsphinx \
+                 pocketsphinx-en-us \
                  alsa-utils-aplay \
                  alsa-utils-amixer \
                  e2fsprogs-e2fsck \
                  ca-certificates \
+                 kernel-image \
+                 ${MACHINE_EXTRA_RDEPENDS} \
                  ${CORE_IMAGE_EXTRA_INSTALL} \
                  "
+# What the machine recommends (packagegroup-base would bring it, which this image does not
+# use): on the Pi 4 the kernel modules, udev-rules-rpi and the Wi-Fi/Bluetooth firmware.
+# Installed when they can be, as recommendations are.
+PACKAGE_INSTALL_ATTEMPTONLY += "${MACHINE_EXTRA_RRECOMMENDS}"
 
 # systemd boots to multi-user (no graphical target, no display manager).
 SYSTEMD_DEFAULT_TARGET = "multi-user.target"
 
-# The image is partitioned by wic: boot, read-only root, and the data partition, which wic adds
-# to /etc/fstab so that systemd mounts it at /data (the docent recipe ships the mount point).
+# The partition table of every docent board (board/layout/partitions, turned into
+# files/wic/docent.wks by scripts/generate-wks.py): boot, boot state, root A, root B, data.
 # Set with "=", not "?=": meta-raspberrypi's machine configuration already sets
-# WKS_FILE ?= "sdimage-raspberrypi.wks" (no data partition). Another layout for this image:
-# WKS_FILE:pn-docent-image in local.conf.
+# WKS_FILE ?= "sdimage-raspberrypi.wks" (one root, no data partition).
 IMAGE_FSTYPES += "wic wic.bmap"
 WKS_FILE = "docent.wks"
-WKS_FILE:qemuarm64 = "docent-qemu.wks"
+# The boot partition gets the boot script and the boot state partition its first state.
+# nooelint: oelint.vars.mispell.unknown - the wic image task of image_types_wic.bbclass
+do_image_wic[depends] += "docent-boot:do_deploy"
+# bootstate.txt: the board's factory boot state, which boot.cmd falls back to.
+# Pi 4: firmware, config.txt, device trees, U-Boot as kernel8.img and boot.scr; not the kernel,
+# which is in the root slots (meta-raspberrypi would copy it to the boot partition too).
+# nooelint: oelint.vars.mispell.unknown - meta-raspberrypi's (conf/machine/include/rpi-base.inc)
+RPI_EXTRA_IMAGE_BOOT_FILES = "u-boot.bin;${SDIMG_KERNELIMAGE} boot.scr bootstate.txt"
+
+# qemuarm64, as the simulated board: QEMU runs U-Boot (-bios), which runs boot.scr from the
+# boot partition, which boots the kernel of a root slot. runqemu must neither pass -kernel
+# nor look for a kernel outside the image: the wic image holds it (kernel-in-fs).
+IMAGE_BOOT_FILES:qemuarm64 = "boot.scr bootstate.txt"
+EXTRA_IMAGEDEPENDS:append:qemuarm64 = " u-boot"
+QB_DEFAULT_FSTYPE:qemuarm64 = "wic"
+# nooelint: oelint.vars.mispell.unknown - read by runqemu (qemuboot.bbclass writes it)
+QB_FSINFO:qemuarm64 = "wic:kernel-in-fs"
+# nooelint: oelint.vars.mispell.unknown - read by runqemu (qemuboot.bbclass writes it)
+QB_DEFAULT_BIOS:qemuarm64 = "u-boot.bin"
+QB_DEFAULT_KERNEL:qemuarm64 = "none"
 
 # No shell login on the display: docent owns it (DRM/fbdev). Only the serial console
 # (SERIAL_CONSOLES, serial-getty@) offers a login. Mask the getty on tty1 and turn autovt off.

@@ -13,7 +13,8 @@ CVE_PRODUCT = "docent"
 LICENSE = "MIT | Apache-2.0"
 LIC_FILES_CHKSUM = "file://Cargo.toml;beginline=6;endline=6;md5=86b31c7756a1a7962f28b62856ed4f05"
 
-# alsa-sys finds the target's alsa-lib through pkg-config: the binary is built by cargo here,
+# alsa-sys finds the target's alsa-lib through pkg-config (inherit pkgconfig: the cross
+# pkg-config and its sysroot settings): the binary is built by cargo here,
 # against the image's own (shared) libasound, not the static cross build of board/cross-aarch64.sh.
 # OpenH264 is built from the source bundled in the openh264-sys2 crate (C/C++ through the cc
 # crate with the target toolchain); nasm is only used for its x86 assembly.
@@ -38,7 +39,7 @@ SRCREV = "0000000000000000000000000000000000000000"
 
 require docent-crates.inc
 
-inherit cargo cargo-update-recipe-crates systemd useradd
+inherit cargo cargo-update-recipe-crates pkgconfig systemd useradd
 
 # The build script compiles proto/ with protox (pure Rust): no protoc needed.
 # Cargo.toml asks for Rust >= 1.90 (edition 2024): wrynose's rust recipe must satisfy it.
@@ -100,8 +101,9 @@ CONFFILES:${PN} = "${sysconfdir}/docent/docent.toml"
 CONFFILES:${PN}-asound-conf = "${sysconfdir}/asound.conf"
 
 # The offline engine runs these programs: espeak-ng (speech) and pocketsphinx_continuous with
-# the en-us model in /usr/share/pocketsphinx/model/en-us (recognition). alsa-lib is picked up
-# from the binary's shared-library dependencies; it is named here for clarity.
-RDEPENDS:${PN} = "alsa-lib espeak-ng pocketsphinx"
+# the en-us model in /usr/share/pocketsphinx/model/en-us (recognition), this layer's recipes of
+# the versions Debian 12 ships (which the engine's tests run). alsa-lib is picked up from the
+# binary's shared-library dependencies; it is named here for clarity.
+RDEPENDS:${PN} = "alsa-lib espeak-ng pocketsphinx pocketsphinx-en-us"
 
 RCONFLICTS:${PN}-asound-conf = "alsa-state"

@@ -39,6 +39,7 @@ fi
 sync "$TMP" 2>/dev/null || sync
 mv "$TMP" "$FILE"
 sync
-# Shown on the console (serial and display) for the person who flashed the board, and never in
-# the journal: docent-firstboot.service sends this script's output to /dev/console only.
-echo "docent-firstboot: administrator password written to $FILE: $PASSWORD"
+# Never printed: /dev/console may be the kiosk's public screen, and the journal is a log. The
+# person at the board holds the button five seconds on the setup screen to see it (docent shows
+# it then, for at most ten minutes); whoever has root on the board can read the file.
+echo "docent-firstboot: administrator password written to $FILE (hold the button 5 s on the setup screen to show it)"
