@@ -36,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::DeviceMode;
 use crate::engine::Engine;
+use crate::engine::hours::{Clock, Opening};
 use crate::engine::live::Status;
 use crate::watchdog::Heartbeat;
 
@@ -50,6 +51,21 @@ pub struct KioskState {
     /// In first boot, the button was held for 5 s less than 10 minutes ago: the setup screen
     /// shows the password (see `presence`).
     pub password_shown: bool,
+    /// Whether the kiosk is open (the opening hours in the settings, at the kiosk loop's clock).
+    pub opening: Opening,
+}
+
+impl KioskState {
+    /// Idle, open, no character, no visit: where the kiosk starts.
+    pub fn idle() -> KioskState {
+        KioskState {
+            status: Status::Idle,
+            character_id: String::new(),
+            session_id: String::new(),
+            password_shown: false,
+            opening: Opening::always(),
+        }
+    }
 }
 
 /// How one device is doing. The health route shows it as `"ok"`, `"sim"`, `"absent"` or the
@@ -177,12 +193,7 @@ pub enum PressError {
 impl Devices {
     /// No devices (what `--devices none` runs with).
     pub fn none() -> Devices {
-        let (tx, rx) = watch::channel(KioskState {
-            status: Status::Idle,
-            character_id: String::new(),
-            session_id: String::new(),
-            password_shown: false,
-        });
+        let (tx, rx) = watch::channel(KioskState::idle());
         Devices {
             mode: DeviceMode::None,
             health: Arc::new(HealthBoard::default()),
@@ -207,19 +218,19 @@ impl Devices {
 
     /// Starts the devices of `engine.config.devices` and the kiosk loop. `console` is where the
     /// display's setup screens send the administrator: the address the kiosk serves on (see
-    /// `display::admin_url`) and the HTTPS certificate's fingerprint.
-    pub async fn start(engine: &Arc<Engine>, console: display::Console) -> Arc<Devices> {
+    /// `display::admin_url`) and the HTTPS certificate's fingerprint. `clock` is the local time
+    /// the opening hours are read at (`SystemClock`, or a test's).
+    pub async fn start(
+        engine: &Arc<Engine>,
+        console: display::Console,
+        clock: Arc<dyn Clock>,
+    ) -> Arc<Devices> {
         let mode = engine.config.devices;
         if mode == DeviceMode::None {
             return Arc::new(Devices::none());
         }
         let health = Arc::new(HealthBoard::default());
-        let (state_tx, state_rx) = watch::channel(KioskState {
-            status: Status::Idle,
-            character_id: String::new(),
-            session_id: String::new(),
-            password_shown: false,
-        });
+        let (state_tx, state_rx) = watch::channel(KioskState::idle());
 
         let AudioParts {
             audio,
@@ -270,6 +281,7 @@ impl Devices {
             stop: stop.clone(),
             heartbeat: heartbeat.clone(),
             stall: stall.clone(),
+            clock,
         }));
         let h = health.get();
         tracing::info!(audio = %h.audio, ptt = %h.ptt, display = %h.display, "devices started");

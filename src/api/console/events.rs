@@ -44,7 +44,7 @@ async fn snapshot(_: Admin, State(s): State<AppState>) -> ApiResult<Response> {
     crate::api::device::screen_png(&s).await
 }
 
-/// `state` events (`{status, character_id, session_id}`) whenever the kiosk's state changes,
+/// `state` events (`{status, character_id, session_id, opening}`) whenever the kiosk's state changes,
 /// the first at once; `transcript`, `assistant` and `turn_error` events of the visitor's session.
 #[utoipa::path(get, path = "/api/v1/kiosk/events", tag = "console", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Server-Sent Events: state, transcript, assistant, turn_error", body = String, content_type = "text/event-stream"), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 503, description = "Too many event streams", body = crate::api::openapi::ErrorBody)))]
 async fn events(
@@ -84,7 +84,7 @@ async fn forward(s: AppState, mut state: tokio::sync::watch::Receiver<KioskState
     loop {
         let now = state.borrow_and_update().clone();
         let event = SseEvent::default().event("state").data(
-            json!({"status": now.status, "character_id": now.character_id, "session_id": now.session_id})
+            json!({"status": now.status, "character_id": now.character_id, "session_id": now.session_id, "opening": now.opening})
                 .to_string(),
         );
         if tx.try_send(Ok(event)).is_err() {
