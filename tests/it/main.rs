@@ -16,6 +16,7 @@ mod display;
 mod engine;
 mod faults;
 mod first_boot;
+mod hours;
 mod fuzz_corpus;
 mod knowledge;
 mod licenses;
