@@ -127,7 +127,9 @@ function hoursChanges(patch) {
   const week = DAYS.map((_, i) => (document.getElementById(`h-day-${i}`).checked
     ? { open: document.getElementById(`h-open-${i}`).value.trim(), close: document.getElementById(`h-close-${i}`).value.trim() } : null));
   const closed = document.getElementById('h-closed').value.split(/[\s,]+/).filter(Boolean);
-  if (JSON.stringify(week) !== JSON.stringify(original.hours.week)) (patch.hours ||= {}).week = week;
+  // The saved week's keys come in another order: compare day by day.
+  const same = (a, b) => (a && b ? a.open === b.open && a.close === b.close : a === b);
+  if (!week.every((d, i) => same(d, (original.hours.week || [])[i] ?? null))) (patch.hours ||= {}).week = week;
   if (JSON.stringify(closed) !== JSON.stringify(original.hours.closed_days)) (patch.hours ||= {}).closed_days = closed;
 }
 
