@@ -1199,8 +1199,11 @@ async fn opening_hours_are_edited_in_settings_and_the_dashboard_shows_them() {
     let mut b = signed_in(&s, 1280).await;
     b.goto(&s.url("/console/")).await;
     // No schedule: always open.
-    b.wait_for("document.getElementById('opening').textContent", json!("Open"))
-        .await;
+    b.wait_for(
+        "document.getElementById('opening').textContent",
+        json!("Open"),
+    )
+    .await;
     b.goto(&s.url("/console/settings")).await;
     b.wait_for("!!document.getElementById('h-closed')", json!(true))
         .await;
@@ -1225,7 +1228,10 @@ async fn opening_hours_are_edited_in_settings_and_the_dashboard_shows_them() {
     .await;
     let saved = s.get_json("/api/v1/settings", 200).await;
     assert_eq!(saved["hours"]["enabled"], true);
-    assert_eq!(saved["hours"]["week"][3], json!({"open": "00:00", "close": "24:00"}));
+    assert_eq!(
+        saved["hours"]["week"][3],
+        json!({"open": "00:00", "close": "24:00"})
+    );
     assert_eq!(saved["hours"]["closed_days"].as_array().unwrap().len(), 1);
     // A bad time is refused with a sentence, and nothing is saved.
     b.eval("document.getElementById('h-open-0').value = '9 am'; document.querySelector('#providers button[type=submit]').click()")
@@ -1246,8 +1252,12 @@ async fn opening_hours_are_edited_in_settings_and_the_dashboard_shows_them() {
     let problems = audit(&mut b, "dashboard-closed").await;
     assert!(problems.is_empty(), "{problems:#?}");
     // Today no longer closed: open.
-    s.put_json("/api/v1/settings", json!({"hours": {"closed_days": []}}), 200)
-        .await;
+    s.put_json(
+        "/api/v1/settings",
+        json!({"hours": {"closed_days": []}}),
+        200,
+    )
+    .await;
     b.wait_for(
         "document.getElementById('opening').textContent.startsWith('Open until')",
         json!(true),

@@ -30,7 +30,11 @@ fn speaker_len(d: &Devices) -> u64 {
 }
 
 /// Polls until `done` holds for the kiosk state; returns every status seen on the way.
-async fn until(d: &Devices, what: &str, done: impl Fn(&docent::device::KioskState) -> bool) -> Vec<Status> {
+async fn until(
+    d: &Devices,
+    what: &str,
+    done: impl Fn(&docent::device::KioskState) -> bool,
+) -> Vec<Status> {
     let start = Instant::now();
     let mut seen = Vec::new();
     loop {
@@ -41,7 +45,10 @@ async fn until(d: &Devices, what: &str, done: impl Fn(&docent::device::KioskStat
         if done(&s) {
             return seen;
         }
-        assert!(start.elapsed() < Duration::from_secs(20), "{what}: not within 20 s ({seen:?}, {s:?})");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{what}: not within 20 s ({seen:?}, {s:?})"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

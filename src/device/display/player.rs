@@ -616,10 +616,16 @@ fn draw_closed(px: &mut [u32], (w, h): (u32, u32), when: &str) {
     let (width, body) = setup_metrics(w, h);
     let title = text::fit_scale("Closed", width, (h / 4 / GLYPH).max(1));
     let reopens = reopens_text(when);
+    // One line at the body size or larger; else wrapped at the body size (a small screen).
     let line = text::fit_scale(&reopens, width, body * 2);
+    let reopens = if text::text_width(&reopens, line) <= width {
+        Block::new(vec![reopens], line, CLOSED_TEXT, 0)
+    } else {
+        Block::para(&reopens, width, body, CLOSED_TEXT, 0)
+    };
     let blocks = vec![
         Block::new(vec!["Closed".into()], title, ACCENT, 0).gap(GLYPH * body),
-        Block::new(vec![reopens], line.max(1), CLOSED_TEXT, 0),
+        reopens,
     ];
     draw_blocks(&mut c, blocks);
 }
@@ -842,6 +848,29 @@ mod tests {
             if w >= 160 {
                 assert!(px.contains(&FINGERPRINT_TEXT), "{w}x{h}: fingerprint drawn");
             }
+        }
+    }
+
+    #[test]
+    fn the_closed_screen_says_when_the_kiosk_opens_again() {
+        // A small screen: the line is wrapped, inside the screen.
+        let (w, h) = (160, 120);
+        let mut px = vec![0u32; (w * h) as usize];
+        draw_closed(&mut px, (w, h), "on Tuesday at 09:00");
+        let (x0, _, x1, _) = bbox(&px, w, CLOSED_TEXT).expect("the line drawn");
+        assert!(x0 > 0 && x1 < w - 1, "inside the screen: {x0}..{x1}");
+        for (w, h) in [(480, 320), (800, 480), (1920, 1080)] {
+            let mut px = vec![0u32; (w * h) as usize];
+            draw_closed(&mut px, (w, h), "on Tuesday at 09:00");
+            assert_eq!(px[0], CLOSED_BG, "{w}x{h}: background");
+            let title = drawn_line(&px, (w, h), "Closed", ACCENT)
+                .unwrap_or_else(|| panic!("{w}x{h}: \"Closed\" drawn"));
+            let line = drawn_line(&px, (w, h), "Open again on Tuesday at 09:00.", CLOSED_TEXT)
+                .unwrap_or_else(|| panic!("{w}x{h}: when it opens drawn"));
+            assert!(title > line, "{w}x{h}: the title is the larger");
+            draw_closed(&mut px, (w, h), "");
+            drawn_line(&px, (w, h), "Please come back later.", CLOSED_TEXT)
+                .unwrap_or_else(|| panic!("{w}x{h}: no opening known"));
         }
     }
 
