@@ -1264,3 +1264,42 @@ async fn opening_hours_are_edited_in_settings_and_the_dashboard_shows_them() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_volume_is_a_slider_that_shows_and_saves_its_value() {
+    let s = kiosk().await;
+    let mut b = signed_in(&s, 390).await;
+    b.goto(&s.url("/console/settings")).await;
+    b.wait_for("!!document.getElementById('s-kiosk-volume')", json!(true))
+        .await;
+    assert_eq!(
+        b.eval("document.getElementById('s-kiosk-volume').type")
+            .await,
+        json!("range")
+    );
+    assert_eq!(
+        b.eval("document.getElementById('s-kiosk-volume-shown').textContent")
+            .await,
+        json!("80%")
+    );
+    b.eval("(() => { const v = document.getElementById('s-kiosk-volume'); v.value = '42'; v.dispatchEvent(new Event('input')); })()")
+        .await;
+    assert_eq!(
+        b.eval("document.getElementById('s-kiosk-volume-shown').textContent")
+            .await,
+        json!("42%")
+    );
+    b.eval("document.querySelector('#providers button[type=submit]').click()")
+        .await;
+    b.wait_for(
+        "document.getElementById('settings-result').textContent",
+        json!("Saved: kiosk."),
+    )
+    .await;
+    assert_eq!(
+        s.get_json("/api/v1/settings", 200).await["kiosk"]["volume"],
+        42
+    );
+    let problems = audit(&mut b, "settings-volume-phone").await;
+    assert!(problems.is_empty(), "{problems:#?}");
+}

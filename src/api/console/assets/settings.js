@@ -30,7 +30,7 @@ const SECTIONS = [
 /** Each field's label and one line of help. */
 const FIELDS = {
   character_id: ['Character on the kiosk', 'The one visitors talk to; edit characters on the Characters page.'],
-  volume: ['Speaker volume (0-100)', 'Also a launch setting of the audio section below.'],
+  volume: ['Speaker volume', 'Applied within a second of saving; also a launch setting of the audio section below.'],
   language: ['Language', 'The language visitors speak, as a code such as en or en-US.'],
   provider: ['Provider', 'Who does this part.'],
   base_url: ['Server address (URL)', 'Where the provider is reached, such as http://10.0.0.5:8000/v1.'],
@@ -59,6 +59,12 @@ function input(section, key, value, secret) {
   }
   if (key === 'provider' && PROVIDERS.includes(value)) {
     return h('select', attrs, PROVIDERS.map((p) => h('option', { value: p, text: PROVIDER_NAMES[p], selected: p === value })));
+  }
+  if (section === 'kiosk' && key === 'volume') {
+    const shown = h('output', { for: id, id: `${id}-shown`, text: `${value}%` });
+    const slider = h('input', { ...attrs, type: 'range', min: 0, max: 100, step: 1, value: String(value),
+      oninput: () => { shown.textContent = `${slider.value}%`; } });
+    return h('p', { class: 'row' }, slider, shown);
   }
   if (key === 'when_closed') {
     const says = { say: "It says it is closed and when to come back", nothing: 'Nothing happens' };
