@@ -67,6 +67,8 @@ pub struct KioskParts {
     pub stall: Arc<Notify>,
     /// The local time the opening hours are read at.
     pub clock: Arc<dyn Clock>,
+    /// The console's "test sound" requests, each at a volume (0-100).
+    pub test_sounds: mpsc::UnboundedReceiver<u8>,
 }
 
 /// The visitor's session as the kiosk holds it.
@@ -121,6 +123,7 @@ pub async fn run(parts: KioskParts) {
         heartbeat,
         stall,
         clock,
+        mut test_sounds,
     } = parts;
     let (announced, mut announced_rx) = mpsc::unbounded_channel();
     let mut captured = captured;
@@ -175,6 +178,7 @@ pub async fn run(parts: KioskParts) {
             }
             Some(p) = recv(&mut played) => k.played(p),
             Some((seq, line)) = announced_rx.recv() => k.announce(seq, line),
+            Some(volume) = test_sounds.recv() => k.test_sound(volume),
             event = next_event(&mut events) => match event {
                 Ok(e) => k.event(e),
                 Err(broadcast::error::RecvError::Lagged(n)) => {
@@ -549,6 +553,23 @@ impl Kiosk {
         });
     }
 
+    /// The console's test sound: a short chime at `volume`, only while idle (a visitor comes
+    /// first); the next reply plays at the settings' volume again.
+    fn test_sound(&mut self, volume: u8) {
+        let Some(a) = &self.audio else { return };
+        if self.status != Status::Idle {
+            tracing::info!("kiosk: no test sound while {:?}", self.status);
+            return;
+        }
+        self.announcements += 1;
+        let seq = u64::MAX - self.announcements;
+        self.announcement = Some(seq);
+        a.begin(seq, volume.min(100));
+        a.play(seq, crate::engine::audio::samples_to_le(&chime()).into());
+        a.end(seq);
+        self.enter(Status::Speaking, Some(self.config.max_speaking_ms));
+    }
+
     /// The closed line is synthesised (or failed): it plays, or the kiosk is idle again.
     fn announce(&mut self, seq: u64, line: Option<Vec<i16>>) {
         if self.announcement != Some(seq) || self.status != Status::Processing {
@@ -601,4 +622,22 @@ impl Kiosk {
             self.publish();
         }
     }
+}
+
+/// Two notes (660 Hz then 880 Hz, 0.3 s each, faded in and out) at `audio::OUTPUT_RATE`: the
+/// test sound.
+fn chime() -> Vec<i16> {
+    let rate = crate::engine::audio::OUTPUT_RATE as f32;
+    let note = (rate * 0.3) as usize;
+    let fade = (rate * 0.02) as usize;
+    [660.0f32, 880.0]
+        .iter()
+        .flat_map(|f| {
+            (0..note).map(move |i| {
+                let edge = i.min(note - 1 - i).min(fade) as f32 / fade as f32;
+                let phase = std::f32::consts::TAU * f * i as f32 / rate;
+                (phase.sin() * edge * 12_000.0) as i16
+            })
+        })
+        .collect()
 }

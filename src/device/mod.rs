@@ -168,6 +168,8 @@ pub struct Devices {
     pub heartbeat: Option<Arc<Heartbeat>>,
     /// Stalls the kiosk loop (the test hook).
     stall: Option<Arc<Notify>>,
+    /// The kiosk loop's test sound requests (none without a kiosk loop).
+    test_sounds: Option<mpsc::UnboundedSender<u8>>,
     running: Mutex<Option<Running>>,
 }
 
@@ -205,6 +207,7 @@ impl Devices {
             state: rx,
             heartbeat: None,
             stall: None,
+            test_sounds: None,
             running: Mutex::new(Some(Running {
                 stop: CancellationToken::new(),
                 kiosk: None,
@@ -269,6 +272,7 @@ impl Devices {
         let stop = CancellationToken::new();
         let heartbeat = Arc::new(Heartbeat::default());
         let stall = Arc::new(Notify::new());
+        let (test_sounds, test_sounds_rx) = mpsc::unbounded_channel();
         let kiosk = tokio::spawn(kiosk::run(kiosk::KioskParts {
             engine: engine.clone(),
             config: engine.config.kiosk.clone(),
@@ -282,7 +286,9 @@ impl Devices {
             heartbeat: heartbeat.clone(),
             stall: stall.clone(),
             clock,
+            test_sounds: test_sounds_rx,
         }));
+        let test_sounds = audio.is_some().then_some(test_sounds);
         let h = health.get();
         tracing::info!(audio = %h.audio, ptt = %h.ptt, display = %h.display, "devices started");
         Arc::new(Devices {
@@ -296,6 +302,7 @@ impl Devices {
             state: state_rx,
             heartbeat: Some(heartbeat),
             stall: Some(stall),
+            test_sounds,
             running: Mutex::new(Some(Running {
                 stop,
                 kiosk: Some(kiosk),
@@ -317,6 +324,14 @@ impl Devices {
             (None, DeviceMode::None) => Err(PressError::NoDevices),
             (None, _) => Err(PressError::NotSimulated),
         }
+    }
+
+    /// Plays the test sound at `volume` on the kiosk's speaker (when it is idle); false when
+    /// there is no speaker.
+    pub fn test_sound(&self, volume: u8) -> bool {
+        self.test_sounds
+            .as_ref()
+            .is_some_and(|t| t.send(volume).is_ok())
     }
 
     /// Test hook (`test_hooks`): the kiosk loop stops turning (and beating) until the devices

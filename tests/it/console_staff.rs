@@ -1266,7 +1266,7 @@ async fn opening_hours_are_edited_in_settings_and_the_dashboard_shows_them() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_volume_is_a_slider_that_shows_and_saves_its_value() {
+async fn the_volume_is_a_slider_with_a_test_sound_that_saves_its_value() {
     let s = kiosk().await;
     let mut b = signed_in(&s, 390).await;
     b.goto(&s.url("/console/settings")).await;
@@ -1289,6 +1289,32 @@ async fn the_volume_is_a_slider_that_shows_and_saves_its_value() {
             .await,
         json!("42%")
     );
+    // "Test sound" plays a chime on the kiosk's (simulated) speaker, without saving.
+    let device = s.get_json("/api/v1/internal/device", 200).await;
+    let speaker = std::path::PathBuf::from(device["sim_audio"]["speaker"].as_str().unwrap());
+    let len = || std::fs::metadata(&speaker).map(|m| m.len()).unwrap_or(0);
+    let before = len();
+    b.eval("document.getElementById('s-kiosk-volume-test').click()")
+        .await;
+    b.wait_for(
+        "document.getElementById('s-kiosk-volume-result').textContent",
+        json!("Playing on the kiosk at 42% (not saved)."),
+    )
+    .await;
+    let start = Instant::now();
+    while len() < before + 24_000 {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the chime reaches the speaker: {} bytes",
+            len() - before
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        s.get_json("/api/v1/settings", 200).await["kiosk"]["volume"],
+        80,
+        "a test saves nothing"
+    );
     b.eval("document.querySelector('#providers button[type=submit]').click()")
         .await;
     b.wait_for(
@@ -1300,6 +1326,14 @@ async fn the_volume_is_a_slider_that_shows_and_saves_its_value() {
         s.get_json("/api/v1/settings", 200).await["kiosk"]["volume"],
         42
     );
+    // Only an administrator may make the kiosk play.
+    let anyone = reqwest::Client::new()
+        .post(s.url("/api/v1/kiosk/test-sound"))
+        .json(&json!({"volume": 50}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anyone.status(), 401);
     let problems = audit(&mut b, "settings-volume-phone").await;
     assert!(problems.is_empty(), "{problems:#?}");
 }

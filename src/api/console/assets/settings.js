@@ -64,7 +64,16 @@ function input(section, key, value, secret) {
     const shown = h('output', { for: id, id: `${id}-shown`, text: `${value}%` });
     const slider = h('input', { ...attrs, type: 'range', min: 0, max: 100, step: 1, value: String(value),
       oninput: () => { shown.textContent = `${slider.value}%`; } });
-    return h('p', { class: 'row' }, slider, shown);
+    const said = h('span', { id: `${id}-result`, class: 'hint', 'aria-live': 'polite' });
+    const test = h('button', { type: 'button', class: 'secondary', id: `${id}-test`, text: 'Test sound',
+      onclick: async () => {
+        said.textContent = '';
+        try {
+          await api('POST', '/api/v1/kiosk/test-sound', { volume: Number(slider.value) });
+          said.textContent = `Playing on the kiosk at ${slider.value}% (not saved).`;
+        } catch (e) { said.textContent = e.message; }
+      } });
+    return [h('p', { class: 'row' }, slider, shown, test), said];
   }
   if (key === 'when_closed') {
     const says = { say: "It says it is closed and when to come back", nothing: 'Nothing happens' };
