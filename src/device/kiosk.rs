@@ -20,6 +20,7 @@
 //!   each press): a press starts no visit; it either does nothing or has the kiosk say that it
 //!   is closed and when it opens again (`hours.when_closed`): processing while the line is
 //!   synthesised, speaking while it plays, idle. The display shows the closed screen.
+//! - the console's test sound (while idle): a chime at the volume asked, speaking, idle.
 //! - first boot, button held 5 s: the password is shown (see `presence`); the utterance or turn
 //!   that press began is dropped, idle (where the setup screen shows it).
 //!
