@@ -151,6 +151,7 @@ fn idle_cpu(clip_size: (u16, u16), screen: (u32, u32), mp4: &[u8]) -> f64 {
         character_id: id,
         session_id: String::new(),
         password_shown: false,
+        ..KioskState::idle()
     });
     let player = display::play(
         &engine,

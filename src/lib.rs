@@ -87,7 +87,8 @@ pub async fn run_with(
         listen: addr,
         fingerprint: tls.fingerprint(),
     };
-    let devices = device::Devices::start(&engine, console).await;
+    let devices =
+        device::Devices::start(&engine, console, Arc::new(engine::hours::SystemClock)).await;
     let mut loops = vec![watchdog::Watched {
         name: "engine",
         heartbeat: engine_beat,

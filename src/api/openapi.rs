@@ -110,6 +110,7 @@ use super::{
         conversations::statistics,
         console::events::events,
         console::events::snapshot,
+        console::events::test_sound,
     ),
     components(schemas(ErrorBody)),
     modifiers(&Security),

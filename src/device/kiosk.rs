@@ -16,6 +16,11 @@
 //! - processing or speaking + press: playback stops at once, the turn is cancelled, listening.
 //! - `max_processing_ms` / `max_speaking_ms`: the turn is cancelled, idle.
 //!
+//! - closed (the opening hours in the settings, read at the loop's clock every second and at
+//!   each press): a press starts no visit; it either does nothing or has the kiosk say that it
+//!   is closed and when it opens again (`hours.when_closed`): processing while the line is
+//!   synthesised, speaking while it plays, idle. The display shows the closed screen.
+//! - the console's test sound (while idle): a chime at the volume asked, speaking, idle.
 //! - first boot, button held 5 s: the password is shown (see `presence`); the utterance or turn
 //!   that press began is dropped, idle (where the setup screen shows it).
 //!
@@ -36,6 +41,7 @@ use super::ptt::{PttEvent, Wake};
 use crate::config::KioskConfig;
 use crate::engine::Engine;
 use crate::engine::access::Owner;
+use crate::engine::hours::{Clock, Opening, WhenClosed};
 use crate::engine::live::{AudioWanted, Event, LiveSession, Status};
 use crate::engine::sessions::NewSession;
 use crate::engine::turn::TurnInput;
@@ -60,6 +66,10 @@ pub struct KioskParts {
     pub heartbeat: Arc<Heartbeat>,
     /// Test hook (`test_hooks`): when notified, the loop stops turning until `stop`.
     pub stall: Arc<Notify>,
+    /// The local time the opening hours are read at.
+    pub clock: Arc<dyn Clock>,
+    /// The console's "test sound" requests, each at a volume (0-100).
+    pub test_sounds: mpsc::UnboundedReceiver<u8>,
 }
 
 /// The visitor's session as the kiosk holds it.
@@ -89,6 +99,14 @@ struct Kiosk {
     password_shown: bool,
     /// The press being listened to opened the visit (its tap is a greeting, not a cut).
     opening: bool,
+    clock: Arc<dyn Clock>,
+    /// Whether the kiosk is open now.
+    hours: Opening,
+    /// The "we're closed" line being synthesised or played: its playback number (far above any
+    /// turn's), and where its synthesis reports.
+    announcement: Option<u64>,
+    announcements: u64,
+    announced: mpsc::UnboundedSender<(u64, Option<Vec<i16>>)>,
 }
 
 /// Runs the loop until `stop`.
@@ -105,7 +123,10 @@ pub async fn run(parts: KioskParts) {
         stop,
         heartbeat,
         stall,
+        clock,
+        mut test_sounds,
     } = parts;
+    let (announced, mut announced_rx) = mpsc::unbounded_channel();
     let mut captured = captured;
     let mut played = played;
     let volume = engine.settings().kiosk.volume;
@@ -129,6 +150,11 @@ pub async fn run(parts: KioskParts) {
         presence: Presence::default(),
         password_shown: false,
         opening: false,
+        clock,
+        hours: Opening::always(),
+        announcement: None,
+        announcements: 0,
+        announced,
     };
     k.housekeeping().await;
     let mut events: Option<broadcast::Receiver<Event>> = None;
@@ -152,6 +178,8 @@ pub async fn run(parts: KioskParts) {
                 k.button(e, &mut events).await;
             }
             Some(p) = recv(&mut played) => k.played(p),
+            Some((seq, line)) = announced_rx.recv() => k.announce(seq, line),
+            Some(volume) = test_sounds.recv() => k.test_sound(volume),
             event = next_event(&mut events) => match event {
                 Ok(e) => k.event(e),
                 Err(broadcast::error::RecvError::Lagged(n)) => {
@@ -212,6 +240,7 @@ impl Kiosk {
     fn publish(&self) {
         let next = KioskState {
             password_shown: self.password_shown,
+            opening: self.hours.clone(),
             status: self.status,
             character_id: self.character_id.clone(),
             session_id: self
@@ -238,6 +267,13 @@ impl Kiosk {
             }
             PttEvent::Press => {}
             PttEvent::Release | PttEvent::Tap => self.presence.release(),
+        }
+        if e == PttEvent::Press {
+            self.follow_hours();
+            if !self.hours.open {
+                self.closed_press();
+                return;
+            }
         }
         match (e, self.status) {
             (PttEvent::Press, Status::Listening) => {}
@@ -361,12 +397,14 @@ impl Kiosk {
 
     fn finish(&mut self) {
         self.turn = None;
+        self.announcement = None;
         self.enter(Status::Idle, None);
     }
 
     fn played(&mut self, p: Played) {
         let Played::Finished { seq } = p;
-        if self.turn == Some(seq) && self.status == Status::Speaking {
+        let ours = self.turn == Some(seq) || self.announcement == Some(seq);
+        if ours && self.status == Status::Speaking {
             self.finish();
         }
     }
@@ -468,9 +506,91 @@ impl Kiosk {
         }
     }
 
-    /// Follows the settings: the volume, and the kiosk character (a new character means a new
-    /// session at the next press).
+    /// Reads the opening hours at the clock; publishes a change.
+    fn follow_hours(&mut self) {
+        let now = self.engine.settings().hours.at(self.clock.now());
+        if now != self.hours {
+            tracing::info!(open = now.open, until = %now.when, "kiosk: opening hours");
+            self.hours = now;
+            self.publish();
+        }
+    }
+
+    /// A press while closed: nothing, or the closed line (once: a press while it is said is
+    /// ignored). A turn still running when the kiosk closed is cut, as any press cuts it.
+    fn closed_press(&mut self) {
+        if self.engine.settings().hours.when_closed == WhenClosed::Nothing
+            || self.announcement.is_some()
+        {
+            return;
+        }
+        if self.status != Status::Idle {
+            if let Some(a) = &self.audio {
+                a.stop_capture();
+                a.stop_playback();
+            }
+            if let Some(v) = &self.visit {
+                self.engine.interrupt(&v.live);
+            }
+            self.parts.clear();
+            self.turn = None;
+        }
+        self.announcements += 1;
+        let seq = u64::MAX - self.announcements;
+        self.announcement = Some(seq);
+        self.enter(Status::Processing, Some(self.config.max_processing_ms));
+        let engine = self.engine.clone();
+        let text = self.hours.closed_line();
+        let done = self.announced.clone();
+        tokio::spawn(async move {
+            let line = match engine.speak_line(&text).await {
+                Ok(pcm) => Some(pcm),
+                Err(e) => {
+                    tracing::warn!("kiosk: the closed line cannot be spoken: {e}");
+                    None
+                }
+            };
+            let _ = done.send((seq, line));
+        });
+    }
+
+    /// The console's test sound: a short chime at `volume`, only while idle (a visitor comes
+    /// first); the next reply plays at the settings' volume again.
+    fn test_sound(&mut self, volume: u8) {
+        let Some(a) = &self.audio else { return };
+        if self.status != Status::Idle {
+            tracing::info!("kiosk: no test sound while {:?}", self.status);
+            return;
+        }
+        self.announcements += 1;
+        let seq = u64::MAX - self.announcements;
+        self.announcement = Some(seq);
+        a.begin(seq, volume.min(100));
+        a.play(seq, crate::engine::audio::samples_to_le(&chime()).into());
+        a.end(seq);
+        self.enter(Status::Speaking, Some(self.config.max_speaking_ms));
+    }
+
+    /// The closed line is synthesised (or failed): it plays, or the kiosk is idle again.
+    fn announce(&mut self, seq: u64, line: Option<Vec<i16>>) {
+        if self.announcement != Some(seq) || self.status != Status::Processing {
+            return;
+        }
+        match (&self.audio, line) {
+            (Some(a), Some(pcm)) if !pcm.is_empty() => {
+                a.begin(seq, self.volume);
+                a.play(seq, crate::engine::audio::samples_to_le(&pcm).into());
+                a.end(seq);
+                self.enter(Status::Speaking, Some(self.config.max_speaking_ms));
+            }
+            _ => self.finish(),
+        }
+    }
+
+    /// Follows the settings: the volume, the opening hours, and the kiosk character (a new
+    /// character means a new session at the next press).
     async fn housekeeping(&mut self) {
+        self.follow_hours();
         if (self.password_shown || self.presence.next().is_some()) && !self.engine.in_first_boot() {
             // The first login ended first boot: nothing to show any more.
             self.presence.end();
@@ -503,4 +623,22 @@ impl Kiosk {
             self.publish();
         }
     }
+}
+
+/// Two notes (660 Hz then 880 Hz, 0.3 s each, faded in and out) at `audio::OUTPUT_RATE`: the
+/// test sound.
+fn chime() -> Vec<i16> {
+    let rate = crate::engine::audio::OUTPUT_RATE as f32;
+    let note = (rate * 0.3) as usize;
+    let fade = (rate * 0.02) as usize;
+    [660.0f32, 880.0]
+        .iter()
+        .flat_map(|f| {
+            (0..note).map(move |i| {
+                let edge = i.min(note - 1 - i).min(fade) as f32 / fade as f32;
+                let phase = std::f32::consts::TAU * f * i as f32 / rate;
+                (phase.sin() * edge * 12_000.0) as i16
+            })
+        })
+        .collect()
 }

@@ -36,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::DeviceMode;
 use crate::engine::Engine;
+use crate::engine::hours::{Clock, Opening};
 use crate::engine::live::Status;
 use crate::watchdog::Heartbeat;
 
@@ -50,6 +51,21 @@ pub struct KioskState {
     /// In first boot, the button was held for 5 s less than 10 minutes ago: the setup screen
     /// shows the password (see `presence`).
     pub password_shown: bool,
+    /// Whether the kiosk is open (the opening hours in the settings, at the kiosk loop's clock).
+    pub opening: Opening,
+}
+
+impl KioskState {
+    /// Idle, open, no character, no visit: where the kiosk starts.
+    pub fn idle() -> KioskState {
+        KioskState {
+            status: Status::Idle,
+            character_id: String::new(),
+            session_id: String::new(),
+            password_shown: false,
+            opening: Opening::always(),
+        }
+    }
 }
 
 /// How one device is doing. The health route shows it as `"ok"`, `"sim"`, `"absent"` or the
@@ -152,6 +168,8 @@ pub struct Devices {
     pub heartbeat: Option<Arc<Heartbeat>>,
     /// Stalls the kiosk loop (the test hook).
     stall: Option<Arc<Notify>>,
+    /// The kiosk loop's test sound requests (none without a kiosk loop).
+    test_sounds: Option<mpsc::UnboundedSender<u8>>,
     running: Mutex<Option<Running>>,
 }
 
@@ -177,12 +195,7 @@ pub enum PressError {
 impl Devices {
     /// No devices (what `--devices none` runs with).
     pub fn none() -> Devices {
-        let (tx, rx) = watch::channel(KioskState {
-            status: Status::Idle,
-            character_id: String::new(),
-            session_id: String::new(),
-            password_shown: false,
-        });
+        let (tx, rx) = watch::channel(KioskState::idle());
         Devices {
             mode: DeviceMode::None,
             health: Arc::new(HealthBoard::default()),
@@ -194,6 +207,7 @@ impl Devices {
             state: rx,
             heartbeat: None,
             stall: None,
+            test_sounds: None,
             running: Mutex::new(Some(Running {
                 stop: CancellationToken::new(),
                 kiosk: None,
@@ -207,19 +221,19 @@ impl Devices {
 
     /// Starts the devices of `engine.config.devices` and the kiosk loop. `console` is where the
     /// display's setup screens send the administrator: the address the kiosk serves on (see
-    /// `display::admin_url`) and the HTTPS certificate's fingerprint.
-    pub async fn start(engine: &Arc<Engine>, console: display::Console) -> Arc<Devices> {
+    /// `display::admin_url`) and the HTTPS certificate's fingerprint. `clock` is the local time
+    /// the opening hours are read at (`SystemClock`, or a test's).
+    pub async fn start(
+        engine: &Arc<Engine>,
+        console: display::Console,
+        clock: Arc<dyn Clock>,
+    ) -> Arc<Devices> {
         let mode = engine.config.devices;
         if mode == DeviceMode::None {
             return Arc::new(Devices::none());
         }
         let health = Arc::new(HealthBoard::default());
-        let (state_tx, state_rx) = watch::channel(KioskState {
-            status: Status::Idle,
-            character_id: String::new(),
-            session_id: String::new(),
-            password_shown: false,
-        });
+        let (state_tx, state_rx) = watch::channel(KioskState::idle());
 
         let AudioParts {
             audio,
@@ -258,6 +272,7 @@ impl Devices {
         let stop = CancellationToken::new();
         let heartbeat = Arc::new(Heartbeat::default());
         let stall = Arc::new(Notify::new());
+        let (test_sounds, test_sounds_rx) = mpsc::unbounded_channel();
         let kiosk = tokio::spawn(kiosk::run(kiosk::KioskParts {
             engine: engine.clone(),
             config: engine.config.kiosk.clone(),
@@ -270,7 +285,10 @@ impl Devices {
             stop: stop.clone(),
             heartbeat: heartbeat.clone(),
             stall: stall.clone(),
+            clock,
+            test_sounds: test_sounds_rx,
         }));
+        let test_sounds = audio.is_some().then_some(test_sounds);
         let h = health.get();
         tracing::info!(audio = %h.audio, ptt = %h.ptt, display = %h.display, "devices started");
         Arc::new(Devices {
@@ -284,6 +302,7 @@ impl Devices {
             state: state_rx,
             heartbeat: Some(heartbeat),
             stall: Some(stall),
+            test_sounds,
             running: Mutex::new(Some(Running {
                 stop,
                 kiosk: Some(kiosk),
@@ -305,6 +324,14 @@ impl Devices {
             (None, DeviceMode::None) => Err(PressError::NoDevices),
             (None, _) => Err(PressError::NotSimulated),
         }
+    }
+
+    /// Plays the test sound at `volume` on the kiosk's speaker (when it is idle); false when
+    /// there is no speaker.
+    pub fn test_sound(&self, volume: u8) -> bool {
+        self.test_sounds
+            .as_ref()
+            .is_some_and(|t| t.send(volume).is_ok())
     }
 
     /// Test hook (`test_hooks`): the kiosk loop stops turning (and beating) until the devices

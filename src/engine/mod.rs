@@ -10,6 +10,7 @@ pub mod auth;
 pub mod backup;
 pub mod characters;
 pub mod error;
+pub mod hours;
 pub mod knowledge;
 pub mod launch;
 pub mod live;

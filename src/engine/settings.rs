@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::error::{Result, bad};
+use super::hours::Hours;
 use super::providers::{Choice, Endpoint, Provider, ProviderError, Stage, wyoming};
 use super::{Engine, is_id};
 use crate::store::tables::SETTINGS;
@@ -25,6 +26,7 @@ pub struct Settings {
     pub model_providers: ModelProviders,
     pub doubao: Doubao,
     pub kiosk: Kiosk,
+    pub hours: Hours,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -407,7 +409,7 @@ impl Settings {
         if !self.kiosk.character_id.is_empty() && !is_id(&self.kiosk.character_id) {
             return Err(bad("kiosk.character_id must be a character id"));
         }
-        Ok(())
+        self.hours.validate()
     }
 }
 

@@ -1192,3 +1192,148 @@ async fn statistics_count_visits_and_questions_and_draw_them() {
     );
     assert!(b.errors.is_empty(), "{:?}", b.errors);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opening_hours_are_edited_in_settings_and_the_dashboard_shows_them() {
+    let s = kiosk().await;
+    let mut b = signed_in(&s, 1280).await;
+    b.goto(&s.url("/console/")).await;
+    // No schedule: always open.
+    b.wait_for(
+        "document.getElementById('opening').textContent",
+        json!("Open"),
+    )
+    .await;
+    b.goto(&s.url("/console/settings")).await;
+    b.wait_for("!!document.getElementById('h-closed')", json!(true))
+        .await;
+    let legend = b
+        .eval("document.querySelector('#section-hours legend').textContent")
+        .await;
+    assert_eq!(legend, json!("Opening hours"));
+    // Every day open all day, but today (the kiosk's local date, the browser's here) closed.
+    b.eval(
+        "(() => { document.getElementById('s-hours-enabled').value = 'true'; \
+         for (let i = 0; i < 7; i++) { document.getElementById(`h-day-${i}`).checked = true; \
+           document.getElementById(`h-open-${i}`).value = '00:00'; document.getElementById(`h-close-${i}`).value = '24:00'; } \
+         const d = new Date(); const p = (n) => String(n).padStart(2, '0'); \
+         document.getElementById('h-closed').value = `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}`; \
+         document.querySelector('#providers button[type=submit]').click(); })()",
+    )
+    .await;
+    b.wait_for(
+        "document.getElementById('settings-result').textContent",
+        json!("Saved: hours."),
+    )
+    .await;
+    let saved = s.get_json("/api/v1/settings", 200).await;
+    assert_eq!(saved["hours"]["enabled"], true);
+    assert_eq!(
+        saved["hours"]["week"][3],
+        json!({"open": "00:00", "close": "24:00"})
+    );
+    assert_eq!(saved["hours"]["closed_days"].as_array().unwrap().len(), 1);
+    // A bad time is refused with a sentence, and nothing is saved.
+    b.eval("document.getElementById('h-open-0').value = '9 am'; document.querySelector('#providers button[type=submit]').click()")
+        .await;
+    b.wait_for(
+        "document.body.innerText.includes(\"Monday's times must be HH:MM\")",
+        json!(true),
+    )
+    .await;
+    b.errors.clear();
+    // The dashboard: closed until tomorrow, and the kiosk's screen says closed.
+    b.goto(&s.url("/console/")).await;
+    b.wait_for(
+        "document.getElementById('opening').textContent",
+        json!("Closed until tomorrow at 00:00"),
+    )
+    .await;
+    let problems = audit(&mut b, "dashboard-closed").await;
+    assert!(problems.is_empty(), "{problems:#?}");
+    // Today no longer closed: open.
+    s.put_json(
+        "/api/v1/settings",
+        json!({"hours": {"closed_days": []}}),
+        200,
+    )
+    .await;
+    b.wait_for(
+        "document.getElementById('opening').textContent.startsWith('Open until')",
+        json!(true),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_volume_is_a_slider_with_a_test_sound_that_saves_its_value() {
+    let s = kiosk().await;
+    let mut b = signed_in(&s, 390).await;
+    b.goto(&s.url("/console/settings")).await;
+    b.wait_for("!!document.getElementById('s-kiosk-volume')", json!(true))
+        .await;
+    assert_eq!(
+        b.eval("document.getElementById('s-kiosk-volume').type")
+            .await,
+        json!("range")
+    );
+    assert_eq!(
+        b.eval("document.getElementById('s-kiosk-volume-shown').textContent")
+            .await,
+        json!("80%")
+    );
+    b.eval("(() => { const v = document.getElementById('s-kiosk-volume'); v.value = '42'; v.dispatchEvent(new Event('input')); })()")
+        .await;
+    assert_eq!(
+        b.eval("document.getElementById('s-kiosk-volume-shown').textContent")
+            .await,
+        json!("42%")
+    );
+    // "Test sound" plays a chime on the kiosk's (simulated) speaker, without saving.
+    let device = s.get_json("/api/v1/internal/device", 200).await;
+    let speaker = std::path::PathBuf::from(device["sim_audio"]["speaker"].as_str().unwrap());
+    let len = || std::fs::metadata(&speaker).map(|m| m.len()).unwrap_or(0);
+    let before = len();
+    b.eval("document.getElementById('s-kiosk-volume-test').click()")
+        .await;
+    b.wait_for(
+        "document.getElementById('s-kiosk-volume-result').textContent",
+        json!("Playing on the kiosk at 42% (not saved)."),
+    )
+    .await;
+    let start = Instant::now();
+    while len() < before + 24_000 {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the chime reaches the speaker: {} bytes",
+            len() - before
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        s.get_json("/api/v1/settings", 200).await["kiosk"]["volume"],
+        80,
+        "a test saves nothing"
+    );
+    b.eval("document.querySelector('#providers button[type=submit]').click()")
+        .await;
+    b.wait_for(
+        "document.getElementById('settings-result').textContent",
+        json!("Saved: kiosk."),
+    )
+    .await;
+    assert_eq!(
+        s.get_json("/api/v1/settings", 200).await["kiosk"]["volume"],
+        42
+    );
+    // Only an administrator may make the kiosk play.
+    let anyone = reqwest::Client::new()
+        .post(s.url("/api/v1/kiosk/test-sound"))
+        .json(&json!({"volume": 50}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anyone.status(), 401);
+    let problems = audit(&mut b, "settings-volume-phone").await;
+    assert!(problems.is_empty(), "{problems:#?}");
+}

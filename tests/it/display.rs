@@ -123,6 +123,7 @@ impl Rig {
             character_id: id.into(),
             session_id: String::new(),
             password_shown: false,
+            ..KioskState::idle()
         });
         display::play(engine, Box::new(screen.clone()), console(), rx).expect("player");
         Rig {
@@ -138,6 +139,7 @@ impl Rig {
             character_id: id.into(),
             session_id: String::new(),
             password_shown: false,
+            ..KioskState::idle()
         });
     }
 
@@ -356,6 +358,7 @@ fn the_setup_screen_shows_the_admin_url_of_the_listen_address() {
         character_id: String::new(),
         session_id: String::new(),
         password_shown: false,
+        ..KioskState::idle()
     });
     display::play(&engine, Box::new(screen.clone()), console(), rx).expect("player");
     let mut seen = 0;
@@ -430,6 +433,7 @@ fn first_boot_shows_the_password_only_when_the_kiosk_says_so_until_the_first_log
         character_id: id.clone(),
         session_id: String::new(),
         password_shown: false,
+        ..KioskState::idle()
     });
     let player = display::play(&engine, Box::new(screen.clone()), console(), rx).expect("player");
     let mut seen = 0;
@@ -439,6 +443,7 @@ fn first_boot_shows_the_password_only_when_the_kiosk_says_so_until_the_first_log
         character_id: id.clone(),
         session_id: String::new(),
         password_shown,
+        ..KioskState::idle()
     };
 
     // Idle in first boot: the setup screen with the address and the fingerprint, but no
@@ -525,6 +530,7 @@ fn first_boot_shows_the_password_only_when_the_kiosk_says_so_until_the_first_log
         character_id: id,
         session_id: String::new(),
         password_shown: true,
+        ..KioskState::idle()
     });
     display::play(&engine, Box::new(screen.clone()), console(), rx).expect("player");
     let mut seen = 0;
@@ -547,6 +553,7 @@ fn player_stops_when_the_state_sender_goes() {
         character_id: id,
         session_id: String::new(),
         password_shown: false,
+        ..KioskState::idle()
     });
     let thread = display::play(&engine, Box::new(screen.clone()), console(), rx).unwrap();
     screen

@@ -18,6 +18,7 @@ mod faults;
 mod first_boot;
 mod fuzz_corpus;
 mod hostile_lan;
+mod hours;
 mod knowledge;
 mod licenses;
 mod limits;

@@ -171,7 +171,7 @@ async fn components_have_one_default_per_stage_and_measured_availability() {
 async fn settings_have_the_documented_shape() {
     let s = Server::start().await;
     let settings = s.get_json(SETTINGS, 200).await;
-    let sections: [(&str, &[&str]); 8] = [
+    let sections: [(&str, &[&str]); 9] = [
         (
             "llm",
             &[
@@ -222,6 +222,7 @@ async fn settings_have_the_documented_shape() {
         ),
         ("doubao", &["access_token", "access_token_set", "app_id"]),
         ("kiosk", &["character_id", "language", "volume"]),
+        ("hours", &["closed_days", "enabled", "week", "when_closed"]),
     ];
     let mut names: Vec<&str> = sections.iter().map(|(name, _)| *name).collect();
     names.sort_unstable();

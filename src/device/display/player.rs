@@ -13,11 +13,13 @@
 //!    at every plan ([`super::admin_url`]): an address the board got after `docent` started (DHCP)
 //!    is shown within about a second, and while it has none the screen says it is waiting for
 //!    the network.
-//! 2. The active image's clip for the status (`listening`, `speaking`, `idle`; `processing`
+//! 2. While the kiosk is closed (its opening hours): the closed screen, "Closed" and when it
+//!    opens again.
+//! 3. The active image's clip for the status (`listening`, `speaking`, `idle`; `processing`
 //!    shows `idle`), then the `idle` clip, then a clip made for this screen size (`WxH`), then
 //!    the variant-less clip. Clips loop at their own frame rate.
-//! 3. The active image (PNG/JPEG), letterboxed.
-//! 4. A plain card with the character's name.
+//! 4. The active image (PNG/JPEG), letterboxed.
+//! 5. A plain card with the character's name.
 //!
 //! A bottom band shows the name and the status over clips and images. The plan is made again
 //! on every state change (the wait for the next frame ends at once, so a new clip starts within
@@ -114,6 +116,8 @@ enum Source {
         url: String,
         password_shown: bool,
     },
+    /// The closed screen, with when the kiosk opens again ("" when not known).
+    Closed(String),
     Clip(String),
     Image(String),
     Card(String),
@@ -353,6 +357,7 @@ impl Player {
                 draw_rgb_bilinear(&img, self.size, &mut base);
             }
             (Source::Card(name), _) => draw_card(&mut base, self.size, name),
+            (Source::Closed(when), _) => draw_closed(&mut base, self.size, when),
             (Source::Setup(url), _) => draw_setup(&mut base, self.size, url, &self.fingerprint),
             (
                 Source::FirstBoot {
@@ -380,7 +385,7 @@ impl Player {
             Showing::Still { base, source } => {
                 self.frame.copy_from_slice(base);
                 match source {
-                    Source::Setup(_) | Source::FirstBoot { .. } => {}
+                    Source::Setup(_) | Source::FirstBoot { .. } | Source::Closed(_) => {}
                     Source::Card(_) => self.draw_status_only(),
                     _ => self.draw_overlay(None),
                 }
@@ -523,6 +528,9 @@ fn plan(
             sources.push((Source::Setup(admin_url()), None));
         }
     }
+    if !state.opening.open {
+        sources.push((Source::Closed(state.opening.when.clone()), None));
+    }
     if let Some(c) = &character {
         let clips = engine.active_clips(&c.id).unwrap_or_default();
         let wanted = match state.status {
@@ -586,6 +594,40 @@ fn draw_card(px: &mut [u32], (w, h): (u32, u32), name: &str) {
     for (i, line) in lines.iter().enumerate() {
         c.text_centered(top + (i as u32 * line_h) as i32, line, scale, CARD_TEXT);
     }
+}
+
+/// The closed screen's background and its second line's colour.
+pub const CLOSED_BG: u32 = 0x1B1F2A;
+pub const CLOSED_TEXT: u32 = 0xF2F2F2;
+
+/// The line under "Closed": when the kiosk opens again.
+pub fn reopens_text(when: &str) -> String {
+    if when.is_empty() {
+        "Please come back later.".into()
+    } else {
+        format!("Open again {when}.")
+    }
+}
+
+/// The closed screen: "Closed" large, and when the kiosk opens again.
+fn draw_closed(px: &mut [u32], (w, h): (u32, u32), when: &str) {
+    let mut c = Canvas { px, w, h };
+    c.fill(CLOSED_BG);
+    let (width, body) = setup_metrics(w, h);
+    let title = text::fit_scale("Closed", width, (h / 4 / GLYPH).max(1));
+    let reopens = reopens_text(when);
+    // One line at the body size or larger; else wrapped at the body size (a small screen).
+    let line = text::fit_scale(&reopens, width, body * 2);
+    let reopens = if text::text_width(&reopens, line) <= width {
+        Block::new(vec![reopens], line, CLOSED_TEXT, 0)
+    } else {
+        Block::para(&reopens, width, body, CLOSED_TEXT, 0)
+    };
+    let blocks = vec![
+        Block::new(vec!["Closed".into()], title, ACCENT, 0).gap(GLYPH * body),
+        reopens,
+    ];
+    draw_blocks(&mut c, blocks);
 }
 
 /// A run of centred lines on a setup screen.
@@ -810,6 +852,29 @@ mod tests {
     }
 
     #[test]
+    fn the_closed_screen_says_when_the_kiosk_opens_again() {
+        // A small screen: the line is wrapped, inside the screen.
+        let (w, h) = (160, 120);
+        let mut px = vec![0u32; (w * h) as usize];
+        draw_closed(&mut px, (w, h), "on Tuesday at 09:00");
+        let (x0, _, x1, _) = bbox(&px, w, CLOSED_TEXT).expect("the line drawn");
+        assert!(x0 > 0 && x1 < w - 1, "inside the screen: {x0}..{x1}");
+        for (w, h) in [(480, 320), (800, 480), (1920, 1080)] {
+            let mut px = vec![0u32; (w * h) as usize];
+            draw_closed(&mut px, (w, h), "on Tuesday at 09:00");
+            assert_eq!(px[0], CLOSED_BG, "{w}x{h}: background");
+            let title = drawn_line(&px, (w, h), "Closed", ACCENT)
+                .unwrap_or_else(|| panic!("{w}x{h}: \"Closed\" drawn"));
+            let line = drawn_line(&px, (w, h), "Open again on Tuesday at 09:00.", CLOSED_TEXT)
+                .unwrap_or_else(|| panic!("{w}x{h}: when it opens drawn"));
+            assert!(title > line, "{w}x{h}: the title is the larger");
+            draw_closed(&mut px, (w, h), "");
+            drawn_line(&px, (w, h), "Please come back later.", CLOSED_TEXT)
+                .unwrap_or_else(|| panic!("{w}x{h}: no opening known"));
+        }
+    }
+
+    #[test]
     fn first_boot_screen_shows_the_password_large_and_whole() {
         let pw = "Qx7RmT2vLp9KwZ3a";
         let url = "http://192.168.1.20:8080/";
@@ -882,12 +947,7 @@ mod tests {
         let url = Arc::new(Mutex::new(AdminUrl::NoNetwork { port: 8080 }));
         let shown = url.clone();
         let screen = Arc::new(MemoryScreen::new(w, h));
-        let (tx, rx) = watch::channel(KioskState {
-            status: Status::Idle,
-            character_id: String::new(),
-            session_id: String::new(),
-            password_shown: false,
-        });
+        let (tx, rx) = watch::channel(KioskState::idle());
         let player = spawn_with(
             &engine,
             Box::new(screen.clone()),

@@ -710,6 +710,23 @@ impl Engine {
         }
         Ok(audio::wav_bytes(&sample.0, audio::OUTPUT_RATE))
     }
+
+    /// `text` spoken by the settings' speech provider in its voice (the offline engine when
+    /// that one speaks only in a conversation), mono at `audio::OUTPUT_RATE`: what the kiosk
+    /// says outside a conversation, such as that it is closed.
+    pub async fn speak_line(&self, text: &str) -> Result<Vec<i16>> {
+        let s = self.settings();
+        let provider = match s.provider(Stage::Tts) {
+            Choice::Kiosk(p) if p.serves(Stage::Tts) => p,
+            _ => Provider::Local,
+        };
+        let timeout = Duration::from_millis(self.config.provider_timeout_ms);
+        let mut line = Sample::default();
+        self.speak(provider, text, &s.tts.voice, timeout, &mut line)
+            .await
+            .map_err(provider_error)?;
+        Ok(line.0)
+    }
 }
 
 /// Checks that `service` can be connected to.

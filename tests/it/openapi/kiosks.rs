@@ -303,6 +303,13 @@ pub async fn providers() -> Outcome {
         503,
     )
     .await;
+    p.expect(
+        "POST /api/v1/kiosk/test-sound without devices (no speaker) 503",
+        p.admin(Method::POST, "/api/v1/kiosk/test-sound")
+            .json(&json!({ "volume": 50 })),
+        503,
+    )
+    .await;
     outcome(p)
 }
 

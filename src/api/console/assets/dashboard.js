@@ -88,6 +88,9 @@ function watch() {
     badge.className = `badge ${s.status}`;
     // The console benchmark times a load to the first live state by this mark.
     if (!live) { live = true; performance.mark('docent-live'); }
+    const o = s.opening || { open: true, when: '' };
+    $('opening').textContent = o.open ? (o.when ? `Open until ${o.when}` : 'Open')
+      : (o.when ? `Closed until ${o.when}` : 'Closed');
     if (s.session_id !== session) {
       session = s.session_id;
       lines = new Map();

@@ -20,6 +20,7 @@ const SECTIONS = [
   ['tts', 'Voice', 'Who speaks the answers aloud.'],
   ['llm', 'Answers', 'Who writes the answers: the offline engine answers from the knowledge alone.'],
   ['asr', 'Hearing', "Who turns a visitor's speech into text."],
+  ['hours', 'Opening hours', "When visitors may talk to the kiosk, in its own local time; outside them its screen says it is closed."],
   ['realtime', 'OpenAI Realtime (for technicians)', 'A provider that listens, answers and speaks in one.'],
   ['remote_voice', "Another kiosk's voice service (for technicians)", 'A VoiceLLMService reached over gRPC.'],
   ['model_providers', 'Shared provider keys (for technicians)', 'Keys of the original front end; this kiosk keeps them.'],
@@ -29,7 +30,7 @@ const SECTIONS = [
 /** Each field's label and one line of help. */
 const FIELDS = {
   character_id: ['Character on the kiosk', 'The one visitors talk to; edit characters on the Characters page.'],
-  volume: ['Speaker volume (0-100)', 'Also a launch setting of the audio section below.'],
+  volume: ['Speaker volume', 'Applied within a second of saving; also a launch setting of the audio section below.'],
   language: ['Language', 'The language visitors speak, as a code such as en or en-US.'],
   provider: ['Provider', 'Who does this part.'],
   base_url: ['Server address (URL)', 'Where the provider is reached, such as http://10.0.0.5:8000/v1.'],
@@ -39,6 +40,8 @@ const FIELDS = {
   max_tokens: ['Longest answer (tokens)', 'About three quarters of a word each.'],
   voice: ['Voice', "The default voice; a character's own voice comes first."],
   grpc_addr: ['Address (host:port)', 'Where the other service listens.'],
+  enabled: ['Follow the opening hours', 'No: the kiosk is always open.'],
+  when_closed: ['A press while closed', 'What a visitor hears when pressing the button outside the hours.'],
   openai_api_key: ['OpenAI API key', ''],
   dashscope_api_key: ['DashScope API key', ''],
   app_id: ['App id', ''],
@@ -56,6 +59,25 @@ function input(section, key, value, secret) {
   }
   if (key === 'provider' && PROVIDERS.includes(value)) {
     return h('select', attrs, PROVIDERS.map((p) => h('option', { value: p, text: PROVIDER_NAMES[p], selected: p === value })));
+  }
+  if (section === 'kiosk' && key === 'volume') {
+    const shown = h('output', { for: id, id: `${id}-shown`, text: `${value}%` });
+    const slider = h('input', { ...attrs, type: 'range', min: 0, max: 100, step: 1, value: String(value),
+      oninput: () => { shown.textContent = `${slider.value}%`; } });
+    const said = h('span', { id: `${id}-result`, class: 'hint', 'aria-live': 'polite' });
+    const test = h('button', { type: 'button', class: 'secondary', id: `${id}-test`, text: 'Test sound',
+      onclick: async () => {
+        said.textContent = '';
+        try {
+          await api('POST', '/api/v1/kiosk/test-sound', { volume: Number(slider.value) });
+          said.textContent = `Playing on the kiosk at ${slider.value}% (not saved).`;
+        } catch (e) { said.textContent = e.message; }
+      } });
+    return [h('p', { class: 'row' }, slider, shown, test), said];
+  }
+  if (key === 'when_closed') {
+    const says = { say: "It says it is closed and when to come back", nothing: 'Nothing happens' };
+    return h('select', attrs, Object.entries(says).map(([v, t]) => h('option', { value: v, text: t, selected: v === value })));
   }
   if (typeof value === 'boolean') return h('select', attrs, h('option', { value: 'true', text: 'yes', selected: value }), h('option', { value: 'false', text: 'no', selected: !value }));
   if (typeof value === 'number') return h('input', { ...attrs, type: 'number', step: 'any', value: String(value) });
@@ -88,8 +110,42 @@ function section(name, values) {
     type: 'button', class: 'secondary', id: `test-${name}`, text: 'Test what is in the form',
     onclick: () => runTest(name, result),
   }) : null;
+  if (name === 'hours') rows.push(...weekRows(values));
   return h('fieldset', { id: `section-${name}` }, h('legend', { text: meta[1] }), h('p', { class: 'hint', text: meta[2] }), rows,
     test ? h('div', { class: 'row' }, test) : null, result);
+}
+
+const DAYS = ['Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday', 'Sunday'];
+
+/** The week (a row a day: open or not, from, to) and the closed days of the opening hours. */
+function weekRows(values) {
+  const week = values.week || [];
+  const rows = DAYS.map((day, i) => {
+    const span = week[i];
+    const times = ['open', 'close'].map((k) => h('input', {
+      id: `h-${k}-${i}`, type: 'text', inputmode: 'numeric', size: 5, value: span ? span[k] : k === 'open' ? '09:00' : '17:00',
+      'aria-label': `${day} ${k === 'open' ? 'opens at' : 'closes at'}`, placeholder: 'HH:MM',
+    }));
+    return h('p', { class: 'row' },
+      h('label', { class: 'grow' }, h('input', { type: 'checkbox', id: `h-day-${i}`, checked: !!span }), ` ${day}`),
+      times[0], h('span', { text: 'to' }), times[1]);
+  });
+  return [h('p', { class: 'hint', text: 'Each day: ticked when open, from and to (HH:MM, 24:00 for midnight).' }), ...rows,
+    h('label', { for: 'h-closed', text: 'Closed days' }),
+    h('input', { id: 'h-closed', type: 'text', value: (values.closed_days || []).join(', '), placeholder: '2026-12-25, 2027-01-01', 'aria-describedby': 'h-closed-help' }),
+    h('p', { class: 'hint', id: 'h-closed-help', text: 'Dates when the kiosk stays closed whatever the week says, separated by commas.' })];
+}
+
+/** The week and closed days as the form has them, when they differ from the saved ones. */
+function hoursChanges(patch) {
+  if (!original.hours || !document.getElementById('h-closed')) return;
+  const week = DAYS.map((_, i) => (document.getElementById(`h-day-${i}`).checked
+    ? { open: document.getElementById(`h-open-${i}`).value.trim(), close: document.getElementById(`h-close-${i}`).value.trim() } : null));
+  const closed = document.getElementById('h-closed').value.split(/[\s,]+/).filter(Boolean);
+  // The saved week's keys come in another order: compare day by day.
+  const same = (a, b) => (a && b ? a.open === b.open && a.close === b.close : a === b);
+  if (!week.every((d, i) => same(d, (original.hours.week || [])[i] ?? null))) (patch.hours ||= {}).week = week;
+  if (JSON.stringify(closed) !== JSON.stringify(original.hours.closed_days)) (patch.hours ||= {}).closed_days = closed;
 }
 
 async function runTest(name, result) {
@@ -125,6 +181,7 @@ function changes() {
     if (value === before) continue;
     (patch[s] ||= {})[key] = value;
   }
+  hoursChanges(patch);
   return patch;
 }
 
