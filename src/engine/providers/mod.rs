@@ -722,7 +722,10 @@ impl Engine {
         };
         let timeout = Duration::from_millis(self.config.provider_timeout_ms);
         let mut line = Sample::default();
-        self.speak(provider, text, &s.tts.voice, timeout, &mut line)
+        // A stored voice that is not this provider's (or no longer listed): its default speaks.
+        let voice =
+            Voice::parse(provider, &s.tts.voice).unwrap_or_else(|_| Voice::default_of(provider));
+        self.speak(provider, text, &voice, timeout, &mut line)
             .await
             .map_err(provider_error)?;
         Ok(line.0)
