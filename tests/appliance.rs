@@ -1,9 +1,9 @@
 //! The appliance test: the simulated board (board/sim) boots the image (U-Boot, the A/B boot
 //! script, systemd with the board's units, udev rules and tmpfiles, a read-only root), and the
 //! test plays the two people who meet a kiosk. The administrator reads the first-boot password
-//! off the console, logs in over the network and sets up a character with a knowledge file and
-//! clips; the visitor presses the button (the GPIO simulator line), asks a question into the
-//! loopback microphone and hears the answer on the loopback speaker, while the test watches the
+//! from the data partition (it is never printed), logs in over the network, sets a password of
+//! their own and sets up a character with a knowledge file and clips; the visitor presses the
+//! button (the GPIO simulator line), asks a question into the loopback microphone and hears the answer on the loopback speaker, while the test watches the
 //! screen (QEMU's screendump) and the conversation (a WebSocket watcher). The sound card is
 //! unplugged while the kiosk speaks and while the button is held, and plugged back; the power
 //! is cut during a burst of admin writes; a stalled loop is left to the unit's watchdog and
@@ -171,10 +171,11 @@ fn the_image_is_what_it_claims(b: &mut Board) {
     );
 }
 
-/// Boots a board for the first time: the password on the console and the setup screen, until
-/// the administrator's first login. Returns the board, the admin session and the password.
+/// Boots a board for the first time: the password on the setup screen, until the
+/// administrator's first login and password change. Returns the board, the admin session and
+/// the administrator's own password.
 fn first_boot(rt: &Runtime, disk: &Disk, dir: &Path) -> (Board, Admin, String) {
-    // --- First boot: the password on the console and the screen, until the first login ---
+    // --- First boot: the password on the screen, until the first login ---
     let mut b = Board::boot(disk, dir);
     let ready = rt.block_on(wait_health(&b, Duration::from_secs(180)));
     let boot_to_ready = ready - b.powered_on;
@@ -182,7 +183,7 @@ fn first_boot(rt: &Runtime, disk: &Disk, dir: &Path) -> (Board, Admin, String) {
         "power on to docent serving (aarch64, U-Boot + systemd, TCG): {:.1} s",
         boot_to_ready.as_secs_f64()
     );
-    let password = first_boot_password(&b.transcript());
+    let password = first_boot_password(&mut b);
     let setup = |s: &Screen| s.fraction(|p| p == SETUP_BACKGROUND);
     // Health answers as soon as docent listens; the display's first frame follows shortly.
     // The password is the only pure white on it: absent until the button is held for 5 s.
@@ -221,6 +222,18 @@ fn first_boot(rt: &Runtime, disk: &Disk, dir: &Path) -> (Board, Admin, String) {
     }
     println!("docent on the board: uid {uid}, not root");
     let admin = rt.block_on(Admin::login(&b, &password));
+    // The first-boot password opens nothing but its own change: the administrator sets theirs
+    // (this session is kept; every other credential made before it would end).
+    let first = password;
+    let password = "the museum's own password".to_string();
+    rt.block_on(
+        admin.expect(
+            admin
+                .request(reqwest::Method::PUT, "/api/auth/password")
+                .json(&json!({ "current": first, "new": password })),
+            200,
+        ),
+    );
     wait_screen(
         &b,
         dir,
@@ -784,11 +797,21 @@ async fn devices_ok(b: &Board, within: Duration) -> bool {
     }
 }
 
-/// The password the first-boot step printed on the console.
-fn first_boot_password(console: &str) -> String {
-    let password: String = value_after(console, "/data/admin-password: ")
-        .unwrap_or_else(|| panic!("the first boot prints the password: {console}"));
+/// The password the first-boot step wrote, read from the data partition through the serial
+/// console's root shell (a technician's access); the console transcript up to then, the
+/// board's boot messages, must not show it (the console may be the public screen).
+fn first_boot_password(b: &mut Board) -> String {
+    let console = b.transcript();
+    assert!(
+        console.contains("administrator password written to /data/admin-password"),
+        "the first boot says where the password is: {console}"
+    );
+    let password = b.sh("cat /data/admin-password");
     assert_eq!(password.len(), 16, "{password:?}");
+    assert!(
+        !console.contains(&password),
+        "the first boot never prints the password on the console"
+    );
     password
 }
 
