@@ -3,8 +3,9 @@
 //! test plays the two people who meet a kiosk. The administrator reads the first-boot password
 //! from the data partition (it is never printed), logs in over the network, sets a password of
 //! their own and sets up a character with a knowledge file and clips; the visitor presses the
-//! button (the GPIO simulator line), asks a question into the loopback microphone and hears the answer on the loopback speaker, while the test watches the
-//! screen (QEMU's screendump) and the conversation (a WebSocket watcher). The sound card is
+//! button (the GPIO simulator line), asks a question into the loopback microphone and hears the
+//! answer on the loopback speaker, while the test watches the screen (QEMU's screendump) and
+//! the conversation (a WebSocket watcher). The sound card is
 //! unplugged while the kiosk speaks and while the button is held, and plugged back; the power
 //! is cut during a burst of admin writes; a stalled loop is left to the unit's watchdog and
 //! restart policy. A second test proves the boot counting: a slot that cannot boot is left, both
