@@ -223,6 +223,15 @@ async fn an_in_person_turn_is_heard_and_a_press_cuts_the_reply() {
         tokio_tungstenite::connect_async(format!("ws://{}/ws/chat/{session_id}", s.addr))
             .await
             .unwrap();
+    // The server subscribes the socket to the session before its hello: wait for it, or a busy
+    // machine may start the turn before the watcher listens.
+    let hello = tokio::time::timeout(Duration::from_secs(10), ws.next())
+        .await
+        .expect("the hello arrives")
+        .unwrap()
+        .unwrap();
+    let hello: Value = serde_json::from_str(hello.to_text().unwrap()).unwrap();
+    assert_eq!(hello["type"], "session", "{hello}");
 
     // Turn 2: the same question; a press while the reply plays stops it at once.
     press(&s, true).await;
