@@ -128,6 +128,7 @@ pub struct Config {
     pub display: DisplayConfig,
     pub kiosk: KioskConfig,
     pub mdns: MdnsConfig,
+    pub update: UpdateConfig,
 }
 
 /// Upper bounds on request bodies; anything larger is refused with 413 and nothing is stored.
@@ -243,6 +244,32 @@ pub struct MdnsConfig {
     pub enabled: bool,
     /// The host name without `.local`; empty: `docent-` and four hex digits of the board's id.
     pub name: HostLabel,
+}
+
+/// Firmware updates through RAUC (docs/updates.md).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct UpdateConfig {
+    /// Whether the console may upload and install an update (RAUC must be on the system bus).
+    pub enabled: bool,
+    /// Largest bundle an administrator may upload; the data reserve applies besides.
+    pub max_bundle_bytes: u64,
+    /// The file whose creation asks the board to reboot (a root path unit acts on it): docent
+    /// itself holds no capability.
+    pub reboot_request: PathBuf,
+    /// Where the image says its version (`VERSION_ID`).
+    pub os_release: PathBuf,
+}
+
+impl Default for UpdateConfig {
+    fn default() -> Self {
+        UpdateConfig {
+            enabled: true,
+            max_bundle_bytes: 400 << 20,
+            reboot_request: PathBuf::from("/run/docent/reboot"),
+            os_release: PathBuf::from("/etc/os-release"),
+        }
+    }
 }
 
 impl Default for MdnsConfig {
@@ -413,6 +440,7 @@ impl Default for Config {
             display: DisplayConfig::default(),
             kiosk: KioskConfig::default(),
             mdns: MdnsConfig::default(),
+            update: UpdateConfig::default(),
         }
     }
 }

@@ -25,6 +25,7 @@ mod streams;
 mod system;
 mod tasks;
 pub mod tls;
+mod update;
 mod ws;
 
 use std::sync::Arc;
@@ -92,6 +93,7 @@ pub fn router(state: AppState) -> Router {
     };
     Router::new()
         .merge(system::routes())
+        .merge(update::routes())
         .merge(openapi::routes())
         .merge(site::routes())
         .merge(sessions::routes())

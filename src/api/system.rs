@@ -43,6 +43,12 @@ pub struct StatusBody {
     status: &'static str,
 }
 
+impl StatusBody {
+    pub fn new(status: &'static str) -> StatusBody {
+        StatusBody { status }
+    }
+}
+
 /// The process stops serving once this answer is sent, then starts again.
 #[utoipa::path(post, path = "/api/v1/system/restart", tag = "system", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The kiosk restarts once this answer is sent (`status: restarting`)", body = StatusBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody)))]
 async fn restart(_: Admin, State(s): State<AppState>) -> Json<StatusBody> {
@@ -342,6 +348,11 @@ async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
         "characters_not_on_this_kiosk": characters,
         "inference_connected": e.inference_connected().await,
         "device": s.devices.health.get(),
+        "firmware": {
+            "version": e.updates.firmware_version(),
+            "update": e.updates.outcome().map(|o| o.sentence()),
+            "data": e.data_fell_back(),
+        },
     })))
 }
 

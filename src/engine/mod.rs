@@ -22,6 +22,7 @@ pub mod site;
 pub mod spoken;
 pub mod tasks;
 pub mod turn;
+pub mod update;
 pub mod voice;
 
 use std::sync::Arc;
@@ -62,6 +63,8 @@ pub struct Engine {
     last_used: access::LastUsed,
     reachability: providers::Reachability,
     last_calls: providers::LastCalls,
+    /// Firmware updates through RAUC.
+    pub updates: Arc<update::Updates>,
 }
 
 impl Engine {
@@ -88,6 +91,7 @@ impl Engine {
         // Several engines may open in one process (tests); the first installation wins.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = http_client(config.provider_connect_timeout_ms)?;
+        let updates = Arc::new(update::Updates::open(&config.update, &config.data_dir)?);
         let scratch = config.data_dir.join("tmp");
         if scratch.exists() {
             std::fs::remove_dir_all(&scratch)?;
@@ -115,6 +119,7 @@ impl Engine {
             last_used: access::LastUsed::default(),
             reachability: providers::Reachability::default(),
             last_calls: providers::LastCalls::default(),
+            updates,
         });
         engine.ensure_default_character()?;
         // The offline engine's voices are listed once, off the path of the first turn.
@@ -128,6 +133,11 @@ impl Engine {
 impl Engine {
     /// The stored files (avatars, clips, knowledge sources, site images): what front doors
     /// serve and stage uploads in. Records that name them are written through the engine.
+    /// Set when this start opened the data as it was before a newer version migrated it.
+    pub fn data_fell_back(&self) -> Option<&str> {
+        self.store.fell_back.as_deref()
+    }
+
     pub fn blobs(&self) -> &Blobs {
         self.store.blobs()
     }

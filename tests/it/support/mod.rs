@@ -5,6 +5,7 @@ pub mod browser;
 pub mod disk;
 pub mod fake_wyoming;
 mod process;
+pub mod rauc;
 
 use std::net::SocketAddr;
 use std::path::Path;
