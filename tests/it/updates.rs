@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::support::browser::Browser;
 use crate::support::rauc::{COMPATIBLE, RaucRig, Signer};
 use crate::support::{Process, Running, Server, sign_in};
 
@@ -402,4 +403,105 @@ async fn the_start_check_marks_the_booted_slot_and_settles_an_update() {
         None,
         "the failed slot is left to the boot loader"
     );
+}
+
+/// The System page as a technician uses it: the firmware that runs and the last outcome, a bundle
+/// from a stranger refused with the reason, ours checked and installed, its end shown.
+#[tokio::test]
+async fn the_system_page_checks_installs_and_reports_an_update() {
+    let rig = RaucRig::start();
+    let good = rig.bundle("good", COMPATIBLE, "0.2.0", Signer::Kiosk);
+    let stranger = rig.bundle("stranger", COMPATIBLE, "0.2.0", Signer::Stranger);
+    let data = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(data.path().join("update")).unwrap();
+    std::fs::write(
+        data.path().join("update/outcome.json"),
+        json!({"result": "rolled_back", "from": "0.1.0", "to": "0.1.1",
+               "reason": "docent did not start within 90 s", "at": 1_790_000_000})
+        .to_string(),
+    )
+    .unwrap();
+    let (server, _, _) = with_rauc(&rig, data.path()).await;
+    let mut b = Browser::launch().await;
+    b.sign_in_page(&server.base(), PASSWORD).await;
+    b.goto(&format!("{}/console/system", server.base())).await;
+    let text = |id: &str| format!("document.getElementById('{id}').textContent");
+    b.wait_for(
+        &text("firmware-now"),
+        json!("Version 0.1.0, running from slot A."),
+    )
+    .await;
+    let outcome = b.eval(&text("firmware-outcome")).await;
+    assert!(
+        outcome.as_str().unwrap().contains(
+            "0.1.1 failed its start check (docent did not start within 90 s) and was rolled back"
+        ),
+        "{outcome}"
+    );
+
+    b.choose_files("#update-file", &[&stranger]).await;
+    b.eval("document.getElementById('update-check').click()")
+        .await;
+    b.wait_for(
+        &format!("{}.includes('cannot be installed')", text("update-verdict")),
+        json!(true),
+    )
+    .await;
+    let verdict = b.eval(&text("update-verdict")).await;
+    assert!(verdict.as_str().unwrap().contains("signature"), "{verdict}");
+    assert_eq!(
+        b.eval("document.getElementById('update-install-row').hidden")
+            .await,
+        true,
+        "a refused bundle offers no install"
+    );
+    b.screenshot("system-update-refused").await;
+
+    b.choose_files("#update-file", &[&good]).await;
+    b.eval("document.getElementById('update-check').click()")
+        .await;
+    b.wait_for(
+        &format!("{}.includes('Ready to install')", text("update-verdict")),
+        json!(true),
+    )
+    .await;
+    let verdict = b.eval(&text("update-verdict")).await;
+    assert!(
+        verdict
+            .as_str()
+            .unwrap()
+            .contains("version 0.2.0 for docent-test"),
+        "{verdict}"
+    );
+    b.screenshot("system-update-checked").await;
+    b.eval("document.getElementById('update-install').click()")
+        .await;
+    // Installed into slot B, or RAUC's reason where this machine cannot mount a verity bundle.
+    b.wait_within(
+        &format!(
+            "{}.includes('reboot to start it') || !document.getElementById('update-error').hidden",
+            text("update-status")
+        ),
+        json!(true),
+        Duration::from_secs(30),
+    )
+    .await;
+    let error = b.eval(&text("update-error")).await;
+    let status = b.eval(&text("update-status")).await;
+    assert!(
+        status
+            .as_str()
+            .unwrap()
+            .contains("0.2.0 is installed in slot B")
+            || error
+                .as_str()
+                .unwrap()
+                .contains("RAUC could not install it"),
+        "{status} / {error}"
+    );
+    assert_eq!(
+        b.dialogs,
+        ["Install this update? The kiosk keeps running until you reboot it."]
+    );
+    b.screenshot("system-update-installed").await;
 }
