@@ -119,6 +119,10 @@ pub struct Config {
     /// Enables `POST /api/v1/internal/debug/stall`, which really blocks a loop so the watchdog
     /// can be tested. Never on a kiosk in service.
     pub test_hooks: bool,
+    /// Test rig only (read only with `test_hooks`): this build acts as one whose schema is this
+    /// newer version, reached by migrations that change nothing, so that the simulated board can
+    /// update across a schema migration and fall back.
+    pub test_schema_version: Option<u64>,
     pub limits: Limits,
     /// Which devices the kiosk uses: `auto` (real where present, simulated for the rest), `sim`,
     /// `real` or `none` (a pure server).
@@ -433,6 +437,7 @@ impl Default for Config {
             store_cache_bytes: 16 << 20,
             watchdog_secs: 10,
             test_hooks: false,
+            test_schema_version: None,
             limits: Limits::default(),
             devices: DeviceMode::Auto,
             audio: AudioConfig::default(),

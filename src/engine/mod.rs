@@ -75,7 +75,14 @@ impl Engine {
         let clear = config
             .resolve_admin_password()
             .map_err(|e| Error::BadRequest(e.to_string()))?;
-        let store = Store::open(&config.data_dir, config.store_cache_bytes)?
+        let schema = match config.test_schema_version.filter(|_| config.test_hooks) {
+            Some(version) => crate::store::Schema {
+                version,
+                upgrade: |_, _| Ok(()),
+            },
+            None => crate::store::CURRENT,
+        };
+        let store = Store::open_as(&config.data_dir, config.store_cache_bytes, &schema)?
             .with_reserve(config.data_reserve_bytes);
         let chosen = auth::Password::chosen(&store)?;
         let must_change = chosen.is_none() && clear.is_some() && auth::from_file(&config);

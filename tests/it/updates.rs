@@ -505,3 +505,92 @@ async fn the_system_page_checks_installs_and_reports_an_update() {
     );
     b.screenshot("system-update-installed").await;
 }
+
+async fn character_names(s: &Server) -> Vec<String> {
+    let all = s.get_json("/api/v1/characters", 200).await;
+    let mut names: Vec<String> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// An update that migrated the data, then a fallback: the old version starts on the copy kept
+/// before the migration and says so, rather than refusing a schema it does not know.
+#[tokio::test]
+async fn after_a_fallback_the_old_version_opens_its_copy_of_the_data() {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    let start = |newer: bool| {
+        let mut p = Process::new()
+            .args(["--devices", "none"])
+            .data_dir(&data)
+            .env("ADMIN_PASSWORD", PASSWORD);
+        if newer {
+            p = p.config("test_hooks = true\ntest_schema_version = 99\n");
+        }
+        p.start()
+    };
+    let create = |s: &Server, cookie: &str, name: &str| {
+        s.post("/api/v1/characters")
+            .header("cookie", cookie)
+            .header("origin", &s.base)
+            .json(&json!({ "name": name }))
+            .send()
+    };
+
+    let old = start(false).await;
+    let s = Server::attach(&old);
+    let cookie = sign_in(&s, PASSWORD).await;
+    assert_eq!(create(&s, &cookie, "Before").await.unwrap().status(), 201);
+    let before = character_names(&s).await;
+    drop(old);
+
+    let new = start(true).await;
+    let s = Server::attach(&new);
+    let cookie = sign_in(&s, PASSWORD).await;
+    assert_eq!(
+        create(&s, &cookie, "On the new version")
+            .await
+            .unwrap()
+            .status(),
+        201
+    );
+    assert_eq!(
+        s.get_json("/api/v1/health", 200).await["firmware"]["data"],
+        Value::Null
+    );
+    drop(new);
+    assert!(
+        data.join("docent-schema-1.redb").exists(),
+        "the copy kept before the migration"
+    );
+
+    let back = start(false).await;
+    let s = Server::attach(&back);
+    let health = s.get_json("/api/v1/health", 200).await;
+    let note = health["firmware"]["data"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        note.contains("schema 99") && note.contains("copy"),
+        "health says what happened: {health}"
+    );
+    assert_eq!(
+        character_names(&s).await,
+        before,
+        "the data as it was before the migration"
+    );
+    assert!(
+        back.stderr().contains("opened the copy"),
+        "and the log says it"
+    );
+    assert!(
+        data.join("docent-schema-99.redb").exists(),
+        "the newer data is set aside"
+    );
+}
