@@ -21,6 +21,7 @@ pub mod mdns;
 mod openapi;
 mod sessions;
 mod site;
+mod statuses;
 mod streams;
 mod system;
 mod tasks;
