@@ -52,8 +52,9 @@ pub fn routes() -> Router<AppState> {
         )
 }
 
-fn unauthorized() -> ApiError {
-    ApiError::new(StatusCode::UNAUTHORIZED, "authentication required")
+/// 401, or 403 when the request's cookie failed the Origin check (see `auth::ForeignCookie`).
+fn unauthorized(extensions: &axum::http::Extensions) -> ApiError {
+    super::auth::unauthenticated(extensions, "authentication required")
 }
 
 #[utoipa::path(get, path = "/api/auth", tag = "site",
@@ -367,7 +368,7 @@ async fn get_data(State(s): State<AppState>) -> ApiResult<Response> {
 async fn put_data(State(s): State<AppState>, req: Request) -> ApiResult<Json<Value>> {
     // 1. Authentication first.
     if !is_admin(req.headers(), peer_of(&req), &s) {
-        return Err(unauthorized());
+        return Err(unauthorized(req.extensions()));
     }
     // 2. to 6.: JSON, required keys in order, works, exhibitions, then store as given.
     let limit = s.engine.config.limits.json_bytes;
@@ -400,7 +401,7 @@ async fn seed_data(
         ));
     }
     if !is_admin(&request.headers, peer(&request), &s) {
-        return Err(unauthorized());
+        return Err(unauthorized(&request.extensions));
     }
     blocking(&s, |e| e.seed_site_document()).await?;
     Ok(Json(json!({ "ok": true, "seeded": true })))
@@ -663,7 +664,7 @@ async fn delete_image_empty(State(s): State<AppState>, request: Parts) -> ApiRes
 async fn remove_image(s: &AppState, key: String, request: &Parts) -> ApiResult<Json<Value>> {
     // 1. Authentication, 2. store off, 3. key, 4. delete (absent keys too).
     if !is_admin(&request.headers, peer(request), s) {
-        return Err(unauthorized());
+        return Err(unauthorized(&request.extensions));
     }
     let owned = key.clone();
     blocking(s, move |e| e.delete_site_image(&owned)).await?;
@@ -700,7 +701,7 @@ async fn put_image_empty(State(s): State<AppState>, req: Request) -> ApiResult<J
 
 async fn store_image(s: &AppState, key: String, req: Request) -> ApiResult<Json<Value>> {
     if !is_admin(req.headers(), peer_of(&req), s) {
-        return Err(unauthorized());
+        return Err(unauthorized(req.extensions()));
     }
     if !s.engine.config.image_store {
         return Err(ApiError::new(
