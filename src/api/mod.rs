@@ -217,7 +217,10 @@ async fn cors(State(state): State<AppState>, mut req: Request, next: Next) -> Re
     match origin {
         Some(o) if allowed => {
             h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, o);
-            h.insert(ACCESS_CONTROL_ALLOW_CREDENTIALS, HeaderValue::from_static("true"));
+            h.insert(
+                ACCESS_CONTROL_ALLOW_CREDENTIALS,
+                HeaderValue::from_static("true"),
+            );
         }
         _ if credentialed => {}
         _ => {
