@@ -381,7 +381,7 @@ async fn the_start_check_marks_the_booted_slot_and_settles_an_update() {
         json!({"slot": "B", "from": "0.1.0", "to": "0.2.0", "installed_at": 1}).to_string(),
     )
     .unwrap();
-    let (mut server, _, _) = with_rauc(&rig, data.path()).await;
+    let (server, _, _) = with_rauc(&rig, data.path()).await;
     settled(&server, || !update.join("pending.json").exists()).await;
     let health = Server::attach(&server)
         .get_json("/api/v1/health", 200)
