@@ -10,6 +10,7 @@ pub mod auth;
 pub mod backup;
 pub mod characters;
 pub mod error;
+pub mod fleet;
 pub mod hours;
 pub mod knowledge;
 pub mod launch;
@@ -62,6 +63,8 @@ pub struct Engine {
     last_used: access::LastUsed,
     reachability: providers::Reachability,
     last_calls: providers::LastCalls,
+    /// The fleet client's state (hawkBit), which the console shows.
+    pub fleet: fleet::Fleet,
 }
 
 impl Engine {
@@ -115,6 +118,7 @@ impl Engine {
             last_used: access::LastUsed::default(),
             reachability: providers::Reachability::default(),
             last_calls: providers::LastCalls::default(),
+            fleet: fleet::Fleet::default(),
         });
         engine.ensure_default_character()?;
         // The offline engine's voices are listed once, off the path of the first turn.
