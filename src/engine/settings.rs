@@ -476,6 +476,8 @@ impl Engine {
         tx.commit()?;
         let next = Arc::new(next);
         *self.settings.0.write().expect("settings lock") = next.clone();
+        // The fleet client follows at once (turned on, another server).
+        self.fleet.wake.notify_one();
         Ok(next)
     }
 }

@@ -41,6 +41,7 @@ pub fn spawn(
             etag: None,
             base: ControllerBase::default(),
             announced: None,
+            interval: 0,
         };
         client.run(stop).await;
     })
@@ -55,12 +56,15 @@ struct Client {
     base: ControllerBase,
     /// The action whose `proceeding` was sent (once per action and run).
     announced: Option<String>,
+    /// The server's polling interval in force (seconds), kept when a later step fails.
+    interval: u64,
 }
 
 impl Client {
     async fn run(&mut self, stop: CancellationToken) {
         let limits = self.engine.config.fleet.clone();
-        let mut interval = limits.min_poll_secs.max(300).min(limits.max_poll_secs);
+        // hawkBit's default until the server says.
+        self.interval = 300;
         let mut server = None;
         loop {
             let settings = self.engine.settings().fleet.clone();
@@ -96,10 +100,7 @@ impl Client {
                     self.cycle(&ddi, &settings, &stop).await
                 };
                 match cycle.await {
-                    Ok(sleep) => {
-                        interval = sleep.clamp(limits.min_poll_secs, limits.max_poll_secs);
-                        self.engine.fleet.update(|s| s.last_error = None);
-                    }
+                    Ok(()) => self.engine.fleet.update(|s| s.last_error = None),
                     Err(e) => {
                         tracing::warn!("fleet: {e}");
                         self.engine
@@ -107,6 +108,9 @@ impl Client {
                             .update(|s| s.last_error = Some(e.to_string()));
                     }
                 }
+                let interval = self
+                    .interval
+                    .clamp(limits.min_poll_secs, limits.max_poll_secs);
                 self.engine.fleet.update(|s| s.interval_secs = interval);
                 Some(Duration::from_secs(interval))
             };
@@ -124,15 +128,15 @@ impl Client {
         }
     }
 
-    /// One poll and what it asks for; returns the server's interval in seconds.
+    /// One poll and what it asks for.
     async fn cycle(
         &mut self,
         ddi: &Ddi,
         settings: &FleetSettings,
         stop: &CancellationToken,
-    ) -> Result<u64> {
+    ) -> Result<()> {
         if self.engine.restart_token().is_cancelled() {
-            return Ok(0);
+            return Ok(());
         }
         self.report_finished(ddi, settings).await?;
         let changed = match ddi.poll(self.etag.as_deref()).await? {
@@ -144,7 +148,7 @@ impl Client {
             }
         };
         self.engine.fleet.update(|s| s.last_poll = Some(unix_now()));
-        let sleep = self
+        self.interval = self
             .base
             .config
             .as_ref()
@@ -162,7 +166,7 @@ impl Client {
             let base = ddi.deployment(&deployment.href).await?;
             self.deploy(ddi, base, stop).await?;
         }
-        Ok(sleep)
+        Ok(())
     }
 
     /// Reports an action whose result is now known (after the restart), or an update the

@@ -281,6 +281,8 @@ pub struct Ddi {
 
 impl Ddi {
     pub fn new(settings: &FleetSettings, controller_id: &str, timeout: Duration) -> Result<Ddi> {
+        // As `Engine::open` does; the first installation wins.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .connect_timeout(timeout)
             .read_timeout(timeout)
