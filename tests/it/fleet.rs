@@ -768,3 +768,104 @@ async fn only_an_administrator_exports_content() {
         .unwrap();
     assert_eq!(res.status(), 401);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_system_page_shows_the_fleet_and_pauses_it() {
+    const PASSWORD: &str = "fleet-console-password";
+    let fake = FakeHawkbit::start(&token("console"), "00:00:01").await;
+    // Downloaded, then waiting outside the maintenance window: an action in progress.
+    fake.offer(
+        "12",
+        "os",
+        "0.2.0",
+        "b.raucb",
+        bundle("0.2.0", 1000),
+        json!({"maintenanceWindow": "unavailable"}),
+    );
+    let mut s = crate::support::Server::start_with(|c| {
+        c.admin_password = Some(PASSWORD.into());
+        c.devices = docent::config::DeviceMode::None;
+        c.fleet.min_poll_secs = 1;
+    })
+    .await;
+    let cookie = crate::support::sign_in(&s, PASSWORD).await;
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("cookie", cookie.parse().unwrap());
+    headers.insert("origin", s.base.parse().unwrap());
+    s.http = reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap();
+    let fleet = json!({"fleet": {"enabled": true, "server_url": fake.url(), "tenant": TENANT,
+        "controller_id": CONTROLLER, "target_token": fake.token}});
+    s.put_json("/api/v1/settings", fleet, 200).await;
+
+    let mut b = crate::support::browser::Browser::launch().await;
+    b.goto(&s.url("/console/login")).await;
+    b.type_into("password", PASSWORD).await;
+    b.press_enter().await;
+    b.wait_for("location.pathname", json!("/console/")).await;
+    b.goto(&s.url("/console/system")).await;
+    let text = |id: &str| format!("((document.getElementById('{id}') || {{}}).textContent || '')");
+    b.wait_within(
+        &format!(
+            "{}.includes('waiting for the maintenance window')",
+            text("fleet-action")
+        ),
+        json!(true),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(
+        b.eval(&text("fleet-action")).await,
+        json!("Firmware 0.2.0 (action 12): waiting for the maintenance window, 100%")
+    );
+    assert_eq!(
+        b.eval(&text("fleet-server")).await,
+        json!(format!("{} (tenant DEFAULT)", fake.url()))
+    );
+    assert_eq!(b.eval(&text("fleet-target")).await, json!(CONTROLLER));
+    let state = b.eval(&text("fleet-state")).await;
+    assert!(
+        state
+            .as_str()
+            .unwrap()
+            .starts_with("Asks the server every 1 s"),
+        "{state}"
+    );
+    let reported = b.eval(&text("fleet-reported")).await;
+    assert!(
+        reported
+            .as_str()
+            .unwrap()
+            .contains("feedback 12: proceeding/none"),
+        "{reported}"
+    );
+    let page = b.eval("document.body.innerText").await;
+    assert!(
+        !page.as_str().unwrap().contains(&fake.token),
+        "the token is never shown"
+    );
+
+    b.eval("document.getElementById('fleet-pause').click()")
+        .await;
+    b.wait_for(
+        &format!("{}.startsWith('Paused')", text("fleet-state")),
+        json!(true),
+    )
+    .await;
+    assert_eq!(b.eval(&text("fleet-pause")).await, json!("Resume polling"));
+    assert_eq!(s.get_json("/api/v1/fleet", 200).await["paused"], true);
+    let polls = fake.with(|f| f.seen.len());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(fake.with(|f| f.seen.len()), polls, "paused: nothing asked");
+    b.eval("document.getElementById('fleet-pause').click()")
+        .await;
+    b.wait_for(
+        &format!("{}.startsWith('Asks')", text("fleet-state")),
+        json!(true),
+    )
+    .await;
+    drop(b);
+    s.stop().await;
+}
