@@ -869,3 +869,106 @@ async fn the_system_page_shows_the_fleet_and_pauses_it() {
     drop(b);
     s.stop().await;
 }
+
+/// Bytes through a TCP forwarder in front of the fake server, both ways, counted as they pass.
+async fn counting_proxy(to: SocketAddr) -> (SocketAddr, Arc<std::sync::atomic::AtomicU64>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let total = count.clone();
+    tokio::spawn(async move {
+        while let Ok((inbound, _)) = listener.accept().await {
+            let outbound = tokio::net::TcpStream::connect(to).await.unwrap();
+            let (ir, iw) = inbound.into_split();
+            let (or, ow) = outbound.into_split();
+            let pipe = |mut from: tokio::net::tcp::OwnedReadHalf,
+                        mut to: tokio::net::tcp::OwnedWriteHalf| {
+                let total = total.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 << 10];
+                    while let Ok(n) = from.read(&mut buf).await {
+                        if n == 0 || to.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                        total.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    let _ = to.shutdown().await;
+                });
+            };
+            pipe(ir, ow);
+            pipe(or, iw);
+        }
+    });
+    (addr, count)
+}
+
+fn cpu_seconds() -> f64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid out-parameter.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(usage.ru_utime) + t(usage.ru_stime)
+}
+
+/// The figures of docs/fleet.md: bytes and CPU per poll (the process also runs the fake server,
+/// so the CPU is an upper bound) and the time to download and check a 100 MB artifact over
+/// loopback. `cargo test --test it fleet::measure -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a measurement, run by hand"]
+async fn measure_poll_cost_and_a_100_mb_download() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeHawkbit::start(&token("measure"), "00:00:01").await;
+    let (proxy, bytes) = counting_proxy(fake.addr).await;
+    let kiosk = Kiosk::start(dir.path(), TestFirmware::new(dir.path(), "0.1.0", "A")).await;
+    kiosk
+        .join_fleet(&fake, json!({"server_url": format!("http://{proxy}")}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The same process paused, for the baseline of everything else it runs.
+    kiosk.put_settings(json!({"fleet": {"paused": true}})).await;
+    let idle0 = cpu_seconds();
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let idle = cpu_seconds() - idle0;
+    kiosk
+        .put_settings(json!({"fleet": {"paused": false}}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (polls0, bytes0, cpu0) = (
+        fake.with(|s| s.seen.len()),
+        bytes.load(std::sync::atomic::Ordering::Relaxed),
+        cpu_seconds(),
+    );
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let polls = fake.with(|s| s.seen.len()) - polls0;
+    let cpu = cpu_seconds() - cpu0 - idle;
+    let wire = bytes.load(std::sync::atomic::Ordering::Relaxed) - bytes0;
+    println!(
+        "FIGURE polls={polls} cpu_ms_per_poll={:.2} (idle baseline {:.0} ms per 20 s taken off) bytes_per_poll={}",
+        cpu * 1000.0 / polls as f64,
+        idle * 1000.0,
+        wire / polls.max(1) as u64
+    );
+
+    let artifact = bundle("0.2.0", 100 << 20);
+    fake.offer(
+        "30",
+        "os",
+        "0.2.0",
+        "big.raucb",
+        artifact,
+        json!({"update": "skip"}),
+    );
+    let started = Instant::now();
+    wait_until("the download", 600, || {
+        fake.feedback_of("30")
+            .iter()
+            .any(|(s, _)| s.starts_with("downloaded/"))
+    })
+    .await;
+    println!(
+        "FIGURE download_100mb_s={:.2} (download, fsync and sha256, at most 1 s of it waiting for the poll)",
+        started.elapsed().as_secs_f64()
+    );
+    kiosk.stop().await;
+}

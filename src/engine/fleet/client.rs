@@ -84,19 +84,28 @@ impl Client {
             let wait = if !settings.enabled || settings.paused || settings.server_url.is_empty() {
                 None
             } else {
-                // Another server or target: the last answer says nothing of this one.
+                // Another server, target or token: a new client (one connection kept across
+                // polls), and the last answer says nothing of this one.
                 let this = (
                     settings.server_url.clone(),
                     settings.tenant.clone(),
                     id.clone(),
+                    settings.target_token.clone(),
                 );
-                if server.as_ref() != Some(&this) {
+                if server.as_ref().map(|(key, _)| key) != Some(&this) {
                     self.etag = None;
-                    server = Some(this);
+                    let timeout = Duration::from_secs(limits.request_timeout_secs.max(1));
+                    server = match Ddi::new(&settings, &id, timeout) {
+                        Ok(ddi) => Some((this, Arc::new(ddi))),
+                        Err(e) => {
+                            tracing::warn!("fleet: {e}");
+                            None
+                        }
+                    };
                 }
-                let timeout = Duration::from_secs(limits.request_timeout_secs.max(1));
+                let ddi = server.as_ref().map(|(_, ddi)| ddi.clone());
                 let cycle = async {
-                    let ddi = Ddi::new(&settings, &id, timeout)?;
+                    let ddi = ddi.ok_or_else(|| Error::Internal("no HTTP client".into()))?;
                     self.cycle(&ddi, &settings, &stop).await
                 };
                 match cycle.await {
