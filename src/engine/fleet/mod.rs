@@ -83,6 +83,12 @@ impl FleetSettings {
                 "fleet.content_public_key must be the base64 of an Ed25519 public key (32 bytes)",
             ));
         }
+        // Credentials go in the token, never in the address (which the console shows).
+        if self.server_url.contains('@') {
+            return Err(bad(
+                "fleet.server_url must not hold a user name or password",
+            ));
+        }
         if self.enabled && self.server_url.is_empty() {
             return Err(bad("fleet.server_url is needed to turn the fleet on"));
         }
@@ -331,4 +337,45 @@ pub(crate) fn unix_now() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::engine::settings::Settings;
+
+    #[test]
+    fn fleet_settings_are_checked_and_the_token_follows_only_its_server() {
+        let s = Settings::default();
+        for bad in [
+            json!({"fleet": {"tenant": ""}}),
+            json!({"fleet": {"tenant": "a/b"}}),
+            json!({"fleet": {"controller_id": "../x"}}),
+            json!({"fleet": {"controller_id": "a?b"}}),
+            json!({"fleet": {"server_url": "ftp://x"}}),
+            json!({"fleet": {"server_url": "https://user:pw@fleet.example"}}),
+            json!({"fleet": {"enabled": true}}),
+            json!({"fleet": {"content_public_key": "c2hvcnQ="}}),
+        ] {
+            assert!(s.merged(&bad).is_err(), "{bad}");
+        }
+        let on = s
+            .merged(
+                &json!({"fleet": {"enabled": true, "server_url": "https://fleet.example:8443",
+                "controller_id": "hall-b.1", "target_token": "0123456789abcdef0123"}}),
+            )
+            .unwrap();
+        assert_eq!(on.fleet.target_token, "0123456789abcdef0123");
+        let shown = on.masked();
+        assert_eq!(shown["fleet"]["target_token_set"], true);
+        assert!(!shown.to_string().contains("0123456789abcdef"));
+        let moved = on
+            .merged(&json!({"fleet": {"server_url": "https://elsewhere.example"}}))
+            .unwrap();
+        assert_eq!(
+            moved.fleet.target_token, "",
+            "the token never follows a new address"
+        );
+    }
 }
