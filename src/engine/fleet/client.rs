@@ -166,8 +166,13 @@ impl Client {
             .and_then(super::ddi::parse_sleep)
             .unwrap_or(300);
         let links = self.base.links.clone();
-        if changed && links.config_data.is_some() {
-            self.send_config_data(ddi).await?;
+        if changed
+            && links.config_data.is_some()
+            && let Err(e) = self.send_config_data(ddi).await
+        {
+            // Asked again at the next poll, which must not be a 304.
+            self.etag = None;
+            return Err(e);
         }
         if let Some(cancel) = links.cancel_action {
             self.cancel(ddi, &cancel.href).await?;
