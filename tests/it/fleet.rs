@@ -275,6 +275,18 @@ async fn a_deployment_is_a_success_only_once_the_new_slot_was_marked_good() {
         before.iter().all(|(s, _)| s.starts_with("proceeding/")),
         "nothing but proceeding before the reboot: {before:?}"
     );
+    let progress: Vec<Value> = fake.with(|s| {
+        s.feedback
+            .iter()
+            .map(|(_, f)| f["status"]["result"]["progress"].clone())
+            .filter(|p| !p.is_null())
+            .collect()
+    });
+    assert_eq!(
+        progress,
+        vec![json!({"cnt": 60, "of": 100})],
+        "the install's progress"
+    );
     assert!(
         before.iter().any(|(_, d)| d.contains("installed")),
         "{before:?}"
@@ -568,6 +580,31 @@ async fn the_servers_polling_interval_is_obeyed_with_etags() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(fake.with(|s| s.seen.len()), count, "paused");
     assert_eq!(kiosk.get("/api/v1/fleet").await["paused"], true);
+    // A server asking for no pause at all is polled no faster than the kiosk's bound (1 s here).
+    fake.with(|s| {
+        s.sleep = "00:00:00".into();
+        s.generation += 1;
+    });
+    let res = kiosk
+        .http
+        .post(kiosk.url("/api/v1/fleet/pause"))
+        .json(&json!({"paused": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let from = fake.with(|s| s.seen.len());
+    tokio::time::sleep(Duration::from_millis(4_500)).await;
+    let fast: Vec<_> = fake.with(|s| s.seen[from..].to_vec());
+    assert!(
+        (4..=6).contains(&fast.len()),
+        "{} polls in 4.5 s",
+        fast.len()
+    );
+    for pair in fast.windows(2).skip(1) {
+        assert!(pair[1].at - pair[0].at >= Duration::from_millis(900));
+    }
+    assert_eq!(kiosk.get("/api/v1/fleet").await["interval_secs"], 1);
     kiosk.stop().await;
 }
 
