@@ -20,7 +20,8 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 use super::AppState;
 use super::auth::SESSION_COOKIE;
 use super::{
-    characters, client_keys, console, conversations, device, sessions, site, system, tasks, update,
+    characters, client_keys, console, conversations, device, fleet, sessions, site, system, tasks,
+    update,
     ws,
 };
 
@@ -116,6 +117,9 @@ use super::{
         console::events::events,
         console::events::snapshot,
         console::events::test_sound,
+        fleet::status,
+        fleet::pause,
+        fleet::export,
     ),
     components(schemas(ErrorBody)),
     modifiers(&Security),

@@ -114,7 +114,7 @@ async fn upload(
     tokio::fs::rename(&part, &path)
         .await
         .map_err(crate::engine::Error::from)?;
-    Ok(Json(updates.check().await?))
+    Ok(Json(updates.check(&path).await?))
 }
 
 #[derive(Default, serde::Deserialize, utoipa::ToSchema)]

@@ -171,7 +171,7 @@ async fn components_have_one_default_per_stage_and_measured_availability() {
 async fn settings_have_the_documented_shape() {
     let s = Server::start().await;
     let settings = s.get_json(SETTINGS, 200).await;
-    let sections: [(&str, &[&str]); 9] = [
+    let sections: [(&str, &[&str]); 10] = [
         (
             "llm",
             &[
@@ -223,6 +223,20 @@ async fn settings_have_the_documented_shape() {
         ("doubao", &["access_token", "access_token_set", "app_id"]),
         ("kiosk", &["character_id", "language", "volume"]),
         ("hours", &["closed_days", "enabled", "week", "when_closed"]),
+        (
+            "fleet",
+            &[
+                "content_public_key",
+                "controller_id",
+                "distribution",
+                "enabled",
+                "paused",
+                "server_url",
+                "target_token",
+                "target_token_set",
+                "tenant",
+            ],
+        ),
     ];
     let mut names: Vec<&str> = sections.iter().map(|(name, _)| *name).collect();
     names.sort_unstable();
@@ -237,7 +251,7 @@ async fn settings_have_the_documented_shape() {
 /// Every secret field of the settings (`section.field`, written here apart from the server's
 /// own list, so that a secret it forgets is caught), with a distinct clear value.
 fn secrets() -> Vec<(&'static str, &'static str, String)> {
-    const SECRET_FIELDS: [&str; 7] = [
+    const SECRET_FIELDS: [&str; 8] = [
         "llm.api_key",
         "asr.api_key",
         "tts.api_key",
@@ -245,6 +259,7 @@ fn secrets() -> Vec<(&'static str, &'static str, String)> {
         "model_providers.openai_api_key",
         "model_providers.dashscope_api_key",
         "doubao.access_token",
+        "fleet.target_token",
     ];
     SECRET_FIELDS
         .into_iter()
