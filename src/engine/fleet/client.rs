@@ -230,6 +230,12 @@ impl Client {
                 if dir.join(crate::store::backup::PENDING).exists() {
                     return Ok(());
                 }
+                // In force now, whether or not the server hears it at once.
+                state.content_version = Some(p.version.clone());
+                state.save(&dir)?;
+                self.engine
+                    .fleet
+                    .update(|s| s.content_version = Some(p.version.clone()));
                 self.feedback(
                     ddi,
                     &p.id,
@@ -241,12 +247,8 @@ impl Client {
                 )
                 .await?;
                 state.pending = None;
-                state.content_version = Some(p.version.clone());
                 state.save(&dir)?;
-                self.engine.fleet.update(|s| {
-                    s.action = None;
-                    s.content_version = Some(p.version);
-                });
+                self.engine.fleet.update(|s| s.action = None);
             }
             None => {
                 if let Some(o) = outcome.filter(|o| o.at > state.outcome_seen) {
