@@ -93,8 +93,8 @@ pub async fn run_with_firmware(
     spawn_sweeper(engine.clone());
     // The fleet's controller id defaults to the kiosk's host name on the LAN.
     let fleet_stop = tokio_util::sync::CancellationToken::new();
-    let firmware = firmware
-        .unwrap_or_else(|| Arc::new(engine::fleet::Rauc::new(engine.updates.clone())));
+    let firmware =
+        firmware.unwrap_or_else(|| Arc::new(engine::fleet::Rauc::new(engine.updates.clone())));
     let fleet = engine::fleet::client::spawn(
         engine.clone(),
         firmware,

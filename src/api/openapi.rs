@@ -21,8 +21,7 @@ use super::AppState;
 use super::auth::SESSION_COOKIE;
 use super::{
     characters, client_keys, console, conversations, device, fleet, sessions, site, system, tasks,
-    update,
-    ws,
+    update, ws,
 };
 
 #[derive(OpenApi)]

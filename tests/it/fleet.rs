@@ -339,8 +339,7 @@ async fn a_deployment_is_a_success_only_once_the_new_slot_was_marked_good() {
     // The reboot: the new slot passed its start check, the health gate wrote the outcome.
     let update = dir.path().join("update");
     std::fs::remove_file(update.join("pending.json")).unwrap();
-    let outcome =
-        json!({"result": "updated", "from": "0.1.0", "to": "0.2.0", "reason": null, "at": now()});
+    let outcome = json!({"result": "updated", "from": "0.1.0", "to": "0.2.0", "reason": null, "at": now(), "installed_at": now()});
     std::fs::write(update.join("outcome.json"), outcome.to_string()).unwrap();
     let firmware = TestFirmware::new(dir.path(), "0.2.0", "B");
     let kiosk = Kiosk::start(dir.path(), firmware.clone()).await;
@@ -418,7 +417,7 @@ async fn a_rollback_is_reported_as_a_failure_with_its_reason() {
     assert_eq!(id, "13");
     assert_eq!(answer["status"]["execution"], "rejected");
     kiosk.stop().await;
-    let outcome = json!({"result": "rolled_back", "from": "0.2.0", "to": "0.3.0", "reason": "the store did not open", "at": now()});
+    let outcome = json!({"result": "rolled_back", "from": "0.2.0", "to": "0.3.0", "reason": "the store did not open", "at": now(), "installed_at": now()});
     std::fs::write(dir.path().join("update/outcome.json"), outcome.to_string()).unwrap();
     let kiosk = Kiosk::start(dir.path(), TestFirmware::new(dir.path(), "0.2.0", "A")).await;
     wait_until("the failure", 20, || fake.closed("11").is_some()).await;
@@ -656,8 +655,7 @@ async fn an_update_installed_from_the_console_is_reported_as_installed_base() {
     let dir = tempfile::tempdir().unwrap();
     let fake = FakeHawkbit::start(&token("installed"), "00:00:01").await;
     std::fs::create_dir_all(dir.path().join("update")).unwrap();
-    let outcome =
-        json!({"result": "updated", "from": "0.1.0", "to": "0.2.0", "reason": null, "at": now()});
+    let outcome = json!({"result": "updated", "from": "0.1.0", "to": "0.2.0", "reason": null, "at": now(), "installed_at": now()});
     std::fs::write(dir.path().join("update/outcome.json"), outcome.to_string()).unwrap();
     let kiosk = Kiosk::start(dir.path(), TestFirmware::new(dir.path(), "0.2.0", "B")).await;
     kiosk

@@ -194,7 +194,7 @@ impl Client {
             .map_err(|e| Error::Internal(e.to_string()))?;
         match state.pending.clone() {
             Some(p) if p.kind == Kind::Firmware => {
-                let Some(o) = outcome.filter(|o| o.at >= p.at) else {
+                let Some(o) = outcome.filter(|o| o.installed_at >= p.at) else {
                     return Ok(());
                 };
                 let feedback = match o.result {
@@ -221,7 +221,7 @@ impl Client {
                 };
                 self.feedback(ddi, &p.id, feedback).await?;
                 state.pending = None;
-                state.outcome_seen = o.at;
+                state.outcome_seen = o.installed_at;
                 state.save(&dir)?;
                 self.engine.fleet.update(|s| s.action = None);
             }
@@ -251,7 +251,7 @@ impl Client {
                 self.engine.fleet.update(|s| s.action = None);
             }
             None => {
-                if let Some(o) = outcome.filter(|o| o.at > state.outcome_seen) {
+                if let Some(o) = outcome.filter(|o| o.installed_at > state.outcome_seen) {
                     if o.result == OutcomeKind::Updated {
                         let version = AssignedVersion {
                             name: settings.distribution.clone(),
@@ -264,7 +264,7 @@ impl Client {
                         );
                         tracing::info!("fleet: reported {} installed from the console", o.to);
                     }
-                    state.outcome_seen = o.at;
+                    state.outcome_seen = o.installed_at;
                     state.save(&dir)?;
                 }
             }

@@ -107,7 +107,6 @@ pub struct Running {
     pub compatible: Option<String>,
 }
 
-
 /// The kiosk's update service as the fleet client uses it. The methods block (run them on the
 /// blocking pool); `progress` may be called while `install` runs.
 pub trait Firmware: Send + Sync + 'static {
@@ -158,8 +157,7 @@ impl Firmware for Rauc {
         })
     }
     fn install(&self, bundle: &Path) -> Result<()> {
-        self.runtime
-            .block_on(self.updates.install_and_wait(bundle))
+        self.runtime.block_on(self.updates.install_and_wait(bundle))
     }
     fn progress(&self) -> Progress {
         self.updates.progress()

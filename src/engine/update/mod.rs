@@ -100,6 +100,10 @@ pub struct Outcome {
     pub reason: Option<String>,
     /// Unix seconds.
     pub at: u64,
+    /// When the update was installed (Unix seconds, by the clock before the reboot: a board
+    /// without a real-time clock may start the next boot earlier). It names the install.
+    #[serde(default)]
+    pub installed_at: u64,
 }
 
 impl Outcome {
@@ -582,6 +586,7 @@ impl Updates {
                 to: p.to.clone(),
                 reason,
                 at: now(),
+                installed_at: p.installed_at,
             }
         };
         match decision {
@@ -716,6 +721,7 @@ mod tests {
             to: "0.3.0".into(),
             reason: Some("docent did not start".into()),
             at: 0,
+            installed_at: 0,
         };
         assert_eq!(
             o.sentence(),
