@@ -19,8 +19,11 @@ use crate::engine::update::{Status, Verdict};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/api/v1/system/update", get(status).post(upload))
-        .route("/api/v1/system/update/install", post(install))
+        .route(
+            "/api/v1/system/update",
+            get(update_status).post(upload_update),
+        )
+        .route("/api/v1/system/update/install", post(install_update))
         .route("/api/v1/system/reboot", post(reboot))
 }
 
@@ -49,7 +52,7 @@ const SPACE_CHECK_BYTES: u64 = 4 << 20;
         (status = 507, description = "The data partition is below its reserve", body = ErrorBody),
     )
 )]
-async fn upload(
+async fn upload_update(
     _: Admin,
     State(s): State<AppState>,
     headers: HeaderMap,
@@ -139,7 +142,7 @@ pub struct InstallRequest {
         (status = 503, description = "This kiosk cannot update itself (no RAUC)", body = ErrorBody),
     )
 )]
-async fn install(
+async fn install_update(
     _: Admin,
     State(s): State<AppState>,
     JsonOrEmpty(req): JsonOrEmpty<InstallRequest>,
@@ -160,7 +163,7 @@ async fn install(
         statuses::NotAdmin,
     )
 )]
-async fn status(_: Admin, State(s): State<AppState>) -> Json<Status> {
+async fn update_status(_: Admin, State(s): State<AppState>) -> Json<Status> {
     Json(s.engine.updates.status().await)
 }
 

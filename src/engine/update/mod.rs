@@ -60,6 +60,7 @@ pub struct Progress {
 
 /// The update state shown on the System page.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(as = UpdateStatus)]
 pub struct Status {
     /// Whether this kiosk can update itself (RAUC answers on the system bus).
     pub available: bool,
