@@ -40,11 +40,11 @@ CNF
 (
     umask 077
     openssl req -x509 -config "$TMP/openssl.cnf" -extensions ca -days 3650 \
-        -newkey ec -pkeyopt ec_paramgen_curve:P-256 -noenc \
+        -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
         -subj "/O=docent development/CN=docent development update CA" \
         -keyout "$DIR/ca.key.pem" -out "$DIR/ca.cert.pem"
     openssl req -new -config "$TMP/openssl.cnf" \
-        -newkey ec -pkeyopt ec_paramgen_curve:P-256 -noenc \
+        -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
         -subj "/O=docent development/CN=docent development update signer" \
         -keyout "$DIR/signing.key.pem" -out "$TMP/signing.csr"
     openssl x509 -req -in "$TMP/signing.csr" -days 1825 -CA "$DIR/ca.cert.pem" \
