@@ -250,8 +250,11 @@ grep -qx "mc:pi:rpi-bootfiles" "$WORK/build/pn-buildlist" \
 # one tinfoil session on the warm parse cache.
 cp "$SCRIPTS/bitbake-values.py" "$WORK/bitbake-values.py"
 chmod a+r "$WORK/bitbake-values.py"
-(cd "$WORK/build" && "${RUN[@]}" env -i "${ENVV[@]}" PYTHONPATH="$(lay bitbake)/lib" \
-  "$PY" "$WORK/bitbake-values.py") || die "bitbake's values of the update settings (above)"
+values() {
+  (cd "$WORK/build" && "${RUN[@]}" env -i "${ENVV[@]}" PYTHONPATH="$(lay bitbake)/lib" \
+    "$PY" "$WORK/bitbake-values.py")
+}
+values || die "bitbake's values of the update settings (above)"
 
 # The check must be able to fail: in the same build directory (its parse cache warm, so only
 # the changed recipes are parsed again), a recipe bitbake cannot parse, then an image package
@@ -273,5 +276,25 @@ must_fail "a recipe that does not parse" "ParseError" \
 must_fail "an image package nothing provides" "Nothing RPROVIDES 'docent-ci-missing'" \
   "$WORK/meta-docent/recipes-core/images/docent-image.bbappend" \
   'IMAGE_INSTALL:append = " docent-ci-missing"'
+# The update checks fail too: without the Pi kernel's append (meta-rauc's fragment), the values
+# check names the kernel; without the update keys, bitbake stops before parsing and says how to
+# make them.
+append=$WORK/meta-docent/dynamic-layers/raspberrypi/recipes-kernel/linux/linux-raspberrypi_%.bbappend
+mv "$append" "$WORK/kernel.bbappend"
+rc=0
+values >"$WORK/values-must-fail.log" 2>&1 || rc=$?
+mv "$WORK/kernel.bbappend" "$append"
+[ "$rc" != 0 ] || { cat "$WORK/values-must-fail.log" >&2; die "bitbake-values.py passed a Pi kernel without rauc.cfg"; }
+grep -q "raspberrypi4-64: linux-raspberrypi does not fetch rauc.cfg" "$WORK/values-must-fail.log" \
+  || { tail -20 "$WORK/values-must-fail.log" >&2; die "bitbake-values.py failed without naming the Pi kernel's rauc.cfg"; }
+echo "PASS bitbake check: a Pi kernel without meta-rauc's fragment fails (exit $rc, \"does not fetch rauc.cfg\")"
+mv "$WORK/build/docent-dev-keys" "$WORK/build/docent-dev-keys.away"
+rc=0
+(cd "$WORK/build" && "${RUN[@]}" env -i "${ENVV[@]}" bitbake -g docent-bundle) >"$WORK/keys-must-fail.log" 2>&1 || rc=$?
+mv "$WORK/build/docent-dev-keys.away" "$WORK/build/docent-dev-keys"
+[ "$rc" != 0 ] || { cat "$WORK/keys-must-fail.log" >&2; die "bitbake -g passed without the update keys"; }
+grep -q "update keys missing: .*/docent-dev-keys/ca.cert.pem.*make-dev-ca.sh" "$WORK/keys-must-fail.log" \
+  || { tail -20 "$WORK/keys-must-fail.log" >&2; die "bitbake -g failed without the update keys, but not saying so"; }
+echo "PASS bitbake check: missing update keys fail (exit $rc, \"update keys missing ... make-dev-ca.sh\")"
 
 say "passed in $((SECONDS - START)) s: $recipes recipes, $tasks tasks in the graph of both machines"
