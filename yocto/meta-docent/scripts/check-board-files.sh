@@ -15,6 +15,10 @@ status=0
 PAIRS="systemd/docent.service:recipes-kiosk/docent/files/docent.service
 systemd/docent-firstboot.service:recipes-kiosk/docent/files/docent-firstboot.service
 systemd/docent-tmpfiles.conf:recipes-kiosk/docent/files/docent-tmpfiles.conf
+systemd/docent-reboot.path:recipes-kiosk/docent/files/docent-reboot.path
+systemd/docent-reboot.service:recipes-kiosk/docent/files/docent-reboot.service
+systemd/docent-update-gate.service:recipes-kiosk/docent/files/docent-update-gate.service
+rauc/update-gate.sh:recipes-kiosk/docent/files/update-gate.sh
 udev/70-docent.rules:recipes-kiosk/docent/files/70-docent.rules
 firstboot.sh:recipes-kiosk/docent/files/firstboot.sh
 rpi4/docent.toml:recipes-kiosk/docent/files/docent.toml
