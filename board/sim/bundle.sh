@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bundle.sh --docent BIN [--board qemu-aarch64|rpi4] [--version V] [--key KEY.pem --cert CERT.pem]
-#           [--keyring CA.pem] [--out DIR]
+#           [--keyring CA.pem] [--docent-toml FILE] [--out DIR]
 #   -> DIR/docent-<board>-<version>.raucb (DIR: target/bundle by default, from ./x bundle)
 # An update of a docent board: a RAUC bundle (format verity) whose one image is the slot's root
 # file system, the same tree mkdisk.sh puts in both slots (rootfs.sh, here with VERSION_ID=V in
@@ -10,11 +10,12 @@
 # bundle) and the version. The bundle is signed with KEY/CERT (default: the test CA's signing
 # key under $DOCENT_SIM_HOME/rauc-ca, made if missing, see rootfs.sh); the signature must chain
 # to the keyring in the image (--keyring: the CA the images were built with, checked here too).
+# --docent-toml: the kiosk's configuration in the new root (default: the board's profile).
 # A museum signs with its own key: README.md, "Updates".
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/rootfs.sh"
-BIN=""; NAME=qemu-aarch64; KEY=""; CERT=""; KEYRING=""; OUT=$(cd "$BOARD/.." && pwd)/target/bundle
+BIN=""; NAME=qemu-aarch64; KEY=""; CERT=""; KEYRING=""; DOCENT_TOML=""; OUT=$(cd "$BOARD/.." && pwd)/target/bundle
 VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$BOARD/../Cargo.toml" | head -n1)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -24,6 +25,7 @@ while [ $# -gt 0 ]; do
     --key) KEY=$2; shift 2 ;;
     --cert) CERT=$2; shift 2 ;;
     --keyring) KEYRING=$2; shift 2 ;;
+    --docent-toml) DOCENT_TOML=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     *) die "unknown option $1" ;;
   esac

@@ -33,7 +33,7 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/rootfs.sh"
-BIN=""; NAME=qemu-aarch64; KEYRING=""
+BIN=""; NAME=qemu-aarch64; KEYRING=""; DOCENT_TOML=""
 VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$BOARD/../Cargo.toml" | head -n1)
 while [ $# -gt 0 ]; do
   case "$1" in

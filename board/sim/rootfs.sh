@@ -6,6 +6,7 @@
 #   BIN      the static aarch64 docent binary
 #   VERSION  the image's version: VERSION_ID in /etc/os-release, the bundle's version
 #   KEYRING  the CA certificate(s) a bundle must be signed under: /etc/rauc/keyring.pem
+#   DOCENT_TOML  /etc/docent/docent.toml (default: the board's profile, board/<board>/docent.toml)
 # What goes into the tree is described in mkdisk.sh's header.
 A=arm64
 BOARD=$(cd "$BOARD_SIM_DIR/.." && pwd)
@@ -13,6 +14,8 @@ BOARD=$(cd "$BOARD_SIM_DIR/.." && pwd)
 root_setup() {
   case $NAME in qemu-aarch64|rpi4) ;; *) die "--board qemu-aarch64|rpi4 (got '$NAME')" ;; esac
   PROFILE=$BOARD/$NAME
+  DOCENT_TOML=${DOCENT_TOML:-$PROFILE/docent.toml}
+  [ -f "$DOCENT_TOML" ] || die "no docent.toml '$DOCENT_TOML'"
   GUEST=$BOARD_SIM_DIR/guest
   SIM=no; [ "$NAME" = qemu-aarch64 ] && SIM=yes
   KVER=$(kver_of $A); K=$SIM_HOME/kernel/$A
@@ -151,7 +154,7 @@ root_tree() { # root_tree DIR: the root file system in DIR (made anew), with ini
   install -m 0644 "$BOARD/rauc/docent-rauc.conf" "$F/usr/share/dbus-1/system.d/docent-rauc.conf"
   install -D -m 0644 "$BOARD/rauc/modules-load.conf" "$F/usr/lib/modules-load.d/rauc.conf"
   install -m 0644 "$BOARD/layout/fw_env.config" "$F/etc/fw_env.config"
-  install -m 0644 "$PROFILE/docent.toml" "$F/etc/docent/docent.toml"
+  install -m 0644 "$DOCENT_TOML" "$F/etc/docent/docent.toml"
   install -m 0644 "$PROFILE/asound.conf" "$F/etc/asound.conf"
   mkdir -p "$F/etc/systemd/network"
   install -m 0644 "$PROFILE/wired.network" "$F/etc/systemd/network/80-wired.network"

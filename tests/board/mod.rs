@@ -20,14 +20,18 @@ use std::time::{Duration, Instant};
 /// How long a boot may take under emulation (U-Boot, the kernel, systemd, on a busy machine).
 const BOOT_WITHIN: Duration = Duration::from_secs(300);
 
-/// The board's images: the disk, U-Boot and the partition table.
-pub fn images() -> PathBuf {
-    let home = std::env::var_os("DOCENT_SIM_HOME")
+/// The cache of board/sim (`$DOCENT_SIM_HOME`, default `~/.cache/docent-sim`).
+pub fn sim_home() -> PathBuf {
+    std::env::var_os("DOCENT_SIM_HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/docent-sim")
-        });
-    let dir = home.join("img").join("arm64");
+        })
+}
+
+/// The board's images: the disk, U-Boot and the partition table.
+pub fn images() -> PathBuf {
+    let dir = sim_home().join("img").join("arm64");
     assert!(
         dir.join("disk.img").is_file(),
         "no simulated board image in {}: run ./x appliance (board/sim/mkdisk.sh)",
@@ -141,6 +145,8 @@ pub struct Board {
     pub docent: SocketAddr,
     /// The guest's httpd (port 80, serving /run/www), forwarded.
     pub www: SocketAddr,
+    /// Guest port 9999, forwarded: files for the board (`send_file`).
+    rig: SocketAddr,
     pub powered_on: Instant,
 }
 
@@ -158,12 +164,13 @@ impl Board {
         let img = images();
         let docent = free_port();
         let www = free_port();
+        let rig = free_port();
         let monitor = dir.join("mon.sock");
         let _ = std::fs::remove_file(&monitor);
         // restrict=on: the board reaches nothing outside; only the forwarded ports reach it.
         let net = format!(
             "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{www}-:80,\
-             hostfwd=tcp:127.0.0.1:{docent}-:8080"
+             hostfwd=tcp:127.0.0.1:{docent}-:8080,hostfwd=tcp:127.0.0.1:{rig}-:9999"
         );
         let mut cmd = Command::new("qemu-system-aarch64");
         // acpi=off: the PL061 GPIO is there (gpiochip0), as the board profile expects.
@@ -209,6 +216,7 @@ impl Board {
             monitor,
             docent: SocketAddr::from(([127, 0, 0, 1], docent)),
             www: SocketAddr::from(([127, 0, 0, 1], www)),
+            rig: SocketAddr::from(([127, 0, 0, 1], rig)),
             powered_on,
         }
     }
@@ -232,7 +240,30 @@ impl Board {
         self.wait_ready(mark);
     }
 
-    fn send(&mut self, line: &str) {
+    /// Copies the host's file `from` to `to` on the board (busybox nc on the forwarded port
+    /// 9999, as fast as QEMU's user network goes); returns how long it took.
+    pub fn send_file(&mut self, from: &Path, to: &str) -> Duration {
+        let bytes = std::fs::read(from).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+        let started = Instant::now();
+        self.sh(&format!(
+            "rm -f {to}; sh -c 'nc -l -p 9999 > {to} 2>/run/nc.log &'; sleep 1"
+        ));
+        let mut s = std::net::TcpStream::connect(self.rig).expect("the rig's port");
+        s.write_all(&bytes).expect("the file is sent");
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        drop(s);
+        self.sh_within(
+            &format!(
+                "until [ \"$(wc -c < {to})\" = {} ]; do sleep 0.5; done",
+                bytes.len()
+            ),
+            Duration::from_secs(300),
+        );
+        started.elapsed()
+    }
+
+    /// Sends `line` to the board's shell without waiting for it (e.g. a reboot).
+    pub fn send(&mut self, line: &str) {
         self.console
             .write_all(format!("{line}\n").as_bytes())
             .and_then(|()| self.console.flush())
