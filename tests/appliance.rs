@@ -715,14 +715,14 @@ fn booted_and_good(b: &mut Board, rt: &Runtime, slot: &str) {
     );
 }
 
-/// Updates with rollback (board/sim/bundle.sh, board/rauc, board/systemd): the board runs 0.1.0
-/// on slot A; RAUC answers only root and docent on D-Bus; bundles signed by another key or
-/// made for another board are refused before a byte reaches the other slot; 0.2.0 is
-/// installed into slot B, boots, is marked good and answers a visitor with the data made on
-/// 0.1.0; 0.3.0, whose docent refuses its configuration, is installed into slot A, never
-/// serves, and the update gate's deadline rolls it back: the board is on 0.2.0 again and
-/// /data/update/outcome.json says why. Prints the times (upload to serving on the new slot,
-/// the failed start to serving on the old one).
+/// Updates with rollback, as a museum does them from the console (docent's routes, RAUC on the
+/// board, board/rauc, board/systemd): the board runs 0.1.0 on slot A; RAUC answers only root
+/// and docent on D-Bus; bundles signed by another key or made for another board are refused
+/// at upload, before a byte reaches the other slot; 0.2.0 is uploaded, installed into slot B,
+/// rebooted into, marked good, and answers a visitor with the data made on 0.1.0; 0.3.0, whose
+/// docent refuses its configuration, is installed into slot A, never serves, and the update
+/// gate's deadline rolls it back: the board is on 0.2.0 again and health says why. Prints the
+/// times (upload to serving on the new slot, the failed start to serving on the old one).
 #[test]
 #[ignore = "boots the simulated board: run by ./x appliance"]
 fn updates_install_roll_back_and_refuse_foreign_bundles() {
@@ -737,20 +737,26 @@ fn updates_install_roll_back_and_refuse_foreign_bundles() {
     let cid = rt.block_on(admin.character_with_clips_and_knowledge());
     on_slot(&mut b, "A", "0.1.0");
     rauc_answers_only_root_and_docent(&mut b);
-    b.sh("mkdir -p /data/update && chown docent:docent /data/update");
 
     // --- Bundles the board must refuse: nothing reaches slot B, the boot state stays ---
     let untouched = "md5sum < /dev/disk/by-partlabel/rootB; fw_printenv BOOT_ORDER";
     let before = b.sh_within(untouched, Duration::from_secs(300));
     for (what, bundle, says) in foreign {
-        b.send_file(&bundle, "/data/update/bundle.raucb");
-        let out = install(&mut b);
+        let (verdict, _) = rt.block_on(admin.upload(&bundle));
+        let reason = verdict["reason"].as_str().unwrap_or_default().to_string();
         assert!(
-            !out.contains("install status 0") && out.contains(says),
-            "{what} is refused ({says}): {out}"
+            verdict["accepted"] == false && reason.contains(says),
+            "{what} is refused ({says}): {verdict}"
         );
-        let why = out.lines().rfind(|l| l.contains(says)).unwrap_or_default();
-        println!("update: {what} refused: {why}");
+        rt.block_on(
+            admin.expect(
+                admin
+                    .request(reqwest::Method::POST, "/api/v1/system/update/install")
+                    .json(&json!({ "force": true })),
+                409,
+            ),
+        );
+        println!("update: {what} refused at upload: {reason}");
     }
     assert_eq!(
         b.sh_within(untouched, Duration::from_secs(300)),
@@ -759,22 +765,24 @@ fn updates_install_roll_back_and_refuse_foreign_bundles() {
     );
 
     // --- The good update: 0.2.0 into slot B ---
-    let uploaded = b.send_file(&v2, "/data/update/bundle.raucb");
-    let started = Instant::now();
-    let out = install(&mut b);
-    assert!(out.contains("install status 0"), "0.2.0 installs: {out}");
-    let installed = started.elapsed();
+    let (verdict, uploaded) = rt.block_on(admin.upload(&v2));
+    assert_eq!(verdict["accepted"], true, "{verdict}");
+    assert_eq!(
+        (&verdict["version"], &verdict["current_version"]),
+        (&json!("0.2.0"), &json!("0.1.0"))
+    );
+    let installed = rt.block_on(admin.install());
     assert_eq!(
         b.sh("fw_printenv -n BOOT_ORDER"),
         "B A",
         "slot B boots next"
     );
     let rebooted = Instant::now();
-    b.reboot();
+    admin_reboot(&mut b, &rt, &admin);
     let serving = rt.block_on(wait_health(&b, Duration::from_secs(180)));
     println!(
-        "update 0.1.0 -> 0.2.0 ({} MiB bundle): upload {:.0} s, install {:.0} s, reboot to \
-         serving {:.0} s; upload to serving on slot B {:.0} s",
+        "update 0.1.0 -> 0.2.0 ({} MiB bundle): upload and check {:.0} s, install {:.0} s, \
+         reboot to serving {:.0} s; upload to serving on slot B {:.0} s",
         std::fs::metadata(&v2).unwrap().len() >> 20,
         uploaded.as_secs_f64(),
         installed.as_secs_f64(),
@@ -783,27 +791,30 @@ fn updates_install_roll_back_and_refuse_foreign_bundles() {
     );
     on_slot(&mut b, "B", "0.2.0");
     marked_good(&mut b, "B");
+    let firmware = rt.block_on(firmware_health(&b, |f| !f["update"].is_null()));
+    assert_eq!(
+        (&firmware["version"], &firmware["update"]),
+        (&json!("0.2.0"), &json!("updated from 0.1.0 to 0.2.0")),
+        "{firmware}"
+    );
     let admin = admin.on(&b);
     rt.block_on(admin.get(&format!("/api/v1/characters/{cid}")));
     visit(&mut b, &rt, &admin, dir.path());
 
     // --- The bad update: 0.3.0 into slot A; its docent never starts; the gate rolls back ---
-    b.send_file(&v3, "/data/update/bundle.raucb");
-    let out = install(&mut b);
-    assert!(out.contains("install status 0"), "0.3.0 installs: {out}");
+    let (verdict, _) = rt.block_on(admin.upload(&v3));
+    assert_eq!(verdict["accepted"], true, "{verdict}");
+    rt.block_on(admin.install());
     assert_eq!(
         b.sh("fw_printenv -n BOOT_ORDER"),
         "A B",
         "slot A boots next"
     );
-    // What docent does after an install (issue #21): the pending update, then the reboot.
-    b.sh(
-        "echo \"{\\\"slot\\\":\\\"A\\\",\\\"from\\\":\\\"0.2.0\\\",\\\"to\\\":\\\"0.3.0\\\",\
-         \\\"installed_at\\\":$(date +%s)}\" > /data/update/pending.json && \
-         chown docent:docent /data/update/pending.json",
-    );
     let mark = b.mark();
-    b.send("systemctl reboot");
+    rt.block_on(admin.expect(
+        admin.request(reqwest::Method::POST, "/api/v1/system/reboot"),
+        202,
+    ));
     let on_a = b.wait_for("docent boot: slot A", mark, Duration::from_secs(120));
     let gate = b.wait_for(
         "update gate: 0.2.0 -> 0.3.0 on slot A",
@@ -821,36 +832,27 @@ fn updates_install_roll_back_and_refuse_foreign_bundles() {
     b.wait_ready(back);
     let serving = rt.block_on(wait_health(&b, Duration::from_secs(180)));
     on_slot(&mut b, "B", "0.2.0");
-    let outcome: Value =
-        serde_json::from_str(&b.sh("cat /data/update/outcome.json")).expect("outcome.json is JSON");
+    assert_eq!(boot_status(&mut b, "A"), "bad", "slot A is marked bad");
+    let firmware = rt.block_on(firmware_health(&b, |f| !f["update"].is_null()));
     println!(
         "update 0.2.0 -> 0.3.0 (docent refuses its configuration): the gate rolled back {:.0} s \
-         after it started; serving on 0.2.0 again {:.0} s after that; outcome {outcome}",
+         after it started; serving on 0.2.0 again {:.0} s after that; health: {firmware}",
         decided.as_secs_f64(),
         (serving - failed - decided).as_secs_f64()
     );
-    assert_eq!(outcome["result"], "rolled_back", "{outcome}");
-    assert_eq!(
-        (outcome["from"].as_str(), outcome["to"].as_str()),
-        (Some("0.2.0"), Some("0.3.0"))
-    );
+    let said = firmware["update"].as_str().unwrap_or_default();
     assert!(
-        outcome["reason"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("teleported"),
-        "the outcome names docent's own error: {outcome}"
+        said.starts_with("0.3.0 failed its start check (docent failed to start")
+            && said.contains("teleported")
+            && said.ends_with("and was rolled back; running 0.2.0"),
+        "health says why, in docent's own words: {firmware}"
     );
-    assert_eq!(
-        b.sh("ls /data/update/pending.json 2>&1 | grep -c 'No such'"),
-        "1"
-    );
-    assert_eq!(boot_status(&mut b, "A"), "bad", "slot A is marked bad");
+    assert_eq!(firmware["version"], "0.2.0");
     rt.block_on(admin.on(&b).get(&format!("/api/v1/characters/{cid}")));
 }
 
 /// A power cut (QEMU killed) while RAUC writes slot B: the board boots slot A as before, and a
-/// new install of the same bundle then succeeds and boots.
+/// new upload and install of the same bundle then succeed and boot.
 #[test]
 #[ignore = "boots the simulated board: run by ./x appliance-long"]
 fn long_a_power_cut_during_an_install_leaves_the_old_slot() {
@@ -860,51 +862,84 @@ fn long_a_power_cut_during_an_install_leaves_the_old_slot() {
     let disk = Disk::flash(dir.path());
     let mut b = Board::boot(&disk, dir.path());
     rt.block_on(wait_health(&b, Duration::from_secs(180)));
-    b.sh("mkdir -p /data/update && chown docent:docent /data/update");
-    b.send_file(&v2, "/data/update/bundle.raucb");
-    b.sh("sh -c '(rauc install /data/update/bundle.raucb > /run/install.log 2>&1) &'");
+    let admin = own_password(&mut b, &rt);
+    let (verdict, _) = rt.block_on(admin.upload(&v2));
+    assert_eq!(verdict["accepted"], true, "{verdict}");
+    rt.block_on(admin.expect(
+        admin.request(reqwest::Method::POST, "/api/v1/system/update/install"),
+        202,
+    ));
     let start = Instant::now();
     let progress = loop {
-        let p = b.sh(
-            "busctl get-property de.pengutronix.rauc / de.pengutronix.rauc.Installer Progress \
-             2>/dev/null",
-        );
-        // `(isi) 40 "Copying image to rootfs.1" 1`
-        let percent: u32 = value_after(&p, "(isi)").unwrap_or(0);
-        if percent >= 40 && p.contains("rootfs.1") {
-            break p;
+        let s = rt.block_on(admin.get("/api/v1/system/update"));
+        // RAUC's last step writes the image into the slot; cut while it does.
+        if s["progress"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Copying image"))
+        {
+            std::thread::sleep(Duration::from_secs(2));
+            break s["progress"].clone();
         }
         assert!(
-            start.elapsed() < Duration::from_secs(300),
-            "the install copies the image: {p}; {}",
-            b.sh("cat /run/install.log")
+            start.elapsed() < Duration::from_secs(300) && s["operation"] == "installing",
+            "the install runs: {s}"
         );
-        std::thread::sleep(Duration::from_millis(500));
+        std::thread::sleep(Duration::from_millis(300));
     };
     b.power_cut();
     println!("power cut during the install at {progress}");
     let mut b = Board::boot(&disk, dir.path());
     rt.block_on(wait_health(&b, Duration::from_secs(180)));
     on_slot(&mut b, "A", "0.1.0");
-    assert_eq!(
-        b.sh("fw_printenv -n BOOT_ORDER"),
-        "A B",
-        "slot A stays first"
-    );
-    let started = Instant::now();
-    let out = install(&mut b);
-    assert!(
-        out.contains("install status 0"),
-        "the install succeeds: {out}"
-    );
+    // RAUC takes the slot it writes out of the boot order first: a half-written slot B is
+    // never tried.
+    assert_eq!(b.sh("fw_printenv -n BOOT_ORDER"), "A", "only slot A boots");
+    let admin = admin.on(&b);
+    let (verdict, _) = rt.block_on(admin.upload(&v2));
+    assert_eq!(verdict["accepted"], true, "{verdict}");
+    let installed = rt.block_on(admin.install());
     println!(
         "after the power cut: a new install took {:.0} s",
-        started.elapsed().as_secs_f64()
+        installed.as_secs_f64()
     );
-    b.reboot();
+    admin_reboot(&mut b, &rt, &admin);
     rt.block_on(wait_health(&b, Duration::from_secs(180)));
     on_slot(&mut b, "B", "0.2.0");
     marked_good(&mut b, "B");
+}
+
+/// Reboots the board through docent's route; returns once its console shell is back.
+fn admin_reboot(b: &mut Board, rt: &Runtime, admin: &Admin) {
+    let mark = b.mark();
+    rt.block_on(admin.expect(
+        admin.request(reqwest::Method::POST, "/api/v1/system/reboot"),
+        202,
+    ));
+    b.wait_ready(mark);
+}
+
+/// Health's `firmware`, once it passes `ok` (docent settles an update shortly after it serves).
+async fn firmware_health(b: &Board, ok: impl Fn(&Value) -> bool) -> Value {
+    let client = health_client();
+    let start = Instant::now();
+    loop {
+        let health: Value = client
+            .get(format!("http://{}/api/v1/health", b.docent))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if ok(&health["firmware"]) {
+            return health["firmware"].clone();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "health's firmware: {health}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 /// `target/bundle/docent-qemu-aarch64-VERSION.raucb`, made by ./x appliance.
@@ -913,14 +948,6 @@ fn bundle(version: &str) -> std::path::PathBuf {
         .join(format!("target/bundle/docent-qemu-aarch64-{version}.raucb"));
     assert!(path.is_file(), "no {}: run ./x appliance", path.display());
     path
-}
-
-/// `rauc install` of /data/update/bundle.raucb on the board; its output and `install status N`.
-fn install(b: &mut Board) -> String {
-    b.sh_within(
-        "rauc install /data/update/bundle.raucb 2>&1; echo \"install status $?\"",
-        Duration::from_secs(600),
-    )
 }
 
 /// The board booted `slot` with firmware `version` (VERSION_ID), as RAUC sees it too.
@@ -1027,14 +1054,14 @@ fn foreign_bundles(dir: &Path) -> Vec<(&'static str, std::path::PathBuf, &'stati
             "docent-qemu-aarch64",
             other.join("key.pem"),
             other.join("cert.pem"),
-            "ignature",
+            "RAUC refused it",
         ),
         (
             "a bundle for another board",
             "docent-rpi4",
             ca.join("signing.key.pem"),
             ca.join("signing.cert.pem"),
-            "ompatible",
+            "this update is for docent-rpi4; this kiosk is docent-qemu-aarch64",
         ),
     ] {
         let content = dir.join(format!("content-{compatible}-{}", made.len()));
@@ -1382,6 +1409,46 @@ impl Admin {
     async fn get(&self, path: &str) -> Value {
         self.expect(self.request(reqwest::Method::GET, path), 200)
             .await
+    }
+
+    /// Uploads the bundle at `path` (the System page's upload); returns RAUC's verdict and how
+    /// long the upload and check took.
+    async fn upload(&self, path: &Path) -> (Value, Duration) {
+        let bytes = std::fs::read(path).unwrap();
+        let started = Instant::now();
+        let verdict = self
+            .expect(
+                self.request(reqwest::Method::POST, "/api/v1/system/update")
+                    .timeout(Duration::from_secs(900))
+                    .header("content-type", "application/octet-stream")
+                    .body(bytes),
+                200,
+            )
+            .await;
+        (verdict, started.elapsed())
+    }
+
+    /// Installs the bundle uploaded last and waits until it is installed; returns how long.
+    async fn install(&self) -> Duration {
+        let started = Instant::now();
+        self.expect(
+            self.request(reqwest::Method::POST, "/api/v1/system/update/install"),
+            202,
+        )
+        .await;
+        loop {
+            let s = self.get("/api/v1/system/update").await;
+            match s["operation"].as_str() {
+                Some("installed") => return started.elapsed(),
+                Some("installing") | Some("idle") => {}
+                _ => panic!("the install fails: {s}"),
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(600),
+                "installed within 10 minutes: {s}"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
     }
 
     /// A character with an avatar (red), an idle (blue) and a speaking (green) clip and the museum

@@ -145,8 +145,6 @@ pub struct Board {
     pub docent: SocketAddr,
     /// The guest's httpd (port 80, serving /run/www), forwarded.
     pub www: SocketAddr,
-    /// Guest port 9999, forwarded: files for the board (`send_file`).
-    rig: SocketAddr,
     pub powered_on: Instant,
 }
 
@@ -164,13 +162,12 @@ impl Board {
         let img = images();
         let docent = free_port();
         let www = free_port();
-        let rig = free_port();
         let monitor = dir.join("mon.sock");
         let _ = std::fs::remove_file(&monitor);
         // restrict=on: the board reaches nothing outside; only the forwarded ports reach it.
         let net = format!(
             "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{www}-:80,\
-             hostfwd=tcp:127.0.0.1:{docent}-:8080,hostfwd=tcp:127.0.0.1:{rig}-:9999"
+             hostfwd=tcp:127.0.0.1:{docent}-:8080"
         );
         let mut cmd = Command::new("qemu-system-aarch64");
         // acpi=off: the PL061 GPIO is there (gpiochip0), as the board profile expects.
@@ -216,7 +213,6 @@ impl Board {
             monitor,
             docent: SocketAddr::from(([127, 0, 0, 1], docent)),
             www: SocketAddr::from(([127, 0, 0, 1], www)),
-            rig: SocketAddr::from(([127, 0, 0, 1], rig)),
             powered_on,
         }
     }
@@ -240,30 +236,7 @@ impl Board {
         self.wait_ready(mark);
     }
 
-    /// Copies the host's file `from` to `to` on the board (busybox nc on the forwarded port
-    /// 9999, as fast as QEMU's user network goes); returns how long it took.
-    pub fn send_file(&mut self, from: &Path, to: &str) -> Duration {
-        let bytes = std::fs::read(from).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
-        let started = Instant::now();
-        self.sh(&format!(
-            "rm -f {to}; sh -c 'nc -l -p 9999 > {to} 2>/run/nc.log &'; sleep 1"
-        ));
-        let mut s = std::net::TcpStream::connect(self.rig).expect("the rig's port");
-        s.write_all(&bytes).expect("the file is sent");
-        s.shutdown(std::net::Shutdown::Write).unwrap();
-        drop(s);
-        self.sh_within(
-            &format!(
-                "until [ \"$(wc -c < {to})\" = {} ]; do sleep 0.5; done",
-                bytes.len()
-            ),
-            Duration::from_secs(300),
-        );
-        started.elapsed()
-    }
-
-    /// Sends `line` to the board's shell without waiting for it (e.g. a reboot).
-    pub fn send(&mut self, line: &str) {
+    fn send(&mut self, line: &str) {
         self.console
             .write_all(format!("{line}\n").as_bytes())
             .and_then(|()| self.console.flush())
