@@ -119,6 +119,10 @@ pub struct Config {
     /// Enables `POST /api/v1/internal/debug/stall`, which really blocks a loop so the watchdog
     /// can be tested. Never on a kiosk in service.
     pub test_hooks: bool,
+    /// Test rig only (read only with `test_hooks`): this build acts as one whose schema is this
+    /// newer version, reached by migrations that change nothing, so that the simulated board can
+    /// update across a schema migration and fall back.
+    pub test_schema_version: Option<u64>,
     pub limits: Limits,
     /// Which devices the kiosk uses: `auto` (real where present, simulated for the rest), `sim`,
     /// `real` or `none` (a pure server).
@@ -128,6 +132,7 @@ pub struct Config {
     pub display: DisplayConfig,
     pub kiosk: KioskConfig,
     pub mdns: MdnsConfig,
+    pub update: UpdateConfig,
 }
 
 /// Upper bounds on request bodies; anything larger is refused with 413 and nothing is stored.
@@ -243,6 +248,32 @@ pub struct MdnsConfig {
     pub enabled: bool,
     /// The host name without `.local`; empty: `docent-` and four hex digits of the board's id.
     pub name: HostLabel,
+}
+
+/// Firmware updates through RAUC (docs/updates.md).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct UpdateConfig {
+    /// Whether the console may upload and install an update (RAUC must be on the system bus).
+    pub enabled: bool,
+    /// Largest bundle an administrator may upload; the data reserve applies besides.
+    pub max_bundle_bytes: u64,
+    /// The file whose creation asks the board to reboot (a root path unit acts on it): docent
+    /// itself holds no capability.
+    pub reboot_request: PathBuf,
+    /// Where the image says its version (`VERSION_ID`).
+    pub os_release: PathBuf,
+}
+
+impl Default for UpdateConfig {
+    fn default() -> Self {
+        UpdateConfig {
+            enabled: true,
+            max_bundle_bytes: 400 << 20,
+            reboot_request: PathBuf::from("/run/docent/reboot"),
+            os_release: PathBuf::from("/etc/os-release"),
+        }
+    }
 }
 
 impl Default for MdnsConfig {
@@ -406,6 +437,7 @@ impl Default for Config {
             store_cache_bytes: 16 << 20,
             watchdog_secs: 10,
             test_hooks: false,
+            test_schema_version: None,
             limits: Limits::default(),
             devices: DeviceMode::Auto,
             audio: AudioConfig::default(),
@@ -413,6 +445,7 @@ impl Default for Config {
             display: DisplayConfig::default(),
             kiosk: KioskConfig::default(),
             mdns: MdnsConfig::default(),
+            update: UpdateConfig::default(),
         }
     }
 }

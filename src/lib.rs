@@ -99,6 +99,7 @@ pub async fn run_with(
             heartbeat,
         });
     }
+    tokio::spawn(start_check(Arc::downgrade(&engine), addr, loops.clone()));
     on_ready(Ready {
         addr,
         engine: engine.clone(),
@@ -133,6 +134,61 @@ pub async fn run_with(
     } else {
         Stopped::Shutdown
     })
+}
+
+/// How long after the start the start check looks: every loop has beaten by then.
+const START_CHECK_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The start check (docs/updates.md): docent answers on its own listener and its loops beat. It
+/// decides whether the slot this board booted is good; after an update that fails it, the board
+/// goes back to the slot it came from. It holds the engine weakly: a restart within the process
+/// must be able to open the store again.
+async fn start_check(
+    engine: std::sync::Weak<Engine>,
+    addr: std::net::SocketAddr,
+    loops: Vec<watchdog::Watched>,
+) {
+    tokio::time::sleep(START_CHECK_AFTER).await;
+    let check = match serves(addr).await {
+        Ok(()) => match watchdog::stalled(&loops, START_CHECK_AFTER) {
+            Some((name, age)) => Err(format!(
+                "the {name} loop has not run for {}s",
+                age.as_secs()
+            )),
+            None => Ok(()),
+        },
+        Err(e) => Err(e),
+    };
+    let Some(engine) = engine.upgrade() else {
+        return;
+    };
+    match engine.updates.settle(check).await {
+        Ok(true) => {
+            tracing::error!("the update failed its start check: rebooting into the previous slot")
+        }
+        Ok(false) => {}
+        Err(e) => tracing::warn!("start check: {e}"),
+    }
+}
+
+/// Whether the listener answers a health request.
+async fn serves(mut addr: std::net::SocketAddr) -> Result<(), String> {
+    if addr.ip().is_unspecified() {
+        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .map_err(|e| e.to_string())?;
+    match client
+        .get(format!("http://{addr}/api/v1/health"))
+        .send()
+        .await
+    {
+        Ok(r) if r.status().is_success() => Ok(()),
+        Ok(r) => Err(format!("its API answered {}", r.status())),
+        Err(e) => Err(format!("its API did not answer: {e}")),
+    }
 }
 
 /// Once a minute closes idle sessions (so abandoned clients do not hold places forever) and

@@ -17,6 +17,26 @@ use crate::engine::access::Owner;
 /// Name of the administrator session cookie.
 pub const SESSION_COOKIE: &str = "docent_session";
 
+/// Set on a write whose session cookie failed the Origin check: the cookie was taken off, so
+/// the route decides as for a caller without it (a conversation client on loopback, an internal
+/// caller, a public route still pass), and a refusal for want of credentials says why (403).
+#[derive(Clone, Copy)]
+pub struct ForeignCookie;
+
+/// Why a write with the session cookie from another origin is refused, and how to allow one.
+pub const FOREIGN_COOKIE: &str = "a write with the session cookie must come from the kiosk's own pages; \
+    to allow the pages of another origin, add it to `cors_origins` in the configuration";
+
+/// The refusal of a caller without the credentials a route needs: 403 when a cookie of another
+/// origin was set aside ([`ForeignCookie`]), else 401 with `message`.
+pub fn unauthenticated(extensions: &axum::http::Extensions, message: &'static str) -> ApiError {
+    if extensions.get::<ForeignCookie>().is_some() {
+        ApiError::new(StatusCode::FORBIDDEN, FOREIGN_COOKIE)
+    } else {
+        ApiError::new(StatusCode::UNAUTHORIZED, message)
+    }
+}
+
 /// Proof that the caller may use admin routes: a live administrator session (cookie or bearer
 /// token), or setup mode (no password configured yet).
 pub struct Admin;
@@ -34,10 +54,7 @@ impl FromRequestParts<AppState> for Admin {
                 "change the first-boot password first (PUT /api/auth/password)",
             ))
         } else {
-            Err(ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "authentication required",
-            ))
+            Err(unauthenticated(&parts.extensions, "authentication required"))
         }
     }
 }
@@ -55,10 +72,7 @@ impl FromRequestParts<AppState> for AdminSession {
         {
             Ok(AdminSession)
         } else {
-            Err(ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "authentication required",
-            ))
+            Err(unauthenticated(&parts.extensions, "authentication required"))
         }
     }
 }
@@ -133,8 +147,8 @@ impl FromRequestParts<AppState> for Internal {
         if loopback || token_ok {
             Ok(Internal)
         } else {
-            Err(ApiError::new(
-                StatusCode::UNAUTHORIZED,
+            Err(unauthenticated(
+                &parts.extensions,
                 "internal route: loopback or internal token required",
             ))
         }
@@ -158,7 +172,16 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        caller(&state.engine, &parts.headers, peer(parts), None).map(Caller)
+        caller(&state.engine, &parts.headers, peer(parts), None)
+            .map(Caller)
+            .map_err(|refused| {
+                let foreign = parts.extensions.get::<ForeignCookie>().is_some();
+                if foreign && refused.status == StatusCode::UNAUTHORIZED {
+                    ApiError::new(StatusCode::FORBIDDEN, FOREIGN_COOKIE)
+                } else {
+                    refused
+                }
+            })
     }
 }
 

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::auth::Admin;
 use super::error::{ApiError, ApiResult};
 use super::extract::{JsonBody, Params, QueryArgs, check_length, read_body};
+use super::statuses;
 use super::{AppState, blocking, files};
 use crate::config::Limits;
 use crate::engine::characters::{Activation, CharacterInput, CharacterView, ImageView};
@@ -70,7 +71,8 @@ pub fn routes(limits: &Limits) -> Router<AppState> {
         .route("/api/v1/avatars/{filename}", get(avatar))
 }
 
-#[utoipa::path(get, path = "/api/v1/characters", tag = "characters", responses((status = 200, description = "Every character", body = Vec<crate::engine::characters::CharacterView>)))]
+#[utoipa::path(get, path = "/api/v1/characters", tag = "characters",
+    responses((status = 200, description = "Every character", body = Vec<CharacterView>)))]
 async fn list(State(s): State<AppState>) -> ApiResult<Response> {
     let json = s.engine.characters_json()?;
     Ok((
@@ -80,7 +82,10 @@ async fn list(State(s): State<AppState>) -> ApiResult<Response> {
         .into_response())
 }
 
-#[utoipa::path(post, path = "/api/v1/characters", tag = "characters", request_body(content = crate::engine::characters::CharacterInput, description = "JSON body", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 201, description = "Created", body = crate::engine::characters::CharacterView), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/characters", tag = "characters",
+    request_body(content = CharacterInput, description = "JSON body", content_type = "application/json",),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses((status = 201, description = "Created", body = CharacterView), statuses::AdminJsonWrite))]
 async fn create(
     _: Admin,
     State(s): State<AppState>,
@@ -90,7 +95,9 @@ async fn create(
     Ok((StatusCode::CREATED, Json(c)))
 }
 
-#[utoipa::path(get, path = "/api/v1/characters/{id}", tag = "characters", params(("id" = String, Path, description = "Character id")), responses((status = 200, description = "The character", body = crate::engine::characters::CharacterView), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/characters/{id}", tag = "characters",
+    params(("id" = String, Path, description = "Character id")),
+    responses((status = 200, description = "The character", body = CharacterView), statuses::PublicRead))]
 async fn read(
     State(s): State<AppState>,
     Params(id): Params<String>,
@@ -98,7 +105,11 @@ async fn read(
     Ok(Json(s.engine.character(&id)?))
 }
 
-#[utoipa::path(put, path = "/api/v1/characters/{id}", tag = "characters", params(("id" = String, Path, description = "Character id")), request_body(content = crate::engine::characters::CharacterInput, description = "JSON body", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Updated", body = crate::engine::characters::CharacterView), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(put, path = "/api/v1/characters/{id}", tag = "characters",
+    params(("id" = String, Path, description = "Character id")),
+    request_body(content = CharacterInput, description = "JSON body", content_type = "application/json",),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses((status = 200, description = "Updated", body = CharacterView), statuses::AdminJsonUpdate))]
 async fn update(
     _: Admin,
     State(s): State<AppState>,
@@ -110,7 +121,10 @@ async fn update(
     ))
 }
 
-#[utoipa::path(delete, path = "/api/v1/characters/{id}", tag = "characters", params(("id" = String, Path, description = "Character id")), security(("admin_session" = []), ("bearer" = [])), responses((status = 204, description = "Deleted"), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(delete, path = "/api/v1/characters/{id}", tag = "characters",
+    params(("id" = String, Path, description = "Character id")),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses((status = 204, description = "Deleted"), statuses::AdminChange))]
 async fn remove(
     _: Admin,
     State(s): State<AppState>,
@@ -130,7 +144,21 @@ struct VoiceTest {
 
 /// Checks a voice (`{status: "ok"}`), or, asked with `Accept: audio/wav`, answers a sample of
 /// it as a WAV file that a browser can play.
-#[utoipa::path(post, path = "/api/v1/characters/test-voice", tag = "characters", request_body(content = VoiceTest, description = "JSON body", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The voice works (`{\"status\": \"ok\"}`), or, asked with `Accept: audio/wav`, a sample of it", content((Object = "application/json"), (crate::api::openapi::Binary = "audio/wav"))), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody), (status = 502, description = "The provider failed", body = crate::api::openapi::ErrorBody), (status = 503, description = "The provider is unavailable", body = crate::api::openapi::ErrorBody), (status = 504, description = "The provider timed out", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/characters/test-voice", tag = "characters",
+    request_body(content = VoiceTest, description = "JSON body", content_type = "application/json"),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (
+            status = 200,
+            description = "The voice works (`{\"status\": \"ok\"}`), or, asked with `Accept: audio/wav`, \
+                a sample of it",
+            content((Object = "application/json"), (crate::api::openapi::Binary = "audio/wav")),
+        ),
+        statuses::AdminJsonWrite,
+        (status = 502, description = "The provider failed", body = crate::api::openapi::ErrorBody),
+        (status = 503, description = "The provider is unavailable", body = crate::api::openapi::ErrorBody),
+        (status = 504, description = "The provider timed out", body = crate::api::openapi::ErrorBody),
+    ))]
 async fn test_voice(
     _: Admin,
     State(s): State<AppState>,
@@ -168,7 +196,24 @@ struct VoicesQuery {
 }
 
 /// The voices a provider offers, for the console's voice picker.
-#[utoipa::path(get, path = "/api/v1/characters/voices", tag = "characters", params(VoicesQuery), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The provider's voices; `closed`: a voice outside them is refused", body = crate::engine::providers::speech::Voices), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 503, description = "No list of the provider's voices now (not on this kiosk, not installed, not configured, or its server does not answer)", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/characters/voices", tag = "characters",
+    params(VoicesQuery),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (
+            status = 200,
+            description = "The provider's voices; `closed`: a voice outside them is refused",
+            body = crate::engine::providers::speech::Voices,
+        ),
+        statuses::InvalidParam,
+        statuses::NotAdmin,
+        (
+            status = 503,
+            description = "No list of the provider's voices now (not on this kiosk, not installed, not configured, \
+                or its server does not answer)",
+            body = crate::api::openapi::ErrorBody,
+        ),
+    ))]
 async fn voices(
     _: Admin,
     State(s): State<AppState>,
@@ -193,7 +238,15 @@ async fn multipart(req: Request, s: &AppState) -> ApiResult<Multipart> {
     })
 }
 
-#[utoipa::path(post, path = "/api/v1/characters/{id}/avatar", tag = "characters", params(("id" = String, Path, description = "Character id")), request_body(content = crate::api::openapi::AvatarForm, content_type = "multipart/form-data"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Stored", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Not an image", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/characters/{id}/avatar", tag = "characters",
+    params(("id" = String, Path, description = "Character id")),
+    request_body(content = crate::api::openapi::AvatarForm, content_type = "multipart/form-data"),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Stored", body = Object),
+        statuses::AdminUpload,
+        (status = 415, description = "Not an image", body = crate::api::openapi::ErrorBody),
+    ))]
 async fn upload_avatar(
     _: Admin,
     State(s): State<AppState>,
@@ -224,7 +277,9 @@ async fn upload_avatar(
     Err(ApiError::bad("multipart field \"avatar\" is missing"))
 }
 
-#[utoipa::path(get, path = "/api/v1/characters/{id}/images", tag = "characters", params(("id" = String, Path, description = "Character id")), responses((status = 200, description = "The character's images", body = Vec<crate::engine::characters::ImageView>), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/characters/{id}/images", tag = "characters",
+    params(("id" = String, Path, description = "Character id")),
+    responses((status = 200, description = "The character's images", body = Vec<ImageView>), statuses::PublicRead))]
 async fn images(
     State(s): State<AppState>,
     Params(id): Params<String>,
@@ -232,7 +287,12 @@ async fn images(
     Ok(Json(s.engine.images(&id)?))
 }
 
-#[utoipa::path(get, path = "/api/v1/characters/{id}/images/{filename}", tag = "characters", params(("id" = String, Path, description = "Character id"), ("filename" = String, Path, description = "Image file name")), responses((status = 200, description = "The image", body = crate::api::openapi::Binary, content_type = "image/*"), (status = 206, description = "A byte range", body = crate::api::openapi::Binary, content_type = "image/*"), (status = 304, description = "Not modified"), (status = 400, description = "Invalid name", body = String, content_type = "text/plain"), (status = 404, description = "No such image", body = String, content_type = "text/plain"), (status = 416, description = "Range not satisfiable", body = String, content_type = "text/plain")))]
+#[utoipa::path(get, path = "/api/v1/characters/{id}/images/{filename}", tag = "characters",
+    params(
+        ("id" = String, Path, description = "Character id"),
+        ("filename" = String, Path, description = "Image file name"),
+    ),
+    responses(statuses::ImageFile))]
 async fn image(
     State(s): State<AppState>,
     params: Result<Params<(String, String)>, ApiError>,
@@ -246,7 +306,13 @@ async fn image(
     files::serve(s.engine.blobs(), &image.blob, &headers).await
 }
 
-#[utoipa::path(delete, path = "/api/v1/characters/{id}/images/{filename}", tag = "characters", params(("id" = String, Path, description = "Character id"), ("filename" = String, Path, description = "Image file name")), security(("admin_session" = []), ("bearer" = [])), responses((status = 204, description = "Deleted"), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(delete, path = "/api/v1/characters/{id}/images/{filename}", tag = "characters",
+    params(
+        ("id" = String, Path, description = "Character id"),
+        ("filename" = String, Path, description = "Image file name"),
+    ),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses((status = 204, description = "Deleted"), statuses::AdminChange))]
 async fn delete_image(
     _: Admin,
     State(s): State<AppState>,
@@ -256,7 +322,13 @@ async fn delete_image(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[utoipa::path(put, path = "/api/v1/characters/{id}/images/{filename}/activate", tag = "characters", params(("id" = String, Path, description = "Character id"), ("filename" = String, Path, description = "Image file name")), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Activated", body = crate::engine::characters::Activation), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(put, path = "/api/v1/characters/{id}/images/{filename}/activate", tag = "characters",
+    params(
+        ("id" = String, Path, description = "Character id"),
+        ("filename" = String, Path, description = "Image file name"),
+    ),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses((status = 200, description = "Activated", body = Activation), statuses::AdminChange))]
 async fn activate(
     _: Admin,
     State(s): State<AppState>,
@@ -267,7 +339,9 @@ async fn activate(
     ))
 }
 
-#[utoipa::path(get, path = "/api/v1/avatars/{filename}", tag = "characters", params(("filename" = String, Path, description = "{character_id}_{image filename}")), responses((status = 200, description = "The image", body = crate::api::openapi::Binary, content_type = "image/*"), (status = 206, description = "A byte range", body = crate::api::openapi::Binary, content_type = "image/*"), (status = 304, description = "Not modified"), (status = 400, description = "Invalid name", body = String, content_type = "text/plain"), (status = 404, description = "No such image", body = String, content_type = "text/plain"), (status = 416, description = "Range not satisfiable", body = String, content_type = "text/plain")))]
+#[utoipa::path(get, path = "/api/v1/avatars/{filename}", tag = "characters",
+    params(("filename" = String, Path, description = "{character_id}_{image filename}")),
+    responses(statuses::ImageFile))]
 async fn avatar(
     State(s): State<AppState>,
     params: Result<Params<String>, ApiError>,
@@ -291,7 +365,20 @@ struct ClipPath {
     filename: String,
 }
 
-#[utoipa::path(get, path = "/api/v1/characters/{id}/idle-videos/{imgbase}/{variant}/{filename}", tag = "characters", params(("id" = String, Path, description = "Character id"), ("imgbase" = String, Path, description = "Base name of one of the character's images"), ("variant" = String, Path, description = "idle, listening, speaking or WIDTHxHEIGHT"), ("filename" = String, Path, description = "Clip file name")), responses((status = 200, description = "The clip", body = crate::api::openapi::Binary, content_type = "video/mp4"), (status = 206, description = "A byte range", body = crate::api::openapi::Binary, content_type = "video/mp4"), (status = 304, description = "Not modified"), (status = 400, description = "Invalid name", body = String, content_type = "text/plain"), (status = 404, description = "No such clip", body = String, content_type = "text/plain"), (status = 416, description = "Range not satisfiable", body = String, content_type = "text/plain")))]
+#[utoipa::path(get, path = "/api/v1/characters/{id}/idle-videos/{imgbase}/{variant}/{filename}", tag = "characters",
+    params(
+        ("id" = String, Path, description = "Character id"),
+        ("imgbase" = String, Path, description = "Base name of one of the character's images"),
+        ("variant" = String, Path, description = "idle, listening, speaking or WIDTHxHEIGHT"),
+        ("filename" = String, Path, description = "Clip file name"),
+    ),
+    responses(
+        (status = 200, description = "The clip", body = crate::api::openapi::Binary, content_type = "video/mp4"),
+        (status = 206, description = "A byte range", body = crate::api::openapi::Binary, content_type = "video/mp4"),
+        statuses::NotModified,
+        statuses::FileErrors,
+        (status = 404, description = "No such clip", body = String, content_type = "text/plain"),
+    ))]
 async fn get_clip(
     State(s): State<AppState>,
     params: Result<Params<ClipPath>, ApiError>,
@@ -305,7 +392,24 @@ async fn get_clip(
     files::serve(s.engine.blobs(), &clip.blob, &headers).await
 }
 
-#[utoipa::path(put, path = "/api/v1/characters/{id}/idle-videos/{imgbase}/{variant}/{filename}", tag = "characters", params(("id" = String, Path, description = "Character id"), ("imgbase" = String, Path, description = "Base name of one of the character's images"), ("variant" = String, Path, description = "idle, listening, speaking or WIDTHxHEIGHT"), ("filename" = String, Path, description = "Clip file name")), request_body(content = crate::api::openapi::Binary, description = "An MP4 with an H.264 track", content_type = "application/octet-stream"), security(("admin_session" = []), ("bearer" = [])), responses((status = 201, description = "Stored", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Not an MP4 with an H.264 track", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(put, path = "/api/v1/characters/{id}/idle-videos/{imgbase}/{variant}/{filename}", tag = "characters",
+    params(
+        ("id" = String, Path, description = "Character id"),
+        ("imgbase" = String, Path, description = "Base name of one of the character's images"),
+        ("variant" = String, Path, description = "idle, listening, speaking or WIDTHxHEIGHT"),
+        ("filename" = String, Path, description = "Clip file name"),
+    ),
+    request_body(
+        content = crate::api::openapi::Binary,
+        description = "An MP4 with an H.264 track",
+        content_type = "application/octet-stream",
+    ),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 201, description = "Stored", body = Object),
+        statuses::AdminUpload,
+        (status = 415, description = "Not an MP4 with an H.264 track", body = crate::api::openapi::ErrorBody),
+    ))]
 async fn put_clip(
     _: Admin,
     State(s): State<AppState>,
@@ -321,13 +425,24 @@ async fn put_clip(
     .await?;
     Ok((
         StatusCode::CREATED,
-        Json(
-            json!({ "imgbase": clip.imgbase, "variant": clip.variant, "filename": clip.filename, "size": clip.blob.size }),
-        ),
+        Json(json!({
+            "imgbase": clip.imgbase,
+            "variant": clip.variant,
+            "filename": clip.filename,
+            "size": clip.blob.size,
+        })),
     ))
 }
 
-#[utoipa::path(delete, path = "/api/v1/characters/{id}/idle-videos/{imgbase}/{variant}/{filename}", tag = "characters", params(("id" = String, Path, description = "Character id"), ("imgbase" = String, Path, description = "Base name of one of the character's images"), ("variant" = String, Path, description = "idle, listening, speaking or WIDTHxHEIGHT"), ("filename" = String, Path, description = "Clip file name")), security(("admin_session" = []), ("bearer" = [])), responses((status = 204, description = "Deleted"), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(delete, path = "/api/v1/characters/{id}/idle-videos/{imgbase}/{variant}/{filename}", tag = "characters",
+    params(
+        ("id" = String, Path, description = "Character id"),
+        ("imgbase" = String, Path, description = "Base name of one of the character's images"),
+        ("variant" = String, Path, description = "idle, listening, speaking or WIDTHxHEIGHT"),
+        ("filename" = String, Path, description = "Clip file name"),
+    ),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses((status = 204, description = "Deleted"), statuses::AdminWrite, statuses::NoSuchResource))]
 async fn delete_clip(
     _: Admin,
     State(s): State<AppState>,
@@ -340,7 +455,14 @@ async fn delete_clip(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[utoipa::path(get, path = "/api/v1/characters/{id}/knowledge", tag = "knowledge", params(("id" = String, Path, description = "Character id")), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The knowledge sources", body = Object), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/characters/{id}/knowledge", tag = "knowledge",
+    params(("id" = String, Path, description = "Character id")),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The knowledge sources", body = Object),
+        statuses::PublicRead,
+        statuses::NotAdmin,
+    ))]
 async fn knowledge(
     _: Admin,
     State(s): State<AppState>,
@@ -352,7 +474,11 @@ async fn knowledge(
 
 /// Receives knowledge files, streaming each to a staged blob so that a large upload never sits
 /// in memory; any failure discards every file of the request.
-#[utoipa::path(post, path = "/api/v1/characters/{id}/knowledge/files", tag = "knowledge", params(("id" = String, Path, description = "Character id")), request_body(content = crate::api::openapi::KnowledgeForm, content_type = "multipart/form-data"), security(("admin_session" = []), ("bearer" = [])), responses((status = 201, description = "Stored; indexing follows", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/characters/{id}/knowledge/files", tag = "knowledge",
+    params(("id" = String, Path, description = "Character id")),
+    request_body(content = crate::api::openapi::KnowledgeForm, content_type = "multipart/form-data"),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses((status = 201, description = "Stored; indexing follows", body = Object), statuses::AdminUpload))]
 async fn upload_knowledge(
     _: Admin,
     State(s): State<AppState>,
@@ -454,7 +580,13 @@ fn io_error(e: std::io::Error) -> ApiError {
     ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "cannot store the upload")
 }
 
-#[utoipa::path(delete, path = "/api/v1/characters/{id}/knowledge/{source_id}", tag = "knowledge", params(("id" = String, Path, description = "Character id"), ("source_id" = String, Path, description = "Knowledge source id")), security(("admin_session" = []), ("bearer" = [])), responses((status = 204, description = "Deleted"), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(delete, path = "/api/v1/characters/{id}/knowledge/{source_id}", tag = "knowledge",
+    params(
+        ("id" = String, Path, description = "Character id"),
+        ("source_id" = String, Path, description = "Knowledge source id"),
+    ),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses((status = 204, description = "Deleted"), statuses::AdminChange))]
 async fn delete_source(
     _: Admin,
     State(s): State<AppState>,
@@ -464,7 +596,13 @@ async fn delete_source(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[utoipa::path(post, path = "/api/v1/characters/{id}/knowledge/{source_id}/reindex", tag = "knowledge", params(("id" = String, Path, description = "Character id"), ("source_id" = String, Path, description = "Knowledge source id")), security(("admin_session" = []), ("bearer" = [])), responses((status = 202, description = "Reindexing", body = Object), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/characters/{id}/knowledge/{source_id}/reindex", tag = "knowledge",
+    params(
+        ("id" = String, Path, description = "Character id"),
+        ("source_id" = String, Path, description = "Knowledge source id"),
+    ),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses((status = 202, description = "Reindexing", body = Object), statuses::AdminChange))]
 async fn reindex(
     _: Admin,
     State(s): State<AppState>,
@@ -484,7 +622,25 @@ struct Question {
 }
 
 /// What the kiosk would answer to a question: the passages and the reply, nothing stored.
-#[utoipa::path(post, path = "/api/v1/characters/{id}/knowledge/ask", tag = "knowledge", params(("id" = String, Path, description = "Character id")), request_body(content = Question, content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The passages found and the reply", body = Asked), (status = 400, description = "Invalid body, or a blank or too long question", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such character", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody), (status = 502, description = "The language model failed", body = crate::api::openapi::ErrorBody), (status = 503, description = "The language model is unavailable", body = crate::api::openapi::ErrorBody), (status = 504, description = "The language model timed out", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/characters/{id}/knowledge/ask", tag = "knowledge",
+    params(("id" = String, Path, description = "Character id")),
+    request_body(content = Question, content_type = "application/json"),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The passages found and the reply", body = Asked),
+        statuses::AdminAction,
+        statuses::NoSuchCharacter,
+        statuses::TooLarge,
+        statuses::NotJson,
+        (
+            status = 400,
+            description = "Invalid body, or a blank or too long question",
+            body = crate::api::openapi::ErrorBody,
+        ),
+        (status = 502, description = "The language model failed", body = crate::api::openapi::ErrorBody),
+        (status = 503, description = "The language model is unavailable", body = crate::api::openapi::ErrorBody),
+        (status = 504, description = "The language model timed out", body = crate::api::openapi::ErrorBody),
+    ))]
 async fn ask(
     _: Admin,
     State(s): State<AppState>,

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use super::auth::Admin;
 use super::error::ApiResult;
 use super::extract::{JsonBody, Params};
+use super::statuses;
 use super::{AppState, blocking};
 use crate::engine::access::NewClientKey;
 
@@ -25,7 +26,14 @@ struct NewKey {
     name: String,
 }
 
-#[utoipa::path(post, path = "/api/v1/client-keys", tag = "client-keys", request_body(content = NewKey, description = "JSON body", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 201, description = "Created; the only answer that holds the key", body = crate::engine::access::NewClientKey), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 409, description = "At most 64 keys", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/client-keys", tag = "client-keys",
+    request_body(content = NewKey, description = "JSON body", content_type = "application/json"),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 201, description = "Created; the only answer that holds the key", body = NewClientKey,),
+        statuses::AdminJsonWrite,
+        (status = 409, description = "At most 64 keys", body = crate::api::openapi::ErrorBody),
+    ))]
 async fn create(
     State(s): State<AppState>,
     _: Admin,
@@ -35,12 +43,20 @@ async fn create(
     Ok((StatusCode::CREATED, Json(created)))
 }
 
-#[utoipa::path(get, path = "/api/v1/client-keys", tag = "client-keys", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The keys, without the keys themselves", body = Object), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/client-keys", tag = "client-keys",
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The keys, without the keys themselves", body = Object),
+        statuses::NotAdmin,
+    ))]
 async fn list(State(s): State<AppState>, _: Admin) -> ApiResult<Json<Value>> {
     Ok(Json(json!({ "keys": s.engine.client_keys()? })))
 }
 
-#[utoipa::path(delete, path = "/api/v1/client-keys/{id}", tag = "client-keys", params(("id" = String, Path, description = "Client key id")), security(("admin_session" = []), ("bearer" = [])), responses((status = 204, description = "Revoked"), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(delete, path = "/api/v1/client-keys/{id}", tag = "client-keys",
+    params(("id" = String, Path, description = "Client key id")),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses((status = 204, description = "Revoked"), statuses::AdminChange))]
 async fn revoke(
     State(s): State<AppState>,
     _: Admin,

@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::auth::Admin;
 use super::error::ApiResult;
 use super::extract::{Params, QueryArgs};
+use super::statuses;
 use super::{AppState, blocking};
 use crate::engine::sessions::{HistoryPage, Purge, Statistics, Unmatched};
 use crate::store::records::Message;
@@ -45,7 +46,13 @@ struct HistoryQuery {
 }
 
 /// A page of the history, newest first.
-#[utoipa::path(get, path = "/api/v1/characters/{id}/conversations/messages", tag = "conversations", params(("id" = String, Path, description = "Character id"), HistoryQuery), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "A page of messages, newest first", body = HistoryPage), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such character", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/characters/{id}/conversations/messages", tag = "conversations",
+    params(("id" = String, Path, description = "Character id"), HistoryQuery),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "A page of messages, newest first", body = HistoryPage),
+        statuses::AdminCharacterRead,
+    ))]
 async fn history(
     _: Admin,
     State(s): State<AppState>,
@@ -75,7 +82,13 @@ struct UnmatchedList {
     questions: Vec<Unmatched>,
 }
 
-#[utoipa::path(get, path = "/api/v1/characters/{id}/conversations/unmatched", tag = "conversations", params(("id" = String, Path, description = "Character id"), UnmatchedQuery), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Unanswered questions, most recently asked first", body = UnmatchedList), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such character", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/characters/{id}/conversations/unmatched", tag = "conversations",
+    params(("id" = String, Path, description = "Character id"), UnmatchedQuery),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Unanswered questions, most recently asked first", body = UnmatchedList),
+        statuses::AdminCharacterRead,
+    ))]
 async fn unmatched(
     _: Admin,
     State(s): State<AppState>,
@@ -116,7 +129,18 @@ enum Step {
 
 /// The history (or one visit's), oldest first, as a download. It is read one batch per short
 /// read transaction while the response streams, so a long history never sits in memory.
-#[utoipa::path(get, path = "/api/v1/characters/{id}/conversations/export", tag = "conversations", params(("id" = String, Path, description = "Character id"), ExportQuery), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The history as a download (`Content-Disposition: attachment`): CSV with a header row, or JSON `{character_id, messages}`", content((String = "text/csv"), (Object = "application/json"))), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such character", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/characters/{id}/conversations/export", tag = "conversations",
+    params(("id" = String, Path, description = "Character id"), ExportQuery),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (
+            status = 200,
+            description = "The history as a download (`Content-Disposition: attachment`): CSV with a header row, \
+                or JSON `{character_id, messages}`",
+            content((String = "text/csv"), (Object = "application/json")),
+        ),
+        statuses::AdminCharacterRead,
+    ))]
 async fn export(
     _: Admin,
     State(s): State<AppState>,
@@ -207,7 +231,18 @@ struct StatisticsQuery {
 
 /// Visits and questions per day, answered, asked again and unanswered, and the most asked
 /// questions, over the kept history; staff tests left out.
-#[utoipa::path(get, path = "/api/v1/characters/{id}/statistics", tag = "conversations", params(("id" = String, Path, description = "Character id"), StatisticsQuery), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The statistics, or with `format=csv` the days as a download (`Content-Disposition: attachment`)", content((Statistics = "application/json"), (String = "text/csv"))), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such character", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/characters/{id}/statistics", tag = "conversations",
+    params(("id" = String, Path, description = "Character id"), StatisticsQuery),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (
+            status = 200,
+            description = "The statistics, or with `format=csv` the days as a download \
+                (`Content-Disposition: attachment`)",
+            content((Statistics = "application/json"), (String = "text/csv")),
+        ),
+        statuses::AdminCharacterRead,
+    ))]
 async fn statistics(
     _: Admin,
     State(s): State<AppState>,
@@ -321,7 +356,16 @@ struct Purged {
 }
 
 /// Removes the whole history of a character, one session's messages, or those before a date.
-#[utoipa::path(delete, path = "/api/v1/characters/{id}/conversations/messages", tag = "conversations", params(("id" = String, Path, description = "Character id"), PurgeQuery), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Removed; how many messages", body = Purged), (status = 400, description = "Invalid parameter or date", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such character", body = crate::api::openapi::ErrorBody), (status = 507, description = "The data partition is full", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(delete, path = "/api/v1/characters/{id}/conversations/messages", tag = "conversations",
+    params(("id" = String, Path, description = "Character id"), PurgeQuery),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Removed; how many messages", body = Purged),
+        statuses::AdminAction,
+        statuses::NoSuchCharacter,
+        (status = 400, description = "Invalid parameter or date", body = crate::api::openapi::ErrorBody),
+        (status = 507, description = "The data partition is full", body = crate::api::openapi::ErrorBody),
+    ))]
 async fn purge_history(
     _: Admin,
     State(s): State<AppState>,

@@ -12,6 +12,7 @@ use super::AppState;
 use super::auth::Internal;
 use super::error::{ApiError, ApiResult};
 use super::extract::JsonBody;
+use super::statuses;
 use crate::device::PressError;
 
 pub fn routes() -> Router<AppState> {
@@ -30,7 +31,18 @@ struct Press {
 /// Presses (`true`) or releases (`false`) the simulated button; the kiosk reacts as to the real
 /// one (debounce, short presses ignored). 409 when the button is a real one, 503 when the kiosk
 /// runs without devices.
-#[utoipa::path(post, path = "/api/v1/internal/device/ptt", tag = "internal", request_body(content = Press, description = "JSON body", content_type = "application/json"), security(("bearer" = []), ()), responses((status = 200, description = "Pressed or released", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Neither loopback nor the internal token", body = crate::api::openapi::ErrorBody), (status = 409, description = "The button is a real one", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody), (status = 503, description = "The kiosk runs without devices", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/internal/device/ptt", tag = "internal",
+    request_body(content = Press, description = "JSON body", content_type = "application/json"),
+    security(("bearer" = []), ()),
+    responses(
+        (status = 200, description = "Pressed or released", body = Object),
+        statuses::InvalidBody,
+        statuses::NotInternal,
+        statuses::TooLarge,
+        statuses::NotJson,
+        (status = 409, description = "The button is a real one", body = crate::api::openapi::ErrorBody),
+        (status = 503, description = "The kiosk runs without devices", body = crate::api::openapi::ErrorBody),
+    ))]
 async fn ptt(
     _: Internal,
     State(s): State<AppState>,
@@ -50,7 +62,12 @@ async fn ptt(
 }
 
 /// The kiosk loop's state, the devices' health and the simulated pins.
-#[utoipa::path(get, path = "/api/v1/internal/device", tag = "internal", security(("bearer" = []), ()), responses((status = 200, description = "The kiosk loop's state and the devices", body = Object), (status = 401, description = "Neither loopback nor the internal token", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/internal/device", tag = "internal",
+    security(("bearer" = []), ()),
+    responses(
+        (status = 200, description = "The kiosk loop's state and the devices", body = Object),
+        statuses::NotInternal,
+    ))]
 async fn device(_: Internal, State(s): State<AppState>) -> Json<Value> {
     let d = &s.devices;
     let state = d.state.borrow().clone();
@@ -70,7 +87,18 @@ async fn device(_: Internal, State(s): State<AppState>) -> Json<Value> {
 
 /// The simulated screen as a PNG picture (`docent snapshot`); 409 when the display is a real
 /// one or there is none.
-#[utoipa::path(get, path = "/api/v1/internal/device/snapshot", tag = "internal", security(("bearer" = []), ()), responses((status = 200, description = "The simulated screen", body = crate::api::openapi::Binary, content_type = "image/png"), (status = 401, description = "Neither loopback nor the internal token", body = crate::api::openapi::ErrorBody), (status = 409, description = "The display is not simulated", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/internal/device/snapshot", tag = "internal",
+    security(("bearer" = []), ()),
+    responses(
+        (
+            status = 200,
+            description = "The simulated screen",
+            body = crate::api::openapi::Binary,
+            content_type = "image/png",
+        ),
+        statuses::NotInternal,
+        statuses::NotSimulated,
+    ))]
 async fn snapshot(_: Internal, State(s): State<AppState>) -> ApiResult<axum::response::Response> {
     screen_png(&s).await
 }

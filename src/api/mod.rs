@@ -21,17 +21,22 @@ pub mod mdns;
 mod openapi;
 mod sessions;
 mod site;
+mod statuses;
 mod streams;
 mod system;
 mod tasks;
 pub mod tls;
+mod update;
 mod ws;
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::header::{AUTHORIZATION, COOKIE, HOST, ORIGIN, REFERER, VARY};
+use axum::http::header::{
+    ACCESS_CONTROL_ALLOW_CREDENTIALS, ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS,
+    ACCESS_CONTROL_ALLOW_ORIGIN, AUTHORIZATION, COOKIE, HOST, ORIGIN, REFERER, VARY,
+};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -92,6 +97,7 @@ pub fn router(state: AppState) -> Router {
     };
     Router::new()
         .merge(system::routes())
+        .merge(update::routes())
         .merge(openapi::routes())
         .merge(site::routes())
         .merge(sessions::routes())
@@ -161,9 +167,12 @@ async fn budget(State(state): State<AppState>, req: Request, next: Next) -> Resp
 /// trusted loopback, is answered for the configured `cors_origins` only; anything else may be
 /// read by any page (`*`). A write authenticated by a live session cookie, or in setup mode a
 /// write from a page on trusted loopback, must come from the kiosk's own origin (or a
-/// configured one): 403 else (a cookie that authenticates nothing is left to the route's own
-/// 401). Signing out is never refused.
-async fn cors(State(state): State<AppState>, req: Request, next: Next) -> Response {
+/// configured one). The setup-mode write is refused (403); the cookie of another origin is set
+/// aside, so the route decides as for a caller without it and refuses for want of credentials
+/// with 403 ([`auth::ForeignCookie`]): a call the caller may make without the cookie is not
+/// taken away by signing in. A cookie that authenticates nothing is left to the route's own
+/// 401. Signing out is never refused.
+async fn cors(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let headers = req.headers();
     let origin = headers.get(ORIGIN).cloned();
     let allowed = origin
@@ -190,43 +199,37 @@ async fn cors(State(state): State<AppState>, req: Request, next: Next) -> Respon
     // administrator, so a page of another site must not write through it.
     let from_a_page = headers.contains_key(ORIGIN) || headers.contains_key(REFERER);
     let setup_write = loopback && !state.engine.has_admin_password() && from_a_page;
+    let checked = writes && !allowed && !logout && !same_origin(headers, req.uri());
+    let foreign_cookie = checked && auth::cookie_session(headers, &state.engine);
     let mut res = if req.method() == Method::OPTIONS {
         StatusCode::OK.into_response()
-    } else if writes
-        && !allowed
-        && !logout
-        && (auth::cookie_session(headers, &state.engine) || setup_write)
-        && !same_origin(headers, req.uri())
-    {
-        ApiError::new(
-            StatusCode::FORBIDDEN,
-            "a write with the session cookie must come from the kiosk's own pages",
-        )
-        .into_response()
+    } else if checked && setup_write {
+        ApiError::new(StatusCode::FORBIDDEN, auth::FOREIGN_COOKIE).into_response()
     } else {
+        if foreign_cookie {
+            req.headers_mut().remove(COOKIE);
+            req.extensions_mut().insert(auth::ForeignCookie);
+        }
         next.run(req).await
     };
     let h = res.headers_mut();
     h.insert(VARY, HeaderValue::from_static("Origin"));
     match origin {
         Some(o) if allowed => {
-            h.insert("access-control-allow-origin", o);
-            h.insert(
-                "access-control-allow-credentials",
-                HeaderValue::from_static("true"),
-            );
+            h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, o);
+            h.insert(ACCESS_CONTROL_ALLOW_CREDENTIALS, HeaderValue::from_static("true"));
         }
         _ if credentialed => {}
         _ => {
-            h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+            h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
         }
     }
     h.insert(
-        "access-control-allow-methods",
+        ACCESS_CONTROL_ALLOW_METHODS,
         HeaderValue::from_static("GET, POST, PUT, DELETE, OPTIONS"),
     );
     h.insert(
-        "access-control-allow-headers",
+        ACCESS_CONTROL_ALLOW_HEADERS,
         HeaderValue::from_static("Content-Type, Authorization"),
     );
     res

@@ -20,7 +20,8 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 use super::AppState;
 use super::auth::SESSION_COOKIE;
 use super::{
-    characters, client_keys, console, conversations, device, sessions, site, system, tasks, ws,
+    characters, client_keys, console, conversations, device, sessions, site, system, tasks, update,
+    ws,
 };
 
 #[derive(OpenApi)]
@@ -50,6 +51,10 @@ use super::{
         system::logs,
         system::get_certificate,
         system::put_certificate,
+        update::upload,
+        update::install,
+        update::status,
+        update::reboot,
         site::auth_status,
         site::login,
         site::logout,

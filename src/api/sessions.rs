@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::auth::Caller;
 use super::error::ApiResult;
 use super::extract::{JsonBody, JsonOrEmpty, Params, QueryArgs};
+use super::statuses;
 use super::{AppState, blocking};
 use crate::engine::sessions::{NewSession, SessionCreated, SessionSummary};
 use crate::engine::tasks::TaskView;
@@ -22,7 +23,19 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/sessions/{id}/tasks", get(tasks))
 }
 
-#[utoipa::path(post, path = "/api/v1/sessions", tag = "sessions", request_body(content = Option<crate::engine::sessions::NewSession>, description = "Optional; empty means defaults", content_type = "application/json"), security(("admin_session" = []), ("bearer" = []), ()), responses((status = 201, description = "Created", body = crate::engine::sessions::SessionCreated), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not a conversation client", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody), (status = 503, description = "Every session place is taken", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/sessions", tag = "sessions",
+    request_body(
+        content = Option<NewSession>,
+        description = "Optional; empty means defaults",
+        content_type = "application/json",
+    ),
+    security(("admin_session" = []), ("bearer" = []), ()),
+    responses(
+        (status = 201, description = "Created", body = SessionCreated),
+        statuses::ClientJsonWrite,
+        statuses::CrossOriginWrite,
+        (status = 503, description = "Every session place is taken", body = crate::api::openapi::ErrorBody),
+    ))]
 async fn create(
     State(s): State<AppState>,
     Caller(caller): Caller,
@@ -32,7 +45,12 @@ async fn create(
     Ok((StatusCode::CREATED, Json(created)))
 }
 
-#[utoipa::path(get, path = "/api/v1/sessions", tag = "sessions", security(("admin_session" = []), ("bearer" = []), ()), responses((status = 200, description = "The caller's sessions (an administrator: all)", body = Vec<crate::engine::sessions::SessionSummary>), (status = 401, description = "Not a conversation client", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/sessions", tag = "sessions",
+    security(("admin_session" = []), ("bearer" = []), ()),
+    responses(
+        (status = 200, description = "The caller's sessions (an administrator: all)", body = Vec<SessionSummary>,),
+        statuses::NotClient,
+    ))]
 async fn list(
     State(s): State<AppState>,
     Caller(caller): Caller,
@@ -40,7 +58,10 @@ async fn list(
     Ok(Json(s.engine.sessions(&caller)?))
 }
 
-#[utoipa::path(delete, path = "/api/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path, description = "Session id")), security(("admin_session" = []), ("bearer" = []), ()), responses((status = 204, description = "Deleted"), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not a conversation client", body = crate::api::openapi::ErrorBody), (status = 403, description = "Not the session's owner, or a cookie write from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(delete, path = "/api/v1/sessions/{id}", tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    security(("admin_session" = []), ("bearer" = []), ()),
+    responses((status = 204, description = "Deleted"), statuses::ClientRead, statuses::NotOwnerOrCrossOrigin))]
 async fn remove(
     State(s): State<AppState>,
     Caller(caller): Caller,
@@ -55,7 +76,16 @@ struct MessageBody {
     text: String,
 }
 
-#[utoipa::path(post, path = "/api/v1/sessions/{id}/message", tag = "sessions", params(("id" = String, Path, description = "Session id")), request_body(content = MessageBody, description = "JSON body", content_type = "application/json"), security(("admin_session" = []), ("bearer" = []), ()), responses((status = 202, description = "Queued", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not a conversation client", body = crate::api::openapi::ErrorBody), (status = 403, description = "Not the session's owner, or a cookie write from another origin", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody), (status = 429, description = "Message budget spent", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/sessions/{id}/message", tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    request_body(content = MessageBody, description = "JSON body", content_type = "application/json"),
+    security(("admin_session" = []), ("bearer" = []), ()),
+    responses(
+        (status = 202, description = "Queued", body = Object),
+        statuses::ClientJsonWrite,
+        statuses::NotOwnerOrCrossOrigin,
+        (status = 429, description = "Message budget spent", body = crate::api::openapi::ErrorBody),
+    ))]
 async fn message(
     State(s): State<AppState>,
     Caller(caller): Caller,
@@ -74,7 +104,18 @@ struct Limit {
     limit: Option<usize>,
 }
 
-#[utoipa::path(get, path = "/api/v1/sessions/{id}/tasks", tag = "sessions", params(("id" = String, Path, description = "Session id"), ("limit" = Option<usize>, Query, description = "At most this many")), security(("admin_session" = []), ("bearer" = []), ()), responses((status = 200, description = "The session's tasks", body = Object), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not a conversation client", body = crate::api::openapi::ErrorBody), (status = 403, description = "Not the session's owner", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/sessions/{id}/tasks", tag = "sessions",
+    params(
+        ("id" = String, Path, description = "Session id"),
+        ("limit" = Option<usize>, Query, description = "At most this many"),
+    ),
+    security(("admin_session" = []), ("bearer" = []), ()),
+    responses(
+        (status = 200, description = "The session's tasks", body = Object),
+        statuses::InvalidParam,
+        statuses::NotClient,
+        statuses::NotOwner,
+    ))]
 async fn tasks(
     State(s): State<AppState>,
     Caller(caller): Caller,

@@ -25,6 +25,7 @@ use super::auth::{SESSION_COOKIE, is_admin, peer, session_token};
 use super::error::{ApiError, ApiResult};
 use super::extract::{Params, check_length, read_body};
 use super::listen::Transport;
+use super::statuses;
 use super::{AppState, blocking};
 use crate::engine::auth::{Change, Login};
 
@@ -51,11 +52,13 @@ pub fn routes() -> Router<AppState> {
         )
 }
 
-fn unauthorized() -> ApiError {
-    ApiError::new(StatusCode::UNAUTHORIZED, "authentication required")
+/// 401, or 403 when the request's cookie failed the Origin check (see `auth::ForeignCookie`).
+fn unauthorized(extensions: &axum::http::Extensions) -> ApiError {
+    super::auth::unauthenticated(extensions, "authentication required")
 }
 
-#[utoipa::path(get, path = "/api/auth", tag = "site", responses((status = 200, description = "Whether the request carries a live admin session", body = Object)))]
+#[utoipa::path(get, path = "/api/auth", tag = "site",
+    responses((status = 200, description = "Whether the request carries a live admin session", body = Object)))]
 async fn auth_status(State(s): State<AppState>, headers: HeaderMap) -> Json<Value> {
     let authenticated = super::auth::admin_session(&headers, &s.engine);
     // Only a signed-in administrator is told, and only while the first-boot password is in
@@ -162,7 +165,21 @@ const LOGIN_BODY_MAX: usize = 4 * 1024;
 /// Longest wait for a login body.
 const LOGIN_BODY_WAIT: Duration = Duration::from_secs(5);
 
-#[utoipa::path(post, path = "/api/auth", tag = "site", request_body(content = Object, description = "The password: {\"password\": \"...\"}", content_type = "application/json"), responses((status = 200, description = "Signed in; sets the session cookie", body = Object), (status = 400, description = "No password", body = crate::api::openapi::ErrorBody), (status = 401, description = "Wrong password", body = crate::api::openapi::ErrorBody), (status = 403, description = "A login in clear from the network", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 429, description = "Too many failures or checks; see Retry-After", body = Object), (status = 500, description = "No administrator password is configured", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/auth", tag = "site",
+    request_body(
+        content = Object,
+        description = "The password: {\"password\": \"...\"}",
+        content_type = "application/json",
+    ),
+    responses(
+        (status = 200, description = "Signed in; sets the session cookie", body = Object),
+        statuses::TooLarge,
+        (status = 400, description = "No password", body = crate::api::openapi::ErrorBody),
+        (status = 401, description = "Wrong password", body = crate::api::openapi::ErrorBody),
+        (status = 403, description = "A login in clear from the network", body = crate::api::openapi::ErrorBody),
+        (status = 429, description = "Too many failures or checks; see Retry-After", body = Object),
+        (status = 500, description = "No administrator password is configured", body = crate::api::openapi::ErrorBody),
+    ))]
 async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
     let (parts, body) = req.into_parts();
     // 0. Never a password in clear over the network.
@@ -229,7 +246,8 @@ async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
     }
 }
 
-#[utoipa::path(delete, path = "/api/auth", tag = "site", responses((status = 200, description = "Signed out; clears the cookie", body = Object)))]
+#[utoipa::path(delete, path = "/api/auth", tag = "site",
+    responses((status = 200, description = "Signed out; clears the cookie", body = Object)))]
 async fn logout(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
     let (parts, _) = req.into_parts();
     if let Some(token) = session_token(&parts.headers).map(str::to_string) {
@@ -249,7 +267,35 @@ struct PasswordChange {
 
 /// `PUT /api/auth/password` `{current, new}`: the current password is checked again (rate
 /// limited and through the bounded pool, like a login); every other session ends.
-#[utoipa::path(put, path = "/api/auth/password", tag = "site", request_body(content = PasswordChange, content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Changed; every other admin session ended", body = Object), (status = 400, description = "Not `{current, new}`, or a new password the rules refuse", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "The current password is wrong, a change in clear from the network, or a cookie write from another origin", body = crate::api::openapi::ErrorBody), (status = 409, description = "No administrator password is configured (setup mode)", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 429, description = "Too many failures or checks; see Retry-After", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(put, path = "/api/auth/password", tag = "site",
+    request_body(content = PasswordChange, content_type = "application/json"),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Changed; every other admin session ended", body = Object),
+        statuses::NotAdmin,
+        statuses::TooLarge,
+        (
+            status = 400,
+            description = "Not `{current, new}`, or a new password the rules refuse",
+            body = crate::api::openapi::ErrorBody,
+        ),
+        (
+            status = 403,
+            description = "The current password is wrong, a change in clear from the network, \
+                or a cookie write from another origin",
+            body = crate::api::openapi::ErrorBody,
+        ),
+        (
+            status = 409,
+            description = "No administrator password is configured (setup mode)",
+            body = crate::api::openapi::ErrorBody,
+        ),
+        (
+            status = 429,
+            description = "Too many failures or checks; see Retry-After",
+            body = crate::api::openapi::ErrorBody,
+        ),
+    ))]
 async fn change_password(
     State(s): State<AppState>,
     _: super::auth::AdminSession,
@@ -288,7 +334,9 @@ async fn change_password(
 }
 
 /// Sign out everywhere: ends every administrator session but the caller's own.
-#[utoipa::path(post, path = "/api/auth/logout-all", tag = "site", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Every other admin session ended", body = Object), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/auth/logout-all", tag = "site",
+    security(("admin_session" = []), ("bearer" = [])),
+    responses((status = 200, description = "Every other admin session ended", body = Object), statuses::AdminAction))]
 async fn logout_all(
     State(s): State<AppState>,
     _: super::auth::Admin,
@@ -299,7 +347,8 @@ async fn logout_all(
     Ok(Json(json!({ "ok": true, "ended": ended })))
 }
 
-#[utoipa::path(get, path = "/api/data", tag = "site", responses((status = 200, description = "The site document", body = Object)))]
+#[utoipa::path(get, path = "/api/data", tag = "site",
+    responses((status = 200, description = "The site document", body = Object)))]
 async fn get_data(State(s): State<AppState>) -> ApiResult<Response> {
     let doc = s.engine.site_document()?;
     Ok((
@@ -312,11 +361,14 @@ async fn get_data(State(s): State<AppState>) -> ApiResult<Response> {
         .into_response())
 }
 
-#[utoipa::path(put, path = "/api/data", tag = "site", request_body(content = Object, description = "The site document", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Stored", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(put, path = "/api/data", tag = "site",
+    request_body(content = Object, description = "The site document", content_type = "application/json"),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses((status = 200, description = "Stored", body = Object), statuses::AdminWrite, statuses::TooLarge))]
 async fn put_data(State(s): State<AppState>, req: Request) -> ApiResult<Json<Value>> {
     // 1. Authentication first.
     if !is_admin(req.headers(), peer_of(&req), &s) {
-        return Err(unauthorized());
+        return Err(unauthorized(req.extensions()));
     }
     // 2. to 6.: JSON, required keys in order, works, exhibitions, then store as given.
     let limit = s.engine.config.limits.json_bytes;
@@ -326,7 +378,14 @@ async fn put_data(State(s): State<AppState>, req: Request) -> ApiResult<Json<Val
     Ok(Json(json!({ "ok": true, "count": counts })))
 }
 
-#[utoipa::path(post, path = "/api/data", tag = "site", params(("seed" = Option<String>, Query, description = "Must be 1")), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Seeded with the default document", body = Object), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 405, description = "Without ?seed=1", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/data", tag = "site",
+    params(("seed" = Option<String>, Query, description = "Must be 1")),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Seeded with the default document", body = Object),
+        statuses::AdminAction,
+        (status = 405, description = "Without ?seed=1", body = crate::api::openapi::ErrorBody),
+    ))]
 async fn seed_data(
     State(s): State<AppState>,
     RawQuery(query): RawQuery,
@@ -342,7 +401,7 @@ async fn seed_data(
         ));
     }
     if !is_admin(&request.headers, peer(&request), &s) {
-        return Err(unauthorized());
+        return Err(unauthorized(&request.extensions));
     }
     blocking(&s, |e| e.seed_site_document()).await?;
     Ok(Json(json!({ "ok": true, "seeded": true })))
@@ -479,7 +538,15 @@ fn key_of(name: Result<Params<String>, ApiError>) -> String {
     name.map_or_else(|_| String::new(), |Params(n)| n)
 }
 
-#[utoipa::path(get, path = "/api/img/{name}", tag = "site", params(("name" = String, Path, description = "Image key")), responses((status = 200, description = "The image", body = crate::api::openapi::Binary, content_type = "image/*"), (status = 304, description = "Not modified"), (status = 400, description = "Invalid key", body = String, content_type = "text/plain"), (status = 404, description = "No such image", body = String, content_type = "text/plain"), (status = 500, description = "The image store is not configured", body = String, content_type = "text/plain")))]
+#[utoipa::path(get, path = "/api/img/{name}", tag = "site",
+    params(("name" = String, Path, description = "Image key")),
+    responses(
+        statuses::StoredImage,
+        statuses::NotModified,
+        statuses::NoSuchImage,
+        statuses::NoImageStoreText,
+        (status = 400, description = "Invalid key", body = String, content_type = "text/plain"),
+    ))]
 async fn get_image(
     State(s): State<AppState>,
     name: Result<Params<String>, ApiError>,
@@ -491,7 +558,11 @@ async fn get_image(
         .unwrap_or_else(|e| e.plain().into_response())
 }
 
-#[utoipa::path(get, path = "/api/img/", tag = "site", responses((status = 400, description = "The empty key is invalid", body = String, content_type = "text/plain"), (status = 500, description = "The image store is not configured", body = String, content_type = "text/plain")))]
+#[utoipa::path(get, path = "/api/img/", tag = "site",
+    responses(
+        statuses::NoImageStoreText,
+        (status = 400, description = "The empty key is invalid", body = String, content_type = "text/plain"),
+    ))]
 async fn get_image_empty(State(s): State<AppState>, uri: Uri, headers: HeaderMap) -> Response {
     serve_image(&s, "", &uri, &headers)
         .await
@@ -567,7 +638,14 @@ async fn serve_image(s: &AppState, key: &str, uri: &Uri, req: &HeaderMap) -> Api
     Ok(res)
 }
 
-#[utoipa::path(delete, path = "/api/img/{name}", tag = "site", params(("name" = String, Path, description = "Image key")), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Deleted (absent keys too)", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 500, description = "The image store is not configured", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(delete, path = "/api/img/{name}", tag = "site",
+    params(("name" = String, Path, description = "Image key")),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Deleted (absent keys too)", body = Object),
+        statuses::AdminWrite,
+        statuses::NoImageStore,
+    ))]
 async fn delete_image(
     State(s): State<AppState>,
     name: Result<Params<String>, ApiError>,
@@ -576,7 +654,9 @@ async fn delete_image(
     remove_image(&s, key_of(name), &request).await
 }
 
-#[utoipa::path(delete, path = "/api/img/", tag = "site", security(("admin_session" = []), ("bearer" = [])), responses((status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 500, description = "The image store is not configured", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(delete, path = "/api/img/", tag = "site",
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(statuses::AdminWrite, statuses::NoImageStore))]
 async fn delete_image_empty(State(s): State<AppState>, request: Parts) -> ApiResult<Json<Value>> {
     remove_image(&s, String::new(), &request).await
 }
@@ -584,7 +664,7 @@ async fn delete_image_empty(State(s): State<AppState>, request: Parts) -> ApiRes
 async fn remove_image(s: &AppState, key: String, request: &Parts) -> ApiResult<Json<Value>> {
     // 1. Authentication, 2. store off, 3. key, 4. delete (absent keys too).
     if !is_admin(&request.headers, peer(request), s) {
-        return Err(unauthorized());
+        return Err(unauthorized(&request.extensions));
     }
     let owned = key.clone();
     blocking(s, move |e| e.delete_site_image(&owned)).await?;
@@ -592,7 +672,17 @@ async fn remove_image(s: &AppState, key: String, request: &Parts) -> ApiResult<J
     Ok(Json(json!({ "ok": true, "deleted": key })))
 }
 
-#[utoipa::path(put, path = "/api/img/{name}", tag = "site", params(("name" = String, Path, description = "Image key")), request_body(content = crate::api::openapi::Binary, content_type = "image/png"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Stored", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Not a PNG, JPEG, GIF or WebP image", body = crate::api::openapi::ErrorBody), (status = 500, description = "The image store is not configured", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(put, path = "/api/img/{name}", tag = "site",
+    params(("name" = String, Path, description = "Image key")),
+    request_body(content = crate::api::openapi::Binary, content_type = "image/png"),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Stored", body = Object),
+        statuses::AdminWrite,
+        statuses::TooLarge,
+        statuses::NoImageStore,
+        (status = 415, description = "Not a PNG, JPEG, GIF or WebP image", body = crate::api::openapi::ErrorBody),
+    ))]
 async fn put_image(
     State(s): State<AppState>,
     name: Result<Params<String>, ApiError>,
@@ -601,14 +691,17 @@ async fn put_image(
     store_image(&s, key_of(name), req).await
 }
 
-#[utoipa::path(put, path = "/api/img/", tag = "site", request_body(content = crate::api::openapi::Binary, content_type = "image/png"), security(("admin_session" = []), ("bearer" = [])), responses((status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 500, description = "The image store is not configured", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(put, path = "/api/img/", tag = "site",
+    request_body(content = crate::api::openapi::Binary, content_type = "image/png"),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(statuses::AdminWrite, statuses::NoImageStore))]
 async fn put_image_empty(State(s): State<AppState>, req: Request) -> ApiResult<Json<Value>> {
     store_image(&s, String::new(), req).await
 }
 
 async fn store_image(s: &AppState, key: String, req: Request) -> ApiResult<Json<Value>> {
     if !is_admin(req.headers(), peer_of(&req), s) {
-        return Err(unauthorized());
+        return Err(unauthorized(req.extensions()));
     }
     if !s.engine.config.image_store {
         return Err(ApiError::new(

@@ -15,6 +15,7 @@ use tokio::io::AsyncWriteExt;
 use super::auth::Admin;
 use super::error::{ApiError, ApiResult};
 use super::extract::{JsonBody, JsonOrEmpty, QueryArgs};
+use super::statuses;
 use super::tls::Refused;
 use super::{AppState, blocking};
 use crate::engine::launch::LaunchUpdate;
@@ -43,8 +44,23 @@ pub struct StatusBody {
     status: &'static str,
 }
 
+impl StatusBody {
+    pub fn new(status: &'static str) -> StatusBody {
+        StatusBody { status }
+    }
+}
+
 /// The process stops serving once this answer is sent, then starts again.
-#[utoipa::path(post, path = "/api/v1/system/restart", tag = "system", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The kiosk restarts once this answer is sent (`status: restarting`)", body = StatusBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/system/restart", tag = "system",
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (
+            status = 200,
+            description = "The kiosk restarts once this answer is sent (`status: restarting`)",
+            body = StatusBody,
+        ),
+        statuses::AdminAction,
+    ))]
 async fn restart(_: Admin, State(s): State<AppState>) -> Json<StatusBody> {
     s.engine.request_restart();
     Json(StatusBody {
@@ -59,7 +75,23 @@ const BACKUP_CHUNK_BYTES: usize = 64 << 10;
 /// The backup archive, written by a blocking thread as the client reads it (at most
 /// `BACKUP_CHUNKS` chunks buffered). A failure after the first bytes cuts the response short,
 /// so the client sees an incomplete download rather than a well-formed bad archive.
-#[utoipa::path(get, path = "/api/v1/system/backup", tag = "system", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The backup archive (tar: the database and the stored files), as a download", body = crate::api::openapi::Binary, content_type = "application/x-tar"), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 409, description = "Another backup is being written", body = crate::api::openapi::ErrorBody), (status = 507, description = "The data partition is below its reserve, or has no room for the database copy", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/system/backup", tag = "system",
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (
+            status = 200,
+            description = "The backup archive (tar: the database and the stored files), as a download",
+            body = crate::api::openapi::Binary,
+            content_type = "application/x-tar",
+        ),
+        statuses::NotAdmin,
+        (status = 409, description = "Another backup is being written", body = crate::api::openapi::ErrorBody),
+        (
+            status = 507,
+            description = "The data partition is below its reserve, or has no room for the database copy",
+            body = crate::api::openapi::ErrorBody,
+        ),
+    ))]
 async fn backup(_: Admin, State(s): State<AppState>) -> ApiResult<Response> {
     let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(BACKUP_CHUNKS);
     let (first_tx, first_rx) = tokio::sync::oneshot::channel();
@@ -156,7 +188,29 @@ impl std::io::Write for ChannelWriter {
 /// Restores a backup: the upload (at most `limits.backup_bytes`) is kept in the scratch
 /// directory, checked completely and staged; then the kiosk restarts into it. A bad archive
 /// changes nothing: 400 with the reason.
-#[utoipa::path(post, path = "/api/v1/system/restore", tag = "system", request_body(content = crate::api::openapi::Binary, description = "A backup archive (tar) from `GET /api/v1/system/backup`", content_type = "application/octet-stream"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Staged; the kiosk restarts into it", body = Restored), (status = 400, description = "Not a backup of this kiosk, or cut short; nothing changed", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 409, description = "Another restore or backup is under way", body = crate::api::openapi::ErrorBody), (status = 413, description = "Larger than `limits.backup_bytes`", body = crate::api::openapi::ErrorBody), (status = 507, description = "The data partition is below its reserve, or has no room to stage the archive", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/system/restore", tag = "system",
+    request_body(
+        content = crate::api::openapi::Binary,
+        description = "A backup archive (tar) from `GET /api/v1/system/backup`",
+        content_type = "application/octet-stream",
+    ),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Staged; the kiosk restarts into it", body = Restored),
+        statuses::AdminAction,
+        (
+            status = 400,
+            description = "Not a backup of this kiosk, or cut short; nothing changed",
+            body = crate::api::openapi::ErrorBody,
+        ),
+        (status = 409, description = "Another restore or backup is under way", body = crate::api::openapi::ErrorBody),
+        (status = 413, description = "Larger than `limits.backup_bytes`", body = crate::api::openapi::ErrorBody),
+        (
+            status = 507,
+            description = "The data partition is below its reserve, or has no room to stage the archive",
+            body = crate::api::openapi::ErrorBody,
+        ),
+    ))]
 async fn restore(_: Admin, State(s): State<AppState>, body: Body) -> ApiResult<Json<Restored>> {
     let limit = s.engine.config.limits.backup_bytes;
     let path = s
@@ -236,7 +290,14 @@ struct LogsQuery {
 }
 
 /// The last lines of the log (`?lines=`, at most all that are kept), oldest first.
-#[utoipa::path(get, path = "/api/v1/system/logs", tag = "system", params(LogsQuery), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The last lines of the log, oldest first", body = Logs), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/system/logs", tag = "system",
+    params(LogsQuery),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The last lines of the log, oldest first", body = Logs),
+        statuses::InvalidParam,
+        statuses::NotAdmin,
+    ))]
 async fn logs(_: Admin, QueryArgs(q): QueryArgs<LogsQuery>) -> Json<Logs> {
     let n = q.lines.unwrap_or(200).min(crate::logs::LINES);
     Json(Logs {
@@ -254,7 +315,17 @@ pub struct Logs {
 }
 
 /// The HTTPS certificate in use: its fingerprint, and whether the console may replace it.
-#[utoipa::path(get, path = "/api/v1/tls/certificate", tag = "system", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The certificate's SHA-256 fingerprint, and whether the console may replace it (not named in the configuration)", body = Certificate), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/tls/certificate", tag = "system",
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (
+            status = 200,
+            description = "The certificate's SHA-256 fingerprint, \
+                and whether the console may replace it (not named in the configuration)",
+            body = Certificate,
+        ),
+        statuses::NotAdmin,
+    ))]
 async fn get_certificate(_: Admin, State(s): State<AppState>) -> ApiResult<Json<Certificate>> {
     let tls = s.tls.as_ref().ok_or_else(no_tls)?;
     Ok(Json(Certificate {
@@ -278,7 +349,33 @@ struct CertificateUpload {
 
 /// Replaces the certificate with the administrator's own (PEM), checked before anything is
 /// replaced; new connections use it at once.
-#[utoipa::path(put, path = "/api/v1/tls/certificate", tag = "system", request_body(content = CertificateUpload, description = "A certificate chain and its private key, PEM", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Installed; new connections use it (`status: saved`, the new fingerprint)", body = Object), (status = 400, description = "Invalid body, or a certificate or key that does not parse or match", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 409, description = "The configuration names the certificate files", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(put, path = "/api/v1/tls/certificate", tag = "system",
+    request_body(
+        content = CertificateUpload,
+        description = "A certificate chain and its private key, PEM",
+        content_type = "application/json",
+    ),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (
+            status = 200,
+            description = "Installed; new connections use it (`status: saved`, the new fingerprint)",
+            body = Object,
+        ),
+        statuses::AdminAction,
+        statuses::TooLarge,
+        statuses::NotJson,
+        (
+            status = 400,
+            description = "Invalid body, or a certificate or key that does not parse or match",
+            body = crate::api::openapi::ErrorBody,
+        ),
+        (
+            status = 409,
+            description = "The configuration names the certificate files",
+            body = crate::api::openapi::ErrorBody,
+        ),
+    ))]
 async fn put_certificate(
     _: Admin,
     State(s): State<AppState>,
@@ -313,7 +410,8 @@ fn no_tls() -> ApiError {
     ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "HTTPS is not served")
 }
 
-#[utoipa::path(get, path = "/api/v1/health", tag = "system", responses((status = 200, description = "Health, providers and devices", body = Object)))]
+#[utoipa::path(get, path = "/api/v1/health", tag = "system",
+    responses((status = 200, description = "Health, providers and devices", body = Object)))]
 async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
     let e = &s.engine;
     let sessions = e.session_count().unwrap_or(0);
@@ -342,20 +440,40 @@ async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
         "characters_not_on_this_kiosk": characters,
         "inference_connected": e.inference_connected().await,
         "device": s.devices.health.get(),
+        "firmware": {
+            "version": e.updates.firmware_version(),
+            "update": e.updates.outcome().map(|o| o.sentence()),
+            "data": e.data_fell_back(),
+        },
     })))
 }
 
-#[utoipa::path(get, path = "/api/v1/components", tag = "system", responses((status = 200, description = "Selectable providers per stage", body = crate::engine::providers::Components)))]
+#[utoipa::path(get, path = "/api/v1/components", tag = "system",
+    responses(
+        (status = 200, description = "Selectable providers per stage", body = crate::engine::providers::Components),
+    ))]
 async fn components(State(s): State<AppState>) -> Json<crate::engine::providers::Components> {
     Json(s.engine.components())
 }
 
-#[utoipa::path(get, path = "/api/v1/settings", tag = "settings", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The settings, secrets masked", body = Object), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/settings", tag = "settings",
+    security(("admin_session" = []), ("bearer" = [])),
+    responses((status = 200, description = "The settings, secrets masked", body = Object), statuses::NotAdmin))]
 async fn get_settings(_: Admin, State(s): State<AppState>) -> Json<Value> {
     Json(s.engine.settings().masked())
 }
 
-#[utoipa::path(put, path = "/api/v1/settings", tag = "settings", request_body(content = Object, description = "A partial settings document; null resets a field", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Saved; the settings, secrets masked", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(put, path = "/api/v1/settings", tag = "settings",
+    request_body(
+        content = Object,
+        description = "A partial settings document; null resets a field",
+        content_type = "application/json",
+    ),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Saved; the settings, secrets masked", body = Object),
+        statuses::AdminJsonWrite,
+    ))]
 async fn put_settings(
     _: Admin,
     State(s): State<AppState>,
@@ -367,7 +485,19 @@ async fn put_settings(
     ))
 }
 
-#[utoipa::path(post, path = "/api/v1/settings/test", tag = "settings", request_body(content = Object, description = "Optional: a partial settings document (as for PUT) tested without being saved; empty tests the settings in force", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Every provider check passed", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody), (status = 503, description = "A provider check failed", body = Object)))]
+#[utoipa::path(post, path = "/api/v1/settings/test", tag = "settings",
+    request_body(
+        content = Object,
+        description = "Optional: a partial settings document (as for PUT) tested without being saved; \
+            empty tests the settings in force",
+        content_type = "application/json",
+    ),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Every provider check passed", body = Object),
+        statuses::AdminJsonWrite,
+        (status = 503, description = "A provider check failed", body = Object),
+    ))]
 async fn test_settings(
     _: Admin,
     State(s): State<AppState>,
@@ -388,7 +518,8 @@ async fn test_settings(
     }
 }
 
-#[utoipa::path(get, path = "/api/v1/config/avatar-model", tag = "system", responses((status = 200, description = "The avatar model (cached idle clips)", body = Object)))]
+#[utoipa::path(get, path = "/api/v1/config/avatar-model", tag = "system",
+    responses((status = 200, description = "The avatar model (cached idle clips)", body = Object)))]
 async fn avatar_model() -> Json<Value> {
     Json(json!({
         "active_model": "cached_video",
@@ -404,7 +535,12 @@ async fn avatar_model() -> Json<Value> {
     }))
 }
 
-#[utoipa::path(get, path = "/api/v1/config/launch", tag = "settings", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Launch parameters", body = crate::engine::launch::LaunchView), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/config/launch", tag = "settings",
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Launch parameters", body = crate::engine::launch::LaunchView),
+        statuses::NotAdmin,
+    ))]
 async fn get_launch(
     _: Admin,
     State(s): State<AppState>,
@@ -412,7 +548,10 @@ async fn get_launch(
     Ok(Json(s.engine.launch_config()?))
 }
 
-#[utoipa::path(put, path = "/api/v1/config/launch", tag = "settings", request_body(content = crate::engine::launch::LaunchUpdate, description = "JSON body", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Saved", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(put, path = "/api/v1/config/launch", tag = "settings",
+    request_body(content = LaunchUpdate, description = "JSON body", content_type = "application/json",),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses((status = 200, description = "Saved", body = Object), statuses::AdminJsonWrite))]
 async fn put_launch(
     _: Admin,
     State(s): State<AppState>,

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::auth::{Caller, Internal};
 use super::error::ApiResult;
 use super::extract::{JsonBody, Params, QueryArgs};
+use super::statuses;
 use super::{AppState, blocking};
 use crate::engine::tasks::{ArtifactInput, ArtifactView, EventInput, Posted, TaskView};
 
@@ -34,7 +35,10 @@ pub fn routes() -> Router<AppState> {
         )
 }
 
-#[utoipa::path(get, path = "/api/v1/tasks/{task_id}", tag = "tasks", params(("task_id" = String, Path, description = "Task id")), security(("admin_session" = []), ("bearer" = []), ()), responses((status = 200, description = "The task", body = crate::engine::tasks::TaskView), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not a conversation client", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/tasks/{task_id}", tag = "tasks",
+    params(("task_id" = String, Path, description = "Task id")),
+    security(("admin_session" = []), ("bearer" = []), ()),
+    responses((status = 200, description = "The task", body = TaskView), statuses::ClientRead))]
 async fn task(
     State(s): State<AppState>,
     _: Caller,
@@ -49,7 +53,14 @@ struct EventsQuery {
     limit: Option<usize>,
 }
 
-#[utoipa::path(get, path = "/api/v1/tasks/{task_id}/events", tag = "tasks", params(("task_id" = String, Path, description = "Task id"), ("after_seq" = Option<u64>, Query, description = "Only events after this sequence number"), ("limit" = Option<usize>, Query, description = "At most this many")), security(("admin_session" = []), ("bearer" = []), ()), responses((status = 200, description = "The task's events", body = Object), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not a conversation client", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/tasks/{task_id}/events", tag = "tasks",
+    params(
+        ("task_id" = String, Path, description = "Task id"),
+        ("after_seq" = Option<u64>, Query, description = "Only events after this sequence number"),
+        ("limit" = Option<usize>, Query, description = "At most this many"),
+    ),
+    security(("admin_session" = []), ("bearer" = []), ()),
+    responses((status = 200, description = "The task's events", body = Object), statuses::ClientRead))]
 async fn events(
     State(s): State<AppState>,
     _: Caller,
@@ -60,7 +71,21 @@ async fn events(
     Ok(Json(json!({ "events": events })))
 }
 
-#[utoipa::path(get, path = "/api/v1/tasks/{task_id}/artifacts/{artifact_id}", tag = "tasks", params(("task_id" = String, Path, description = "Task id"), ("artifact_id" = String, Path, description = "Artifact id")), security(("admin_session" = []), ("bearer" = []), ()), responses((status = 200, description = "The artifact's content, with its type", body = crate::api::openapi::Binary, content_type = "*/*"), (status = 400, description = "Invalid parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not a conversation client", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/tasks/{task_id}/artifacts/{artifact_id}", tag = "tasks",
+    params(
+        ("task_id" = String, Path, description = "Task id"),
+        ("artifact_id" = String, Path, description = "Artifact id"),
+    ),
+    security(("admin_session" = []), ("bearer" = []), ()),
+    responses(
+        (
+            status = 200,
+            description = "The artifact's content, with its type",
+            body = crate::api::openapi::Binary,
+            content_type = "*/*",
+        ),
+        statuses::ClientRead,
+    ))]
 async fn artifact(
     State(s): State<AppState>,
     _: Caller,
@@ -79,7 +104,11 @@ async fn artifact(
     Ok((headers, bytes).into_response())
 }
 
-#[utoipa::path(post, path = "/api/v1/internal/tasks/{task_id}/events", tag = "internal", params(("task_id" = String, Path, description = "Task id")), request_body(content = crate::engine::tasks::EventInput, description = "JSON body", content_type = "application/json"), security(("bearer" = []), ()), responses((status = 200, description = "Recorded", body = crate::engine::tasks::Posted), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Neither loopback nor the internal token", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/internal/tasks/{task_id}/events", tag = "internal",
+    params(("task_id" = String, Path, description = "Task id")),
+    request_body(content = EventInput, description = "JSON body", content_type = "application/json",),
+    security(("bearer" = []), ()),
+    responses((status = 200, description = "Recorded", body = Posted), statuses::InternalJsonWrite))]
 async fn post_event(
     _: Internal,
     State(s): State<AppState>,
@@ -91,7 +120,11 @@ async fn post_event(
     ))
 }
 
-#[utoipa::path(post, path = "/api/v1/internal/tasks/{task_id}/artifacts", tag = "internal", params(("task_id" = String, Path, description = "Task id")), request_body(content = crate::engine::tasks::ArtifactInput, description = "JSON body", content_type = "application/json"), security(("bearer" = []), ()), responses((status = 201, description = "Stored", body = crate::engine::tasks::ArtifactView), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Neither loopback nor the internal token", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/internal/tasks/{task_id}/artifacts", tag = "internal",
+    params(("task_id" = String, Path, description = "Task id")),
+    request_body(content = ArtifactInput, description = "JSON body", content_type = "application/json",),
+    security(("bearer" = []), ()),
+    responses((status = 201, description = "Stored", body = ArtifactView), statuses::InternalJsonWrite))]
 async fn post_artifact(
     _: Internal,
     State(s): State<AppState>,
@@ -108,7 +141,11 @@ struct SearchBody {
     top_k: Option<usize>,
 }
 
-#[utoipa::path(post, path = "/api/v1/internal/characters/{id}/knowledge/search", tag = "internal", params(("id" = String, Path, description = "Character id")), request_body(content = SearchBody, description = "JSON body", content_type = "application/json"), security(("bearer" = []), ()), responses((status = 200, description = "Matching passages", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Neither loopback nor the internal token", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/internal/characters/{id}/knowledge/search", tag = "internal",
+    params(("id" = String, Path, description = "Character id")),
+    request_body(content = SearchBody, description = "JSON body", content_type = "application/json"),
+    security(("bearer" = []), ()),
+    responses((status = 200, description = "Matching passages", body = Object), statuses::InternalJsonWrite))]
 async fn search(
     _: Internal,
     State(s): State<AppState>,

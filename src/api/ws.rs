@@ -22,6 +22,7 @@ use tokio::sync::{broadcast, mpsc};
 use super::auth::{Opener, caller, peer};
 use super::error::ApiError;
 use super::extract::{Params, QueryArgs};
+use super::statuses;
 use super::streams::{Buffer, Streams};
 use super::{AppState, blocking};
 use crate::engine::access::{Owner, Use};
@@ -62,7 +63,29 @@ struct KeyQuery {
     key: Option<String>,
 }
 
-#[utoipa::path(get, path = "/ws/chat/{id}", tag = "sessions", params(("id" = String, Path, description = "Session id"), ("key" = Option<String>, Query, description = "A client key (browsers cannot set Authorization)")), security(("admin_session" = []), ("bearer" = []), ()), responses((status = 101, description = "Switching to the WebSocket chat protocol"), (status = 400, description = "Invalid parameter, or not a WebSocket upgrade request", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not a conversation client", body = crate::api::openapi::ErrorBody), (status = 403, description = "Not the session's owner", body = crate::api::openapi::ErrorBody), (status = 404, description = "No such resource", body = crate::api::openapi::ErrorBody), (status = 426, description = "An upgrade on a connection that cannot switch protocols (HTTP/1.0)", body = crate::api::openapi::ErrorBody), (status = 503, description = "Too many live WebSockets", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/ws/chat/{id}", tag = "sessions",
+    params(
+        ("id" = String, Path, description = "Session id"),
+        ("key" = Option<String>, Query, description = "A client key (browsers cannot set Authorization)"),
+    ),
+    security(("admin_session" = []), ("bearer" = []), ()),
+    responses(
+        (status = 101, description = "Switching to the WebSocket chat protocol"),
+        statuses::NotClient,
+        statuses::NotOwner,
+        statuses::NoSuchResource,
+        (
+            status = 400,
+            description = "Invalid parameter, or not a WebSocket upgrade request",
+            body = crate::api::openapi::ErrorBody,
+        ),
+        (
+            status = 426,
+            description = "An upgrade on a connection that cannot switch protocols (HTTP/1.0)",
+            body = crate::api::openapi::ErrorBody,
+        ),
+        (status = 503, description = "Too many live WebSockets", body = crate::api::openapi::ErrorBody),
+    ))]
 async fn upgrade(
     State(s): State<AppState>,
     Params(id): Params<String>,
@@ -149,7 +172,12 @@ async fn serve(
         let _ = sink.close().await;
     });
     let mut events = live.subscribe();
-    let hello = json!({"type": "session", "session_id": live.id, "character_id": live.character_id, "turn_seq": live.turn_seq()});
+    let hello = json!({
+        "type": "session",
+        "session_id": live.id,
+        "character_id": live.character_id,
+        "turn_seq": live.turn_seq(),
+    });
     let _ = out.try_send((None, text(hello)));
     let mut audio: Option<AudioWanted> = None;
     let mut utterance: Option<Utterance> = None;
@@ -169,7 +197,9 @@ async fn serve(
                         break (CLOSE_TRY_LATER, "client too slow; reload the history");
                     }
                 }
-                Err(broadcast::error::RecvError::Lagged(_)) => break (CLOSE_TRY_LATER, "client too slow; reload the history"),
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    break (CLOSE_TRY_LATER, "client too slow; reload the history")
+                }
                 Err(broadcast::error::RecvError::Closed) => break (CLOSE_GOING_AWAY, "session ended"),
             },
             incoming = stream.next() => {
@@ -180,7 +210,8 @@ async fn serve(
                     Some(Ok(Message::Text(t))) if t.len() > FRAME_MAX => break (CLOSE_TOO_BIG, "frame too large"),
                     Some(Ok(Message::Binary(b))) if b.len() > FRAME_MAX => break (CLOSE_TOO_BIG, "frame too large"),
                     Some(Ok(Message::Text(_) | Message::Binary(_))) if steer.is_none() => {
-                        let _ = out.try_send((None, text(error("this socket only watches the kiosk's session", ErrorCode::Forbidden))));
+                        let refusal = error("this socket only watches the kiosk's session", ErrorCode::Forbidden);
+                        let _ = out.try_send((None, text(refusal)));
                     }
                     Some(Ok(Message::Text(t))) => {
                         let caller = steer.as_ref().expect("watch-only sockets answered above");
@@ -198,7 +229,10 @@ async fn serve(
                             utterance = None;
                             let _ = out.try_send((None, text(error("utterance too long", ErrorCode::BadRequest))));
                         }
-                        None => { let _ = out.try_send((None, text(error("send audio_start before audio", ErrorCode::BadRequest)))); }
+                        None => {
+                            let refusal = error("send audio_start before audio", ErrorCode::BadRequest);
+                            let _ = out.try_send((None, text(refusal)));
+                        }
                     },
                     Some(Ok(_)) => {}
                 }
@@ -373,10 +407,22 @@ fn frame_of(event: &Event, wants_audio: bool) -> Option<(Option<u64>, Message)> 
             json!({"type": "assistant_message", "text": text, "turn_seq": turn_seq})
         }
         Event::AudioStart { turn_seq } if wants_audio => {
-            json!({"type": "audio_start", "turn_seq": turn_seq, "sample_rate": audio::OUTPUT_RATE, "channels": 1, "format": "pcm_s16le"})
+            json!({
+                "type": "audio_start",
+                "turn_seq": turn_seq,
+                "sample_rate": audio::OUTPUT_RATE,
+                "channels": 1,
+                "format": "pcm_s16le",
+            })
         }
         Event::AudioEnd { turn_seq } if wants_audio => {
-            json!({"type": "audio_end", "turn_seq": turn_seq, "sample_rate": audio::OUTPUT_RATE, "channels": 1, "format": "pcm_s16le"})
+            json!({
+                "type": "audio_end",
+                "turn_seq": turn_seq,
+                "sample_rate": audio::OUTPUT_RATE,
+                "channels": 1,
+                "format": "pcm_s16le",
+            })
         }
         Event::Audio { pcm, turn_seq } if wants_audio => {
             return Some((Some(*turn_seq), Message::Binary(pcm.clone())));

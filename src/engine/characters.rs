@@ -16,53 +16,54 @@ const TEXT_MAX_CHARS: usize = 20_000;
 const TAGS_MAX: usize = 50;
 pub const CLIP_STATES: &[&str] = &["idle", "listening", "speaking"];
 
-/// The editable fields of a character, as a client sends them. Absent text fields become "";
-/// `images`, `active_image` and `avatar_image` are not fields here, so a client's copies are
-/// ignored.
-#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-#[serde(default)]
-pub struct CharacterInput {
-    pub name: String,
-    pub description: String,
-    pub use_face_crop: bool,
-    pub mode: String,
-    pub voice_provider: String,
-    pub voice_type: String,
-    pub components: Components,
-    pub speaking_style: String,
-    pub personality: String,
-    pub welcome_message: String,
-    pub system_prompt: String,
-    pub tags: Vec<String>,
-    pub image_mode: String,
+/// Declares a struct with the editable fields of a character (then the struct's own fields), so
+/// that what a client sends and what the API shows cannot drift apart.
+macro_rules! editable_fields {
+    ($(#[$meta:meta])* pub struct $name:ident { $($own:tt)* }) => {
+        $(#[$meta])*
+        pub struct $name {
+            pub name: String,
+            pub description: String,
+            pub use_face_crop: bool,
+            pub mode: String,
+            pub voice_provider: String,
+            pub voice_type: String,
+            pub components: Components,
+            pub speaking_style: String,
+            pub personality: String,
+            pub welcome_message: String,
+            pub system_prompt: String,
+            pub tags: Vec<String>,
+            pub image_mode: String,
+            $($own)*
+        }
+    };
 }
 
-/// A character as the API shows it.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct CharacterView {
-    pub id: String,
-    pub name: String,
-    pub description: String,
-    pub avatar_image: String,
-    pub use_face_crop: bool,
-    pub mode: String,
-    pub voice_provider: String,
-    pub voice_type: String,
-    pub components: Components,
-    pub speaking_style: String,
-    pub personality: String,
-    pub welcome_message: String,
-    pub system_prompt: String,
-    pub tags: Vec<String>,
-    pub images: Vec<ImageView>,
-    pub active_image: String,
-    pub image_mode: String,
-    pub created_at: String,
-    pub updated_at: String,
-    pub idle_video_url: String,
-    pub idle_video_urls: Vec<String>,
-    /// Read-only: the provider fields naming a provider this kiosk does not have.
-    pub not_on_this_kiosk: Vec<ForeignField>,
+editable_fields! {
+    /// The editable fields of a character, as a client sends them. Absent text fields become "";
+    /// `images`, `active_image` and `avatar_image` are not fields here, so a client's copies are
+    /// ignored.
+    #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+    #[serde(default)]
+    pub struct CharacterInput {}
+}
+
+editable_fields! {
+    /// A character as the API shows it.
+    #[derive(Debug, Serialize, utoipa::ToSchema)]
+    pub struct CharacterView {
+        pub id: String,
+        pub avatar_image: String,
+        pub images: Vec<ImageView>,
+        pub active_image: String,
+        pub created_at: String,
+        pub updated_at: String,
+        pub idle_video_url: String,
+        pub idle_video_urls: Vec<String>,
+        /// Read-only: the provider fields naming a provider this kiosk does not have.
+        pub not_on_this_kiosk: Vec<ForeignField>,
+    }
 }
 
 /// A provider field of a character that names one of the original front end's providers.

@@ -22,6 +22,7 @@ pub mod site;
 pub mod spoken;
 pub mod tasks;
 pub mod turn;
+pub mod update;
 pub mod voice;
 
 use std::sync::Arc;
@@ -62,6 +63,8 @@ pub struct Engine {
     last_used: access::LastUsed,
     reachability: providers::Reachability,
     last_calls: providers::LastCalls,
+    /// Firmware updates through RAUC.
+    pub updates: Arc<update::Updates>,
 }
 
 impl Engine {
@@ -72,7 +75,14 @@ impl Engine {
         let clear = config
             .resolve_admin_password()
             .map_err(|e| Error::BadRequest(e.to_string()))?;
-        let store = Store::open(&config.data_dir, config.store_cache_bytes)?
+        let schema = match config.test_schema_version.filter(|_| config.test_hooks) {
+            Some(version) => crate::store::Schema {
+                version,
+                upgrade: |_, _| Ok(()),
+            },
+            None => crate::store::CURRENT,
+        };
+        let store = Store::open_as(&config.data_dir, config.store_cache_bytes, &schema)?
             .with_reserve(config.data_reserve_bytes);
         let chosen = auth::Password::chosen(&store)?;
         let must_change = chosen.is_none() && clear.is_some() && auth::from_file(&config);
@@ -88,6 +98,7 @@ impl Engine {
         // Several engines may open in one process (tests); the first installation wins.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = http_client(config.provider_connect_timeout_ms)?;
+        let updates = Arc::new(update::Updates::open(&config.update, &config.data_dir)?);
         let scratch = config.data_dir.join("tmp");
         if scratch.exists() {
             std::fs::remove_dir_all(&scratch)?;
@@ -115,6 +126,7 @@ impl Engine {
             last_used: access::LastUsed::default(),
             reachability: providers::Reachability::default(),
             last_calls: providers::LastCalls::default(),
+            updates,
         });
         engine.ensure_default_character()?;
         // The offline engine's voices are listed once, off the path of the first turn.
@@ -128,6 +140,11 @@ impl Engine {
 impl Engine {
     /// The stored files (avatars, clips, knowledge sources, site images): what front doors
     /// serve and stage uploads in. Records that name them are written through the engine.
+    /// Set when this start opened the data as it was before a newer version migrated it.
+    pub fn data_fell_back(&self) -> Option<&str> {
+        self.store.fell_back.as_deref()
+    }
+
     pub fn blobs(&self) -> &Blobs {
         self.store.blobs()
     }

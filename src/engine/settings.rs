@@ -155,6 +155,49 @@ const SECRETS: &[(&str, &str)] = &[
     ("doubao", "access_token"),
 ];
 
+/// The sections only the original front end sends: it always sends both, so a body holding
+/// either is read as its own server reads it.
+const ORIGINAL_SECTIONS: [&str; 2] = ["livekit", "inference"];
+
+/// The original front end's settings body as an update of ours. Its server ignores what it
+/// does not use and skips empty values, so: `livekit` (its media server; the kiosk has none) is
+/// dropped, `inference.grpc_addr` (its voice service) is `remote_voice.grpc_addr` unless the
+/// body names that too, and an empty string changes nothing (the form sends every field, also
+/// the ones left blank). Any other section still has to be one of ours.
+fn from_original_front_end(patch: &Map<String, Value>) -> Map<String, Value> {
+    let mut ours = Map::new();
+    for (section, fields) in patch {
+        if ORIGINAL_SECTIONS.contains(&section.as_str()) {
+            continue;
+        }
+        let fields = match fields {
+            Value::Object(f) => Value::Object(
+                f.iter()
+                    .filter(|(_, v)| v.as_str() != Some(""))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            ),
+            other => other.clone(),
+        };
+        ours.insert(section.clone(), fields);
+    }
+    let grpc_addr = patch
+        .get("inference")
+        .and_then(|i| i.get("grpc_addr"))
+        .filter(|a| a.as_str() != Some(""));
+    if let Some(addr) = grpc_addr {
+        let remote = ours
+            .entry("remote_voice")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(remote) = remote.as_object_mut() {
+            remote
+                .entry("grpc_addr")
+                .or_insert_with(|| addr.clone());
+        }
+    }
+    ours
+}
+
 /// The sections with a `base_url` and the `api_key` sent to it.
 const KEYED_SERVICES: [&str; 4] = ["llm", "asr", "tts", "realtime"];
 
@@ -268,11 +311,19 @@ impl Settings {
     }
 
     /// Applies a partial update: absent fields stay, `null` resets a field to its default, and
-    /// a secret sent back as its mask stays unchanged.
+    /// a secret sent back as its mask stays unchanged. A body of the original front end is
+    /// read as its server reads it (see [`from_original_front_end`]).
     pub(super) fn merged(&self, patch: &Value) -> Result<Settings> {
         let patch = patch
             .as_object()
             .ok_or_else(|| bad("settings must be a JSON object"))?;
+        let translated;
+        let patch = if ORIGINAL_SECTIONS.iter().any(|s| patch.contains_key(*s)) {
+            translated = from_original_front_end(patch);
+            &translated
+        } else {
+            patch
+        };
         let mut doc = serde_json::to_value(self).expect("settings serialise");
         let before = doc.clone();
         let defaults = serde_json::to_value(Settings::default()).expect("settings serialise");

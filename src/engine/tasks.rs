@@ -9,7 +9,7 @@ use super::access::{Owner, Use};
 use super::error::{Error, Result, bad, not_found};
 use super::live::Event;
 use super::{Engine, is_id, new_id};
-use crate::store::records::{Artifact, Session, Task, TaskEvent};
+use crate::store::records::{Artifact, Session, Task, TaskEvent, artifact_fields, task_fields};
 use crate::store::tables::{ARTIFACTS, SESSION_TASKS, SESSIONS, TASK_EVENTS, TASKS};
 use crate::store::{self, BlobRef, blobs};
 
@@ -55,21 +55,10 @@ pub struct Posted {
     pub task: TaskView,
 }
 
-/// A task as the API shows it (without its bookkeeping fields).
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct TaskView {
-    pub id: String,
-    pub session_id: String,
-    pub character_id: String,
-    pub kind: String,
-    pub title: String,
-    pub user_request: String,
-    pub status: String,
-    pub progress: u8,
-    pub result_summary: String,
-    pub created_at: String,
-    pub updated_at: String,
-    pub finished_at: Option<String>,
+task_fields! {
+    /// A task as the API shows it (without its bookkeeping fields).
+    #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+    pub struct TaskView {}
 }
 
 impl From<Task> for TaskView {
@@ -91,17 +80,10 @@ impl From<Task> for TaskView {
     }
 }
 
-/// An artifact as the API shows it.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct ArtifactView {
-    pub id: String,
-    pub task_id: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub title: String,
-    pub mime_type: String,
-    pub metadata: Value,
-    pub created_at: String,
+artifact_fields! {
+    /// An artifact as the API shows it.
+    #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+    pub struct ArtifactView {}
 }
 
 fn text_field(name: &str, value: Option<String>) -> Result<Option<String>> {

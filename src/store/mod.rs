@@ -25,6 +25,27 @@ use tables::*;
 /// The schema this build writes. Older databases are migrated by `migrate` at open.
 pub const SCHEMA_VERSION: u64 = 1;
 
+/// A schema a build understands: its version and how to bring each older one up to it.
+pub struct Schema {
+    pub version: u64,
+    /// Upgrades schema `from` to `from + 1` inside the opening transaction.
+    pub upgrade: fn(&WriteTransaction, u64) -> Result<()>,
+}
+
+/// This build's schema.
+pub const CURRENT: Schema = Schema {
+    version: SCHEMA_VERSION,
+    upgrade,
+};
+
+const DB_FILE: &str = "docent.redb";
+
+/// The copy of the database kept before it was migrated from schema `version`: a build that
+/// only knows `version` opens it after a fallback (docs/updates.md, "Data across versions").
+fn copy_name(version: u64) -> String {
+    format!("docent-schema-{version}.redb")
+}
+
 /// A failure of the storage layer: always "our fault" for the caller.
 #[derive(Debug)]
 pub enum StoreError {
@@ -114,23 +135,58 @@ pub struct Store {
     blobs: Blobs,
     dir: PathBuf,
     cache_bytes: usize,
+    /// Set when this start opened the copy kept before a newer version migrated the data.
+    pub fell_back: Option<String>,
 }
 
 impl Store {
     /// Opens (or creates) the store in `dir`, migrates it to `SCHEMA_VERSION` and removes blob
     /// files that no committed record owns.
     pub fn open(dir: &Path, cache_bytes: usize) -> Result<Store> {
+        Store::open_as(dir, cache_bytes, &CURRENT)
+    }
+
+    /// `open` for a build that knows `schema`. Before migrating, the database is copied; a
+    /// database of a newer schema is replaced by the copy kept before that migration, when
+    /// there is one (the newer database is kept beside it).
+    pub fn open_as(dir: &Path, cache_bytes: usize, schema: &Schema) -> Result<Store> {
         std::fs::create_dir_all(dir)?;
         backup::apply_pending(dir)?;
-        let db = open_db(dir, cache_bytes)?;
+        let mut db = open_db(dir, cache_bytes)?;
+        let mut fell_back = None;
+        match stored_schema(&db)? {
+            Some(v) if v < schema.version => {
+                drop(db);
+                keep_copy(dir, v)?;
+                db = open_db(dir, cache_bytes)?;
+            }
+            Some(v) if v > schema.version && dir.join(copy_name(schema.version)).exists() => {
+                drop(db);
+                let newer = copy_name(v);
+                std::fs::rename(dir.join(DB_FILE), dir.join(&newer))?;
+                std::fs::copy(dir.join(copy_name(schema.version)), dir.join(DB_FILE))?;
+                std::fs::File::open(dir.join(DB_FILE))?.sync_all()?;
+                std::fs::File::open(dir)?.sync_all()?;
+                let note = format!(
+                    "the data had schema {v}, written by a newer version; this version opened the copy \
+                     kept before that migration (schema {}): changes made since are set aside in {newer}",
+                    schema.version
+                );
+                tracing::warn!("{note}");
+                fell_back = Some(note);
+                db = open_db(dir, cache_bytes)?;
+            }
+            _ => {}
+        }
         let blobs = Blobs::open(&dir.join("blobs"))?;
         let store = Store {
             db: RwLock::new((0, Some(db))),
             blobs,
             dir: dir.to_path_buf(),
             cache_bytes,
+            fell_back,
         };
-        store.migrate()?;
+        store.migrate(schema)?;
         store.collect_garbage()?;
         Ok(store)
     }
@@ -202,7 +258,7 @@ impl Store {
 
     /// Creates every table and brings an older schema up to date. A database written by a newer
     /// build is refused rather than misread.
-    fn migrate(&self) -> Result<()> {
+    fn migrate(&self, schema: &Schema) -> Result<()> {
         let tx = self.write()?;
         tables::create_all(&tx)?;
         {
@@ -210,18 +266,19 @@ impl Store {
             let found = meta.get("schema_version")?.map(|v| decode_u64(v.value()));
             match found {
                 None => {
-                    meta.insert("schema_version", SCHEMA_VERSION.to_be_bytes().as_slice())?;
+                    meta.insert("schema_version", schema.version.to_be_bytes().as_slice())?;
                 }
-                Some(v) if v > SCHEMA_VERSION => {
+                Some(v) if v > schema.version => {
                     return Err(StoreError::Corrupt(format!(
-                        "data directory has schema {v}, this build understands up to {SCHEMA_VERSION}"
+                        "data directory has schema {v}, this build understands up to {} and has no copy of it",
+                        schema.version
                     )));
                 }
                 Some(v) => {
-                    for from in v..SCHEMA_VERSION {
-                        upgrade(&tx, from)?;
+                    for from in v..schema.version {
+                        (schema.upgrade)(&tx, from)?;
                     }
-                    meta.insert("schema_version", SCHEMA_VERSION.to_be_bytes().as_slice())?;
+                    meta.insert("schema_version", schema.version.to_be_bytes().as_slice())?;
                 }
             }
         }
@@ -250,7 +307,34 @@ impl Store {
 fn open_db(dir: &Path, cache_bytes: usize) -> Result<Database> {
     Ok(Database::builder()
         .set_cache_size(cache_bytes)
-        .create(dir.join("docent.redb"))?)
+        .create(dir.join(DB_FILE))?)
+}
+
+/// The schema version recorded in the database (`None` for a new one).
+fn stored_schema(db: &Database) -> Result<Option<u64>> {
+    let tx = db.begin_read()?;
+    let meta = match tx.open_table(META) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(meta.get("schema_version")?.map(|v| decode_u64(v.value())))
+}
+
+/// Copies the database (closed) before a migration from `version`, synced, under the reserve:
+/// a migration with no room for its copy does not happen.
+fn keep_copy(dir: &Path, version: u64) -> Result<()> {
+    let size = std::fs::metadata(dir.join(DB_FILE))?.len();
+    if free_bytes(dir)? < size.saturating_mul(2) {
+        return Err(StoreError::Full);
+    }
+    let tmp = dir.join(format!("{}.tmp", copy_name(version)));
+    std::fs::copy(dir.join(DB_FILE), &tmp)?;
+    std::fs::File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, dir.join(copy_name(version)))?;
+    std::fs::File::open(dir)?.sync_all()?;
+    tracing::info!("kept a copy of the data at schema {version} before migrating it");
+    Ok(())
 }
 
 /// The migration hook: upgrades schema `from` to `from + 1` inside the opening transaction, so a
@@ -367,6 +451,56 @@ mod tests {
         }
         let err = Store::open(dir.path(), 1 << 20).err().unwrap();
         assert!(err.to_string().contains("schema 99"), "{err}");
+    }
+
+    fn noop_upgrade(_: &WriteTransaction, _: u64) -> Result<()> {
+        Ok(())
+    }
+
+    fn counter(store: &Store) -> u64 {
+        let tx = store.write().unwrap();
+        let n = next_counter(&tx, "c").unwrap();
+        tx.commit().unwrap();
+        n
+    }
+
+    #[test]
+    fn a_fallback_after_a_migration_opens_the_copy_kept_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let next = Schema {
+            version: SCHEMA_VERSION + 1,
+            upgrade: noop_upgrade,
+        };
+        {
+            let old = Store::open(dir.path(), 1 << 20).unwrap();
+            assert_eq!(counter(&old), 1);
+        }
+        {
+            // The newer build migrates, keeping a copy, then writes.
+            let new = Store::open_as(dir.path(), 1 << 20, &next).unwrap();
+            assert_eq!(new.schema_version().unwrap(), SCHEMA_VERSION + 1);
+            assert!(dir.path().join(copy_name(SCHEMA_VERSION)).exists());
+            assert_eq!(counter(&new), 2);
+            assert!(new.fell_back.is_none());
+        }
+        // Back on the old build: it opens its copy, not the newer data, and says so.
+        let old = Store::open(dir.path(), 1 << 20).unwrap();
+        assert_eq!(old.schema_version().unwrap(), SCHEMA_VERSION);
+        let note = old.fell_back.clone().expect("the fallback is reported");
+        assert!(
+            note.contains(&format!("schema {}", SCHEMA_VERSION + 1)),
+            "{note}"
+        );
+        assert_eq!(
+            counter(&old),
+            2,
+            "the write made on the newer version is the price"
+        );
+        assert!(dir.path().join(copy_name(SCHEMA_VERSION + 1)).exists());
+        drop(old);
+        // Updating again migrates again from the old build's data.
+        let new = Store::open_as(dir.path(), 1 << 20, &next).unwrap();
+        assert_eq!(counter(&new), 3);
     }
 
     #[test]

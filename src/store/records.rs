@@ -129,24 +129,38 @@ pub struct Message {
     pub staff: bool,
 }
 
-/// An agent task of a session.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Task {
-    pub id: String,
-    pub session_id: String,
-    pub character_id: String,
-    pub kind: String,
-    pub title: String,
-    pub user_request: String,
-    pub status: String,
-    pub progress: u8,
-    pub result_summary: String,
-    pub created_at: String,
-    pub updated_at: String,
-    pub finished_at: Option<String>,
-    /// Seq of the last event; the next event gets `last_seq + 1`.
-    #[serde(default)]
-    pub last_seq: u64,
+/// Declares a struct with the fields of a task that the API shows (then the struct's own), for
+/// the record here and the engine's view of it, so the two cannot drift apart.
+macro_rules! task_fields {
+    ($(#[$meta:meta])* pub struct $name:ident { $($own:tt)* }) => {
+        $(#[$meta])*
+        pub struct $name {
+            pub id: String,
+            pub session_id: String,
+            pub character_id: String,
+            pub kind: String,
+            pub title: String,
+            pub user_request: String,
+            pub status: String,
+            pub progress: u8,
+            pub result_summary: String,
+            pub created_at: String,
+            pub updated_at: String,
+            pub finished_at: Option<String>,
+            $($own)*
+        }
+    };
+}
+pub(crate) use task_fields;
+
+task_fields! {
+    /// An agent task of a session.
+    #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+    pub struct Task {
+        /// Seq of the last event; the next event gets `last_seq + 1`.
+        #[serde(default)]
+        pub last_seq: u64,
+    }
 }
 
 /// One event of a task.
@@ -162,45 +176,73 @@ pub struct TaskEvent {
     pub created_at: String,
 }
 
-/// A document a task produced.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Artifact {
-    pub id: String,
-    pub task_id: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub title: String,
-    pub mime_type: String,
-    pub metadata: serde_json::Value,
-    pub created_at: String,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub blob: Option<BlobRef>,
+/// Declares a struct with the fields of an artifact that the API shows (then the struct's own),
+/// for the record here and the engine's view of it.
+macro_rules! artifact_fields {
+    ($(#[$meta:meta])* pub struct $name:ident { $($own:tt)* }) => {
+        $(#[$meta])*
+        pub struct $name {
+            pub id: String,
+            pub task_id: String,
+            #[serde(rename = "type")]
+            pub kind: String,
+            pub title: String,
+            pub mime_type: String,
+            pub metadata: serde_json::Value,
+            pub created_at: String,
+            $($own)*
+        }
+    };
+}
+pub(crate) use artifact_fields;
+
+artifact_fields! {
+    /// A document a task produced.
+    #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+    pub struct Artifact {
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        pub blob: Option<BlobRef>,
+    }
 }
 
-/// An uploaded knowledge file of a character.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Source {
-    pub id: String,
-    pub character_id: String,
-    pub title: String,
-    pub filename: String,
-    pub mime_type: String,
-    pub relative_path: String,
-    pub size: u64,
-    pub indexable: bool,
-    pub status: String,
-    pub chunk_count: u32,
-    /// Sum of the token counts of the chunks (for BM25's average length).
-    #[serde(default)]
-    pub token_count: u64,
-    pub error: String,
-    pub created_at: String,
-    pub updated_at: String,
-    pub indexed_at: Option<String>,
-    /// Bumped by every (re)index request; only the run holding the latest value may commit.
-    #[serde(default)]
-    pub generation: u64,
-    pub blob: BlobRef,
+/// Declares a struct with the fields of a knowledge source that the API shows (then the
+/// struct's own), for the record here and the engine's view of it.
+macro_rules! source_fields {
+    ($(#[$meta:meta])* pub struct $name:ident { $($own:tt)* }) => {
+        $(#[$meta])*
+        pub struct $name {
+            pub id: String,
+            pub title: String,
+            pub filename: String,
+            pub mime_type: String,
+            pub relative_path: String,
+            pub size: u64,
+            pub indexable: bool,
+            pub status: String,
+            pub chunk_count: u32,
+            pub error: String,
+            pub created_at: String,
+            pub updated_at: String,
+            pub indexed_at: Option<String>,
+            $($own)*
+        }
+    };
+}
+pub(crate) use source_fields;
+
+source_fields! {
+    /// An uploaded knowledge file of a character.
+    #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+    pub struct Source {
+        pub character_id: String,
+        /// Sum of the token counts of the chunks (for BM25's average length).
+        #[serde(default)]
+        pub token_count: u64,
+        /// Bumped by every (re)index request; only the run holding the latest value may commit.
+        #[serde(default)]
+        pub generation: u64,
+        pub blob: BlobRef,
+    }
 }
 
 /// A logged-in administrator session.

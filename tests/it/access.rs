@@ -535,7 +535,11 @@ async fn credentials_are_answered_only_to_configured_origins() {
             None => req,
         }
     };
-    assert_eq!(status(write(Some("https://evil.example"))).await.0, 403);
+    let (code, refused) = status(write(Some("https://evil.example"))).await;
+    assert_eq!(code, 403, "{refused}");
+    // The refusal says how to allow the pages of another origin.
+    let why = refused["error"].as_str().unwrap();
+    assert!(why.contains("kiosk's own pages") && why.contains("`cors_origins`"), "{why}");
     assert_eq!(status(write(None)).await.0, 403);
     let own = format!("http://{}", s.addr);
     assert_eq!(status(write(Some(&own))).await.0, 201);
@@ -623,4 +627,51 @@ async fn setup_mode_opens_the_admin_routes_to_loopback_only() {
         let (code, v) = status(req).await;
         assert_eq!(code, 401, "{v}");
     }
+}
+
+/// The original front end, on another origin, signed in: a cookie that fails the Origin check
+/// is set aside, so what the same browser may do without it (loopback: sessions, the internal
+/// search) still passes, and only what needs the cookie is refused (403, saying why).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cookie_from_another_origin_takes_no_access_away() {
+    let s = Server::start_with(|c| c.admin_password = Some(PW.into())).await;
+    let cookie = sign_in(&s, PW).await;
+    let character = s.default_character().await;
+    let foreign = |req: reqwest::RequestBuilder| {
+        req.header(COOKIE, &cookie)
+            .header(ORIGIN, "http://localhost:5173")
+    };
+    let (code, created) = status(foreign(s.post("/api/v1/sessions")).json(&json!({}))).await;
+    assert_eq!(code, 201, "session create from loopback, cookie set aside: {created}");
+    let session = created["session_id"].as_str().unwrap();
+    let search = format!("/api/v1/internal/characters/{character}/knowledge/search");
+    let (code, found) =
+        status(foreign(s.post(&search)).json(&json!({ "query": "exhibition" }))).await;
+    assert_eq!(code, 200, "internal search from loopback: {found}");
+    let (code, v) = status(foreign(s.delete(&format!("/api/v1/sessions/{session}")))).await;
+    assert_eq!(code, 204, "session delete from loopback: {v}");
+    // An admin route needs the cookie: refused, saying how to allow that origin.
+    let (code, refused) =
+        status(foreign(s.post("/api/v1/client-keys")).json(&json!({ "name": "x" }))).await;
+    assert_eq!(code, 403, "{refused}");
+    assert!(refused["error"].as_str().unwrap().contains("`cors_origins`"), "{refused}");
+    // The site document too (its own check): 403, not 401.
+    let (code, refused) = status(foreign(s.put("/api/data")).json(&json!({}))).await;
+    assert_eq!(code, 403, "{refused}");
+    // Once that origin is allowed, the same cookie writes.
+    let allowed = Server::start_with(|c| {
+        c.admin_password = Some(PW.into());
+        c.cors_origins = vec!["http://localhost:5173".into()];
+    })
+    .await;
+    let cookie = sign_in(&allowed, PW).await;
+    let (code, v) = status(
+        allowed
+            .post("/api/v1/client-keys")
+            .header(COOKIE, &cookie)
+            .header(ORIGIN, "http://localhost:5173")
+            .json(&json!({ "name": "front end" })),
+    )
+    .await;
+    assert_eq!(code, 201, "{v}");
 }

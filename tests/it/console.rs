@@ -1060,14 +1060,6 @@ async fn a_browser_asks_by_voice_and_hears_the_answer() {
     );
 }
 
-/// Signs in on the console's sign-in page of the kiosk at `base`.
-async fn sign_in_page(b: &mut Browser, base: &str, password: &str) {
-    b.goto(&format!("{base}/console/login")).await;
-    b.type_into("password", password).await;
-    b.press_enter().await;
-    b.wait_for("location.pathname", json!("/console/")).await;
-}
-
 /// A client of the running binary `p` signed in as its administrator, from its own origin.
 async fn admin_of(p: &Running, password: &str) -> Server {
     let mut s = Server::attach(p);
@@ -1198,7 +1190,7 @@ async fn a_browser_backs_up_one_kiosk_and_restores_it_into_an_empty_one() {
         json!({"width": 1200, "height": 1000, "deviceScaleFactor": 1, "mobile": false}),
     )
     .await;
-    sign_in_page(&mut b, &a.base(), A_PASSWORD).await;
+    b.sign_in_page(&a.base(), A_PASSWORD).await;
     b.goto(&format!("{}/console/system", a.base())).await;
     b.screenshot("system-backup").await;
     let downloads = tempfile::tempdir().unwrap();
@@ -1256,7 +1248,7 @@ async fn a_browser_backs_up_one_kiosk_and_restores_it_into_an_empty_one() {
         "only the first start's character: {empty:?}"
     );
     assert_ne!(empty[0]["id"], before[0]["id"]);
-    sign_in_page(&mut b, &base, B_PASSWORD).await;
+    b.sign_in_page(&base, B_PASSWORD).await;
     b.goto(&format!("{base}/console/system")).await;
 
     // Bad files: the page shows the API's reason and nothing changes.
@@ -1355,7 +1347,7 @@ async fn a_browser_backs_up_one_kiosk_and_restores_it_into_an_empty_one() {
     // B now holds A's characters: ids, names, images, knowledge and conversation.
     let b_api = admin_of(&p, B_PASSWORD).await;
     assert_eq!(characters_of(&b_api).await, before);
-    sign_in_page(&mut b, &base, B_PASSWORD).await;
+    b.sign_in_page(&base, B_PASSWORD).await;
     b.goto(&format!("{base}/console/characters")).await;
     let names: Vec<&str> = before.iter().map(|c| c["name"].as_str().unwrap()).collect();
     b.wait_for(

@@ -35,5 +35,6 @@ mod soak;
 mod system;
 mod tidy;
 mod understanding;
+mod updates;
 mod watchdog;
 mod wyoming;

@@ -234,20 +234,23 @@ async fn settings_have_the_documented_shape() {
     assert_eq!(settings["llm"]["api_key_set"], false);
 }
 
-/// Every secret field of the settings, with a distinct clear value.
+/// Every secret field of the settings (`section.field`, written here apart from the server's
+/// own list, so that a secret it forgets is caught), with a distinct clear value.
 fn secrets() -> Vec<(&'static str, &'static str, String)> {
-    [
-        ("llm", "api_key"),
-        ("asr", "api_key"),
-        ("tts", "api_key"),
-        ("realtime", "api_key"),
-        ("model_providers", "openai_api_key"),
-        ("model_providers", "dashscope_api_key"),
-        ("doubao", "access_token"),
-    ]
-    .into_iter()
-    .map(|(section, field)| (section, field, format!("sk-{section}-{field}-S3CRET-9876")))
-    .collect()
+    const SECRET_FIELDS: [&str; 7] = [
+        "llm.api_key",
+        "asr.api_key",
+        "tts.api_key",
+        "realtime.api_key",
+        "model_providers.openai_api_key",
+        "model_providers.dashscope_api_key",
+        "doubao.access_token",
+    ];
+    SECRET_FIELDS
+        .into_iter()
+        .map(|name| name.split_once('.').expect("section.field"))
+        .map(|(section, field)| (section, field, format!("sk-{section}-{field}-S3CRET-9876")))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -320,6 +323,44 @@ async fn partial_updates_keep_absent_fields_clear_nulls_and_ignore_masks() {
         "null resets to the default"
     );
     assert_eq!(cleared["temperature"], before["llm"]["temperature"]);
+}
+
+/// The original front end always sends its `livekit` and `inference` sections, and every field
+/// of its form, blank ones as "". Its body saves: `livekit` is ignored, `inference.grpc_addr`
+/// is the remote voice service, a blank value changes nothing; an unknown section still fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_original_front_ends_settings_body_saves() {
+    let s = Server::start().await;
+    let secret = "sk-front-end-secret-1234";
+    put_settings(&s, json!({ "llm": { "api_key": secret, "model": "m0" } }), 200).await;
+    let front_end = json!({
+        "llm": { "provider": "", "base_url": "", "api_key": "", "model": "m1" },
+        "livekit": { "url": "ws://127.0.0.1:7880", "api_key": "devkey", "api_secret": "" },
+        "inference": { "grpc_addr": "127.0.0.1:50051" },
+    });
+    let saved = put_settings(&s, front_end, 200).await["settings"].clone();
+    assert_eq!(saved["llm"]["model"], "m1");
+    assert_eq!(saved["llm"]["api_key_set"], true, "a blank secret keeps the secret: {saved}");
+    assert_eq!(saved["llm"]["provider"], "local", "a blank provider keeps it: {saved}");
+    assert_eq!(saved["remote_voice"]["grpc_addr"], "127.0.0.1:50051");
+    assert!(saved.get("livekit").is_none() && saved.get("inference").is_none(), "{saved}");
+    assert_eq!(s.get_json(SETTINGS, 200).await, saved, "in force");
+    // A blank address keeps the one set; our own section wins over the alias.
+    let blank = json!({ "livekit": {}, "inference": { "grpc_addr": "" } });
+    let kept = put_settings(&s, blank, 200).await["settings"].clone();
+    assert_eq!(kept["remote_voice"]["grpc_addr"], "127.0.0.1:50051");
+    let both = json!({
+        "inference": { "grpc_addr": "10.0.0.9:50051" },
+        "remote_voice": { "grpc_addr": "10.0.0.8:50051" },
+    });
+    let ours = put_settings(&s, both, 200).await["settings"].clone();
+    assert_eq!(ours["remote_voice"]["grpc_addr"], "10.0.0.8:50051");
+    // Still checked: an address that is none, and a section neither server knows.
+    let bad_address = json!({ "livekit": {}, "inference": { "grpc_addr": "not a host:port:x" } });
+    assert_error(&put_settings(&s, bad_address, 400).await);
+    let unknown = json!({ "livekit": {}, "nope": { "x": 1 } });
+    assert_error(&put_settings(&s, unknown, 400).await);
+    assert_eq!(s.get_json(SETTINGS, 200).await["remote_voice"], ours["remote_voice"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,6 +1,7 @@
 //! Checks on the source tree itself: the layers name each other only in the directions
 //! ARCHITECTURE.md allows, ARCHITECTURE.md names files that exist and every module of a layer,
-//! and no comment or document sends the reader to a document outside the repository.
+//! no comment or document sends the reader to a document outside the repository, and no line of
+//! the front doors (`src/api`) is too long to read beside its neighbours.
 
 use std::path::{Path, PathBuf};
 
@@ -308,6 +309,51 @@ fn nothing_cites_a_document_outside_the_repository() {
         "state the rule instead of citing an outside document:\n{}",
         found.join("\n")
     );
+}
+
+/// The longest line `src/api` may hold: a route's attribute is read with its handler.
+const API_LINE_MAX: usize = 120;
+
+/// The 1-based numbers and lengths (in characters) of the lines of `code` over `max`.
+fn long_lines(code: &str, max: usize) -> Vec<(usize, usize)> {
+    code.lines()
+        .enumerate()
+        .map(|(n, line)| (n + 1, line.chars().count()))
+        .filter(|&(_, len)| len > max)
+        .collect()
+}
+
+#[test]
+fn no_line_of_the_api_is_over_120_characters() {
+    let root = root();
+    let mut files = Vec::new();
+    rust_files(&root.join("src/api"), &mut files);
+    assert!(files.len() > 10, "src/api holds the front doors: {files:?}");
+    let found: Vec<String> = files
+        .iter()
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            let name = f.strip_prefix(&root).unwrap().display().to_string();
+            long_lines(&text, API_LINE_MAX)
+                .into_iter()
+                .map(move |(n, len)| format!("{name}:{n}: {len} characters"))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "lines over {API_LINE_MAX} characters (name a response set of src/api/statuses.rs, \
+         break the attribute or the expression):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn a_planted_long_line_is_found() {
+    let fits = "x".repeat(API_LINE_MAX);
+    // Characters, not bytes: a line of 120 'é' fits.
+    let accented = "é".repeat(API_LINE_MAX);
+    let code = format!("{fits}\n{accented}\n{fits}y\n");
+    assert_eq!(long_lines(&code, API_LINE_MAX), vec![(3, API_LINE_MAX + 1)]);
 }
 
 fn collect_text_files(dir: &Path, out: &mut Vec<PathBuf>) {

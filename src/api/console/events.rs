@@ -19,6 +19,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use crate::api::auth::{Admin, Opener, peer};
 use crate::api::error::{ApiError, ApiResult};
 use crate::api::extract::JsonBody;
+use crate::api::statuses;
 use crate::api::{AppState, blocking};
 use crate::device::KioskState;
 use crate::engine::access::Owner;
@@ -55,7 +56,14 @@ pub struct TestSound {
 
 /// Plays a short chime on the kiosk's speaker at the given volume (when the kiosk is idle; a
 /// visitor comes first), so staff hear a volume before saving it.
-#[utoipa::path(post, path = "/api/v1/kiosk/test-sound", tag = "console", request_body(content = TestSound, description = "JSON body", content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Asked to play (`status: playing`)", body = Object), (status = 400, description = "Invalid body or parameter", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 413, description = "Body too large", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody), (status = 503, description = "The kiosk has no speaker", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/kiosk/test-sound", tag = "console",
+    request_body(content = TestSound, description = "JSON body", content_type = "application/json"),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Asked to play (`status: playing`)", body = Object),
+        statuses::AdminJsonWrite,
+        (status = 503, description = "The kiosk has no speaker", body = crate::api::openapi::ErrorBody),
+    ))]
 async fn test_sound(
     _: Admin,
     State(s): State<AppState>,
@@ -73,14 +81,36 @@ async fn test_sound(
     Ok(axum::Json(json!({"status": "playing"})))
 }
 
-#[utoipa::path(get, path = "/api/v1/kiosk/snapshot", tag = "console", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The simulated screen", body = crate::api::openapi::Binary, content_type = "image/png"), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 409, description = "The display is not simulated", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/kiosk/snapshot", tag = "console",
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (
+            status = 200,
+            description = "The simulated screen",
+            body = crate::api::openapi::Binary,
+            content_type = "image/png",
+        ),
+        statuses::NotAdmin,
+        statuses::NotSimulated,
+    ))]
 async fn snapshot(_: Admin, State(s): State<AppState>) -> ApiResult<Response> {
     crate::api::device::screen_png(&s).await
 }
 
 /// `state` events (`{status, character_id, session_id, opening}`) whenever the kiosk's state changes,
 /// the first at once; `transcript`, `assistant` and `turn_error` events of the visitor's session.
-#[utoipa::path(get, path = "/api/v1/kiosk/events", tag = "console", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Server-Sent Events: state, transcript, assistant, turn_error", body = String, content_type = "text/event-stream"), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 503, description = "Too many event streams", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/kiosk/events", tag = "console",
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (
+            status = 200,
+            description = "Server-Sent Events: state, transcript, assistant, turn_error",
+            body = String,
+            content_type = "text/event-stream",
+        ),
+        statuses::NotAdmin,
+        (status = 503, description = "Too many event streams", body = crate::api::openapi::ErrorBody),
+    ))]
 async fn events(
     _: Admin,
     State(s): State<AppState>,
@@ -123,8 +153,13 @@ async fn forward(s: AppState, mut state: tokio::sync::watch::Receiver<KioskState
     loop {
         let now = state.borrow_and_update().clone();
         let event = SseEvent::default().event("state").data(
-            json!({"status": now.status, "character_id": now.character_id, "session_id": now.session_id, "opening": now.opening})
-                .to_string(),
+            json!({
+                "status": now.status,
+                "character_id": now.character_id,
+                "session_id": now.session_id,
+                "opening": now.opening,
+            })
+            .to_string(),
         );
         if tx.try_send(Ok(event)).is_err() {
             return;

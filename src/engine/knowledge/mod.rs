@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use super::error::{Result, bad, not_found};
 use super::{Engine, is_id, new_id};
-use crate::store::records::Source;
+use crate::store::records::{Source, source_fields};
 use crate::store::tables::{CHARACTERS, CHUNKS, SOURCES};
 use crate::store::{self, BlobRef, StoreError, blobs};
 
@@ -39,22 +39,10 @@ pub struct Skipped {
     pub reason: String,
 }
 
-/// A source as the API shows it.
-#[derive(Debug, Serialize)]
-pub struct SourceView {
-    pub id: String,
-    pub title: String,
-    pub filename: String,
-    pub mime_type: String,
-    pub relative_path: String,
-    pub size: u64,
-    pub indexable: bool,
-    pub status: String,
-    pub chunk_count: u32,
-    pub error: String,
-    pub created_at: String,
-    pub updated_at: String,
-    pub indexed_at: Option<String>,
+source_fields! {
+    /// A source as the API shows it.
+    #[derive(Debug, Serialize)]
+    pub struct SourceView {}
 }
 
 impl From<Source> for SourceView {

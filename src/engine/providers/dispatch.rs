@@ -61,55 +61,48 @@ impl Engine {
         pcm: &[i16],
         timeout: Duration,
     ) -> Result<Heard, ProviderError> {
-        let heard = self
-            .recognise_on(provider, character_id, pcm, timeout)
-            .await;
-        self.record_call(Stage::Asr, provider, &heard);
-        heard
-    }
-
-    async fn recognise_on(
-        self: &Arc<Self>,
-        provider: Provider,
-        character_id: &str,
-        pcm: &[i16],
-        timeout: Duration,
-    ) -> Result<Heard, ProviderError> {
-        match provider {
-            Provider::Openai => {
-                let s = self.settings();
-                let ep = s.endpoint(Service::Asr)?;
-                openai::transcribe(&self.http, &ep, pcm, &s.asr.language, timeout)
-                    .await
-                    .map(Heard::text)
-            }
-            Provider::Wyoming => {
-                let s = self.settings();
-                let ep = s.endpoint(Service::Asr)?;
-                wyoming::transcribe(ep.address, ep.model, &s.asr.language, pcm, timeout)
-                    .await
-                    .map(Heard::text)
-            }
-            Provider::Local | Provider::OpenaiRealtime | Provider::Remote => {
-                // Building the model reads the whole pronouncing dictionary (3.5 MB) and writes
-                // files: seconds on a slow board. On an async worker it would also hold up the
-                // tasks queued on that worker (a task a turn wakes, such as the kiosk loop, is
-                // queued there and no other worker takes it), so it runs on the blocking pool.
-                let engine = self.clone();
-                let id = character_id.to_string();
-                let model = tokio::task::spawn_blocking(move || engine.recogniser_model(&id))
-                    .await
-                    .map_err(|e| {
-                        ProviderError::Failed(format!("the recogniser's model was not built: {e}"))
-                    })??;
-                let sure = local::transcribe(pcm, &model, &self.scratch_dir(), timeout).await?;
-                let words: Vec<&str> = sure.iter().map(|(w, _)| w.as_str()).collect();
-                Ok(Heard {
-                    text: words.join(" "),
-                    sure,
-                })
+        let heard: Result<Heard, ProviderError> = async {
+            match provider {
+                Provider::Openai => {
+                    let s = self.settings();
+                    let ep = s.endpoint(Service::Asr)?;
+                    openai::transcribe(&self.http, &ep, pcm, &s.asr.language, timeout)
+                        .await
+                        .map(Heard::text)
+                }
+                Provider::Wyoming => {
+                    let s = self.settings();
+                    let ep = s.endpoint(Service::Asr)?;
+                    wyoming::transcribe(ep.address, ep.model, &s.asr.language, pcm, timeout)
+                        .await
+                        .map(Heard::text)
+                }
+                Provider::Local | Provider::OpenaiRealtime | Provider::Remote => {
+                    // Building the model reads the whole pronouncing dictionary (3.5 MB) and writes
+                    // files: seconds on a slow board. On an async worker it would also hold up the
+                    // tasks queued on that worker (a task a turn wakes, such as the kiosk loop, is
+                    // queued there and no other worker takes it), so it runs on the blocking pool.
+                    let engine = self.clone();
+                    let id = character_id.to_string();
+                    let model = tokio::task::spawn_blocking(move || engine.recogniser_model(&id))
+                        .await
+                        .map_err(|e| {
+                            ProviderError::Failed(format!(
+                                "the recogniser's model was not built: {e}"
+                            ))
+                        })??;
+                    let sure = local::transcribe(pcm, &model, &self.scratch_dir(), timeout).await?;
+                    let words: Vec<&str> = sure.iter().map(|(w, _)| w.as_str()).collect();
+                    Ok(Heard {
+                        text: words.join(" "),
+                        sure,
+                    })
+                }
             }
         }
+        .await;
+        self.record_call(Stage::Asr, provider, &heard);
+        heard
     }
 
     /// Generates a reply, its text sent to `out` as it comes. `chat` builds the conversation a
@@ -123,45 +116,40 @@ impl Engine {
         bounds: StreamBounds,
         out: &mpsc::Sender<String>,
     ) -> Result<bool, ProviderError> {
-        let answered = self.generate_on(provider, prompt, chat, bounds, out).await;
-        self.record_call(Stage::Llm, provider, &answered);
-        answered
-    }
-
-    async fn generate_on(
-        self: &Arc<Self>,
-        provider: Provider,
-        prompt: Prompt<'_>,
-        chat: impl FnOnce() -> ChatRequest,
-        bounds: StreamBounds,
-        out: &mpsc::Sender<String>,
-    ) -> Result<bool, ProviderError> {
-        match provider {
-            Provider::Openai => {
-                let s = self.settings();
-                let ep = s.endpoint(Service::Llm)?;
-                openai::chat(&self.http, &ep, &chat(), bounds, out).await?;
-                Ok(true)
-            }
-            Provider::Local | Provider::OpenaiRealtime | Provider::Remote | Provider::Wyoming => {
-                let (engine, id) = (self.clone(), prompt.character_id.to_string());
-                let (question, sure) = (prompt.question.to_string(), prompt.sure.to_vec());
-                let answer = tokio::task::spawn_blocking(move || {
-                    engine.offline_answer(&id, &question, &sure)
-                })
-                .await
-                .ok()
-                .flatten();
-                let answered = answer.is_some();
-                let text = answer.unwrap_or(prompt.fallback);
-                for word in text.split_inclusive(' ') {
-                    if out.send(word.to_string()).await.is_err() {
-                        break;
-                    }
+        let answered: Result<bool, ProviderError> = async {
+            match provider {
+                Provider::Openai => {
+                    let s = self.settings();
+                    let ep = s.endpoint(Service::Llm)?;
+                    openai::chat(&self.http, &ep, &chat(), bounds, out).await?;
+                    Ok(true)
                 }
-                Ok(answered)
+                Provider::Local
+                | Provider::OpenaiRealtime
+                | Provider::Remote
+                | Provider::Wyoming => {
+                    let (engine, id) = (self.clone(), prompt.character_id.to_string());
+                    let (question, sure) = (prompt.question.to_string(), prompt.sure.to_vec());
+                    let answer = tokio::task::spawn_blocking(move || {
+                        engine.offline_answer(&id, &question, &sure)
+                    })
+                    .await
+                    .ok()
+                    .flatten();
+                    let answered = answer.is_some();
+                    let text = answer.unwrap_or(prompt.fallback);
+                    for word in text.split_inclusive(' ') {
+                        if out.send(word.to_string()).await.is_err() {
+                            break;
+                        }
+                    }
+                    Ok(answered)
+                }
             }
         }
+        .await;
+        self.record_call(Stage::Llm, provider, &answered);
+        answered
     }
 
     /// Speaks `text` in `voice` into `out`. A voice of another provider than the one that
@@ -174,53 +162,45 @@ impl Engine {
         timeout: Duration,
         out: &mut impl Speech,
     ) -> Result<(), ProviderError> {
-        let spoken = self.speak_on(provider, text, voice, timeout, out).await;
-        self.record_call(Stage::Tts, provider, &spoken);
-        spoken
-    }
-
-    async fn speak_on(
-        &self,
-        provider: Provider,
-        text: &str,
-        voice: &Voice,
-        timeout: Duration,
-        out: &mut impl Speech,
-    ) -> Result<(), ProviderError> {
-        let own = if voice.provider() == provider {
-            voice.name()
-        } else {
-            ""
-        };
-        match provider {
-            Provider::Openai => {
-                let s = self.settings();
-                let ep = s.endpoint(Service::Tts)?;
-                let pcm = openai::speak(&self.http, &ep, text, own, timeout).await?;
-                out.begin(text);
-                if out.push(&pcm) {
+        let spoken: Result<(), ProviderError> = async {
+            let own = if voice.provider() == provider {
+                voice.name()
+            } else {
+                ""
+            };
+            match provider {
+                Provider::Openai => {
+                    let s = self.settings();
+                    let ep = s.endpoint(Service::Tts)?;
+                    let pcm = openai::speak(&self.http, &ep, text, own, timeout).await?;
+                    out.begin(text);
+                    if out.push(&pcm) {
+                        out.flush();
+                    }
+                }
+                Provider::Wyoming => {
+                    let s = self.settings();
+                    let ep = s.endpoint(Service::Tts)?;
+                    wyoming::speak(ep.address, text, own, timeout, out).await?;
+                }
+                Provider::Local | Provider::OpenaiRealtime | Provider::Remote => {
+                    let mut begun = false;
+                    local::speak(text, voice, timeout, |pcm| {
+                        if !begun {
+                            begun = true;
+                            out.begin(text);
+                        }
+                        out.push(pcm)
+                    })
+                    .await?;
                     out.flush();
                 }
             }
-            Provider::Wyoming => {
-                let s = self.settings();
-                let ep = s.endpoint(Service::Tts)?;
-                wyoming::speak(ep.address, text, own, timeout, out).await?;
-            }
-            Provider::Local | Provider::OpenaiRealtime | Provider::Remote => {
-                let mut begun = false;
-                local::speak(text, voice, timeout, |pcm| {
-                    if !begun {
-                        begun = true;
-                        out.begin(text);
-                    }
-                    out.push(pcm)
-                })
-                .await?;
-                out.flush();
-            }
+            Ok(())
         }
-        Ok(())
+        .await;
+        self.record_call(Stage::Tts, provider, &spoken);
+        spoken
     }
 
     /// Runs one exchange on an omni provider, sending what it answers to `out`.
@@ -233,32 +213,26 @@ impl Engine {
         out: &mpsc::Sender<OmniEvent>,
     ) -> Result<(), ProviderError> {
         // An omni provider listens, answers and speaks: its calls count as the reply's.
-        let answered = self.converse_on(provider, input, ctx, timeout, out).await;
+        let answered: Result<(), ProviderError> = async {
+            let s = self.settings();
+            match provider {
+                Provider::Remote => {
+                    let ep = s.endpoint(Service::RemoteVoice)?;
+                    remote::converse(ep.address, input, ctx, timeout, out).await
+                }
+                Provider::OpenaiRealtime => {
+                    let ep = s.endpoint(Service::Realtime)?;
+                    realtime::converse(&ep, input, ctx, timeout, out).await
+                }
+                Provider::Local | Provider::Openai | Provider::Wyoming => {
+                    Err(ProviderError::Failed(format!(
+                        "{provider} does not answer with its own speech"
+                    )))
+                }
+            }
+        }
+        .await;
         self.record_call(Stage::Llm, provider, &answered);
         answered
-    }
-
-    async fn converse_on(
-        &self,
-        provider: Provider,
-        input: &OmniInput,
-        ctx: &OmniContext,
-        timeout: Duration,
-        out: &mpsc::Sender<OmniEvent>,
-    ) -> Result<(), ProviderError> {
-        let s = self.settings();
-        match provider {
-            Provider::Remote => {
-                let ep = s.endpoint(Service::RemoteVoice)?;
-                remote::converse(ep.address, input, ctx, timeout, out).await
-            }
-            Provider::OpenaiRealtime => {
-                let ep = s.endpoint(Service::Realtime)?;
-                realtime::converse(&ep, input, ctx, timeout, out).await
-            }
-            Provider::Local | Provider::Openai | Provider::Wyoming => Err(ProviderError::Failed(
-                format!("{provider} does not answer with its own speech"),
-            )),
-        }
     }
 }

@@ -16,6 +16,7 @@ use super::Pair;
 use super::statuses::{INTERNAL_TOKEN, PASSWORD, Probe, config};
 use crate::support::Process;
 use crate::support::disk::{Tmpfs, fill, unfill};
+use crate::support::rauc::{COMPATIBLE, RaucRig, Signer};
 
 /// What a kiosk's probes produced, and what they got wrong.
 pub type Outcome = (BTreeSet<Pair>, Vec<String>);
@@ -496,8 +497,88 @@ pub async fn full_disk() -> Outcome {
         507,
     )
     .await;
+    p.expect(
+        "POST /api/v1/system/update on a full disk 507",
+        p.admin(Method::POST, "/api/v1/system/update")
+            .header("content-type", "application/octet-stream")
+            .body(vec![0u8; 1024]),
+        507,
+    )
+    .await;
     unfill(&fs.path);
     let result = outcome(p);
     drop(fs);
+    result
+}
+
+/// A kiosk whose RAUC answers (a real one on a bus of its own): a bundle's verdict, an upload
+/// while another is under way, an install, one with nothing to install, and a reboot.
+pub async fn updates() -> Outcome {
+    let rig = RaucRig::start();
+    let bundle = std::fs::read(rig.bundle("probe", COMPATIBLE, "9.0.0", Signer::Kiosk)).unwrap();
+    let reboot = rig.dir.path().join("reboot");
+    let mut p = Probe::launch(
+        Process::new()
+            .args(["--devices", "none"])
+            .env("DBUS_SYSTEM_BUS_ADDRESS", &rig.address),
+        &config("")
+            .replace(
+                "[update]\n",
+                &format!("[update]\nreboot_request = \"{}\"\n", reboot.display()),
+            )
+            .replace("max_bundle_bytes = 65536", "max_bundle_bytes = 1048576"),
+    )
+    .await;
+    p.expect(
+        "POST /api/v1/system/update/install, nothing uploaded 409",
+        p.admin(Method::POST, "/api/v1/system/update/install"),
+        409,
+    )
+    .await;
+    // An upload that has sent its first bytes and waits: the next one is 409.
+    let (more, rest) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
+    more.send(Ok(vec![0u8; 1024])).await.unwrap();
+    let slow = p
+        .admin(Method::POST, "/api/v1/system/update")
+        .header("content-type", "application/octet-stream")
+        .body(reqwest::Body::wrap_stream(
+            tokio_stream::wrappers::ReceiverStream::new(rest),
+        ))
+        .send();
+    let slow = tokio::spawn(slow);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    p.expect(
+        "POST /api/v1/system/update while another is received 409",
+        p.admin(Method::POST, "/api/v1/system/update")
+            .header("content-type", "application/octet-stream")
+            .body(bundle.clone()),
+        409,
+    )
+    .await;
+    drop(more);
+    let _ = slow.await;
+    p.expect(
+        "POST /api/v1/system/update 200",
+        p.admin(Method::POST, "/api/v1/system/update")
+            .header("content-type", "application/octet-stream")
+            .body(bundle),
+        200,
+    )
+    .await;
+    p.expect(
+        "POST /api/v1/system/update/install 202",
+        p.admin(Method::POST, "/api/v1/system/update/install")
+            .json(&json!({ "force": false })),
+        202,
+    )
+    .await;
+    p.expect(
+        "POST /api/v1/system/reboot 202",
+        p.admin(Method::POST, "/api/v1/system/reboot"),
+        202,
+    )
+    .await;
+    let result = outcome(p);
+    drop(rig);
     result
 }

@@ -28,7 +28,8 @@ pub fn config(extra: &str) -> String {
          internal_token = \"{INTERNAL_TOKEN}\"\n\
          allow_plain_http_login = true\nmax_websockets = 1\n{extra}\n\
          [limits]\njson_bytes = 65536\nimage_bytes = 65536\nknowledge_file_bytes = 65536\n\
-         knowledge_request_bytes = 65536\nvideo_bytes = 65536\nbackup_bytes = 65536\n"
+         knowledge_request_bytes = 65536\nvideo_bytes = 65536\nbackup_bytes = 65536\n\
+         [update]\nmax_bundle_bytes = 65536\n"
     )
 }
 
@@ -212,17 +213,18 @@ pub async fn provoke_all(doc: &Value) -> (BTreeSet<Pair>, Vec<String>) {
         in_setup_mode(&mut p).await;
         (p.answered(), p.wrong)
     };
-    let (probe, setup, providers, logins, maintenance, full) = tokio::join!(
+    let (probe, setup, providers, logins, maintenance, full, updates) = tokio::join!(
         probe,
         setup,
         kiosks::providers(),
         kiosks::logins(),
         kiosks::maintenance(),
-        kiosks::full_disk()
+        kiosks::full_disk(),
+        kiosks::updates()
     );
     let mut pairs = BTreeSet::new();
     let mut wrong = Vec::new();
-    for (answered, missed) in [probe, setup, providers, logins, maintenance, full] {
+    for (answered, missed) in [probe, setup, providers, logins, maintenance, full, updates] {
         pairs.extend(answered);
         wrong.extend(missed);
     }

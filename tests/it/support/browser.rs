@@ -188,6 +188,15 @@ impl Browser {
         }
     }
 
+    /// Signs in on the console's sign-in page of the kiosk at `base`.
+    pub async fn sign_in_page(&mut self, base: &str, password: &str) {
+        self.goto(&format!("{base}/console/login")).await;
+        self.type_into("password", password).await;
+        self.press_enter().await;
+        self.wait_for("location.pathname", serde_json::json!("/console/"))
+            .await;
+    }
+
     pub async fn goto(&mut self, url: &str) {
         self.call("Page.navigate", json!({"url": url})).await;
         self.wait_for("document.readyState", json!("complete"))

@@ -5,6 +5,7 @@ pub mod browser;
 pub mod disk;
 pub mod fake_wyoming;
 mod process;
+pub mod rauc;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -91,6 +92,8 @@ impl Server {
 
     /// A client of a running process that the test keeps owning (no data directory of its own).
     pub fn attach(running: &Running) -> Server {
+        // No server runs in this process to have installed it.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         Server {
             base: running.base(),
             addr: running.addr,

@@ -17,6 +17,10 @@ status=0
 PAIRS="systemd/docent.service:recipes-kiosk/docent/files/docent.service
 systemd/docent-firstboot.service:recipes-kiosk/docent/files/docent-firstboot.service
 systemd/docent-tmpfiles.conf:recipes-kiosk/docent/files/docent-tmpfiles.conf
+systemd/docent-reboot.path:recipes-kiosk/docent/files/docent-reboot.path
+systemd/docent-reboot.service:recipes-kiosk/docent/files/docent-reboot.service
+systemd/docent-update-gate.service:recipes-kiosk/docent/files/docent-update-gate.service
+rauc/update-gate.sh:recipes-kiosk/docent/files/update-gate.sh
 udev/70-docent.rules:recipes-kiosk/docent/files/70-docent.rules
 firstboot.sh:recipes-kiosk/docent/files/firstboot.sh
 rpi4/docent.toml:recipes-kiosk/docent/files/docent.toml
@@ -32,10 +36,8 @@ rpi4/rauc-system.conf:recipes-core/rauc/files/raspberrypi4-64/system.conf
 rauc/docent-rauc.conf:recipes-core/rauc/files/docent-rauc.conf"
 # The layer's own, with no board/ source: the Pi's console under meta-raspberrypi's kernel is
 # ttyS0 (its device tree's serial0 is the mini UART), while board/rpi4/bootargs is for Debian's
-# kernel (mainline device tree: the mini UART is ttyS1). RAUC's own bus policy, replaced by one
-# that lets only root call it (rauc_%.bbappend; docent-rauc.conf adds the docent group).
-OWN="recipes-bsp/docent-boot/files/raspberrypi4-64/bootargs
-recipes-core/rauc/files/de.pengutronix.rauc.conf"
+# kernel (mainline device tree: the mini UART is ttyS1).
+OWN="recipes-bsp/docent-boot/files/raspberrypi4-64/bootargs"
 for pair in $PAIRS; do
     src=$ROOT/board/${pair%%:*}
     dst=$LAYER/${pair#*:}
@@ -50,7 +52,9 @@ done
 # be on the simulated board and missing from the Yocto image: each is a PAIR, or listed with why
 # the layer does without it.
 #   systemd/docent-sysusers.conf: the docent recipe makes the user and groups (useradd class).
-BOARD_ONLY="systemd/docent-sysusers.conf"
+#   rauc/modules-load.conf: the layer's kernels have loop, squashfs and dm-verity built in
+#     (meta-rauc's rauc.cfg; bitbake-values.py checks it for both machines).
+BOARD_ONLY="systemd/docent-sysusers.conf rauc/modules-load.conf"
 for f in $(cd "$ROOT/board" && find systemd udev rauc -type f | sort); do
     known=0
     for b in $BOARD_ONLY; do

@@ -1,11 +1,11 @@
 import { api, $, guarded, showError, explain } from '/console/api.js';
 
 /** Reloads the page once the kiosk answers again after a restart; `said` is shown meanwhile. */
-async function comeBack(status, said = 'Restarting... the page reloads when the kiosk is back.') {
+async function comeBack(status, said = 'Restarting... the page reloads when the kiosk is back.', waitMs = 120000) {
   status.textContent = said;
   const started = Date.now();
   await new Promise((r) => setTimeout(r, 1500));
-  while (Date.now() - started < 120000) {
+  while (Date.now() - started < waitMs) {
     try {
       const res = await fetch('/api/v1/health', { cache: 'no-store' });
       if (res.ok) {
@@ -15,8 +15,103 @@ async function comeBack(status, said = 'Restarting... the page reloads when the 
     } catch { /* still down */ }
     await new Promise((r) => setTimeout(r, 1000));
   }
-  status.textContent = 'The kiosk has not come back after two minutes: it may have stopped.';
+  status.textContent = `The kiosk has not come back after ${Math.round(waitMs / 60000)} minutes: it may have stopped.`;
 }
+
+/** The firmware card: what runs, the last update's outcome, and the update in progress. */
+function showFirmware(u) {
+  const now = $('firmware-now');
+  if (!u.available) {
+    now.textContent = 'This kiosk cannot update itself: its update service (RAUC) does not answer. '
+      + 'The kiosk\'s image has it; a development machine does not.';
+  } else {
+    now.textContent = `Version ${u.firmware_version || 'unknown'}, running from slot ${u.booted_slot}.`;
+  }
+  $('update-check').disabled = !u.available || u.operation === 'installing';
+  const outcome = $('firmware-outcome');
+  outcome.hidden = !u.outcome;
+  if (u.outcome) {
+    const o = u.outcome;
+    const when = new Date(o.at * 1000).toLocaleString();
+    outcome.textContent = o.result === 'updated'
+      ? `Last update: from ${o.from} to ${o.to} (${when}).`
+      : `Last update: ${o.to} failed its start check (${o.reason}) and was rolled back on ${when}; ${o.from} runs.`;
+    outcome.className = o.result === 'updated' ? '' : 'error';
+  }
+  const progress = $('update-progress');
+  progress.hidden = u.operation !== 'installing';
+  progress.value = u.progress.percent;
+  const status = $('update-status');
+  if (u.operation === 'installing') {
+    status.textContent = `Installing: ${u.progress.percent}% ${u.progress.message}`;
+  } else if (u.operation === 'installed') {
+    status.textContent = `${u.progress.message}.`;
+  } else if (u.operation === 'failed') {
+    status.textContent = '';
+    showError(u.error, $('update-error'));
+  }
+}
+
+async function followInstall() {
+  for (;;) {
+    const u = await api('GET', '/api/v1/system/update');
+    showFirmware(u);
+    if (u.operation !== 'installing') return u;
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+$('update-check').addEventListener('click', async () => {
+  const file = $('update-file').files[0];
+  const target = $('update-error');
+  showError(null, target);
+  $('update-install-row').hidden = true;
+  if (!file) {
+    showError('Choose an update bundle first.', target);
+    return;
+  }
+  const verdict = $('update-verdict');
+  verdict.textContent = `Uploading ${file.name} and checking it...`;
+  $('update-check').disabled = true;
+  try {
+    const res = await fetch('/api/v1/system/update', {
+      method: 'POST', credentials: 'same-origin', body: file,
+      headers: { 'Content-Type': 'application/octet-stream' },
+    });
+    const v = await res.json().catch(() => null);
+    if (!res.ok) throw new Error(explain((v && v.error) || res.statusText, res.status));
+    if (v.accepted) {
+      verdict.textContent = `${file.name}: version ${v.version} for ${v.compatible}, signed with this kiosk's key. `
+        + `Ready to install (running ${v.current_version || 'an unknown version'}).`;
+    } else {
+      verdict.textContent = `${file.name} cannot be installed: ${v.reason}`;
+    }
+    $('update-install-row').hidden = !(v.accepted || v.older);
+    $('update-force-row').hidden = !v.older;
+    $('update-force').checked = false;
+  } catch (e) {
+    verdict.textContent = '';
+    showError(e, target);
+  } finally {
+    $('update-check').disabled = false;
+  }
+});
+
+$('update-install').addEventListener('click', () => guarded(async () => {
+  if (!confirm('Install this update? The kiosk keeps running until you reboot it.')) return;
+  $('update-install-row').hidden = true;
+  await api('POST', '/api/v1/system/update/install', { force: $('update-force').checked });
+  $('update-verdict').textContent = '';
+  await followInstall();
+}, $('update-error')));
+
+$('reboot').addEventListener('click', () => guarded(async () => {
+  if (!confirm('Reboot the kiosk now? A visitor\'s conversation is cut; it is back in about a minute.')) return;
+  await api('POST', '/api/v1/system/reboot');
+  await comeBack($('update-status'), 'Rebooting... the page reloads when the kiosk is back.', 300000);
+}, $('update-error')));
+
+guarded(followInstall, $('update-error'));
 
 $('restart').addEventListener('click', () => guarded(async () => {
   if (!confirm('Restart the kiosk now?')) return;

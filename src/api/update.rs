@@ -1,0 +1,195 @@
+//! Firmware updates from the console: upload a bundle (RAUC's verdict comes back before anything
+//! is written), install it, follow its progress, reboot. Administrators only.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::header::CONTENT_LENGTH;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
+
+use super::AppState;
+use super::auth::Admin;
+use super::error::{ApiError, ApiResult};
+use super::extract::JsonOrEmpty;
+use crate::engine::update::{Status, Verdict};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/system/update", get(status).post(upload))
+        .route("/api/v1/system/update/install", post(install))
+        .route("/api/v1/system/reboot", post(reboot))
+}
+
+/// Free space is looked at again after this many bytes of an upload.
+const SPACE_CHECK_BYTES: u64 = 4 << 20;
+
+/// The bundle is streamed to the data partition (never held in memory), then RAUC checks its
+/// signature and manifest. Nothing is installed: the answer says whether it may be.
+#[utoipa::path(
+    post,
+    path = "/api/v1/system/update",
+    tag = "system",
+    request_body(
+        content = crate::api::openapi::Binary,
+        description = "A RAUC bundle (`./x bundle`)",
+        content_type = "application/octet-stream"
+    ),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "RAUC's verdict; nothing is installed yet", body = Verdict),
+        (status = 401, description = "Not an administrator", body = crate::api::openapi::ErrorBody),
+        (status = 403, description = "A write authenticated by the session cookie from another origin",
+            body = crate::api::openapi::ErrorBody),
+        (status = 409, description = "Another update is being uploaded or installed",
+            body = crate::api::openapi::ErrorBody),
+        (status = 413, description = "Larger than `update.max_bundle_bytes`", body = crate::api::openapi::ErrorBody),
+        (status = 503, description = "This kiosk cannot update itself (no RAUC)", body = crate::api::openapi::ErrorBody),
+        (status = 507, description = "The data partition is below its reserve", body = crate::api::openapi::ErrorBody),
+    )
+)]
+async fn upload(
+    _: Admin,
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Json<Verdict>> {
+    let updates = &s.engine.updates;
+    let _busy = updates.begin()?;
+    let limit = updates.max_bundle_bytes();
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("an update may be at most {limit} bytes"),
+        )
+    };
+    // Refused on its declared length before a byte is received.
+    let declared = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(too_large());
+    }
+    let reserve = s.engine.config.data_reserve_bytes;
+    s.engine.check_reserve()?;
+    updates.available().await?;
+    let path = updates.bundle_path();
+    let part = path.with_extension("part");
+    let mut file = tokio::fs::File::create(&part)
+        .await
+        .map_err(crate::engine::Error::from)?;
+    let received = async {
+        let mut stream = body.into_data_stream();
+        let (mut size, mut next_check) = (0u64, 0u64);
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| ApiError::bad(format!("upload cut short: {e}")))?;
+            size += chunk.len() as u64;
+            if size > limit {
+                return Err(too_large());
+            }
+            if size >= next_check {
+                let free = crate::store::free_bytes(&s.engine.config.data_dir)
+                    .map_err(crate::engine::Error::from)?;
+                if free < reserve + SPACE_CHECK_BYTES {
+                    return Err(ApiError::new(
+                        StatusCode::INSUFFICIENT_STORAGE,
+                        "the data partition has no room for this update",
+                    ));
+                }
+                next_check = size + SPACE_CHECK_BYTES;
+            }
+            file.write_all(&chunk)
+                .await
+                .map_err(crate::engine::Error::from)?;
+        }
+        file.sync_all().await.map_err(crate::engine::Error::from)?;
+        Ok(())
+    }
+    .await;
+    if let Err(e) = received {
+        let _ = tokio::fs::remove_file(&part).await;
+        return Err(e);
+    }
+    tokio::fs::rename(&part, &path)
+        .await
+        .map_err(crate::engine::Error::from)?;
+    Ok(Json(updates.check().await?))
+}
+
+#[derive(Default, serde::Deserialize, utoipa::ToSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct InstallRequest {
+    /// Install a bundle older than the running firmware.
+    force: bool,
+}
+
+/// Starts installing the bundle uploaded last into the slot that is not running.
+#[utoipa::path(
+    post,
+    path = "/api/v1/system/update/install",
+    tag = "system",
+    request_body(content = InstallRequest, description = "Optional", content_type = "application/json"),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 202, description = "Installing; `GET /api/v1/system/update` follows it", body = Status),
+        (status = 400, description = "Invalid body", body = crate::api::openapi::ErrorBody),
+        (status = 401, description = "Not an administrator", body = crate::api::openapi::ErrorBody),
+        (status = 403, description = "A write authenticated by the session cookie from another origin",
+            body = crate::api::openapi::ErrorBody),
+        (status = 409, description = "No accepted bundle uploaded, or an install is under way",
+            body = crate::api::openapi::ErrorBody),
+        (status = 503, description = "This kiosk cannot update itself (no RAUC)", body = crate::api::openapi::ErrorBody),
+    )
+)]
+async fn install(
+    _: Admin,
+    State(s): State<AppState>,
+    JsonOrEmpty(req): JsonOrEmpty<InstallRequest>,
+) -> ApiResult<(StatusCode, Json<Status>)> {
+    s.engine.updates.install(req.force).await?;
+    Ok((StatusCode::ACCEPTED, Json(s.engine.updates.status().await)))
+}
+
+/// Whether this kiosk can update itself, what it runs, and the install in progress or the last
+/// update's outcome.
+#[utoipa::path(
+    get,
+    path = "/api/v1/system/update",
+    tag = "system",
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The update state", body = Status),
+        (status = 401, description = "Not an administrator", body = crate::api::openapi::ErrorBody),
+    )
+)]
+async fn status(_: Admin, State(s): State<AppState>) -> Json<Status> {
+    Json(s.engine.updates.status().await)
+}
+
+/// Asks the board to reboot: the kiosk is back in about a minute (on the new slot after an
+/// install).
+#[utoipa::path(
+    post,
+    path = "/api/v1/system/reboot",
+    tag = "system",
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 202, description = "The board reboots", body = super::system::StatusBody),
+        (status = 401, description = "Not an administrator", body = crate::api::openapi::ErrorBody),
+        (status = 403, description = "A write authenticated by the session cookie from another origin",
+            body = crate::api::openapi::ErrorBody),
+        (status = 503, description = "This machine has no reboot path", body = crate::api::openapi::ErrorBody),
+    )
+)]
+async fn reboot(
+    _: Admin,
+    State(s): State<AppState>,
+) -> ApiResult<(StatusCode, Json<super::system::StatusBody>)> {
+    s.engine.updates.request_reboot()?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(super::system::StatusBody::new("rebooting")),
+    ))
+}

@@ -1,0 +1,596 @@
+//! Firmware updates over real HTTP: who may call the update routes, the refusal that says why
+//! where there is no RAUC, the reboot request, the last update's outcome in health; and with a
+//! real RAUC on a bus of its own (`support::rauc`), its verdict on bundles, an install, and the
+//! start check marking slots. Installing into a real slot, rebooting and rolling back run on the
+//! simulated board: `tests/appliance.rs`.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::browser::Browser;
+use crate::support::rauc::{COMPATIBLE, RaucRig, Signer};
+use crate::support::{Process, Running, Server, sign_in};
+
+const PASSWORD: &str = "update-test-password";
+
+async fn kiosk(release: &str) -> (Server, String, tempfile::TempDir) {
+    let etc = tempfile::tempdir().unwrap();
+    std::fs::write(etc.path().join("os-release"), release).unwrap();
+    let run = etc.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    let (os_release, reboot) = (etc.path().join("os-release"), run.join("reboot"));
+    let s = Server::start_with(move |c| {
+        c.admin_password = Some(PASSWORD.into());
+        c.update.os_release = os_release;
+        c.update.reboot_request = reboot;
+    })
+    .await;
+    let cookie = sign_in(&s, PASSWORD).await;
+    (s, cookie, etc)
+}
+
+fn write(s: &Server, path: &str, cookie: &str) -> reqwest::RequestBuilder {
+    s.post(path)
+        .header("cookie", cookie)
+        .header("origin", &s.base)
+}
+
+#[tokio::test]
+async fn update_routes_need_an_administrator_from_the_consoles_origin() {
+    let (s, cookie, _etc) = kiosk("ID=docent\nVERSION_ID=0.1.0\n").await;
+    for (method, path) in [
+        (reqwest::Method::GET, "/api/v1/system/update"),
+        (reqwest::Method::POST, "/api/v1/system/update"),
+        (reqwest::Method::POST, "/api/v1/system/update/install"),
+        (reqwest::Method::POST, "/api/v1/system/reboot"),
+    ] {
+        let res = s
+            .http
+            .request(method.clone(), s.url(path))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 401, "{method} {path}");
+        if method == reqwest::Method::POST {
+            let res = s
+                .post(path)
+                .header("cookie", &cookie)
+                .header("origin", "http://evil.example")
+                .body("x")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 403, "{path}: cross-origin cookie write");
+        }
+    }
+    assert!(
+        !s.dir.path().join("update/bundle.raucb").exists(),
+        "a refused caller stores nothing"
+    );
+    // Nothing asked the board to reboot.
+    assert!(!_etc.path().join("run/reboot").exists());
+}
+
+#[tokio::test]
+async fn without_rauc_an_upload_is_refused_before_it_is_received_and_says_why() {
+    let (s, cookie, _etc) = kiosk("NAME=docent\nID=docent\nVERSION_ID=\"0.1.0\"\n").await;
+    let status: Value = s
+        .get("/api/v1/system/update")
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["available"], false, "{status}");
+    assert_eq!(status["operation"], "idle");
+    assert_eq!(status["firmware_version"], "0.1.0");
+    assert_eq!(status["outcome"], Value::Null);
+
+    let res = write(&s, "/api/v1/system/update", &cookie)
+        .header("content-type", "application/octet-stream")
+        .body(vec![0u8; 1 << 20])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 503);
+    let body: Value = res.json().await.unwrap();
+    assert!(
+        body["error"].as_str().unwrap().contains("RAUC"),
+        "the refusal names what is missing: {body}"
+    );
+    assert!(!s.dir.path().join("update/bundle.raucb").exists());
+    assert!(!s.dir.path().join("update/bundle.part").exists());
+
+    let res = write(&s, "/api/v1/system/update/install", &cookie)
+        .json(&json!({ "force": false }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 503, "nothing to install with");
+    let res = write(&s, "/api/v1/system/update/install", &cookie)
+        .json(&json!({ "forse": true }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400, "an unknown field is refused");
+}
+
+#[tokio::test]
+async fn a_reboot_is_asked_of_the_board_through_its_request_file() {
+    let (s, cookie, etc) = kiosk("ID=docent\nVERSION_ID=0.1.0\n").await;
+    let res = write(&s, "/api/v1/system/reboot", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    assert_eq!(res.json::<Value>().await.unwrap()["status"], "rebooting");
+    assert!(etc.path().join("run/reboot").exists());
+
+    // A machine with no reboot path says so.
+    std::fs::remove_dir_all(etc.path().join("run")).unwrap();
+    let res = write(&s, "/api/v1/system/reboot", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 503);
+}
+
+#[tokio::test]
+async fn health_says_what_the_last_update_did() {
+    let (s, _cookie, _etc) = kiosk("ID=docent\nVERSION_ID=0.2.0\n").await;
+    let health = s.get_json("/api/v1/health", 200).await;
+    assert_eq!(
+        health["firmware"],
+        json!({ "version": "0.2.0", "update": null, "data": null })
+    );
+    // As the start check of a failed 0.3.0 leaves it for the version that runs after the reboot.
+    std::fs::write(
+        s.dir.path().join("update/outcome.json"),
+        json!({"result": "rolled_back", "from": "0.2.0", "to": "0.3.0",
+               "reason": "docent did not start within 90 s", "at": 1})
+        .to_string(),
+    )
+    .unwrap();
+    let health = s.get_json("/api/v1/health", 200).await;
+    assert_eq!(
+        health["firmware"]["update"],
+        "0.3.0 failed its start check (docent did not start within 90 s) and was rolled back; running 0.2.0"
+    );
+}
+
+/// `docent serve` talking to the rig's RAUC, running firmware 0.1.0.
+async fn with_rauc(rig: &RaucRig, data: &Path) -> (Running, reqwest::Client, String) {
+    let etc = rig.dir.path();
+    std::fs::write(etc.join("os-release"), "ID=docent\nVERSION_ID=0.1.0\n").unwrap();
+    let server = Process::new()
+        .args(["--devices", "none"])
+        .data_dir(data)
+        .env("ADMIN_PASSWORD", PASSWORD)
+        .env("DBUS_SYSTEM_BUS_ADDRESS", &rig.address)
+        .config(&format!(
+            "[update]\nos_release = \"{}\"\nreboot_request = \"{}\"\n",
+            etc.join("os-release").display(),
+            etc.join("reboot").display()
+        ))
+        .start()
+        .await;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
+    let res = http
+        .post(format!("{}/api/auth", server.base()))
+        .json(&json!({ "password": PASSWORD }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let cookie = res.headers()["set-cookie"].to_str().unwrap();
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    (server, http, cookie)
+}
+
+async fn upload(server: &Running, http: &reqwest::Client, cookie: &str, bundle: &Path) -> Value {
+    let res = http
+        .post(format!("{}/api/v1/system/update", server.base()))
+        .header("cookie", cookie)
+        .header("origin", server.base())
+        .header("content-type", "application/octet-stream")
+        .body(std::fs::read(bundle).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "upload {}", bundle.display());
+    res.json().await.unwrap()
+}
+
+async fn update_status(server: &Running, http: &reqwest::Client, cookie: &str) -> Value {
+    http.get(format!("{}/api/v1/system/update", server.base()))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn rauc_judges_each_bundle_before_anything_is_written_and_an_install_reports_its_end() {
+    let rig = RaucRig::start();
+    let good = rig.bundle("good", COMPATIBLE, "0.2.0", Signer::Kiosk);
+    let stranger = rig.bundle("stranger", COMPATIBLE, "0.2.0", Signer::Stranger);
+    let other_board = rig.bundle("other", "docent-rpi4", "0.2.0", Signer::Kiosk);
+    let older = rig.bundle("older", COMPATIBLE, "0.0.9", Signer::Kiosk);
+    let data = tempfile::tempdir().unwrap();
+    let (server, http, cookie) = with_rauc(&rig, data.path()).await;
+    let slot_b = rig.slot_image("B");
+
+    let status = update_status(&server, &http, &cookie).await;
+    assert_eq!(status["available"], true, "{status}");
+    assert_eq!(status["booted_slot"], "A");
+    assert_eq!(status["firmware_version"], "0.1.0");
+
+    let v = upload(&server, &http, &cookie, &good).await;
+    assert_eq!(
+        (
+            v["accepted"].as_bool(),
+            v["version"].as_str(),
+            v["compatible"].as_str()
+        ),
+        (Some(true), Some("0.2.0"), Some(COMPATIBLE)),
+        "{v}"
+    );
+    assert_eq!(v["current_version"], "0.1.0");
+
+    let v = upload(&server, &http, &cookie, &stranger).await;
+    assert_eq!(v["accepted"], false, "{v}");
+    assert!(v["reason"].as_str().unwrap().contains("signature"), "{v}");
+    assert!(
+        !data.path().join("update/bundle.raucb").exists(),
+        "a refused bundle is not kept"
+    );
+
+    let v = upload(&server, &http, &cookie, &other_board).await;
+    assert_eq!(v["accepted"], false, "{v}");
+    assert_eq!(
+        v["reason"],
+        format!("this update is for docent-rpi4; this kiosk is {COMPATIBLE}")
+    );
+    let install = |force: bool| {
+        http.post(format!("{}/api/v1/system/update/install", server.base()))
+            .header("cookie", &cookie)
+            .header("origin", server.base())
+            .json(&json!({ "force": force }))
+            .send()
+    };
+    assert_eq!(
+        install(true).await.unwrap().status(),
+        409,
+        "another board's bundle is never installed"
+    );
+
+    let v = upload(&server, &http, &cookie, &older).await;
+    assert_eq!(
+        (v["accepted"].as_bool(), v["older"].as_bool()),
+        (Some(false), Some(true)),
+        "{v}"
+    );
+    assert!(v["reason"].as_str().unwrap().contains("older"), "{v}");
+    assert_eq!(
+        install(false).await.unwrap().status(),
+        409,
+        "older needs force"
+    );
+    assert_eq!(
+        rig.slot_image("B"),
+        slot_b,
+        "nothing was written to the other slot"
+    );
+
+    // The accepted bundle, installed: RAUC writes slot B, or (where the kernel has no
+    // device-mapper to mount a verity bundle) says why it could not.
+    upload(&server, &http, &cookie, &good).await;
+    let res = install(false).await.unwrap();
+    assert_eq!(res.status(), 202);
+    let start = Instant::now();
+    let status = loop {
+        let status = update_status(&server, &http, &cookie).await;
+        if status["operation"] != "installing" {
+            break status;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the install ends: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        !data.path().join("update/bundle.raucb").exists(),
+        "the bundle is removed after the install"
+    );
+    match status["operation"].as_str() {
+        Some("installed") => {
+            let pending: Value = serde_json::from_slice(
+                &std::fs::read(data.path().join("update/pending.json")).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(
+                (pending["slot"].as_str(), pending["to"].as_str()),
+                (Some("B"), Some("0.2.0"))
+            );
+            assert_ne!(rig.slot_image("B"), slot_b, "slot B holds the update");
+        }
+        Some("failed") => {
+            let error = status["error"].as_str().unwrap();
+            assert!(error.contains("RAUC could not install it"), "{status}");
+            assert!(rig.log().contains("mapper"), "RAUC's reason: {}", rig.log());
+            assert!(!data.path().join("update/pending.json").exists());
+            assert_eq!(rig.slot_image("B"), slot_b);
+        }
+        other => panic!("unexpected operation {other:?}: {status}"),
+    }
+}
+
+/// Waits for the start check (5 s after the start) to leave its mark.
+async fn settled(server: &Running, what: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !what() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the start check did not settle; docent's log:\n{}",
+            server.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_start_check_marks_the_booted_slot_and_settles_an_update() {
+    let rig = RaucRig::start();
+    // An ordinary boot: the slot that serves is marked good (its boot attempts restored).
+    let data = tempfile::tempdir().unwrap();
+    let (server, _, _) = with_rauc(&rig, data.path()).await;
+    settled(&server, || rig.slot_state("A").as_deref() == Some("good")).await;
+    drop(server);
+    std::fs::remove_file(rig.dir.path().join("boot/state-A")).unwrap();
+
+    // The first boot of an update on the slot it went to: marked good, and health says so.
+    let update = data.path().join("update");
+    std::fs::write(
+        update.join("pending.json"),
+        json!({"slot": "A", "from": "0.0.9", "to": "0.1.0", "installed_at": 1}).to_string(),
+    )
+    .unwrap();
+    let (server, http, _) = with_rauc(&rig, data.path()).await;
+    settled(&server, || !update.join("pending.json").exists()).await;
+    assert_eq!(rig.slot_state("A").as_deref(), Some("good"));
+    let health: Value = http
+        .get(format!("{}/api/v1/health", server.base()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["firmware"]["update"], "updated from 0.0.9 to 0.1.0");
+    drop(server);
+
+    // An update to B whose slot never came up: the board is back on A, and says so.
+    std::fs::write(
+        update.join("pending.json"),
+        json!({"slot": "B", "from": "0.1.0", "to": "0.2.0", "installed_at": 1}).to_string(),
+    )
+    .unwrap();
+    let (server, http, _) = with_rauc(&rig, data.path()).await;
+    settled(&server, || !update.join("pending.json").exists()).await;
+    let health: Value = http
+        .get(format!("{}/api/v1/health", server.base()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        health["firmware"]["update"],
+        "0.2.0 failed its start check (slot B did not come up) and was rolled back; running 0.1.0"
+    );
+    assert_eq!(
+        rig.slot_state("B"),
+        None,
+        "the failed slot is left to the boot loader"
+    );
+}
+
+/// The System page as a technician uses it: the firmware that runs and the last outcome, a bundle
+/// from a stranger refused with the reason, ours checked and installed, its end shown.
+#[tokio::test]
+async fn the_system_page_checks_installs_and_reports_an_update() {
+    let rig = RaucRig::start();
+    let good = rig.bundle("good", COMPATIBLE, "0.2.0", Signer::Kiosk);
+    let stranger = rig.bundle("stranger", COMPATIBLE, "0.2.0", Signer::Stranger);
+    let data = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(data.path().join("update")).unwrap();
+    std::fs::write(
+        data.path().join("update/outcome.json"),
+        json!({"result": "rolled_back", "from": "0.1.0", "to": "0.1.1",
+               "reason": "docent did not start within 90 s", "at": 1_790_000_000})
+        .to_string(),
+    )
+    .unwrap();
+    let (server, _, _) = with_rauc(&rig, data.path()).await;
+    let mut b = Browser::launch().await;
+    b.sign_in_page(&server.base(), PASSWORD).await;
+    b.goto(&format!("{}/console/system", server.base())).await;
+    let text = |id: &str| format!("document.getElementById('{id}').textContent");
+    b.wait_for(
+        &text("firmware-now"),
+        json!("Version 0.1.0, running from slot A."),
+    )
+    .await;
+    let outcome = b.eval(&text("firmware-outcome")).await;
+    assert!(
+        outcome.as_str().unwrap().contains(
+            "0.1.1 failed its start check (docent did not start within 90 s) and was rolled back"
+        ),
+        "{outcome}"
+    );
+
+    b.choose_files("#update-file", &[&stranger]).await;
+    b.eval("document.getElementById('update-check').click()")
+        .await;
+    b.wait_for(
+        &format!("{}.includes('cannot be installed')", text("update-verdict")),
+        json!(true),
+    )
+    .await;
+    let verdict = b.eval(&text("update-verdict")).await;
+    assert!(verdict.as_str().unwrap().contains("signature"), "{verdict}");
+    assert_eq!(
+        b.eval("document.getElementById('update-install-row').hidden")
+            .await,
+        true,
+        "a refused bundle offers no install"
+    );
+    b.screenshot("system-update-refused").await;
+
+    b.choose_files("#update-file", &[&good]).await;
+    b.eval("document.getElementById('update-check').click()")
+        .await;
+    b.wait_for(
+        &format!("{}.includes('Ready to install')", text("update-verdict")),
+        json!(true),
+    )
+    .await;
+    let verdict = b.eval(&text("update-verdict")).await;
+    assert!(
+        verdict
+            .as_str()
+            .unwrap()
+            .contains("version 0.2.0 for docent-test"),
+        "{verdict}"
+    );
+    b.screenshot("system-update-checked").await;
+    b.eval("document.getElementById('update-install').click()")
+        .await;
+    // Installed into slot B, or RAUC's reason where this machine cannot mount a verity bundle.
+    b.wait_within(
+        &format!(
+            "{}.includes('reboot to start it') || !document.getElementById('update-error').hidden",
+            text("update-status")
+        ),
+        json!(true),
+        Duration::from_secs(30),
+    )
+    .await;
+    let error = b.eval(&text("update-error")).await;
+    let status = b.eval(&text("update-status")).await;
+    assert!(
+        status
+            .as_str()
+            .unwrap()
+            .contains("0.2.0 is installed in slot B")
+            || error
+                .as_str()
+                .unwrap()
+                .contains("RAUC could not install it"),
+        "{status} / {error}"
+    );
+    assert_eq!(
+        b.dialogs,
+        ["Install this update? The kiosk keeps running until you reboot it."]
+    );
+    b.screenshot("system-update-installed").await;
+}
+
+async fn character_names(s: &Server) -> Vec<String> {
+    let all = s.get_json("/api/v1/characters", 200).await;
+    let mut names: Vec<String> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// An update that migrated the data, then a fallback: the old version starts on the copy kept
+/// before the migration and says so, rather than refusing a schema it does not know.
+#[tokio::test]
+async fn after_a_fallback_the_old_version_opens_its_copy_of_the_data() {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    let start = |newer: bool| {
+        let mut p = Process::new()
+            .args(["--devices", "none"])
+            .data_dir(&data)
+            .env("ADMIN_PASSWORD", PASSWORD);
+        if newer {
+            p = p.config("test_hooks = true\ntest_schema_version = 99\n");
+        }
+        p.start()
+    };
+    let create = |s: &Server, cookie: &str, name: &str| {
+        s.post("/api/v1/characters")
+            .header("cookie", cookie)
+            .header("origin", &s.base)
+            .json(&json!({ "name": name }))
+            .send()
+    };
+
+    let old = start(false).await;
+    let s = Server::attach(&old);
+    let cookie = sign_in(&s, PASSWORD).await;
+    assert_eq!(create(&s, &cookie, "Before").await.unwrap().status(), 201);
+    let before = character_names(&s).await;
+    drop(old);
+
+    let new = start(true).await;
+    let s = Server::attach(&new);
+    let cookie = sign_in(&s, PASSWORD).await;
+    assert_eq!(
+        create(&s, &cookie, "On the new version")
+            .await
+            .unwrap()
+            .status(),
+        201
+    );
+    assert_eq!(
+        s.get_json("/api/v1/health", 200).await["firmware"]["data"],
+        Value::Null
+    );
+    drop(new);
+    assert!(
+        data.join("docent-schema-1.redb").exists(),
+        "the copy kept before the migration"
+    );
+
+    let back = start(false).await;
+    let s = Server::attach(&back);
+    let health = s.get_json("/api/v1/health", 200).await;
+    let note = health["firmware"]["data"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        note.contains("schema 99") && note.contains("copy"),
+        "health says what happened: {health}"
+    );
+    assert_eq!(
+        character_names(&s).await,
+        before,
+        "the data as it was before the migration"
+    );
+    assert!(
+        back.stderr().contains("opened the copy"),
+        "and the log says it"
+    );
+    assert!(
+        data.join("docent-schema-99.redb").exists(),
+        "the newer data is set aside"
+    );
+}
