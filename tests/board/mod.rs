@@ -20,14 +20,18 @@ use std::time::{Duration, Instant};
 /// How long a boot may take under emulation (U-Boot, the kernel, systemd, on a busy machine).
 const BOOT_WITHIN: Duration = Duration::from_secs(300);
 
-/// The board's images: the disk, U-Boot and the partition table.
-pub fn images() -> PathBuf {
-    let home = std::env::var_os("DOCENT_SIM_HOME")
+/// The cache of board/sim (`$DOCENT_SIM_HOME`, default `~/.cache/docent-sim`).
+pub fn sim_home() -> PathBuf {
+    std::env::var_os("DOCENT_SIM_HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/docent-sim")
-        });
-    let dir = home.join("img").join("arm64");
+        })
+}
+
+/// The board's images: the disk, U-Boot and the partition table.
+pub fn images() -> PathBuf {
+    let dir = sim_home().join("img").join("arm64");
     assert!(
         dir.join("disk.img").is_file(),
         "no simulated board image in {}: run ./x appliance (board/sim/mkdisk.sh)",

@@ -8,6 +8,10 @@
 #   BOOT_ORDER     the slots to try, in order ("A B")
 #   BOOT_A_LEFT    attempts slot A has left; BOOT_B_LEFT the same for B
 #   docent_bootargs the board's own kernel arguments (its console)
+# RAUC (board/<board>/rauc-system.conf, bootloader=uboot) reads and writes the same variables
+# through fw_setenv: an install puts the new slot first in BOOT_ORDER with 3 attempts, mark-good
+# gives the booted slot 3 again, mark-bad sets it to 0. rauc.slot= on the kernel command line
+# tells RAUC which slot (bootname) booted.
 # Each boot takes one attempt from the first slot in BOOT_ORDER that has any, writes the state
 # back and boots that slot; once docent serves, docent-boot-ok.service gives the slot its 3
 # attempts back. A slot that cannot boot (no kernel, a kernel that panics: panic=5 resets the
@@ -64,7 +68,7 @@ fi
 
 echo "docent boot: slot ${docent_slot} (attempts left: A ${BOOT_A_LEFT}, B ${BOOT_B_LEFT})"
 part number ${devtype} ${devnum} root${docent_slot} docent_root
-setenv bootargs "root=PARTLABEL=root${docent_slot} ro rootwait panic=5 docent.slot=${docent_slot} ${docent_bootargs}"
+setenv bootargs "root=PARTLABEL=root${docent_slot} ro rootwait panic=5 docent.slot=${docent_slot} rauc.slot=${docent_slot} ${docent_bootargs}"
 # The initramfs is optional: a kernel with its disk and ext4 drivers built in needs none.
 if load ${devtype} ${devnum}:${docent_root} ${kernel_addr_r} /boot/Image; then
   if load ${devtype} ${devnum}:${docent_root} ${ramdisk_addr_r} /boot/initrd.img; then

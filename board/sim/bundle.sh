@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# bundle.sh --docent BIN [--board qemu-aarch64|rpi4] [--version V] [--key KEY.pem --cert CERT.pem]
+#           [--keyring CA.pem] [--docent-toml FILE] [--out DIR]
+#   -> DIR/docent-<board>-<version>.raucb (DIR: target/bundle by default, from ./x bundle)
+# An update of a docent board: a RAUC bundle (format verity) whose one image is the slot's root
+# file system, the same tree mkdisk.sh puts in both slots (rootfs.sh, here with VERSION_ID=V in
+# /etc/os-release), as an ext4 image sized to its content; RAUC writes it into the slot that is
+# not running (rootA or rootB, board/<board>/rauc-system.conf) and switches the boot state to it.
+# The manifest names the board's compatible (docent-<board>: a board refuses another board's
+# bundle) and the version. The bundle is signed with KEY/CERT (default: the test CA's signing
+# key under $DOCENT_SIM_HOME/rauc-ca, made if missing, see rootfs.sh); the signature must chain
+# to the keyring in the image (--keyring: the CA the images were built with, checked here too).
+# --docent-toml: the kiosk's configuration in the new root (default: the board's profile).
+# A museum signs with its own key: README.md, "Updates".
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/rootfs.sh"
+BIN=""; NAME=qemu-aarch64; KEY=""; CERT=""; KEYRING=""; DOCENT_TOML=""; OUT=$(cd "$BOARD/.." && pwd)/target/bundle
+VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$BOARD/../Cargo.toml" | head -n1)
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --docent) BIN=$2; shift 2 ;;
+    --board) NAME=$2; shift 2 ;;
+    --version) VERSION=$2; shift 2 ;;
+    --key) KEY=$2; shift 2 ;;
+    --cert) CERT=$2; shift 2 ;;
+    --keyring) KEYRING=$2; shift 2 ;;
+    --docent-toml) DOCENT_TOML=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    *) die "unknown option $1" ;;
+  esac
+done
+if [ -z "$KEY$CERT" ]; then
+  test_ca
+  KEY=$TEST_CA/signing.key.pem; CERT=$TEST_CA/signing.cert.pem
+  [ -n "$KEYRING" ] || KEYRING=$TEST_CA/ca.cert.pem
+fi
+[ -f "$KEY" ] && [ -f "$CERT" ] || die "--key KEY.pem --cert CERT.pem: the signing key and its certificate"
+[ -n "$KEYRING" ] || die "--keyring CA.pem: the CA the board's image trusts (its /etc/rauc/keyring.pem)"
+command -v rauc >/dev/null || die "no rauc on this machine (./x setup installs it)"
+command -v mksquashfs >/dev/null || die "no mksquashfs on this machine (squashfs-tools; ./x setup installs it)"
+root_setup
+W=$SIM_HOME/work/bundle-$NAME; rm -rf "$W"; mkdir -p "$W/content"
+start=$SECONDS
+root_tree "$W/root"
+# ext4 sized to the content: its blocks, an inode per file, a small journal, 10 % slack.
+kib=$(du -sk "$W/root" | cut -f1); files=$(find "$W/root" | wc -l)
+size=$(( kib * 11 / 10 + files / 4 + 8192 ))
+mke2fs -q -t ext4 -L root -J size=4 -N $(( files * 11 / 10 + 1024 )) -d "$W/root" \
+  "$W/content/rootfs.ext4" "${size}k" >/dev/null 2>&1 || die "mke2fs: the root's image (${size} KiB)"
+compatible=$(sed -n 's/^compatible=//p' "$BOARD/$NAME/rauc-system.conf")
+cat > "$W/content/manifest.raucm" <<EOF2
+[update]
+compatible=$compatible
+version=$VERSION
+description=docent kiosk $VERSION
+build=$(date -u +%Y%m%d%H%M%S)
+
+[bundle]
+format=verity
+
+[image.rootfs]
+filename=rootfs.ext4
+EOF2
+mkdir -p "$OUT"
+B=$OUT/docent-$NAME-$VERSION.raucb
+rm -f "$B"
+rauc bundle --cert="$CERT" --key="$KEY" --keyring="$KEYRING" "$W/content" "$B" >/dev/null \
+  || die "rauc bundle failed"
+log "ok: $B ($(( $(stat -c %s "$B") / 1024 / 1024 )) MiB; root image $(( size / 1024 )) MiB; compatible $compatible, version $VERSION; $((SECONDS - start)) s)"
+rm -rf "$W"
