@@ -88,7 +88,8 @@ fn docent_runs_as_its_own_user_with_no_capabilities_on_an_unprivileged_port() {
         "no capabilities"
     );
     assert_eq!(unit_values("AmbientCapabilities"), [""]);
-    assert_eq!(unit_values("ReadWritePaths"), ["/data"]);
+    // The data partition, and where docent asks the board for a reboot (docent-reboot.path).
+    assert_eq!(unit_values("ReadWritePaths"), ["/data /run/docent"]);
     // Memory and tasks are bounded, whatever a client makes docent hold.
     assert_eq!(unit_values("MemoryMax"), ["400M"]);
     assert_eq!(unit_values("TasksMax"), ["256"]);
