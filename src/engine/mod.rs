@@ -62,6 +62,7 @@ pub struct Engine {
     last_used: access::LastUsed,
     reachability: providers::Reachability,
     last_calls: providers::LastCalls,
+    site_document: site::DocumentCache,
 }
 
 impl Engine {
@@ -115,6 +116,7 @@ impl Engine {
             last_used: access::LastUsed::default(),
             reachability: providers::Reachability::default(),
             last_calls: providers::LastCalls::default(),
+            site_document: site::DocumentCache::default(),
         });
         engine.ensure_default_character()?;
         // The offline engine's voices are listed once, off the path of the first turn.

@@ -190,9 +190,7 @@ fn from_original_front_end(patch: &Map<String, Value>) -> Map<String, Value> {
             .entry("remote_voice")
             .or_insert_with(|| Value::Object(Map::new()));
         if let Some(remote) = remote.as_object_mut() {
-            remote
-                .entry("grpc_addr")
-                .or_insert_with(|| addr.clone());
+            remote.entry("grpc_addr").or_insert_with(|| addr.clone());
         }
     }
     ours

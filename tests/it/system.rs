@@ -332,7 +332,12 @@ async fn partial_updates_keep_absent_fields_clear_nulls_and_ignore_masks() {
 async fn the_original_front_ends_settings_body_saves() {
     let s = Server::start().await;
     let secret = "sk-front-end-secret-1234";
-    put_settings(&s, json!({ "llm": { "api_key": secret, "model": "m0" } }), 200).await;
+    put_settings(
+        &s,
+        json!({ "llm": { "api_key": secret, "model": "m0" } }),
+        200,
+    )
+    .await;
     let front_end = json!({
         "llm": { "provider": "", "base_url": "", "api_key": "", "model": "m1" },
         "livekit": { "url": "ws://127.0.0.1:7880", "api_key": "devkey", "api_secret": "" },
@@ -340,10 +345,19 @@ async fn the_original_front_ends_settings_body_saves() {
     });
     let saved = put_settings(&s, front_end, 200).await["settings"].clone();
     assert_eq!(saved["llm"]["model"], "m1");
-    assert_eq!(saved["llm"]["api_key_set"], true, "a blank secret keeps the secret: {saved}");
-    assert_eq!(saved["llm"]["provider"], "local", "a blank provider keeps it: {saved}");
+    assert_eq!(
+        saved["llm"]["api_key_set"], true,
+        "a blank secret keeps the secret: {saved}"
+    );
+    assert_eq!(
+        saved["llm"]["provider"], "local",
+        "a blank provider keeps it: {saved}"
+    );
     assert_eq!(saved["remote_voice"]["grpc_addr"], "127.0.0.1:50051");
-    assert!(saved.get("livekit").is_none() && saved.get("inference").is_none(), "{saved}");
+    assert!(
+        saved.get("livekit").is_none() && saved.get("inference").is_none(),
+        "{saved}"
+    );
     assert_eq!(s.get_json(SETTINGS, 200).await, saved, "in force");
     // A blank address keeps the one set; our own section wins over the alias.
     let blank = json!({ "livekit": {}, "inference": { "grpc_addr": "" } });
@@ -360,7 +374,10 @@ async fn the_original_front_ends_settings_body_saves() {
     assert_error(&put_settings(&s, bad_address, 400).await);
     let unknown = json!({ "livekit": {}, "nope": { "x": 1 } });
     assert_error(&put_settings(&s, unknown, 400).await);
-    assert_eq!(s.get_json(SETTINGS, 200).await["remote_voice"], ours["remote_voice"]);
+    assert_eq!(
+        s.get_json(SETTINGS, 200).await["remote_voice"],
+        ours["remote_voice"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
