@@ -181,41 +181,17 @@ async fn load(
         conns.push(connect(server.addr).await);
     }
     let server_pid = server.pid().to_string();
-    let (server_cpu, client_cpu) = (cpu_time(&server_pid), cpu_time("self"));
-    let start = Instant::now();
-    let deadline = start + Duration::from_secs(secs);
-    let workers: Vec<_> = conns
-        .into_iter()
-        .map(|conn| tokio::spawn(worker(conn, call.clone(), want, deadline)))
-        .collect();
-    let mut latencies = Vec::new();
-    for w in workers {
-        latencies.extend(w.await.expect("load worker"));
-    }
-    let elapsed = start.elapsed();
-    latencies.sort_unstable();
+    let (server_cpu, client_cpu) = (support::cpu_time(&server_pid), support::cpu_time("self"));
+    let (latencies, elapsed) = support::drive(conns, secs, |conn, deadline| {
+        worker(conn, call.clone(), want, deadline)
+    })
+    .await;
     Load {
         latencies,
         elapsed,
-        server_cpu: cpu_time(&server_pid) - server_cpu,
-        client_cpu: cpu_time("self") - client_cpu,
+        server_cpu: support::cpu_time(&server_pid) - server_cpu,
+        client_cpu: support::cpu_time("self") - client_cpu,
     }
-}
-
-/// CPU time (user + system, all threads) used so far by process `pid` (a number or "self").
-/// /proc counts it in clock ticks, USER_HZ = 100 on Linux.
-fn cpu_time(pid: &str) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("proc stat");
-    // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .expect("stat")
-        .1
-        .split_whitespace()
-        .collect();
-    let ticks: u64 =
-        fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
-    Duration::from_millis(ticks * 10)
 }
 
 async fn worker(mut conn: Conn, call: Call, want: StatusCode, deadline: Instant) -> Vec<Duration> {

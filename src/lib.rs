@@ -182,10 +182,11 @@ async fn start_check(
         },
         Err(e) => Err(e),
     };
-    let Some(engine) = engine.upgrade() else {
+    // The update service only: the engine (and its store) is not held across the calls to RAUC.
+    let Some(updates) = engine.upgrade().map(|e| e.updates.clone()) else {
         return;
     };
-    match engine.updates.settle(check).await {
+    match updates.settle(check).await {
         Ok(true) => {
             tracing::error!("the update failed its start check: rebooting into the previous slot")
         }

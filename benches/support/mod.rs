@@ -43,7 +43,10 @@ impl Docent {
         let config = data_dir.join("bench.toml");
         std::fs::write(&config, format!("max_connections_per_peer = {PER_PEER}\n"))
             .expect("bench configuration");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_docent"));
+        // Another build of docent (an earlier commit's, to compare) when one is named.
+        let binary = std::env::var_os("DOCENT_BENCH_BINARY")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_docent").into());
+        let mut command = Command::new(binary);
         if let Some(p) = password {
             command.env("ADMIN_PASSWORD", p);
         } else {
@@ -134,6 +137,48 @@ impl Kiosk {
         let _ = self.stop.send(());
         let _ = self.server.await;
     }
+}
+
+/// Spawns `worker` on each of `conns` with a deadline `secs` from now and waits for all; the
+/// latencies they return, sorted, and the wall time.
+pub async fn drive<C, W, F>(
+    conns: Vec<C>,
+    secs: u64,
+    worker: W,
+) -> (Vec<std::time::Duration>, std::time::Duration)
+where
+    W: Fn(C, std::time::Instant) -> F,
+    F: Future<Output = Vec<std::time::Duration>> + Send + 'static,
+{
+    let start = std::time::Instant::now();
+    let deadline = start + std::time::Duration::from_secs(secs);
+    let workers: Vec<_> = conns
+        .into_iter()
+        .map(|conn| tokio::spawn(worker(conn, deadline)))
+        .collect();
+    let mut latencies = Vec::new();
+    for w in workers {
+        latencies.extend(w.await.expect("load worker"));
+    }
+    let elapsed = start.elapsed();
+    latencies.sort_unstable();
+    (latencies, elapsed)
+}
+
+/// CPU time (user + system, all threads) used so far by process `pid` (a number or "self").
+/// /proc counts it in clock ticks, USER_HZ = 100 on Linux.
+pub fn cpu_time(pid: &str) -> std::time::Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("proc stat");
+    // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .expect("stat")
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks: u64 =
+        fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+    std::time::Duration::from_millis(ticks * 10)
 }
 
 /// GET `url` and its JSON body, whatever the status.

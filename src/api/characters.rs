@@ -2,7 +2,8 @@
 
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
@@ -13,7 +14,7 @@ use super::auth::Admin;
 use super::error::{ApiError, ApiResult};
 use super::extract::{JsonBody, Params, QueryArgs, check_length, read_body};
 use super::statuses;
-use super::{AppState, blocking, files};
+use super::{AppState, JSON, blocking, files};
 use crate::config::Limits;
 use crate::engine::characters::{Activation, CharacterInput, CharacterView, ImageView};
 use crate::engine::knowledge::{Upload, extract::mime_for};
@@ -75,11 +76,7 @@ pub fn routes(limits: &Limits) -> Router<AppState> {
     responses((status = 200, description = "Every character", body = Vec<CharacterView>)))]
 async fn list(State(s): State<AppState>) -> ApiResult<Response> {
     let json = s.engine.characters_json()?;
-    Ok((
-        [("content-type", "application/json")],
-        Body::from(json.as_ref().clone()),
-    )
-        .into_response())
+    Ok(([(CONTENT_TYPE, JSON)], Body::from(json)).into_response())
 }
 
 #[utoipa::path(post, path = "/api/v1/characters", tag = "characters",
@@ -175,7 +172,10 @@ async fn test_voice(
             .voice_sample(&body.voice_provider, &body.voice_type)
             .await?;
         return Ok((
-            [("content-type", "audio/wav"), ("cache-control", "no-store")],
+            [
+                (CONTENT_TYPE, HeaderValue::from_static("audio/wav")),
+                (CACHE_CONTROL, HeaderValue::from_static("no-store")),
+            ],
             wav,
         )
             .into_response());

@@ -71,8 +71,10 @@ impl IntoResponse for ApiError {
             res.status(),
             StatusCode::PAYLOAD_TOO_LARGE | StatusCode::INSUFFICIENT_STORAGE
         ) {
-            res.headers_mut()
-                .insert("connection", axum::http::HeaderValue::from_static("close"));
+            res.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
         }
         res
     }
@@ -83,7 +85,10 @@ impl ApiError {
         if self.plain {
             (
                 self.status,
-                [("content-type", "text/plain; charset=utf-8")],
+                [(
+                    axum::http::header::CONTENT_TYPE,
+                    axum::http::HeaderValue::from_static("text/plain; charset=utf-8"),
+                )],
                 self.message,
             )
                 .into_response()

@@ -49,9 +49,24 @@ pub use ws::{ClientMessage, parse_client_message};
 use crate::device::Devices;
 use crate::engine::Engine;
 
-/// What every handler can reach.
+/// `Content-Type: application/json`, built once.
+const JSON: HeaderValue = HeaderValue::from_static("application/json");
+
+/// What every handler can reach: one `Arc`, so the clone each extractor and middleware makes
+/// per request is one atomic increment.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Reach>);
+
+impl std::ops::Deref for AppState {
+    type Target = Reach;
+
+    fn deref(&self) -> &Reach {
+        &self.0
+    }
+}
+
+/// The parts of [`AppState`].
+pub struct Reach {
     pub engine: Arc<Engine>,
     /// The kiosk's own devices (button, audio, display).
     pub devices: Arc<Devices>,
@@ -63,7 +78,7 @@ pub struct AppState {
     /// Password checks allowed at once (`login_concurrency`).
     logins: Arc<tokio::sync::Semaphore>,
     /// The listener's certificate, set by `serve` (the certificate routes replace it).
-    tls: Option<Arc<tls::Tls>>,
+    tls: std::sync::OnceLock<Arc<tls::Tls>>,
     /// Request bodies being received at once (`request_body_budget_bytes`).
     bodies: Arc<extract::BodyBudget>,
 }
@@ -76,16 +91,16 @@ impl AppState {
             engine.config.login_concurrency.max(1),
         ));
         let body_budget = engine.config.request_body_budget_bytes;
-        AppState {
+        AppState(Arc::new(Reach {
             engine,
             devices,
             images,
             stopping: Default::default(),
             streams,
             logins,
-            tls: None,
+            tls: Default::default(),
             bodies: Arc::new(extract::BodyBudget::new(body_budget)),
-        }
+        }))
     }
 }
 
@@ -96,7 +111,7 @@ pub fn router(state: AppState) -> Router {
     } else {
         Router::new()
     };
-    Router::new()
+    let app = Router::new()
         .merge(system::routes())
         .merge(update::routes())
         .merge(fleet::routes())
@@ -119,17 +134,22 @@ pub fn router(state: AppState) -> Router {
                 "method not allowed on this route",
             )
         })
-        .layer(middleware::from_fn_with_state(state.clone(), budget))
-        .layer(middleware::from_fn_with_state(state.clone(), cors))
-        .layer(middleware::from_fn(access))
-        .with_state(state)
+        .layer(middleware::from_fn_with_state(state.clone(), front));
+    // The log's filter is set once at start: when the access log is off, its layer is left
+    // out (a layer costs every request an allocation or two even when it does nothing).
+    let app = if tracing::enabled!(target: crate::logs::ACCESS, tracing::Level::DEBUG) {
+        app.layer(middleware::from_fn(access))
+    } else {
+        app
+    };
+    app.with_state(state)
 }
 
 /// One debug line per answered request on [`crate::logs::ACCESS`]: method, the matched route's
 /// template (never the URI: ids and query strings can carry secrets or a visitor's words), the
 /// status and the time to the response's head. `Router::layer` runs it after routing, so the
 /// template is known; a request that matched no route is logged as `-`. When the target is
-/// off, the cost is one check of a cached flag.
+/// off at start, [`router`] leaves it out.
 async fn access(req: Request, next: Next) -> Response {
     if !tracing::enabled!(target: crate::logs::ACCESS, tracing::Level::DEBUG) {
         return next.run(req).await;
@@ -150,20 +170,22 @@ async fn access(req: Request, next: Next) -> Response {
 
 /// Charges the request body of a caller other than the administrator to the one budget of
 /// bodies in flight (a `Converse` stream, long-lived, has its own bounds: the stream places,
-/// one message's size, the utterance budget).
-async fn budget(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let peer = req
-        .extensions()
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0);
-    if req.uri().path().ends_with("/Converse") || auth::is_admin(req.headers(), peer, &state) {
-        return next.run(req).await;
+/// one message's size, the utterance budget). A request without a body has nothing to charge.
+fn charged(state: &AppState, req: Request, peer: Option<std::net::SocketAddr>) -> Request {
+    if axum::body::HttpBody::is_end_stream(req.body())
+        || req.uri().path().ends_with("/Converse")
+        || auth::is_admin(req.headers(), peer, state)
+    {
+        return req;
     }
     let (parts, body) = req.into_parts();
     let body = axum::body::Body::new(extract::Budgeted::new(body, state.bodies.clone()));
-    next.run(Request::from_parts(parts, body)).await
+    Request::from_parts(parts, body)
 }
 
+/// What runs before every route, as one middleware: the CORS policy, then the body budget
+/// ([`charged`]).
+///
 /// The CORS headers on every response; OPTIONS is answered before routing. A request that
 /// carries credentials (cookie or `Authorization`), or comes from a page of another origin over
 /// trusted loopback, is answered for the configured `cors_origins` only; anything else may be
@@ -174,7 +196,7 @@ async fn budget(State(state): State<AppState>, req: Request, next: Next) -> Resp
 /// with 403 ([`auth::ForeignCookie`]): a call the caller may make without the cookie is not
 /// taken away by signing in. A cookie that authenticates nothing is left to the route's own
 /// 401. Signing out is never refused.
-async fn cors(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+async fn front(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let headers = req.headers();
     let origin = headers.get(ORIGIN).cloned();
     let allowed = origin
@@ -205,14 +227,14 @@ async fn cors(State(state): State<AppState>, mut req: Request, next: Next) -> Re
     let foreign_cookie = checked && auth::cookie_session(headers, &state.engine);
     let mut res = if req.method() == Method::OPTIONS {
         StatusCode::OK.into_response()
-    } else if checked && setup_write {
+    } else if checked && (setup_write || (foreign_cookie && signing_in(&req))) {
         ApiError::new(StatusCode::FORBIDDEN, auth::FOREIGN_COOKIE).into_response()
     } else {
         if foreign_cookie {
             req.headers_mut().remove(COOKIE);
             req.extensions_mut().insert(auth::ForeignCookie);
         }
-        next.run(req).await
+        next.run(charged(&state, req, peer)).await
     };
     let h = res.headers_mut();
     h.insert(VARY, HeaderValue::from_static("Origin"));
@@ -240,6 +262,12 @@ async fn cors(State(state): State<AppState>, mut req: Request, next: Next) -> Re
     res
 }
 
+/// Whether `req` signs in: a page of another origin holding a live cookie has no reason to, so
+/// that write is refused as before rather than handed to the login with the cookie set aside.
+fn signing_in(req: &Request) -> bool {
+    req.method() == Method::POST && req.uri().path() == "/api/auth"
+}
+
 /// Whether the request's `Origin` (else its `Referer`) names the host it was sent to (the
 /// `Host` header, or the authority of an HTTP/2 request).
 fn same_origin(headers: &HeaderMap, uri: &axum::http::Uri) -> bool {
@@ -265,11 +293,12 @@ fn same_origin(headers: &HeaderMap, uri: &axum::http::Uri) -> bool {
 /// `shutdown` completes.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    mut state: AppState,
+    state: AppState,
     tls: Arc<tls::Tls>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    state.tls = Some(tls.clone());
+    // An application is served once; a second `serve` keeps the first certificate.
+    let _ = state.tls.set(tls.clone());
     let engine = state.engine.clone();
     let stopping = state.stopping.clone();
     let shutdown = async move {

@@ -353,8 +353,8 @@ async fn get_data(State(s): State<AppState>) -> ApiResult<Response> {
     let doc = s.engine.site_document()?;
     Ok((
         [
-            (CONTENT_TYPE, "application/json"),
-            (CACHE_CONTROL, DATA_CACHE_CONTROL),
+            (CONTENT_TYPE, super::JSON),
+            (CACHE_CONTROL, HeaderValue::from_static(DATA_CACHE_CONTROL)),
         ],
         doc,
     )

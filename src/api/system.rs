@@ -327,7 +327,7 @@ pub struct Logs {
         statuses::NotAdmin,
     ))]
 async fn get_certificate(_: Admin, State(s): State<AppState>) -> ApiResult<Json<Certificate>> {
-    let tls = s.tls.as_ref().ok_or_else(no_tls)?;
+    let tls = s.tls.get().ok_or_else(no_tls)?;
     Ok(Json(Certificate {
         fingerprint: tls.fingerprint(),
         replaceable: !tls.configured(),
@@ -381,7 +381,7 @@ async fn put_certificate(
     State(s): State<AppState>,
     JsonBody(body): JsonBody<CertificateUpload>,
 ) -> ApiResult<Json<Value>> {
-    let tls = s.tls.clone().ok_or_else(no_tls)?;
+    let tls = s.tls.get().cloned().ok_or_else(no_tls)?;
     let installed = tokio::task::spawn_blocking(move || {
         tls.install(body.cert_pem.as_bytes(), body.key_pem.as_bytes())
     })
@@ -412,40 +412,90 @@ fn no_tls() -> ApiError {
 
 #[utoipa::path(get, path = "/api/v1/health", tag = "system",
     responses((status = 200, description = "Health, providers and devices", body = Object)))]
-async fn health(State(s): State<AppState>) -> ApiResult<Json<Value>> {
+async fn health(State(s): State<AppState>) -> ApiResult<Response> {
     let e = &s.engine;
     let sessions = e.session_count().unwrap_or(0);
-    let mut providers = serde_json::Map::new();
-    let mut reasons = Vec::new();
-    for h in e.provider_health().await {
-        providers.insert(
-            h.stage.into(),
-            json!({ "provider": h.provider, "ok": h.ok, "error": h.error, "last_call": h.last_call }),
-        );
-        reasons.extend(h.error);
-    }
-    let characters: Vec<Value> = e
-        .characters_not_on_this_kiosk()?
-        .into_iter()
-        .map(|(id, name, fields)| json!({ "id": id, "name": name, "fields": fields }))
-        .collect();
-    Ok(Json(json!({
-        "status": if reasons.is_empty() { "ok" } else { "degraded" },
-        "reasons": reasons,
-        "version": env!("CARGO_PKG_VERSION"),
-        "uptime_s": e.started.elapsed().as_secs(),
-        "sessions": sessions,
-        "admin_auth": if e.has_admin_password() { "password" } else { "setup" },
-        "providers": providers,
-        "characters_not_on_this_kiosk": characters,
-        "inference_connected": e.inference_connected().await,
-        "device": s.devices.health.get(),
-        "firmware": {
-            "version": e.updates.firmware_version(),
-            "update": e.updates.outcome().map(|o| o.sentence()),
-            "data": e.data_fell_back(),
+    let probes = e.reachability().await;
+    let stages = e.provider_health(&probes);
+    let reasons: Vec<&str> = stages.iter().filter_map(|h| h.error.as_deref()).collect();
+    let characters = e.characters_not_on_this_kiosk()?;
+    let health = Health {
+        admin_auth: if e.has_admin_password() {
+            "password"
+        } else {
+            "setup"
         },
-    })))
+        characters_not_on_this_kiosk: characters
+            .iter()
+            .map(|(id, name, fields)| ForeignCharacter { fields, id, name })
+            .collect(),
+        device: s.devices.health.get(),
+        firmware: Firmware {
+            data: e.data_fell_back(),
+            update: e.updates.outcome().map(|o| o.sentence()),
+            version: e.updates.firmware_version(),
+        },
+        inference_connected: probes.iter().all(|c| c.ok),
+        providers: stages
+            .iter()
+            .map(|h| {
+                let state = StageState {
+                    error: h.error.as_deref(),
+                    last_call: h.last_call.as_ref(),
+                    ok: h.ok,
+                    provider: h.provider,
+                };
+                (h.stage, state)
+            })
+            .collect(),
+        status: if reasons.is_empty() { "ok" } else { "degraded" },
+        reasons,
+        sessions,
+        uptime_s: e.started.elapsed().as_secs(),
+        version: env!("CARGO_PKG_VERSION"),
+    };
+    let body = serde_json::to_vec(&health).expect("health serialises");
+    Ok(([(CONTENT_TYPE, super::JSON)], body).into_response())
+}
+
+/// The health answer, serialised from borrowed parts in one pass (a poll builds no JSON
+/// tree); fields in the order of their names, as a JSON object's.
+#[derive(serde::Serialize)]
+struct Health<'a> {
+    admin_auth: &'static str,
+    characters_not_on_this_kiosk: Vec<ForeignCharacter<'a>>,
+    device: crate::device::DeviceHealth,
+    firmware: Firmware<'a>,
+    inference_connected: bool,
+    providers: std::collections::BTreeMap<&'static str, StageState<'a>>,
+    reasons: Vec<&'a str>,
+    sessions: usize,
+    status: &'static str,
+    uptime_s: u64,
+    version: &'static str,
+}
+
+/// What runs, what the last update did, and whether the data is a copy from before a migration.
+#[derive(serde::Serialize)]
+struct Firmware<'a> {
+    data: Option<&'a str>,
+    update: Option<String>,
+    version: Option<&'a str>,
+}
+
+#[derive(serde::Serialize)]
+struct ForeignCharacter<'a> {
+    fields: &'a [crate::engine::characters::ForeignField],
+    id: &'a str,
+    name: &'a str,
+}
+
+#[derive(serde::Serialize)]
+struct StageState<'a> {
+    error: Option<&'a str>,
+    last_call: Option<&'a crate::engine::providers::LastCall>,
+    ok: bool,
+    provider: &'static str,
 }
 
 #[utoipa::path(get, path = "/api/v1/components", tag = "system",

@@ -110,13 +110,25 @@ pub struct Activation {
     pub idle_video_urls: Vec<String>,
 }
 
-/// The serialised character list, rebuilt after a change: listing is the kiosk's hottest read.
+/// The serialised character list and the characters naming a provider this kiosk does not
+/// have (the health route's), rebuilt after a change: listing is the kiosk's hottest read. The
+/// generation tells a list built from a read that a write overtook, which is not kept.
 #[derive(Default)]
-pub struct ListCache(Mutex<Option<Arc<Vec<u8>>>>);
+pub struct ListCache(Mutex<(u64, Option<Arc<Listed>>)>);
+
+/// What [`ListCache`] keeps.
+struct Listed {
+    /// The list as the API answers it (shared, never copied).
+    json: bytes::Bytes,
+    /// (id, name, fields) of each character with foreign provider fields, by id.
+    foreign: Vec<(String, String, Vec<ForeignField>)>,
+}
 
 impl ListCache {
     fn invalidate(&self) {
-        *self.0.lock().expect("cache lock") = None;
+        let mut cache = self.0.lock().expect("cache lock");
+        cache.0 += 1;
+        cache.1 = None;
     }
 }
 
@@ -255,10 +267,18 @@ impl Engine {
     }
 
     /// The JSON array of all characters, oldest first.
-    pub fn characters_json(&self) -> Result<Arc<Vec<u8>>> {
-        if let Some(cached) = self.characters.0.lock().expect("cache lock").clone() {
-            return Ok(cached);
-        }
+    pub fn characters_json(&self) -> Result<bytes::Bytes> {
+        Ok(self.listed()?.json.clone())
+    }
+
+    fn listed(&self) -> Result<Arc<Listed>> {
+        let generation = {
+            let cache = self.characters.0.lock().expect("cache lock");
+            if let Some(listed) = &cache.1 {
+                return Ok(listed.clone());
+            }
+            cache.0
+        };
         let tx = self.store.read()?;
         let table = tx.open_table(CHARACTERS)?;
         let mut all = Vec::new();
@@ -271,9 +291,19 @@ impl Engine {
             .into_iter()
             .map(|c| view(&tx, c))
             .collect::<Result<Vec<_>>>()?;
-        let json = Arc::new(serde_json::to_vec(&views).expect("views serialise"));
-        *self.characters.0.lock().expect("cache lock") = Some(json.clone());
-        Ok(json)
+        let json = serde_json::to_vec(&views).expect("views serialise").into();
+        let mut foreign: Vec<_> = views
+            .into_iter()
+            .filter(|v| !v.not_on_this_kiosk.is_empty())
+            .map(|v| (v.id, v.name, v.not_on_this_kiosk))
+            .collect();
+        foreign.sort_by(|a, b| a.0.cmp(&b.0));
+        let listed = Arc::new(Listed { json, foreign });
+        let mut cache = self.characters.0.lock().expect("cache lock");
+        if cache.0 == generation {
+            cache.1 = Some(listed.clone());
+        }
+        Ok(listed)
     }
 
     pub fn character(&self, id: &str) -> Result<CharacterView> {
@@ -285,17 +315,7 @@ impl Engine {
     /// Every character whose provider fields name a provider this kiosk does not have, as
     /// (id, name, fields), for the health route.
     pub fn characters_not_on_this_kiosk(&self) -> Result<Vec<(String, String, Vec<ForeignField>)>> {
-        let tx = self.store.read()?;
-        let mut found = Vec::new();
-        for item in tx.open_table(CHARACTERS)?.iter()? {
-            let (_, v) = item?;
-            let c = store::from_json::<Character>(v.value())?;
-            let fields = foreign_fields(&c);
-            if !fields.is_empty() {
-                found.push((c.id, c.name, fields));
-            }
-        }
-        Ok(found)
+        Ok(self.listed()?.foreign.clone())
     }
 
     /// The stored record, for the engine's own use (prompts, voices).

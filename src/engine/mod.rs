@@ -68,6 +68,7 @@ pub struct Engine {
     pub updates: Arc<update::Updates>,
     /// The fleet client's state (hawkBit), which the console shows.
     pub fleet: fleet::Fleet,
+    site_document: site::DocumentCache,
 }
 
 impl Engine {
@@ -131,6 +132,7 @@ impl Engine {
             last_calls: providers::LastCalls::default(),
             updates,
             fleet: fleet::Fleet::default(),
+            site_document: site::DocumentCache::default(),
         });
         engine.ensure_default_character()?;
         // The offline engine's voices are listed once, off the path of the first turn.

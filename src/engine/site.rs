@@ -10,6 +10,19 @@ use crate::store::tables::{SITE, SITE_IMAGES};
 use crate::store::{self, BlobRef, blobs};
 
 /// The document stored at first start and by `POST /api/data?seed=1`.
+/// The stored document as `GET /api/data` answers it, read again after a write (the generation
+/// tells a read that a write overtook, which is not kept): the site's every page load reads it.
+#[derive(Default)]
+pub struct DocumentCache(std::sync::Mutex<(u64, Option<bytes::Bytes>)>);
+
+impl DocumentCache {
+    fn invalidate(&self) {
+        let mut cache = self.0.lock().expect("cache lock");
+        cache.0 += 1;
+        cache.1 = None;
+    }
+}
+
 pub const DEFAULT_DOCUMENT: &str = include_str!("../../assets/site-default.json");
 
 /// Keys every stored document has, checked in this order.
@@ -66,14 +79,26 @@ impl Engine {
     }
 
     /// The stored document, exactly as it was given.
-    pub fn site_document(&self) -> Result<Vec<u8>> {
+    pub fn site_document(&self) -> Result<bytes::Bytes> {
+        let generation = {
+            let cache = self.site_document.0.lock().expect("cache lock");
+            if let Some(doc) = &cache.1 {
+                return Ok(doc.clone());
+            }
+            cache.0
+        };
         let tx = self.store.read()?;
         let table = tx.open_table(SITE)?;
         let doc = table.get("document")?;
-        Ok(doc.map_or_else(
-            || DEFAULT_DOCUMENT.as_bytes().to_vec(),
-            |v| v.value().to_vec(),
-        ))
+        let doc = doc.map_or_else(
+            || bytes::Bytes::from_static(DEFAULT_DOCUMENT.as_bytes()),
+            |v| bytes::Bytes::copy_from_slice(v.value()),
+        );
+        let mut cache = self.site_document.0.lock().expect("cache lock");
+        if cache.0 == generation {
+            cache.1 = Some(doc.clone());
+        }
+        Ok(doc)
     }
 
     /// Validates (`validate_document`) and stores a document as given.
@@ -82,6 +107,7 @@ impl Engine {
         let tx = self.store.write()?;
         tx.open_table(SITE)?.insert("document", body)?;
         tx.commit()?;
+        self.site_document.invalidate();
         Ok(counts)
     }
 

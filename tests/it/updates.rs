@@ -141,20 +141,24 @@ async fn a_reboot_is_asked_of_the_board_through_its_request_file() {
 
 #[tokio::test]
 async fn health_says_what_the_last_update_did() {
-    let (s, _cookie, _etc) = kiosk("ID=docent\nVERSION_ID=0.2.0\n").await;
+    let (s, _cookie, etc) = kiosk("ID=docent\nVERSION_ID=0.2.0\n").await;
     let health = s.get_json("/api/v1/health", 200).await;
     assert_eq!(
         health["firmware"],
         json!({ "version": "0.2.0", "update": null, "data": null })
     );
-    // As the start check of a failed 0.3.0 leaves it for the version that runs after the reboot.
+    // As the update gate of a failed 0.3.0 leaves it for the version that starts after the
+    // reboot.
+    let dir = s.stop().await;
     std::fs::write(
-        s.dir.path().join("update/outcome.json"),
+        dir.path().join("update/outcome.json"),
         json!({"result": "rolled_back", "from": "0.2.0", "to": "0.3.0",
                "reason": "docent did not start within 90 s", "at": 1})
         .to_string(),
     )
     .unwrap();
+    let os_release = etc.path().join("os-release");
+    let s = Server::start_in(dir, move |c| c.update.os_release = os_release).await;
     let health = s.get_json("/api/v1/health", 200).await;
     assert_eq!(
         health["firmware"]["update"],

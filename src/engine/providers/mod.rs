@@ -157,7 +157,7 @@ impl<T> EpochCache<T> {
 pub struct Reachability(tokio::sync::Mutex<Option<Measured>>);
 
 /// When the checks were measured, with which settings, and what they found.
-type Measured = (Instant, Arc<Settings>, Vec<Check>);
+type Measured = (Instant, Arc<Settings>, Arc<[Check]>);
 
 /// How the last real call to a provider went (a turn's recognition, reply or speech, a voice
 /// sample), and since when it has gone that way: a provider whose configuration is fine but
@@ -414,11 +414,10 @@ impl Engine {
     }
 
     /// The configured provider of each stage and what is wrong with it: not installed, not
-    /// configured, its reachability probe failed ([`Engine::reachability`]), or its last real
-    /// call failed (a provider that answers again is healthy again).
-    pub async fn provider_health(&self) -> Vec<StageHealth> {
+    /// configured, its reachability probe failed (`probes`, from [`Engine::reachability`]), or
+    /// its last real call failed (a provider that answers again is healthy again).
+    pub fn provider_health(&self, probes: &[Check]) -> Vec<StageHealth> {
         let s = self.settings();
-        let probes = self.reachability().await;
         Stage::ALL
             .into_iter()
             .map(|stage| {
@@ -431,7 +430,7 @@ impl Engine {
                 let problem = match provider {
                     Choice::Foreign(f) => Some(format!("{} {NOT_ON_THIS_KIOSK}", f.id())),
                     Choice::Kiosk(p) => match p.service(stage) {
-                        None => local_check(stage).err(),
+                        None => recent_local_check(stage).err(),
                         Some(service) => s.endpoint(service).err().map(|e| e.to_string()),
                     },
                 }
@@ -465,7 +464,7 @@ impl Engine {
     /// The checks of every configured provider ([`Engine::test_providers`]), measured at most
     /// every `REACHABILITY_FRESH` and again when the settings change, so that a health poll
     /// does not become a stream of connections to the providers.
-    pub async fn reachability(&self) -> Vec<Check> {
+    pub async fn reachability(&self) -> Arc<[Check]> {
         let mut last = self.reachability.0.lock().await;
         let settings = self.settings();
         if let Some((at, measured_with, checks)) = &*last
@@ -474,7 +473,7 @@ impl Engine {
         {
             return checks.clone();
         }
-        let checks = self.checks_of(settings.clone()).await;
+        let checks: Arc<[Check]> = self.checks_of(settings.clone()).await.into();
         *last = Some((Instant::now(), settings, checks.clone()));
         checks
     }
@@ -762,6 +761,30 @@ fn local_model(stage: Stage) -> &'static str {
 }
 
 /// Whether the offline engine's part for `stage` is installed.
+/// How long health may repeat what [`local_check`] found: it searches `PATH` and stats the
+/// model files (some twenty system calls), and a health poll must not cost that each time. What
+/// is installed changes with the system's packages, not from one poll to the next.
+const LOCAL_CHECK_FRESH: Duration = Duration::from_secs(10);
+
+/// [`local_check`], measured at most every [`LOCAL_CHECK_FRESH`].
+fn recent_local_check(stage: Stage) -> std::result::Result<(), String> {
+    type Found = (Instant, [std::result::Result<(), String>; 3]);
+    static LAST: std::sync::Mutex<Option<Found>> = std::sync::Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    let fresh = last
+        .as_ref()
+        .filter(|(at, _)| at.elapsed() < LOCAL_CHECK_FRESH);
+    let found = match fresh {
+        Some((_, found)) => found,
+        None => &last.insert((Instant::now(), Stage::ALL.map(local_check))).1,
+    };
+    found[Stage::ALL
+        .iter()
+        .position(|s| *s == stage)
+        .expect("a stage")]
+    .clone()
+}
+
 fn local_check(stage: Stage) -> std::result::Result<(), String> {
     match stage {
         Stage::Asr if !local::recogniser_available() => {

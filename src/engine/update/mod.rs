@@ -250,6 +250,9 @@ pub struct Updates {
     state: std::sync::Mutex<State>,
     /// Held while a bundle is received, checked or installed: one at a time.
     busy: tokio::sync::Mutex<()>,
+    /// `update/outcome.json`, read at start (the update gate writes it before docent runs) and
+    /// kept as this process writes it: health reads it at every poll.
+    outcome: std::sync::Mutex<Option<Outcome>>,
 }
 
 impl Updates {
@@ -258,6 +261,7 @@ impl Updates {
         std::fs::create_dir_all(&dir)?;
         // A bundle left by a crash is not installed behind anyone's back.
         let _ = std::fs::remove_file(dir.join(BUNDLE));
+        let outcome = read_json(&dir.join(OUTCOME));
         let firmware = std::fs::read_to_string(&config.os_release)
             .ok()
             .and_then(|t| os_release_version(&t));
@@ -276,6 +280,7 @@ impl Updates {
                 checked_path: None,
             }),
             busy: tokio::sync::Mutex::new(()),
+            outcome: std::sync::Mutex::new(outcome),
         })
     }
 
@@ -536,7 +541,10 @@ impl Updates {
     }
 
     pub fn outcome(&self) -> Option<Outcome> {
-        read_json(&self.dir.join(OUTCOME))
+        self.outcome
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub async fn status(&self) -> Status {
@@ -636,6 +644,7 @@ impl Updates {
 
     fn finish(&self, outcome: &Outcome) -> Result<()> {
         write_json(&self.dir.join(OUTCOME), outcome)?;
+        *self.outcome.lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome.clone());
         let _ = std::fs::remove_file(self.dir.join(PENDING));
         Ok(())
     }

@@ -1,0 +1,577 @@
+//! Throughput of the front door against a bare hyper server, run by `cargo bench --bench
+//! throughput` (and `./x bench`).
+//!
+//! The bench starts the release `docent` on a temporary data directory (21 characters, the
+//! site document seeded), reads the answers of the measured routes, and starts a bare hyper
+//! HTTP/1.1 server that answers the same bytes with the same headers: this binary again, as a
+//! child process like `docent`, so both servers pay the same process and scheduling costs.
+//! A load generator written here (hyper client connections, keep-alive, one request in flight
+//! per connection, on a 2-thread runtime sharing the machine) then loads each pair in turns,
+//! interleaved (A B, B A, A B, ...), so that load from elsewhere on the machine falls on both.
+//! It prints, per pair, the req/s and latency p50 / p99 of each side, and the ratio per round
+//! with its median and spread: the figure is the ratio, not the absolute rate.
+//!
+//! Pairs: GET /api/v1/characters, /api/v1/health and /api/data against bare hyper, and docent
+//! over HTTPS against docent over plain HTTP (health and characters). `DOCENT_BENCH_SECS`
+//! (default 2) and `DOCENT_BENCH_ROUNDS` (default 4) set each run's length and the rounds;
+//! `DOCENT_BENCH_CONNECTIONS` (default 64) the connections.
+
+mod support;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, DATE, HOST, HeaderMap, HeaderName, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::process::Command;
+
+use support::Docent;
+
+/// The environment variable that makes this binary the bare server, serving the directory it
+/// names (see [`bare`]).
+const BARE: &str = "DOCENT_BENCH_BARE_DIR";
+/// Characters in the list: the default one and these.
+const EXTRA_CHARACTERS: usize = 20;
+
+fn main() {
+    if let Some(dir) = std::env::var_os(BARE) {
+        bare(Path::new(&dir));
+        return;
+    }
+    support::block_on(run());
+}
+
+fn setting(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+async fn run() {
+    let secs = setting("DOCENT_BENCH_SECS", 2);
+    let rounds = setting("DOCENT_BENCH_ROUNDS", 4) as usize;
+    let connections = setting("DOCENT_BENCH_CONNECTIONS", 64) as usize;
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "throughput: {cores} cores, load {} at start; {connections} connections, {rounds} rounds \
+         of {secs} s per side",
+        load.split_whitespace().next().unwrap_or("?")
+    );
+    let data = tempfile::tempdir().expect("temp dir");
+    let docent = Docent::start(data.path(), None).await;
+    furnish(&docent).await;
+    let paths = ["/api/v1/characters", "/api/v1/health", "/api/data"];
+    let bare_dir = tempfile::tempdir().expect("temp dir");
+    let mut answers = Vec::new();
+    for (i, path) in paths.iter().enumerate() {
+        let (headers, body) = answer_of(docent.addr, path).await;
+        write_route(bare_dir.path(), i, path, &headers, &body);
+        answers.push(body);
+    }
+    let list: serde_json::Value = serde_json::from_slice(&answers[0]).expect("characters JSON");
+    println!(
+        "throughput: GET /api/v1/characters holds {} characters, {} bytes; health {} bytes; \
+         /api/data {} bytes",
+        list.as_array().map_or(0, Vec::len),
+        answers[0].len(),
+        answers[1].len(),
+        answers[2].len()
+    );
+    let bare = spawn_bare(bare_dir.path()).await;
+    let tls = tls_client();
+    let plan = Plan {
+        secs,
+        rounds,
+        connections,
+    };
+    let mut table = Vec::new();
+    for (path, body) in paths.iter().zip(&answers) {
+        let a = Target::plain("docent", docent.pid(), docent.addr);
+        let b = Target::plain("bare hyper", bare.child.id().expect("running"), bare.addr);
+        table.push(
+            plan.pair(&format!("GET {path}"), path, body.len(), a, b)
+                .await,
+        );
+    }
+    for (path, body) in paths.iter().zip(&answers).take(2) {
+        let a = Target::plain("docent HTTPS", docent.pid(), docent.addr).tls(tls.clone());
+        let b = Target::plain("docent HTTP", docent.pid(), docent.addr);
+        table.push(
+            plan.pair(
+                &format!("HTTPS vs HTTP, GET {path}"),
+                path,
+                body.len(),
+                a,
+                b,
+            )
+            .await,
+        );
+    }
+    println!(
+        "\n{:44} {:>22} {:>22}  ratio: median (min-max)",
+        "pair", "A req/s", "B req/s"
+    );
+    for line in &table {
+        println!("{line}");
+    }
+    bare.stop().await;
+    docent.stop().await;
+}
+
+/// 21 characters (the default one and 20 more) and the seeded site document.
+async fn furnish(docent: &Docent) {
+    let mut conn = connect(docent.addr, None).await;
+    for i in 0..EXTRA_CHARACTERS {
+        let body = json!({
+            "name": format!("Bench character {i}"),
+            "description": "A character created by the throughput benchmark, with a typical description.",
+            "personality": "Curious, patient and precise.",
+            "welcome_message": "Hello! Ask me anything about the exhibition.",
+            "tags": ["bench", "museum"],
+        });
+        let req = request(Method::POST, "/api/v1/characters", Some(body.to_string()));
+        let (status, _, body) = send(&mut conn, req).await;
+        assert_eq!(status, StatusCode::CREATED, "{body:?}");
+    }
+    let req = request(Method::POST, "/api/data?seed=1", None);
+    let (status, _, body) = send(&mut conn, req).await;
+    assert_eq!(status, StatusCode::OK, "seed the site document: {body:?}");
+}
+
+/// The headers (but the date and length, which the server sets) and body of docent's answer.
+async fn answer_of(addr: SocketAddr, path: &str) -> (HeaderMap, Bytes) {
+    let mut conn = connect(addr, None).await;
+    let (status, mut headers, body) = send(&mut conn, request(Method::GET, path, None)).await;
+    assert_eq!(status, StatusCode::OK, "GET {path}: {body:?}");
+    headers.remove(DATE);
+    headers.remove(CONTENT_LENGTH);
+    (headers, body)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The bare server: this binary with `BARE` set
+
+/// Writes route `i` for the bare server: its path, its header lines and its body.
+fn write_route(dir: &Path, i: usize, path: &str, headers: &HeaderMap, body: &[u8]) {
+    let head: String = headers
+        .iter()
+        .map(|(n, v)| format!("{n}: {}\n", v.to_str().expect("ASCII header")))
+        .collect();
+    std::fs::write(dir.join(format!("{i}.path")), path).expect("write route");
+    std::fs::write(dir.join(format!("{i}.head")), head).expect("write route");
+    std::fs::write(dir.join(format!("{i}.body")), body).expect("write route");
+}
+
+type Routes = HashMap<String, (HeaderMap, Bytes)>;
+
+fn read_routes(dir: &Path) -> Routes {
+    let mut routes = Routes::new();
+    for i in 0.. {
+        let file = |ext: &str| dir.join(format!("{i}.{ext}"));
+        let Ok(path) = std::fs::read_to_string(file("path")) else {
+            break;
+        };
+        let mut headers = HeaderMap::new();
+        for line in std::fs::read_to_string(file("head")).expect("head").lines() {
+            let (name, value) = line.split_once(": ").expect("header line");
+            headers.append(
+                HeaderName::from_bytes(name.as_bytes()).expect("header name"),
+                HeaderValue::from_str(value).expect("header value"),
+            );
+        }
+        let body = Bytes::from(std::fs::read(file("body")).expect("body"));
+        routes.insert(path, (headers, body));
+    }
+    routes
+}
+
+/// Serves the routes of `dir` on 127.0.0.1 with hyper's HTTP/1.1 server and nothing else: a
+/// lookup by path, the headers cloned, the body shared. Prints its address, then runs until
+/// killed.
+fn bare(dir: &Path) {
+    let routes = Arc::new(read_routes(dir));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        println!(
+            "bare listening on {}",
+            listener.local_addr().expect("address")
+        );
+        loop {
+            let (stream, _) = listener.accept().await.expect("accept");
+            stream.set_nodelay(true).expect("nodelay");
+            let routes = routes.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req: Request<_>| {
+                    let answer = match routes.get(req.uri().path()) {
+                        Some((headers, body)) => {
+                            let mut res = Response::new(Full::new(body.clone()));
+                            *res.headers_mut() = headers.clone();
+                            res
+                        }
+                        None => {
+                            let mut res = Response::new(Full::new(Bytes::new()));
+                            *res.status_mut() = StatusCode::NOT_FOUND;
+                            res
+                        }
+                    };
+                    async move { Ok::<_, std::convert::Infallible>(answer) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+}
+
+struct Bare {
+    child: tokio::process::Child,
+    addr: SocketAddr,
+}
+
+impl Bare {
+    async fn stop(mut self) {
+        self.child.kill().await.expect("stop the bare server");
+    }
+}
+
+async fn spawn_bare(dir: &Path) -> Bare {
+    let mut child = Command::new(std::env::current_exe().expect("this bench"))
+        .env(BARE, dir)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the bare server");
+    let stdout = child.stdout.take().expect("stdout");
+    let line = BufReader::new(stdout)
+        .lines()
+        .next_line()
+        .await
+        .expect("read")
+        .expect("the bare server exited");
+    let addr = line
+        .strip_prefix("bare listening on ")
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected line {line:?}"));
+    Bare { child, addr }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Client connections
+
+type Conn = SendRequest<Full<Bytes>>;
+
+/// A server to load: its process, its address, over TLS when a client configuration is given.
+#[derive(Clone)]
+struct Target {
+    name: &'static str,
+    pid: u32,
+    addr: SocketAddr,
+    tls: Option<Arc<ClientConfig>>,
+}
+
+impl Target {
+    fn plain(name: &'static str, pid: u32, addr: SocketAddr) -> Target {
+        let tls = None;
+        Target {
+            name,
+            pid,
+            addr,
+            tls,
+        }
+    }
+
+    fn tls(self, tls: Arc<ClientConfig>) -> Target {
+        Target {
+            tls: Some(tls),
+            ..self
+        }
+    }
+}
+
+async fn connect(addr: SocketAddr, tls: Option<&Arc<ClientConfig>>) -> Conn {
+    let stream = TcpStream::connect(addr).await.expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    let (conn, driver) = match tls {
+        None => {
+            let (conn, driver) = http1::handshake(TokioIo::new(stream))
+                .await
+                .expect("handshake");
+            (conn, tokio::spawn(async move { drop(driver.await) }))
+        }
+        Some(config) => {
+            let name = ServerName::try_from("localhost").expect("server name");
+            let stream = tokio_rustls::TlsConnector::from(config.clone())
+                .connect(name, stream)
+                .await
+                .expect("TLS handshake");
+            let (conn, driver) = http1::handshake(TokioIo::new(stream))
+                .await
+                .expect("handshake");
+            (conn, tokio::spawn(async move { drop(driver.await) }))
+        }
+    };
+    drop(driver);
+    conn
+}
+
+fn request(method: Method, path: &str, json: Option<String>) -> Request<Full<Bytes>> {
+    let mut req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(HOST, "127.0.0.1");
+    if json.is_some() {
+        req = req.header(CONTENT_TYPE, "application/json");
+    }
+    req.body(Full::new(json.map(Bytes::from).unwrap_or_default()))
+        .expect("request")
+}
+
+async fn send(conn: &mut Conn, req: Request<Full<Bytes>>) -> (StatusCode, HeaderMap, Bytes) {
+    conn.ready().await.expect("connection ready");
+    let res = conn.send_request(req).await.expect("response");
+    let (parts, body) = res.into_parts();
+    let body = body.collect().await.expect("body").to_bytes();
+    (parts.status, parts.headers, body)
+}
+
+/// A TLS client that takes the kiosk's self-signed certificate (the bench measures the cost of
+/// TLS, not the trust in a certificate), offering HTTP/1.1 only.
+fn tls_client() -> Arc<ClientConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Arc::new(config)
+}
+
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let algorithms = &self.0.signature_verification_algorithms;
+        rustls::crypto::verify_tls12_signature(message, cert, dss, algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let algorithms = &self.0.signature_verification_algorithms;
+        rustls::crypto::verify_tls13_signature(message, cert, dss, algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load and figures
+
+/// How long and how often each side of a pair is loaded, on how many connections.
+struct Plan {
+    secs: u64,
+    rounds: usize,
+    connections: usize,
+}
+
+/// What a run measured: the latency of every answered request, sorted, over the wall time, and
+/// the CPU time the server and the load generator used meanwhile.
+struct Run {
+    latencies: Vec<Duration>,
+    elapsed: Duration,
+    server_cpu: Duration,
+    client_cpu: Duration,
+}
+
+impl Run {
+    fn per_sec(&self) -> f64 {
+        self.latencies.len() as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// Microseconds of CPU per request: (server, load generator).
+    fn cpu_per_request(&self) -> (f64, f64) {
+        let n = self.latencies.len().max(1) as f64;
+        (
+            self.server_cpu.as_secs_f64() * 1e6 / n,
+            self.client_cpu.as_secs_f64() * 1e6 / n,
+        )
+    }
+}
+
+/// The throughput ratio A/B that the CPU per request predicts when the server and the load
+/// generator have the machine to themselves: each request costs the generator's CPU plus the
+/// server's. Other work on a shared machine moves the measured req/s much more than this.
+fn cpu_ratio(a: &[Run], b: &[Run]) -> f64 {
+    let cost = |runs: &[Run]| {
+        let n: f64 = runs.iter().map(|r| r.latencies.len() as f64).sum();
+        let cpu: f64 = runs
+            .iter()
+            .map(|r| (r.server_cpu + r.client_cpu).as_secs_f64())
+            .sum();
+        cpu / n
+    };
+    cost(b) / cost(a)
+}
+
+impl Plan {
+    /// Loads `a` and `b` in interleaved rounds; prints each round and returns the pair's line.
+    async fn pair(&self, name: &str, path: &str, length: usize, a: Target, b: Target) -> String {
+        let (mut a_runs, mut b_runs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        for round in 0..self.rounds {
+            // A first in even rounds, B first in odd ones.
+            let (ra, rb) = if round % 2 == 0 {
+                let ra = self.run(&a, path, length).await;
+                (ra, self.run(&b, path, length).await)
+            } else {
+                let rb = self.run(&b, path, length).await;
+                (self.run(&a, path, length).await, rb)
+            };
+            let ratio = ra.per_sec() / rb.per_sec();
+            let (sa, ca) = ra.cpu_per_request();
+            let (sb, cb) = rb.cpu_per_request();
+            println!(
+                "throughput: {name}, round {}: {} {:.0} req/s ({sa:.1} + {ca:.1} us CPU), {} {:.0} \
+                 req/s ({sb:.1} + {cb:.1} us CPU), ratio {ratio:.3}",
+                round + 1,
+                a.name,
+                ra.per_sec(),
+                b.name,
+                rb.per_sec()
+            );
+            ratios.push(ratio);
+            a_runs.push(ra);
+            b_runs.push(rb);
+        }
+        ratios.sort_by(f64::total_cmp);
+        let median = (ratios[(ratios.len() - 1) / 2] + ratios[ratios.len() / 2]) / 2.0;
+        format!(
+            "{name:44} {:>22} {:>22}  {median:.3} ({:.3}-{:.3}); by CPU per request: {:.3}\n\
+             {:44} {:>22} {:>22}\n{:44} {:>22} {:>22}",
+            format!("{} {}", a.name, rate(&a_runs)),
+            format!("{} {}", b.name, rate(&b_runs)),
+            ratios[0],
+            ratios[ratios.len() - 1],
+            cpu_ratio(&a_runs, &b_runs),
+            "  latency p50 / p99",
+            percentiles(&a_runs),
+            percentiles(&b_runs),
+            "  CPU per request: server + load generator",
+            cpu(&a_runs),
+            cpu(&b_runs),
+        )
+    }
+
+    /// `connections` keep-alive connections, each sending its next GET as soon as the previous
+    /// answer is read, for `secs`; every answer must be 200 with a body of `length` bytes.
+    async fn run(&self, target: &Target, path: &str, length: usize) -> Run {
+        let mut conns = Vec::with_capacity(self.connections);
+        for _ in 0..self.connections {
+            conns.push(connect(target.addr, target.tls.as_ref()).await);
+        }
+        let server = target.pid.to_string();
+        let (server_cpu, client_cpu) = (support::cpu_time(&server), support::cpu_time("self"));
+        let (latencies, elapsed) = support::drive(conns, self.secs, |conn, deadline| {
+            worker(conn, path.to_string(), length, deadline)
+        })
+        .await;
+        Run {
+            latencies,
+            elapsed,
+            server_cpu: support::cpu_time(&server) - server_cpu,
+            client_cpu: support::cpu_time("self") - client_cpu,
+        }
+    }
+}
+
+async fn worker(mut conn: Conn, path: String, length: usize, deadline: Instant) -> Vec<Duration> {
+    let mut latencies = Vec::new();
+    while Instant::now() < deadline {
+        let t = Instant::now();
+        let (status, _, body) = send(&mut conn, request(Method::GET, &path, None)).await;
+        latencies.push(t.elapsed());
+        assert_eq!(status, StatusCode::OK, "GET {path}: {body:?}");
+        // The health answer holds the uptime: its length may grow by a digit.
+        assert!(
+            body.len().abs_diff(length) <= 2,
+            "GET {path}: {} bytes, not {length}",
+            body.len()
+        );
+    }
+    latencies
+}
+
+/// The median req/s of the runs.
+fn rate(runs: &[Run]) -> String {
+    let mut rates: Vec<f64> = runs.iter().map(Run::per_sec).collect();
+    rates.sort_by(f64::total_cmp);
+    format!("{:.0}", rates[rates.len() / 2])
+}
+
+/// Microseconds of CPU per request over all the runs: server + load generator.
+fn cpu(runs: &[Run]) -> String {
+    let n: f64 = runs.iter().map(|r| r.latencies.len() as f64).sum();
+    let us = |d: Duration| d.as_secs_f64() * 1e6 / n;
+    let server: Duration = runs.iter().map(|r| r.server_cpu).sum();
+    let client: Duration = runs.iter().map(|r| r.client_cpu).sum();
+    format!("{:.1} + {:.1} us", us(server), us(client))
+}
+
+/// p50 / p99 of all the runs' latencies together.
+fn percentiles(runs: &[Run]) -> String {
+    let mut all: Vec<Duration> = runs
+        .iter()
+        .flat_map(|r| r.latencies.iter().copied())
+        .collect();
+    all.sort_unstable();
+    let at = |p: f64| {
+        let rank = ((p / 100.0) * all.len() as f64).ceil() as usize;
+        all[rank.clamp(1, all.len()) - 1].as_secs_f64() * 1e3
+    };
+    format!("{:.2} / {:.2} ms", at(50.0), at(99.0))
+}
