@@ -12,7 +12,8 @@ use serde::Deserialize;
 use super::auth::Admin;
 use super::error::ApiResult;
 use super::extract::JsonBody;
-use super::{AppState, blocking};
+use super::openapi::ErrorBody;
+use super::{AppState, blocking, statuses};
 use crate::engine::fleet::Status;
 
 pub fn routes() -> Router<AppState> {
@@ -24,7 +25,12 @@ pub fn routes() -> Router<AppState> {
 
 /// What the fleet client does: the server, the last poll, the action in progress and the last
 /// messages it sent. The target token is never part of it.
-#[utoipa::path(get, path = "/api/v1/fleet", tag = "fleet", security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The fleet client's state", body = Status), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(get, path = "/api/v1/fleet", tag = "fleet",
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The fleet client's state", body = Status),
+        statuses::NotAdmin,
+    ))]
 async fn status(_: Admin, State(s): State<AppState>) -> Json<Status> {
     Json(s.engine.fleet.status())
 }
@@ -36,7 +42,13 @@ pub struct Pause {
 }
 
 /// Pauses or resumes polling (kept across restarts).
-#[utoipa::path(post, path = "/api/v1/fleet/pause", tag = "fleet", request_body(content = Pause, content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "Saved; the fleet client's state", body = Status), (status = 400, description = "Invalid body", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/fleet/pause", tag = "fleet",
+    request_body(content = Pause, content_type = "application/json"),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Saved; the fleet client's state", body = Status),
+        statuses::AdminJsonWrite,
+    ))]
 async fn pause(
     _: Admin,
     State(s): State<AppState>,
@@ -60,7 +72,20 @@ pub struct Export {
 
 /// This kiosk's content (characters, images, clips, knowledge, site, settings without secrets)
 /// as a content bundle signed with the fleet's key, to upload to the fleet server.
-#[utoipa::path(post, path = "/api/v1/fleet/content/export", tag = "fleet", request_body(content = Export, content_type = "application/json"), security(("admin_session" = []), ("bearer" = [])), responses((status = 200, description = "The signed content bundle (tar), as a download", body = crate::api::openapi::Binary, content_type = "application/x-tar"), (status = 400, description = "Invalid version or key", body = crate::api::openapi::ErrorBody), (status = 401, description = "Not an administrator (setup mode: not trusted loopback)", body = crate::api::openapi::ErrorBody), (status = 403, description = "A write authenticated by the session cookie from another origin", body = crate::api::openapi::ErrorBody), (status = 409, description = "A backup or restore is under way", body = crate::api::openapi::ErrorBody), (status = 415, description = "Body not sent as Content-Type: application/json", body = crate::api::openapi::ErrorBody), (status = 507, description = "The data partition is below its reserve", body = crate::api::openapi::ErrorBody)))]
+#[utoipa::path(post, path = "/api/v1/fleet/content/export", tag = "fleet",
+    request_body(content = Export, content_type = "application/json"),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (
+            status = 200,
+            description = "The signed content bundle (tar), as a download",
+            body = crate::api::openapi::Binary,
+            content_type = "application/x-tar",
+        ),
+        statuses::AdminJsonWrite,
+        (status = 409, description = "A backup or restore is under way", body = ErrorBody),
+        (status = 507, description = "The data partition is below its reserve", body = ErrorBody),
+    ))]
 async fn export(
     _: Admin,
     State(s): State<AppState>,

@@ -254,6 +254,30 @@ async fn specific(p: &mut Probe) {
             .request(m, format!("{}{path}", p.base))
             .bearer_auth(INTERNAL_TOKEN)
     };
+    // No RAUC on this machine, and no reboot path: the update routes say so.
+    for (what, path) in [
+        (
+            "POST /api/v1/system/update without RAUC 503",
+            "/api/v1/system/update",
+        ),
+        (
+            "POST /api/v1/system/update/install without RAUC 503",
+            "/api/v1/system/update/install",
+        ),
+        (
+            "POST /api/v1/system/reboot without a reboot path 503",
+            "/api/v1/system/reboot",
+        ),
+    ] {
+        let req = admin(p, Method::POST, path);
+        let req = if path.ends_with("install") {
+            req.json(&json!({ "force": false }))
+        } else {
+            req.header("content-type", "application/octet-stream")
+                .body(vec![0u8; 16])
+        };
+        p.expect(what, req, 503).await;
+    }
     // A character with an image, idle clips and a knowledge file.
     let body = p
         .expect(
