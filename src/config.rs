@@ -133,6 +133,7 @@ pub struct Config {
     pub kiosk: KioskConfig,
     pub mdns: MdnsConfig,
     pub update: UpdateConfig,
+    pub fleet: FleetConfig,
 }
 
 /// Upper bounds on request bodies; anything larger is refused with 413 and nothing is stored.
@@ -281,6 +282,32 @@ impl Default for MdnsConfig {
         MdnsConfig {
             enabled: true,
             name: HostLabel(String::new()),
+        }
+    }
+}
+
+/// Bounds of the fleet client (hawkBit DDI, see docs/fleet.md). Where the server is and the
+/// target token are settings (`fleet` section), changed from the console; these bound what any
+/// server may ask of the kiosk.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct FleetConfig {
+    /// The server's polling interval (`config.polling.sleep`) is kept within these.
+    pub min_poll_secs: u64,
+    pub max_poll_secs: u64,
+    /// Largest artifact downloaded (a firmware bundle or a content bundle).
+    pub max_artifact_bytes: u64,
+    /// Bound on one request to the server (a download: on each read of its body).
+    pub request_timeout_secs: u64,
+}
+
+impl Default for FleetConfig {
+    fn default() -> Self {
+        FleetConfig {
+            min_poll_secs: 10,
+            max_poll_secs: 24 * 3600,
+            max_artifact_bytes: 400 << 20,
+            request_timeout_secs: 30,
         }
     }
 }
@@ -446,6 +473,7 @@ impl Default for Config {
             kiosk: KioskConfig::default(),
             mdns: MdnsConfig::default(),
             update: UpdateConfig::default(),
+            fleet: FleetConfig::default(),
         }
     }
 }

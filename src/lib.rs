@@ -57,6 +57,17 @@ pub async fn run_with(
     on_ready: impl FnOnce(Ready),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<Stopped> {
+    run_with_firmware(config, None, on_ready, shutdown).await
+}
+
+/// `run_with`, with the update service that the fleet client hands firmware bundles to (by
+/// default the kiosk's own, RAUC).
+pub async fn run_with_firmware(
+    config: Config,
+    firmware: Option<Arc<dyn engine::fleet::Firmware>>,
+    on_ready: impl FnOnce(Ready),
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<Stopped> {
     let listen = config.listen;
     let engine = tokio::task::spawn_blocking(move || Engine::open(config)).await??;
     if !engine.has_admin_password() {
@@ -80,6 +91,16 @@ pub async fn run_with(
     // Said goodbye on the LAN when `run` returns.
     let _announcement = api::mdns::announce(&engine.config, addr);
     spawn_sweeper(engine.clone());
+    // The fleet's controller id defaults to the kiosk's host name on the LAN.
+    let fleet_stop = tokio_util::sync::CancellationToken::new();
+    let firmware =
+        firmware.unwrap_or_else(|| Arc::new(engine::fleet::Rauc::new(engine.updates.clone())));
+    let fleet = engine::fleet::client::spawn(
+        engine.clone(),
+        firmware,
+        api::mdns::host_name(&engine.config),
+        fleet_stop.clone(),
+    );
     let probe_stop = tokio_util::sync::CancellationToken::new();
     let (engine_beat, probe) = watchdog::spawn_engine_probe(engine.clone(), probe_stop.clone());
     // The device layer learns the certificate's fingerprint here (it names no front door).
@@ -125,6 +146,8 @@ pub async fn run_with(
     // The kiosk loop, the engine probe and the indexer let go of the store before `run` returns,
     // so that the data directory can be opened again at once (a restart within the same process).
     devices.stop().await;
+    fleet_stop.cancel();
+    let _ = fleet.await;
     probe_stop.cancel();
     let _ = probe.await;
     tokio::task::spawn_blocking(move || engine.knowledge.stop()).await?;

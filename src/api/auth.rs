@@ -54,7 +54,10 @@ impl FromRequestParts<AppState> for Admin {
                 "change the first-boot password first (PUT /api/auth/password)",
             ))
         } else {
-            Err(unauthenticated(&parts.extensions, "authentication required"))
+            Err(unauthenticated(
+                &parts.extensions,
+                "authentication required",
+            ))
         }
     }
 }
@@ -72,7 +75,10 @@ impl FromRequestParts<AppState> for AdminSession {
         {
             Ok(AdminSession)
         } else {
-            Err(unauthenticated(&parts.extensions, "authentication required"))
+            Err(unauthenticated(
+                &parts.extensions,
+                "authentication required",
+            ))
         }
     }
 }

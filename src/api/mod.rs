@@ -15,6 +15,7 @@ mod device;
 mod error;
 mod extract;
 mod files;
+mod fleet;
 mod grpc;
 pub mod listen;
 pub mod mdns;
@@ -98,6 +99,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(system::routes())
         .merge(update::routes())
+        .merge(fleet::routes())
         .merge(openapi::routes())
         .merge(site::routes())
         .merge(sessions::routes())
@@ -217,7 +219,10 @@ async fn cors(State(state): State<AppState>, mut req: Request, next: Next) -> Re
     match origin {
         Some(o) if allowed => {
             h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, o);
-            h.insert(ACCESS_CONTROL_ALLOW_CREDENTIALS, HeaderValue::from_static("true"));
+            h.insert(
+                ACCESS_CONTROL_ALLOW_CREDENTIALS,
+                HeaderValue::from_static("true"),
+            );
         }
         _ if credentialed => {}
         _ => {

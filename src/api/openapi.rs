@@ -20,8 +20,8 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 use super::AppState;
 use super::auth::SESSION_COOKIE;
 use super::{
-    characters, client_keys, console, conversations, device, sessions, site, system, tasks, update,
-    ws,
+    characters, client_keys, console, conversations, device, fleet, sessions, site, system, tasks,
+    update, ws,
 };
 
 #[derive(OpenApi)]
@@ -51,9 +51,9 @@ use super::{
         system::logs,
         system::get_certificate,
         system::put_certificate,
-        update::upload,
-        update::install,
-        update::status,
+        update::upload_update,
+        update::install_update,
+        update::update_status,
         update::reboot,
         site::auth_status,
         site::login,
@@ -116,6 +116,9 @@ use super::{
         console::events::events,
         console::events::snapshot,
         console::events::test_sound,
+        fleet::status,
+        fleet::pause,
+        fleet::export,
     ),
     components(schemas(ErrorBody)),
     modifiers(&Security),

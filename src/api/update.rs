@@ -10,16 +10,20 @@ use axum::{Json, Router};
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 
-use super::AppState;
 use super::auth::Admin;
 use super::error::{ApiError, ApiResult};
 use super::extract::JsonOrEmpty;
+use super::openapi::ErrorBody;
+use super::{AppState, statuses};
 use crate::engine::update::{Status, Verdict};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/api/v1/system/update", get(status).post(upload))
-        .route("/api/v1/system/update/install", post(install))
+        .route(
+            "/api/v1/system/update",
+            get(update_status).post(upload_update),
+        )
+        .route("/api/v1/system/update/install", post(install_update))
         .route("/api/v1/system/reboot", post(reboot))
 }
 
@@ -40,17 +44,15 @@ const SPACE_CHECK_BYTES: u64 = 4 << 20;
     security(("admin_session" = []), ("bearer" = [])),
     responses(
         (status = 200, description = "RAUC's verdict; nothing is installed yet", body = Verdict),
-        (status = 401, description = "Not an administrator", body = crate::api::openapi::ErrorBody),
-        (status = 403, description = "A write authenticated by the session cookie from another origin",
-            body = crate::api::openapi::ErrorBody),
+        statuses::AdminAction,
         (status = 409, description = "Another update is being uploaded or installed",
-            body = crate::api::openapi::ErrorBody),
-        (status = 413, description = "Larger than `update.max_bundle_bytes`", body = crate::api::openapi::ErrorBody),
-        (status = 503, description = "This kiosk cannot update itself (no RAUC)", body = crate::api::openapi::ErrorBody),
-        (status = 507, description = "The data partition is below its reserve", body = crate::api::openapi::ErrorBody),
+            body = ErrorBody),
+        (status = 413, description = "Larger than `update.max_bundle_bytes`", body = ErrorBody),
+        (status = 503, description = "This kiosk cannot update itself (no RAUC)", body = ErrorBody),
+        (status = 507, description = "The data partition is below its reserve", body = ErrorBody),
     )
 )]
-async fn upload(
+async fn upload_update(
     _: Admin,
     State(s): State<AppState>,
     headers: HeaderMap,
@@ -115,7 +117,7 @@ async fn upload(
     tokio::fs::rename(&part, &path)
         .await
         .map_err(crate::engine::Error::from)?;
-    Ok(Json(updates.check().await?))
+    Ok(Json(updates.check(&path).await?))
 }
 
 #[derive(Default, serde::Deserialize, utoipa::ToSchema)]
@@ -134,16 +136,13 @@ pub struct InstallRequest {
     security(("admin_session" = []), ("bearer" = [])),
     responses(
         (status = 202, description = "Installing; `GET /api/v1/system/update` follows it", body = Status),
-        (status = 400, description = "Invalid body", body = crate::api::openapi::ErrorBody),
-        (status = 401, description = "Not an administrator", body = crate::api::openapi::ErrorBody),
-        (status = 403, description = "A write authenticated by the session cookie from another origin",
-            body = crate::api::openapi::ErrorBody),
+        statuses::AdminJsonWrite,
         (status = 409, description = "No accepted bundle uploaded, or an install is under way",
-            body = crate::api::openapi::ErrorBody),
-        (status = 503, description = "This kiosk cannot update itself (no RAUC)", body = crate::api::openapi::ErrorBody),
+            body = ErrorBody),
+        (status = 503, description = "This kiosk cannot update itself (no RAUC)", body = ErrorBody),
     )
 )]
-async fn install(
+async fn install_update(
     _: Admin,
     State(s): State<AppState>,
     JsonOrEmpty(req): JsonOrEmpty<InstallRequest>,
@@ -161,10 +160,10 @@ async fn install(
     security(("admin_session" = []), ("bearer" = [])),
     responses(
         (status = 200, description = "The update state", body = Status),
-        (status = 401, description = "Not an administrator", body = crate::api::openapi::ErrorBody),
+        statuses::NotAdmin,
     )
 )]
-async fn status(_: Admin, State(s): State<AppState>) -> Json<Status> {
+async fn update_status(_: Admin, State(s): State<AppState>) -> Json<Status> {
     Json(s.engine.updates.status().await)
 }
 
@@ -177,10 +176,8 @@ async fn status(_: Admin, State(s): State<AppState>) -> Json<Status> {
     security(("admin_session" = []), ("bearer" = [])),
     responses(
         (status = 202, description = "The board reboots", body = super::system::StatusBody),
-        (status = 401, description = "Not an administrator", body = crate::api::openapi::ErrorBody),
-        (status = 403, description = "A write authenticated by the session cookie from another origin",
-            body = crate::api::openapi::ErrorBody),
-        (status = 503, description = "This machine has no reboot path", body = crate::api::openapi::ErrorBody),
+        statuses::AdminAction,
+        (status = 503, description = "This machine has no reboot path", body = ErrorBody),
     )
 )]
 async fn reboot(

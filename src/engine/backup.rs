@@ -56,11 +56,25 @@ impl Engine {
     /// Writes a backup archive of the data directory to `out` (see the module's documentation).
     /// One backup or restore at a time: `Conflict` while another runs.
     pub fn write_backup(&self, out: impl Write) -> Result<()> {
+        self.write_archive(out, |_| Ok(()))
+    }
+
+    /// A backup archive of the data directory after `adjust` changed the database copy (it
+    /// may drop tables and blobs: the archive holds the blobs the adjusted copy owns).
+    pub(super) fn write_archive(
+        &self,
+        out: impl Write,
+        adjust: impl FnOnce(&Path) -> Result<()>,
+    ) -> Result<()> {
         let _one = self.maintenance_lock()?;
         // The database copy is written on the data partition: not into its reserve.
         self.check_reserve()?;
         let work = tempfile_dir(&self.scratch_dir(), "backup")?;
-        let (db, blobs) = self.snapshot_into(work.path())?;
+        let (db, _) = self.snapshot_into(work.path())?;
+        adjust(&db)?;
+        let blobs = crate::store::backup::check_database(&db)
+            .map_err(Error::Internal)?
+            .blobs;
         let manifest = Manifest {
             format: FORMAT.into(),
             version: FORMAT_VERSION,
@@ -113,6 +127,16 @@ impl Engine {
     /// Checks the backup archive in `archive` completely and stages it; when everything checks
     /// out, commits it for the next start. A bad archive changes nothing and the error says why.
     pub fn restore_backup(&self, archive: &Path) -> Result<Restored> {
+        self.restore_with(archive, |_| Ok(()))
+    }
+
+    /// `restore_backup`, with `adjust` run on the staging directory once everything checked
+    /// out and before the commit (a content bundle brings back this kiosk's own records there).
+    pub(super) fn restore_with(
+        &self,
+        archive: &Path,
+        adjust: impl FnOnce(&Path) -> Result<()>,
+    ) -> Result<Restored> {
         let _one = self.maintenance_lock()?;
         let staging = self.store.staging_dir();
         if staging.exists() {
@@ -142,6 +166,7 @@ impl Engine {
                 if files.len() != owned.len() {
                     return Err(bad("the archive holds blobs the database does not own"));
                 }
+                adjust(&staging)?;
                 Ok(Restored {
                     created,
                     characters: checked.characters,

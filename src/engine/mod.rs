@@ -10,6 +10,7 @@ pub mod auth;
 pub mod backup;
 pub mod characters;
 pub mod error;
+pub mod fleet;
 pub mod hours;
 pub mod knowledge;
 pub mod launch;
@@ -65,6 +66,8 @@ pub struct Engine {
     last_calls: providers::LastCalls,
     /// Firmware updates through RAUC.
     pub updates: Arc<update::Updates>,
+    /// The fleet client's state (hawkBit), which the console shows.
+    pub fleet: fleet::Fleet,
 }
 
 impl Engine {
@@ -127,6 +130,7 @@ impl Engine {
             reachability: providers::Reachability::default(),
             last_calls: providers::LastCalls::default(),
             updates,
+            fleet: fleet::Fleet::default(),
         });
         engine.ensure_default_character()?;
         // The offline engine's voices are listed once, off the path of the first turn.

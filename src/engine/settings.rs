@@ -27,6 +27,8 @@ pub struct Settings {
     pub doubao: Doubao,
     pub kiosk: Kiosk,
     pub hours: Hours,
+    /// The fleet server this kiosk polls (hawkBit DDI); off by default.
+    pub fleet: super::fleet::FleetSettings,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -153,6 +155,7 @@ const SECRETS: &[(&str, &str)] = &[
     ("model_providers", "openai_api_key"),
     ("model_providers", "dashscope_api_key"),
     ("doubao", "access_token"),
+    ("fleet", "target_token"),
 ];
 
 /// The sections only the original front end sends: it always sends both, so a body holding
@@ -190,9 +193,7 @@ fn from_original_front_end(patch: &Map<String, Value>) -> Map<String, Value> {
             .entry("remote_voice")
             .or_insert_with(|| Value::Object(Map::new()));
         if let Some(remote) = remote.as_object_mut() {
-            remote
-                .entry("grpc_addr")
-                .or_insert_with(|| addr.clone());
+            remote.entry("grpc_addr").or_insert_with(|| addr.clone());
         }
     }
     ours
@@ -381,6 +382,11 @@ impl Settings {
                 doc[section]["api_key"] = Value::String(String::new());
             }
         }
+        // The same rule for the fleet server's target token.
+        if doc["fleet"]["server_url"] != before["fleet"]["server_url"] && !keyed.contains(&"fleet")
+        {
+            doc["fleet"]["target_token"] = Value::String(String::new());
+        }
         let s: Settings =
             serde_json::from_value(doc).map_err(|e| bad(format!("invalid settings: {e}")))?;
         s.validate()?;
@@ -460,6 +466,12 @@ impl Settings {
         if !self.kiosk.character_id.is_empty() && !is_id(&self.kiosk.character_id) {
             return Err(bad("kiosk.character_id must be a character id"));
         }
+        check_url(
+            "fleet.server_url",
+            &self.fleet.server_url,
+            &["http", "https"],
+        )?;
+        self.fleet.validate()?;
         self.hours.validate()
     }
 }
@@ -513,6 +525,8 @@ impl Engine {
         tx.commit()?;
         let next = Arc::new(next);
         *self.settings.0.write().expect("settings lock") = next.clone();
+        // The fleet client follows at once (turned on, another server).
+        self.fleet.wake.notify_one();
         Ok(next)
     }
 }

@@ -9,6 +9,7 @@
 
 pub mod backup;
 pub mod blobs;
+pub mod content;
 pub mod records;
 pub mod tables;
 

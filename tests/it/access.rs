@@ -539,7 +539,10 @@ async fn credentials_are_answered_only_to_configured_origins() {
     assert_eq!(code, 403, "{refused}");
     // The refusal says how to allow the pages of another origin.
     let why = refused["error"].as_str().unwrap();
-    assert!(why.contains("kiosk's own pages") && why.contains("`cors_origins`"), "{why}");
+    assert!(
+        why.contains("kiosk's own pages") && why.contains("`cors_origins`"),
+        "{why}"
+    );
     assert_eq!(status(write(None)).await.0, 403);
     let own = format!("http://{}", s.addr);
     assert_eq!(status(write(Some(&own))).await.0, 201);
@@ -642,7 +645,10 @@ async fn a_cookie_from_another_origin_takes_no_access_away() {
             .header(ORIGIN, "http://localhost:5173")
     };
     let (code, created) = status(foreign(s.post("/api/v1/sessions")).json(&json!({}))).await;
-    assert_eq!(code, 201, "session create from loopback, cookie set aside: {created}");
+    assert_eq!(
+        code, 201,
+        "session create from loopback, cookie set aside: {created}"
+    );
     let session = created["session_id"].as_str().unwrap();
     let search = format!("/api/v1/internal/characters/{character}/knowledge/search");
     let (code, found) =
@@ -654,7 +660,13 @@ async fn a_cookie_from_another_origin_takes_no_access_away() {
     let (code, refused) =
         status(foreign(s.post("/api/v1/client-keys")).json(&json!({ "name": "x" }))).await;
     assert_eq!(code, 403, "{refused}");
-    assert!(refused["error"].as_str().unwrap().contains("`cors_origins`"), "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("`cors_origins`"),
+        "{refused}"
+    );
     // The site document too (its own check): 403, not 401.
     let (code, refused) = status(foreign(s.put("/api/data")).json(&json!({}))).await;
     assert_eq!(code, 403, "{refused}");

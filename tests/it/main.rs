@@ -16,6 +16,7 @@ mod display;
 mod engine;
 mod faults;
 mod first_boot;
+mod fleet;
 mod fuzz_corpus;
 mod hostile_lan;
 mod hours;

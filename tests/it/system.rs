@@ -171,7 +171,7 @@ async fn components_have_one_default_per_stage_and_measured_availability() {
 async fn settings_have_the_documented_shape() {
     let s = Server::start().await;
     let settings = s.get_json(SETTINGS, 200).await;
-    let sections: [(&str, &[&str]); 9] = [
+    let sections: [(&str, &[&str]); 10] = [
         (
             "llm",
             &[
@@ -223,6 +223,20 @@ async fn settings_have_the_documented_shape() {
         ("doubao", &["access_token", "access_token_set", "app_id"]),
         ("kiosk", &["character_id", "language", "volume"]),
         ("hours", &["closed_days", "enabled", "week", "when_closed"]),
+        (
+            "fleet",
+            &[
+                "content_public_key",
+                "controller_id",
+                "distribution",
+                "enabled",
+                "paused",
+                "server_url",
+                "target_token",
+                "target_token_set",
+                "tenant",
+            ],
+        ),
     ];
     let mut names: Vec<&str> = sections.iter().map(|(name, _)| *name).collect();
     names.sort_unstable();
@@ -237,7 +251,7 @@ async fn settings_have_the_documented_shape() {
 /// Every secret field of the settings (`section.field`, written here apart from the server's
 /// own list, so that a secret it forgets is caught), with a distinct clear value.
 fn secrets() -> Vec<(&'static str, &'static str, String)> {
-    const SECRET_FIELDS: [&str; 7] = [
+    const SECRET_FIELDS: [&str; 8] = [
         "llm.api_key",
         "asr.api_key",
         "tts.api_key",
@@ -245,6 +259,7 @@ fn secrets() -> Vec<(&'static str, &'static str, String)> {
         "model_providers.openai_api_key",
         "model_providers.dashscope_api_key",
         "doubao.access_token",
+        "fleet.target_token",
     ];
     SECRET_FIELDS
         .into_iter()
@@ -332,7 +347,12 @@ async fn partial_updates_keep_absent_fields_clear_nulls_and_ignore_masks() {
 async fn the_original_front_ends_settings_body_saves() {
     let s = Server::start().await;
     let secret = "sk-front-end-secret-1234";
-    put_settings(&s, json!({ "llm": { "api_key": secret, "model": "m0" } }), 200).await;
+    put_settings(
+        &s,
+        json!({ "llm": { "api_key": secret, "model": "m0" } }),
+        200,
+    )
+    .await;
     let front_end = json!({
         "llm": { "provider": "", "base_url": "", "api_key": "", "model": "m1" },
         "livekit": { "url": "ws://127.0.0.1:7880", "api_key": "devkey", "api_secret": "" },
@@ -340,10 +360,19 @@ async fn the_original_front_ends_settings_body_saves() {
     });
     let saved = put_settings(&s, front_end, 200).await["settings"].clone();
     assert_eq!(saved["llm"]["model"], "m1");
-    assert_eq!(saved["llm"]["api_key_set"], true, "a blank secret keeps the secret: {saved}");
-    assert_eq!(saved["llm"]["provider"], "local", "a blank provider keeps it: {saved}");
+    assert_eq!(
+        saved["llm"]["api_key_set"], true,
+        "a blank secret keeps the secret: {saved}"
+    );
+    assert_eq!(
+        saved["llm"]["provider"], "local",
+        "a blank provider keeps it: {saved}"
+    );
     assert_eq!(saved["remote_voice"]["grpc_addr"], "127.0.0.1:50051");
-    assert!(saved.get("livekit").is_none() && saved.get("inference").is_none(), "{saved}");
+    assert!(
+        saved.get("livekit").is_none() && saved.get("inference").is_none(),
+        "{saved}"
+    );
     assert_eq!(s.get_json(SETTINGS, 200).await, saved, "in force");
     // A blank address keeps the one set; our own section wins over the alias.
     let blank = json!({ "livekit": {}, "inference": { "grpc_addr": "" } });
@@ -360,7 +389,10 @@ async fn the_original_front_ends_settings_body_saves() {
     assert_error(&put_settings(&s, bad_address, 400).await);
     let unknown = json!({ "livekit": {}, "nope": { "x": 1 } });
     assert_error(&put_settings(&s, unknown, 400).await);
-    assert_eq!(s.get_json(SETTINGS, 200).await["remote_voice"], ours["remote_voice"]);
+    assert_eq!(
+        s.get_json(SETTINGS, 200).await["remote_voice"],
+        ours["remote_voice"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

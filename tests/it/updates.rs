@@ -352,9 +352,10 @@ async fn the_start_check_marks_the_booted_slot_and_settles_an_update() {
     let rig = RaucRig::start();
     // An ordinary boot: the slot that serves is marked good (its boot attempts restored).
     let data = tempfile::tempdir().unwrap();
-    let (server, _, _) = with_rauc(&rig, data.path()).await;
+    let (mut server, _, _) = with_rauc(&rig, data.path()).await;
     settled(&server, || rig.slot_state("A").as_deref() == Some("good")).await;
-    drop(server);
+    // Reaped, so that the next start can open the data directory.
+    server.kill().await;
     std::fs::remove_file(rig.dir.path().join("boot/state-A")).unwrap();
 
     // The first boot of an update on the slot it went to: marked good, and health says so.
@@ -364,19 +365,15 @@ async fn the_start_check_marks_the_booted_slot_and_settles_an_update() {
         json!({"slot": "A", "from": "0.0.9", "to": "0.1.0", "installed_at": 1}).to_string(),
     )
     .unwrap();
-    let (server, http, _) = with_rauc(&rig, data.path()).await;
+    let (mut server, _, _) = with_rauc(&rig, data.path()).await;
     settled(&server, || !update.join("pending.json").exists()).await;
     assert_eq!(rig.slot_state("A").as_deref(), Some("good"));
-    let health: Value = http
-        .get(format!("{}/api/v1/health", server.base()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let health = Server::attach(&server)
+        .get_json("/api/v1/health", 200)
+        .await;
     assert_eq!(health["firmware"]["update"], "updated from 0.0.9 to 0.1.0");
-    drop(server);
+    // Reaped, so that the next start can open the data directory.
+    server.kill().await;
 
     // An update to B whose slot never came up: the board is back on A, and says so.
     std::fs::write(
@@ -384,16 +381,11 @@ async fn the_start_check_marks_the_booted_slot_and_settles_an_update() {
         json!({"slot": "B", "from": "0.1.0", "to": "0.2.0", "installed_at": 1}).to_string(),
     )
     .unwrap();
-    let (server, http, _) = with_rauc(&rig, data.path()).await;
+    let (server, _, _) = with_rauc(&rig, data.path()).await;
     settled(&server, || !update.join("pending.json").exists()).await;
-    let health: Value = http
-        .get(format!("{}/api/v1/health", server.base()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let health = Server::attach(&server)
+        .get_json("/api/v1/health", 200)
+        .await;
     assert_eq!(
         health["firmware"]["update"],
         "0.2.0 failed its start check (slot B did not come up) and was rolled back; running 0.1.0"
@@ -403,6 +395,18 @@ async fn the_start_check_marks_the_booted_slot_and_settles_an_update() {
         None,
         "the failed slot is left to the boot loader"
     );
+}
+
+/// Chooses `bundle` on the System page, has it checked, and returns the verdict once it says
+/// `expected`.
+async fn check_in_page(b: &mut Browser, bundle: &Path, expected: &str) -> String {
+    const VERDICT: &str = "document.getElementById('update-verdict').textContent";
+    b.choose_files("#update-file", &[bundle]).await;
+    b.eval("document.getElementById('update-check').click()")
+        .await;
+    b.wait_for(&format!("{VERDICT}.includes('{expected}')"), json!(true))
+        .await;
+    b.eval(VERDICT).await.as_str().unwrap().to_string()
 }
 
 /// The System page as a technician uses it: the firmware that runs and the last outcome, a bundle
@@ -439,16 +443,8 @@ async fn the_system_page_checks_installs_and_reports_an_update() {
         "{outcome}"
     );
 
-    b.choose_files("#update-file", &[&stranger]).await;
-    b.eval("document.getElementById('update-check').click()")
-        .await;
-    b.wait_for(
-        &format!("{}.includes('cannot be installed')", text("update-verdict")),
-        json!(true),
-    )
-    .await;
-    let verdict = b.eval(&text("update-verdict")).await;
-    assert!(verdict.as_str().unwrap().contains("signature"), "{verdict}");
+    let verdict = check_in_page(&mut b, &stranger, "cannot be installed").await;
+    assert!(verdict.contains("signature"), "{verdict}");
     assert_eq!(
         b.eval("document.getElementById('update-install-row').hidden")
             .await,
@@ -457,20 +453,9 @@ async fn the_system_page_checks_installs_and_reports_an_update() {
     );
     b.screenshot("system-update-refused").await;
 
-    b.choose_files("#update-file", &[&good]).await;
-    b.eval("document.getElementById('update-check').click()")
-        .await;
-    b.wait_for(
-        &format!("{}.includes('Ready to install')", text("update-verdict")),
-        json!(true),
-    )
-    .await;
-    let verdict = b.eval(&text("update-verdict")).await;
+    let verdict = check_in_page(&mut b, &good, "Ready to install").await;
     assert!(
-        verdict
-            .as_str()
-            .unwrap()
-            .contains("version 0.2.0 for docent-test"),
+        verdict.contains("version 0.2.0 for docent-test"),
         "{verdict}"
     );
     b.screenshot("system-update-checked").await;
@@ -542,14 +527,14 @@ async fn after_a_fallback_the_old_version_opens_its_copy_of_the_data() {
             .send()
     };
 
-    let old = start(false).await;
+    let mut old = start(false).await;
     let s = Server::attach(&old);
     let cookie = sign_in(&s, PASSWORD).await;
     assert_eq!(create(&s, &cookie, "Before").await.unwrap().status(), 201);
     let before = character_names(&s).await;
-    drop(old);
+    old.kill().await;
 
-    let new = start(true).await;
+    let mut new = start(true).await;
     let s = Server::attach(&new);
     let cookie = sign_in(&s, PASSWORD).await;
     assert_eq!(
@@ -563,7 +548,7 @@ async fn after_a_fallback_the_old_version_opens_its_copy_of_the_data() {
         s.get_json("/api/v1/health", 200).await["firmware"]["data"],
         Value::Null
     );
-    drop(new);
+    new.kill().await;
     assert!(
         data.join("docent-schema-1.redb").exists(),
         "the copy kept before the migration"

@@ -54,6 +54,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ),
     ("password.js", JS, include_str!("assets/password.js")),
     ("system.js", JS, include_str!("assets/system.js")),
+    ("fleet.js", JS, include_str!("assets/fleet.js")),
     ("site.js", JS, include_str!("assets/site.js")),
     ("statistics.js", JS, include_str!("assets/statistics.js")),
 ];

@@ -27,7 +27,7 @@ const OUTCOME: &str = "outcome.json";
 const REASON_MAX: usize = 400;
 
 /// What RAUC found in an uploaded bundle, before anything was written.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Verdict {
     /// The board the bundle is for (empty when RAUC could not read it).
     pub compatible: String,
@@ -52,14 +52,15 @@ pub enum Operation {
     Failed,
 }
 
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Progress {
-    pub percent: i32,
+    pub percent: u8,
     pub message: String,
 }
 
 /// The update state shown on the System page.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(as = UpdateStatus)]
 pub struct Status {
     /// Whether this kiosk can update itself (RAUC answers on the system bus).
     pub available: bool,
@@ -91,14 +92,19 @@ pub enum OutcomeKind {
 }
 
 /// How the last update ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Outcome {
     pub result: OutcomeKind,
     pub from: String,
     pub to: String,
+    #[serde(default)]
     pub reason: Option<String>,
     /// Unix seconds.
     pub at: u64,
+    /// When the update was installed (Unix seconds, by the clock before the reboot: a board
+    /// without a real-time clock may start the next boot earlier). It names the install.
+    #[serde(default)]
+    pub installed_at: u64,
 }
 
 impl Outcome {
@@ -233,6 +239,7 @@ struct State {
     progress: Progress,
     error: Option<String>,
     checked: Option<Verdict>,
+    checked_path: Option<PathBuf>,
 }
 
 /// The update service of the process.
@@ -266,6 +273,7 @@ impl Updates {
                 },
                 error: None,
                 checked: None,
+                checked_path: None,
             }),
             busy: tokio::sync::Mutex::new(()),
         })
@@ -317,11 +325,11 @@ impl Updates {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// RAUC's verdict on the uploaded bundle. Nothing is written to a slot.
-    pub async fn check(&self) -> Result<Verdict> {
+    /// RAUC's verdict on a bundle (an upload, or the fleet's download); the next `install`
+    /// installs it. Nothing is written to a slot.
+    pub async fn check(&self, path: &Path) -> Result<Verdict> {
         let rauc = self.rauc().await?;
         let system = rauc.compatible().await.map_err(|e| unavailable(&e))?;
-        let path = self.bundle_path();
         let info = rauc.info(&path.to_string_lossy()).await;
         let current = self.firmware.clone();
         let verdict = match info {
@@ -359,11 +367,12 @@ impl Updates {
                 }
             }
         };
-        if !verdict.accepted && !verdict.older {
-            let _ = std::fs::remove_file(&path);
+        if !verdict.accepted && !verdict.older && path == self.bundle_path() {
+            let _ = std::fs::remove_file(path);
         }
         let mut state = self.lock();
         state.checked = Some(verdict.clone());
+        state.checked_path = Some(path.to_path_buf());
         state.error = None;
         if state.operation != Operation::Installed {
             state.operation = Operation::Idle;
@@ -390,7 +399,11 @@ impl Updates {
             .receive_completed()
             .await
             .map_err(|e| unavailable(&e))?;
-        let bundle = self.bundle_path();
+        let bundle = self
+            .lock()
+            .checked_path
+            .clone()
+            .ok_or_else(|| Error::Conflict("upload a bundle first".into()))?;
         rauc.install_bundle(&bundle.to_string_lossy(), Default::default())
             .await
             .map_err(|e| Error::Conflict(bounded(rauc::message(&e))))?;
@@ -414,6 +427,7 @@ impl Updates {
                     }
                     _ = tick.tick() => {
                         if let Ok((percent, message, _)) = rauc.progress().await {
+                            let percent = percent.clamp(0, 100) as u8;
                             me.lock().progress = Progress { percent, message };
                         }
                     }
@@ -428,6 +442,7 @@ impl Updates {
             };
             let mut state = me.lock();
             state.checked = None;
+            state.checked_path = None;
             match outcome {
                 Ok(slot) => {
                     tracing::info!(version = %verdict.version, %slot, "update installed; a reboot starts it");
@@ -448,6 +463,42 @@ impl Updates {
             }
         });
         Ok(())
+    }
+
+    /// Checks and installs `bundle` to its end (the fleet client's path; the console takes the
+    /// same steps one request each).
+    pub async fn install_and_wait(self: &std::sync::Arc<Self>, bundle: &Path) -> Result<()> {
+        let verdict = {
+            let _busy = self.begin()?;
+            self.check(bundle).await?
+        };
+        if !verdict.accepted {
+            return Err(Error::Conflict(verdict.reason.unwrap_or_default()));
+        }
+        self.install(false).await?;
+        loop {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let state = self.lock();
+            match state.operation {
+                Operation::Installing => {}
+                Operation::Installed => return Ok(()),
+                Operation::Failed | Operation::Idle => {
+                    return Err(Error::Conflict(state.error.clone().unwrap_or_default()));
+                }
+            }
+        }
+    }
+
+    pub fn progress(&self) -> Progress {
+        self.lock().progress.clone()
+    }
+
+    /// The booted slot and the board's compatible, as RAUC says them.
+    pub async fn slot_and_board(&self) -> (Option<String>, Option<String>) {
+        match self.rauc().await {
+            Ok(r) => (r.boot_slot().await.ok(), r.compatible().await.ok()),
+            Err(_) => (None, None),
+        }
     }
 
     /// Records which slot should come up with what, once RAUC has written it.
@@ -536,6 +587,7 @@ impl Updates {
                 to: p.to.clone(),
                 reason,
                 at: now(),
+                installed_at: p.installed_at,
             }
         };
         match decision {
@@ -670,6 +722,7 @@ mod tests {
             to: "0.3.0".into(),
             reason: Some("docent did not start".into()),
             at: 0,
+            installed_at: 0,
         };
         assert_eq!(
             o.sentence(),

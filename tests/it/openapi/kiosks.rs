@@ -404,6 +404,13 @@ pub async fn maintenance() -> Outcome {
         200,
     )
     .await;
+    p.expect(
+        "POST /api/v1/fleet/content/export 200",
+        p.admin(Method::POST, "/api/v1/fleet/content/export")
+            .json(&json!({"version": "1", "signing_key": FLEET_SEED})),
+        200,
+    )
+    .await;
     match p.admin(Method::GET, "/api/v1/system/backup").send().await {
         Ok(unread) if unread.status() == 200 => {
             p.expect(
@@ -417,6 +424,13 @@ pub async fn maintenance() -> Outcome {
                 p.admin(Method::POST, "/api/v1/system/restore")
                     .header("content-type", "application/octet-stream")
                     .body(vec![0u8; 1024]),
+                409,
+            )
+            .await;
+            p.expect(
+                "POST /api/v1/fleet/content/export, a backup under way 409",
+                p.admin(Method::POST, "/api/v1/fleet/content/export")
+                    .json(&json!({"version": "1", "signing_key": FLEET_SEED})),
                 409,
             )
             .await;
@@ -455,6 +469,9 @@ pub async fn maintenance() -> Outcome {
     }
     outcome(p)
 }
+
+/// A fleet signing key (base64 of a 32-byte Ed25519 seed) for the content export.
+const FLEET_SEED: &str = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
 
 /// Free space on the kiosk's partition while it is full.
 const RESERVE: u64 = 1 << 20;
@@ -502,6 +519,13 @@ pub async fn full_disk() -> Outcome {
         p.admin(Method::POST, "/api/v1/system/update")
             .header("content-type", "application/octet-stream")
             .body(vec![0u8; 1024]),
+        507,
+    )
+    .await;
+    p.expect(
+        "POST /api/v1/fleet/content/export on a full disk 507",
+        p.admin(Method::POST, "/api/v1/fleet/content/export")
+            .json(&json!({"version": "1", "signing_key": FLEET_SEED})),
         507,
     )
     .await;

@@ -3,6 +3,7 @@
 
 pub mod browser;
 pub mod disk;
+pub mod fake_hawkbit;
 pub mod fake_wyoming;
 mod process;
 pub mod rauc;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Real bitbake on the layer: `bitbake -g docent-image` (which parses every recipe first) for
-# MACHINE qemuarm64 and raspberrypi4-64, with the layers at the commits pinned in
+# Real bitbake on the layer: `bitbake -g docent-image docent-bundle` (which parses every recipe
+# first) for MACHINE qemuarm64 and raspberrypi4-64, with the layers at the commits pinned in
 # yocto/kas/docent.yml, in a fresh build directory, offline (BB_NO_NETWORK). A recipe or
 # configuration bitbake refuses, a dependency nothing provides, or a warning or error from
 # parsing fails. Nothing past the task graph runs (no source can be fetched here).
@@ -18,8 +18,9 @@
 #
 # Every recipe of the layers is parsed, for both machines: bitbake resolves the providers of
 # every task of the image (its SDK tasks too), far more than the build graph, so masking the
-# recipes outside that graph breaks the resolution. Only meta-raspberrypi is masked for
-# qemuarm64.
+# recipes outside that graph breaks the resolution. Only meta-raspberrypi (and this layer's
+# appends to it) is masked for qemuarm64. The update keys are a development CA made for the run
+# (make-dev-ca.sh) in the build directory's docent-dev-keys, the distro's default.
 #   yocto/meta-docent/scripts/bitbake-check.sh [PROJECT_ROOT]
 set -euo pipefail
 
@@ -33,7 +34,7 @@ CACHE=${DOCENT_YOCTO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/docent-yocto}
 SNAPSHOTS=${DOCENT_YOCTO_SNAPSHOTS:-$ROOT/../shared/yocto}
 BB_USER=${DOCENT_YOCTO_USER:-docent-yocto}
 # Layers the check needs (bitbake is not a layer but is pinned the same way).
-NEEDED=(bitbake openembedded-core meta-yocto meta-raspberrypi)
+NEEDED=(bitbake openembedded-core meta-yocto meta-raspberrypi meta-rauc)
 # The two machines: the first is the build directory's own configuration, the second a
 # multiconfig ("mc:pi:"), so the configuration and the server are set up once.
 MACHINE_DEFAULT=qemuarm64
@@ -180,6 +181,7 @@ BBLAYERS = " \\
   $(lay openembedded-core)/meta \\
   $(lay meta-yocto)/meta-poky \\
   $(lay meta-raspberrypi) \\
+  $(lay meta-rauc) \\
   $WORK/meta-docent \\
   "
 EOF
@@ -194,8 +196,8 @@ BB_NUMBER_THREADS = "2"
 BB_HASHSERVE = ""
 BB_SIGNATURE_HANDLER = "OEBasicHash"
 BBMULTICONFIG = "pi"
-# meta-raspberrypi is only for the Pi: not parsed for qemuarm64.
-BBMASK = "^$(lay meta-raspberrypi)/"
+# meta-raspberrypi is only for the Pi: not parsed for qemuarm64, nor the appends to it.
+BBMASK = "^$(lay meta-raspberrypi)/ ^$WORK/meta-docent/dynamic-layers/raspberrypi/"
 BBFILE_PATTERN_IGNORE_EMPTY_raspberrypi = "1"
 EOF
 cat >"$WORK/build/conf/multiconfig/pi.conf" <<EOF
@@ -203,6 +205,9 @@ MACHINE = "$MACHINE_MC"
 TMPDIR = "\${TOPDIR}/tmp-pi"
 BBMASK = ""
 EOF
+# The update keys: a development CA where the distro looks by default (TOPDIR/docent-dev-keys).
+"$SCRIPTS/make-dev-ca.sh" "$WORK/build/docent-dev-keys" >/dev/null \
+  || die "make-dev-ca.sh could not make the development CA"
 if [ "$(id -u)" = 0 ]; then
   chown -R "$BB_USER:$BB_USER" "$WORK/build"
   chown "$BB_USER:$BB_USER" "$WORK"
@@ -214,13 +219,14 @@ ENVV=(HOME="$WORK" LANG=en_US.UTF-8 LC_ALL=en_US.UTF-8 BBPATH="$WORK/build"
 if [ -n "$LOCALE_DIR" ]; then ENVV+=(LOCPATH="$LOCALE_DIR" "$PASS=LOCPATH"); fi
 
 LOG=$WORK/bitbake.log
-say "bitbake -g docent-image for $MACHINE_DEFAULT and $MACHINE_MC (fresh build directory $WORK/build)"
+TARGETS=(docent-image docent-bundle)
+say "bitbake -g ${TARGETS[*]} for $MACHINE_DEFAULT and $MACHINE_MC (fresh build directory $WORK/build)"
 rc=0
 (cd "$WORK/build" && "${RUN[@]}" env -i "${ENVV[@]}" \
-  bitbake -g docent-image "mc:pi:docent-image") >"$LOG" 2>&1 || rc=$?
+  bitbake -g "${TARGETS[@]}" "${TARGETS[@]/#/mc:pi:}") >"$LOG" 2>&1 || rc=$?
 # Parse summary lines, warnings and errors: the proof of what was checked.
 grep -E '^(Parsing of|NOTE: Resolving|WARNING|ERROR|NOTE: Multiconfig|Summary)' "$LOG" | head -60 || true
-[ "$rc" = 0 ] || { tail -40 "$LOG" >&2; die "bitbake -g docent-image exited $rc (log above)"; }
+[ "$rc" = 0 ] || { tail -40 "$LOG" >&2; die "bitbake -g ${TARGETS[*]} exited $rc (log above)"; }
 if grep -q '^WARNING' "$LOG"; then
   die "bitbake printed warnings (above): a check of the layer must be clean"
 fi
@@ -229,10 +235,27 @@ for f in task-depends.dot pn-buildlist; do
 done
 tasks=$(grep -c '^"[^"]*" \[label=' "$WORK/build/task-depends.dot" || true)
 recipes=$(wc -l <"$WORK/build/pn-buildlist")
-for want in docent espeak-ng pocketsphinx sphinxbase docent-boot u-boot rpi-bootfiles; do
-  grep -qE "(^|:)$want\$" "$WORK/build/pn-buildlist" \
-    || die "$want is not in the task graph of docent-image (pn-buildlist)"
+# In the graph of each machine ("mc:pi:" names the Pi's).
+for want in docent espeak-ng pocketsphinx sphinxbase docent-boot u-boot rauc rauc-conf \
+    os-release docent-bundle rauc-native squashfs-tools-native; do
+  for mc in "" mc:pi:; do
+    grep -qx "$mc$want" "$WORK/build/pn-buildlist" \
+      || die "$mc$want is not in the task graph of ${TARGETS[*]} (pn-buildlist)"
+  done
 done
+grep -qx "mc:pi:rpi-bootfiles" "$WORK/build/pn-buildlist" \
+  || die "mc:pi:rpi-bootfiles is not in the task graph of ${TARGETS[*]} (pn-buildlist)"
+# What bitbake makes of the update settings, per machine (bitbake-values.py: the kernel's
+# rauc.cfg, system.conf and the bundle's compatible, version, format, RAUC's PACKAGECONFIG);
+# one tinfoil session on the warm parse cache.
+cp "$SCRIPTS/bitbake-values.py" "$WORK/bitbake-values.py"
+chmod a+r "$WORK/bitbake-values.py"
+values() {
+  (cd "$WORK/build" && "${RUN[@]}" env -i "${ENVV[@]}" PYTHONPATH="$(lay bitbake)/lib" \
+    "$PY" "$WORK/bitbake-values.py")
+}
+values || die "bitbake's values of the update settings (above)"
+
 # The check must be able to fail: in the same build directory (its parse cache warm, so only
 # the changed recipes are parsed again), a recipe bitbake cannot parse, then an image package
 # nothing provides (what the layer's first bitbake run found for espeak-ng), must each make
@@ -253,5 +276,25 @@ must_fail "a recipe that does not parse" "ParseError" \
 must_fail "an image package nothing provides" "Nothing RPROVIDES 'docent-ci-missing'" \
   "$WORK/meta-docent/recipes-core/images/docent-image.bbappend" \
   'IMAGE_INSTALL:append = " docent-ci-missing"'
+# The update checks fail too: without the Pi kernel's append (meta-rauc's fragment), the values
+# check names the kernel; without the update keys, bitbake stops before parsing and says how to
+# make them.
+append=$WORK/meta-docent/dynamic-layers/raspberrypi/recipes-kernel/linux/linux-raspberrypi_%.bbappend
+mv "$append" "$WORK/kernel.bbappend"
+rc=0
+values >"$WORK/values-must-fail.log" 2>&1 || rc=$?
+mv "$WORK/kernel.bbappend" "$append"
+[ "$rc" != 0 ] || { cat "$WORK/values-must-fail.log" >&2; die "bitbake-values.py passed a Pi kernel without rauc.cfg"; }
+grep -q "raspberrypi4-64: linux-raspberrypi does not fetch rauc.cfg" "$WORK/values-must-fail.log" \
+  || { tail -20 "$WORK/values-must-fail.log" >&2; die "bitbake-values.py failed without naming the Pi kernel's rauc.cfg"; }
+echo "PASS bitbake check: a Pi kernel without meta-rauc's fragment fails (exit $rc, \"does not fetch rauc.cfg\")"
+mv "$WORK/build/docent-dev-keys" "$WORK/build/docent-dev-keys.away"
+rc=0
+(cd "$WORK/build" && "${RUN[@]}" env -i "${ENVV[@]}" bitbake -g docent-bundle) >"$WORK/keys-must-fail.log" 2>&1 || rc=$?
+mv "$WORK/build/docent-dev-keys.away" "$WORK/build/docent-dev-keys"
+[ "$rc" != 0 ] || { cat "$WORK/keys-must-fail.log" >&2; die "bitbake -g passed without the update keys"; }
+grep -q "update keys missing: .*/docent-dev-keys/ca.cert.pem.*make-dev-ca.sh" "$WORK/keys-must-fail.log" \
+  || { tail -20 "$WORK/keys-must-fail.log" >&2; die "bitbake -g failed without the update keys, but not saying so"; }
+echo "PASS bitbake check: missing update keys fail (exit $rc, \"update keys missing ... make-dev-ca.sh\")"
 
 say "passed in $((SECONDS - START)) s: $recipes recipes, $tasks tasks in the graph of both machines"

@@ -25,6 +25,7 @@ const SECTIONS = [
   ['remote_voice', "Another kiosk's voice service (for technicians)", 'A VoiceLLMService reached over gRPC.'],
   ['model_providers', 'Shared provider keys (for technicians)', 'Keys of the original front end; this kiosk keeps them.'],
   ['doubao', 'Doubao (for technicians)', 'Not available on this kiosk; kept for the original front end.'],
+  ['fleet', 'Fleet server (for technicians)', "The museum's Eclipse hawkBit server, which sends this kiosk updates and content; the System page shows what it does."],
 ];
 
 /** Each field's label and one line of help. */
@@ -46,6 +47,14 @@ const FIELDS = {
   dashscope_api_key: ['DashScope API key', ''],
   app_id: ['App id', ''],
   access_token: ['Access token', ''],
+  'fleet.enabled': ['Follow the fleet server', 'No: this kiosk asks no server for updates or content.'],
+  server_url: ['Server address (URL)', 'Where hawkBit is reached, such as https://fleet.museum.lan:8443.'],
+  tenant: ['Tenant', "The server's tenant, DEFAULT unless it has several."],
+  controller_id: ['Target name', "This kiosk's controller id on the server; empty: its name on the network."],
+  target_token: ['Target token', "This kiosk's security token from the server; sent only to the address above."],
+  content_public_key: ['Fleet public key', 'Content bundles must be signed by its private key (base64 of the Ed25519 key).'],
+  distribution: ['Distribution name', 'Reported for an update installed from this console, so the server knows what runs.'],
+  'fleet.paused': ['Polling paused', 'Yes: nothing is asked of the server until resumed (also on the System page).'],
 };
 
 function input(section, key, value, secret) {
@@ -101,7 +110,7 @@ function section(name, values) {
     if (key.endsWith('_set') && `${key.slice(0, -4)}` in values) continue;
     if (value !== null && typeof value === 'object') continue;
     const secret = `${key}_set` in values;
-    const [label, help] = FIELDS[key] || [key, ''];
+    const [label, help] = FIELDS[`${name}.${key}`] || FIELDS[key] || [key, ''];
     const id = fieldId(name, key);
     rows.push(h('label', { for: id, text: label }), input(name, key, value, secret), h('p', { class: 'hint', id: `${id}-help`, text: help }));
   }

@@ -1,4 +1,5 @@
 import { api, $, guarded, showError, explain } from '/console/api.js';
+import '/console/fleet.js';
 
 /** Reloads the page once the kiosk answers again after a restart; `said` is shown meanwhile. */
 async function comeBack(status, said = 'Restarting... the page reloads when the kiosk is back.', waitMs = 120000) {

@@ -20,8 +20,15 @@ IMAGE_LINGUAS = ""
 # then no HTTPS provider can be reached). kernel-image: the kernel lives in each root slot
 # (/boot/Image), where board/boot/boot.cmd loads it from, so an update of a slot updates its
 # kernel too. docent-boot: fw_env.config and the tools that read and write the boot state.
+# rauc, rauc-service (its D-Bus service, which docent calls) and rauc-conf (the board's
+# system.conf, keyring and bus policy: recipes-core/rauc) install updates into the other slot;
+# os-release carries the firmware's version (VERSION_ID = DISTRO_VERSION), which docent reports.
 IMAGE_INSTALL = "packagegroup-core-boot \
                  docent \
+                 rauc \
+                 rauc-service \
+                 rauc-conf \
+                 os-release \
                  docent-asound-conf \
                  docent-boot \
                  espeak-ng \
@@ -39,6 +46,10 @@ IMAGE_INSTALL = "packagegroup-core-boot \
 # use): on the Pi 4 the kernel modules, udev-rules-rpi and the Wi-Fi/Bluetooth firmware.
 # Installed when they can be, as recommendations are.
 PACKAGE_INSTALL_ATTEMPTONLY += "${MACHINE_EXTRA_RRECOMMENDS}"
+# rauc recommends rauc-mark-good, a unit that marks every booted slot good as soon as the system
+# is up: docent does that itself, and only once it serves (its health gate, issue #21), so a
+# bad update is rolled back instead of being accepted.
+BAD_RECOMMENDATIONS += "rauc-mark-good"
 
 # systemd boots to multi-user (no graphical target, no display manager).
 SYSTEMD_DEFAULT_TARGET = "multi-user.target"
@@ -47,8 +58,15 @@ SYSTEMD_DEFAULT_TARGET = "multi-user.target"
 # files/wic/docent.wks by scripts/generate-wks.py): boot, boot state, root A, root B, data.
 # Set with "=", not "?=": meta-raspberrypi's machine configuration already sets
 # WKS_FILE ?= "sdimage-raspberrypi.wks" (one root, no data partition).
-IMAGE_FSTYPES += "wic wic.bmap"
+IMAGE_FSTYPES += "wic wic.bmap ext4"
 WKS_FILE = "docent.wks"
+# The ext4 image is the root slot an update writes (docent-bundle): exactly a slot's size
+# (rootA/rootB in board/layout/partitions, 512 MiB, in KiB; ci-check.sh compares them), and a
+# root file system that outgrows the slot fails the build here, not the install on a kiosk.
+IMAGE_ROOTFS_SIZE = "524288"
+IMAGE_ROOTFS_MAXSIZE = "524288"
+IMAGE_OVERHEAD_FACTOR = "1.0"
+IMAGE_ROOTFS_EXTRA_SPACE = "0"
 # The boot partition gets the boot script and the boot state partition its first state.
 # nooelint: oelint.vars.mispell.unknown - the wic image task of image_types_wic.bbclass
 do_image_wic[depends] += "docent-boot:do_deploy"

@@ -34,6 +34,10 @@ SRC_URI = "git://git.example.invalid/docent.git;protocol=https;branch=main \
            file://firstboot.sh \
            file://docent-tmpfiles.conf \
            file://70-docent.rules \
+           file://docent-reboot.path \
+           file://docent-reboot.service \
+           file://docent-update-gate.service \
+           file://update-gate.sh \
            "
 SRCREV = "0000000000000000000000000000000000000000"
 
@@ -48,7 +52,12 @@ inherit cargo cargo-update-recipe-crates pkgconfig systemd useradd
 # docent-firstboot.service writes the administrator password to /data before it starts.
 # Both are enabled (multi-user.target) by the systemd class.
 SYSTEMD_PACKAGES = "${PN}"
-SYSTEMD_SERVICE:${PN} = "docent.service docent-firstboot.service"
+# docent-reboot.path reboots the board when docent creates /run/docent/reboot (docent holds no
+# capability; docent-reboot.service, which it starts, is not enabled itself).
+# docent-update-gate.service rolls back an update docent did not take within its deadline
+# (update-gate.sh: outcome.json, `rauc status mark-bad booted`, reboot).
+SYSTEMD_SERVICE:${PN} = "docent.service docent-firstboot.service docent-reboot.path \
+                         docent-update-gate.service"
 SYSTEMD_AUTO_ENABLE:${PN} = "enable"
 
 # docent.service runs as User=docent with SupplementaryGroups=audio video input gpio: the user
@@ -69,9 +78,13 @@ do_install:append() {
     install -d ${D}${systemd_system_unitdir}
     install -m 0644 ${UNPACKDIR}/docent.service ${D}${systemd_system_unitdir}/docent.service
     install -m 0644 ${UNPACKDIR}/docent-firstboot.service ${D}${systemd_system_unitdir}/docent-firstboot.service
+    install -m 0644 ${UNPACKDIR}/docent-reboot.path ${D}${systemd_system_unitdir}/docent-reboot.path
+    install -m 0644 ${UNPACKDIR}/docent-reboot.service ${D}${systemd_system_unitdir}/docent-reboot.service
+    install -m 0644 ${UNPACKDIR}/docent-update-gate.service ${D}${systemd_system_unitdir}/docent-update-gate.service
 
     install -d ${D}${libexecdir}/docent
     install -m 0755 ${UNPACKDIR}/firstboot.sh ${D}${libexecdir}/docent/firstboot.sh
+    install -m 0755 ${UNPACKDIR}/update-gate.sh ${D}${libexecdir}/docent/update-gate.sh
 
     # The device nodes go to docent's groups; the data partition to docent (at every boot).
     install -d ${D}${nonarch_base_libdir}/udev/rules.d
@@ -90,7 +103,11 @@ PACKAGES =+ "${PN}-asound-conf"
 FILES:${PN}-asound-conf += "${sysconfdir}/asound.conf"
 FILES:${PN} += "${systemd_system_unitdir}/docent.service \
                 ${systemd_system_unitdir}/docent-firstboot.service \
+                ${systemd_system_unitdir}/docent-reboot.path \
+                ${systemd_system_unitdir}/docent-reboot.service \
+                ${systemd_system_unitdir}/docent-update-gate.service \
                 ${libexecdir}/docent/firstboot.sh \
+                ${libexecdir}/docent/update-gate.sh \
                 ${sysconfdir}/docent/docent.toml \
                 ${nonarch_base_libdir}/udev/rules.d/70-docent.rules \
                 ${nonarch_libdir}/tmpfiles.d/docent.conf \
@@ -103,7 +120,8 @@ CONFFILES:${PN}-asound-conf = "${sysconfdir}/asound.conf"
 # The offline engine runs these programs: espeak-ng (speech) and pocketsphinx_continuous with
 # the en-us model in /usr/share/pocketsphinx/model/en-us (recognition), this layer's recipes of
 # the versions Debian 12 ships (which the engine's tests run). alsa-lib is picked up from the
-# binary's shared-library dependencies; it is named here for clarity.
-RDEPENDS:${PN} = "alsa-lib espeak-ng pocketsphinx pocketsphinx-en-us"
+# binary's shared-library dependencies; it is named here for clarity. rauc: update-gate.sh marks
+# a slot bad with it (docent itself calls RAUC's service, in the image with rauc-conf).
+RDEPENDS:${PN} = "alsa-lib espeak-ng pocketsphinx pocketsphinx-en-us rauc"
 
 RCONFLICTS:${PN}-asound-conf = "alsa-state"

@@ -13,6 +13,7 @@ P=/data/update/pending.json
 O=/data/update/outcome.json
 : "${DEADLINE:=180}" "${MAX_FAILURES:=5}"
 field() { sed -n "s/.*\"$1\" *: *\"\([^\"]*\)\".*/\1/p" "$P" | head -n 1; }
+number() { sed -n "s/.*\"$1\" *: *\([0-9]*\).*/\1/p" "$P" | head -n 1; }
 # JSON string content: backslashes and quotes escaped, control characters dropped.
 esc() { printf '%s' "$1" | tr -d '\000-\037' | sed 's/\\/\\\\/g; s/"/\\"/g'; }
 booted=$(sed -n 's/.*rauc\.slot=\([A-Za-z0-9]*\).*/\1/p' /proc/cmdline)
@@ -22,7 +23,7 @@ if [ -z "$booted" ] || [ "$slot" != "$booted" ]; then
     echo "update gate: the pending update is for slot ${slot:-?}, slot ${booted:-?} booted: nothing to do"
     exit 0
 fi
-from=$(field from); to=$(field to)
+from=$(field from); to=$(field to); installed_at=$(number installed_at)
 echo "update gate: $from -> $to on slot $booted; docent has $DEADLINE s to take it"
 start=$(cut -d. -f1 /proc/uptime)
 reason=""
@@ -49,8 +50,9 @@ fi
 echo "update gate: rolling back $to: $reason"
 # docent may have written the outcome itself (its start check failed): keep its reason.
 if [ ! -f "$O" ] || [ "$P" -nt "$O" ]; then
-    printf '{"result":"rolled_back","from":"%s","to":"%s","reason":"%s","at":%s}\n' \
-        "$(esc "$from")" "$(esc "$to")" "$(esc "$reason")" "$(date +%s)" > "$O.tmp"
+    # installed_at names the install (the fleet client matches its deployment on it).
+    printf '{"result":"rolled_back","from":"%s","to":"%s","reason":"%s","at":%s,"installed_at":%s}\n' \
+        "$(esc "$from")" "$(esc "$to")" "$(esc "$reason")" "$(date +%s)" "${installed_at:-0}" > "$O.tmp"
     chown docent:docent "$O.tmp"; chmod 0600 "$O.tmp"
     sync "$O.tmp"; mv "$O.tmp" "$O"
 fi

@@ -1,0 +1,590 @@
+//! hawkBit's Direct Device Integration API as the kiosk speaks it: the JSON it reads and writes
+//! and the requests, all authenticated with `Authorization: TargetToken <token>`.
+//!
+//! Links the server hands out (`_links.*.href`, artifact downloads) are followed by their path
+//! and query only, on the configured server: the token never goes to another host, and a server
+//! that names itself wrongly behind a proxy still works.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::FleetSettings;
+use crate::engine::error::{Error, Result};
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Link {
+    pub href: String,
+}
+
+/// The controller's root resource.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ControllerBase {
+    #[serde(default)]
+    pub config: Option<ControllerConfig>,
+    #[serde(rename = "_links", default)]
+    pub links: RootLinks,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ControllerConfig {
+    #[serde(default)]
+    pub polling: Option<Polling>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Polling {
+    /// `HH:MM:SS`.
+    #[serde(default)]
+    pub sleep: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct RootLinks {
+    #[serde(rename = "deploymentBase")]
+    pub deployment_base: Option<Link>,
+    #[serde(rename = "cancelAction")]
+    pub cancel_action: Option<Link>,
+    #[serde(rename = "configData")]
+    pub config_data: Option<Link>,
+    #[serde(rename = "installedBase")]
+    pub installed_base: Option<Link>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct DeploymentBase {
+    pub id: String,
+    pub deployment: Deployment,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Deployment {
+    #[serde(default)]
+    pub download: Option<Handling>,
+    #[serde(default)]
+    pub update: Option<Handling>,
+    #[serde(default)]
+    pub chunks: Vec<Chunk>,
+    #[serde(rename = "maintenanceWindow", default)]
+    pub maintenance_window: Option<Window>,
+}
+
+/// How the server wants the download or the update handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Handling {
+    /// Not now.
+    Skip,
+    /// When the kiosk sees fit (not in the middle of a visit).
+    Attempt,
+    /// At once.
+    Forced,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Window {
+    Available,
+    Unavailable,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Chunk {
+    /// The software module type's key: `os` or `docent-content`.
+    pub part: String,
+    pub version: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub artifacts: Vec<Artifact>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Artifact {
+    pub filename: String,
+    #[serde(default)]
+    pub hashes: Hashes,
+    #[serde(default)]
+    pub size: Option<u64>,
+    #[serde(rename = "_links", default)]
+    pub links: ArtifactLinks,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Hashes {
+    pub sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ArtifactLinks {
+    pub download: Option<Link>,
+    #[serde(rename = "download-http")]
+    pub download_http: Option<Link>,
+}
+
+impl Artifact {
+    pub fn href(&self) -> Option<&str> {
+        self.links
+            .download
+            .as_ref()
+            .or(self.links.download_http.as_ref())
+            .map(|l| l.href.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct CancelAction {
+    pub id: String,
+    #[serde(rename = "cancelAction")]
+    pub cancel_action: StopId,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct StopId {
+    #[serde(rename = "stopId")]
+    pub stop_id: String,
+}
+
+/// `status.execution` of a feedback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Execution {
+    Closed,
+    Proceeding,
+    Canceled,
+    Rejected,
+    Resumed,
+    Downloaded,
+    Download,
+}
+
+/// `status.result.finished` of a feedback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Finished {
+    Success,
+    Failure,
+    None,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Feedback {
+    pub status: FeedbackStatus,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FeedbackStatus {
+    pub execution: Execution,
+    pub result: FeedbackResult,
+    pub details: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FeedbackResult {
+    pub finished: Finished,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<FeedbackProgress>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FeedbackProgress {
+    pub cnt: u32,
+    pub of: u32,
+}
+
+impl Feedback {
+    pub fn new(execution: Execution, finished: Finished, details: impl Into<String>) -> Feedback {
+        Feedback {
+            status: FeedbackStatus {
+                execution,
+                result: FeedbackResult {
+                    finished,
+                    progress: None,
+                },
+                details: vec![details.into()],
+            },
+        }
+    }
+
+    pub fn with_progress(mut self, percent: u8) -> Feedback {
+        self.status.result.progress = Some(FeedbackProgress {
+            cnt: percent.into(),
+            of: 100,
+        });
+        self
+    }
+
+    /// `closed/success`, `proceeding/none` (for the console).
+    pub fn summary(&self) -> String {
+        format!(
+            "{}/{}",
+            wire(&self.status.execution),
+            wire(&self.status.result.finished)
+        )
+    }
+}
+
+/// The wire name of an enum value.
+fn wire(v: &impl Serialize) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// `PUT configData`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfigData {
+    pub mode: &'static str,
+    pub data: BTreeMap<String, String>,
+}
+
+/// `PUT installedBase`: what runs, installed by other means than this server.
+#[derive(Debug, Clone, Serialize)]
+pub struct AssignedVersion {
+    pub name: String,
+    pub version: String,
+}
+
+/// `HH:MM:SS` as seconds.
+pub fn parse_sleep(s: &str) -> Option<u64> {
+    let mut parts = s.split(':').map(|p| p.parse::<u64>().ok());
+    let (h, m, sec) = (parts.next()??, parts.next()??, parts.next()??);
+    (parts.next().is_none() && m < 60 && sec < 60).then_some(h * 3600 + m * 60 + sec)
+}
+
+/// What a conditional poll found.
+pub enum Polled {
+    /// 304: the same as the last time.
+    Unchanged,
+    Changed(ControllerBase, Option<String>),
+}
+
+/// Largest JSON document read from the server.
+const JSON_BYTES: usize = 1 << 20;
+
+/// A connection to one server as one target.
+pub struct Ddi {
+    http: reqwest::Client,
+    /// `https://host:port` plus any path prefix, without a trailing slash.
+    base: String,
+    /// `/{tenant}/controller/v1/{controllerId}`.
+    root: String,
+    token: String,
+    timeout: Duration,
+}
+
+impl Ddi {
+    pub fn new(settings: &FleetSettings, controller_id: &str, timeout: Duration) -> Result<Ddi> {
+        // As `Engine::open` does; the first installation wins.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .connect_timeout(timeout)
+            .read_timeout(timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| Error::Internal(format!("HTTP client: {e}")))?;
+        Ok(Ddi {
+            http,
+            base: settings.server_url.trim_end_matches('/').to_string(),
+            root: format!("/{}/controller/v1/{}", settings.tenant, controller_id),
+            token: settings.target_token.clone(),
+            timeout,
+        })
+    }
+
+    /// A URL on the configured server: `path` is ours, or a link's path and query.
+    fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// The path and query of a link the server gave, to be requested on the configured server.
+    pub fn link(&self, href: &str) -> Result<String> {
+        let uri: axum::http::Uri = href
+            .parse()
+            .map_err(|_| Error::ProviderFailed("the server gave a malformed link".into()))?;
+        let pq = uri
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_default();
+        if !pq.starts_with('/') {
+            return Err(Error::ProviderFailed(
+                "the server gave a link without a path".into(),
+            ));
+        }
+        // A server behind a path prefix gives links that include it; ours has it already.
+        let prefix = self
+            .base
+            .parse::<axum::http::Uri>()
+            .ok()
+            .map(|u| u.path().trim_end_matches('/').to_string())
+            .unwrap_or_default();
+        Ok(match pq.strip_prefix(&prefix) {
+            Some(rest) if !prefix.is_empty() && rest.starts_with('/') => rest.to_string(),
+            _ => pq,
+        })
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, self.url(path))
+            .header(
+                reqwest::header::AUTHORIZATION,
+                format!("TargetToken {}", self.token),
+            )
+            .header(
+                reqwest::header::ACCEPT,
+                "application/hal+json, application/json",
+            )
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
+        let res = tokio::time::timeout(self.timeout, req.send())
+            .await
+            .map_err(|_| Error::Timeout("the fleet server did not answer in time".into()))?
+            .map_err(|e| {
+                Error::Unavailable(format!("the fleet server is unreachable: {}", plain(&e)))
+            })?;
+        let status = res.status();
+        if status.is_success() || status == reqwest::StatusCode::NOT_MODIFIED {
+            return Ok(res);
+        }
+        Err(match status.as_u16() {
+            401 | 403 => Error::Forbidden(format!(
+                "the fleet server refused this kiosk's token ({status})"
+            )),
+            _ => Error::ProviderFailed(format!("the fleet server answered {status}")),
+        })
+    }
+
+    async fn json<T: for<'de> Deserialize<'de>>(&self, res: reqwest::Response) -> Result<T> {
+        let body = read_bounded(res, JSON_BYTES, self.timeout).await?;
+        serde_json::from_slice(&body).map_err(|e| {
+            Error::ProviderFailed(format!("the fleet server's answer is unreadable: {e}"))
+        })
+    }
+
+    /// Polls the root resource, conditionally on the ETag of the last answer.
+    pub async fn poll(&self, etag: Option<&str>) -> Result<Polled> {
+        let mut req = self.request(reqwest::Method::GET, &self.root);
+        if let Some(etag) = etag {
+            req = req.header(reqwest::header::IF_NONE_MATCH, etag);
+        }
+        let res = self.send(req).await?;
+        if res.status() == reqwest::StatusCode::NOT_MODIFIED {
+            return Ok(Polled::Unchanged);
+        }
+        let etag = res
+            .headers()
+            .get(reqwest::header::ETAG)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        Ok(Polled::Changed(self.json(res).await?, etag))
+    }
+
+    pub async fn deployment(&self, href: &str) -> Result<DeploymentBase> {
+        let res = self
+            .send(self.request(reqwest::Method::GET, &self.link(href)?))
+            .await?;
+        self.json(res).await
+    }
+
+    pub async fn cancel_action(&self, href: &str) -> Result<CancelAction> {
+        let res = self
+            .send(self.request(reqwest::Method::GET, &self.link(href)?))
+            .await?;
+        self.json(res).await
+    }
+
+    /// `POST .../deploymentBase/{id}/feedback`.
+    pub async fn deployment_feedback(&self, id: &str, feedback: &Feedback) -> Result<()> {
+        let path = format!("{}/deploymentBase/{}/feedback", self.root, segment(id)?);
+        self.send(self.request(reqwest::Method::POST, &path).json(feedback))
+            .await
+            .map(drop)
+    }
+
+    /// `POST .../cancelAction/{id}/feedback`.
+    pub async fn cancel_feedback(&self, id: &str, feedback: &Feedback) -> Result<()> {
+        let path = format!("{}/cancelAction/{}/feedback", self.root, segment(id)?);
+        self.send(self.request(reqwest::Method::POST, &path).json(feedback))
+            .await
+            .map(drop)
+    }
+
+    pub async fn config_data(&self, data: &ConfigData) -> Result<()> {
+        let path = format!("{}/configData", self.root);
+        self.send(self.request(reqwest::Method::PUT, &path).json(data))
+            .await
+            .map(drop)
+    }
+
+    pub async fn installed_base(&self, version: &AssignedVersion) -> Result<()> {
+        let path = format!("{}/installedBase", self.root);
+        self.send(self.request(reqwest::Method::PUT, &path).json(version))
+            .await
+            .map(drop)
+    }
+
+    /// Downloads `href` into `file`, resuming after the bytes it already holds (`Range`);
+    /// at most `max` bytes in all. `on_bytes` hears the total after every chunk.
+    pub async fn download(
+        &self,
+        href: &str,
+        file: &Path,
+        max: u64,
+        mut on_bytes: impl FnMut(u64),
+    ) -> Result<u64> {
+        let have = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+        let mut req = self.request(reqwest::Method::GET, &self.link(href)?);
+        if have > 0 {
+            req = req.header(reqwest::header::RANGE, format!("bytes={have}-"));
+        }
+        let res = self.send(req).await?;
+        let resumed = res.status() == reqwest::StatusCode::PARTIAL_CONTENT
+            && content_range_start(&res) == Some(have);
+        let mut out = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(resumed)
+            .truncate(!resumed)
+            .open(file)?;
+        let mut total = if resumed { have } else { 0 };
+        let mut stream = res.bytes_stream();
+        loop {
+            let next = tokio::time::timeout(self.timeout, stream.next())
+                .await
+                .map_err(|_| Error::Timeout("the download stalled".into()))?;
+            let Some(chunk) = next else { break };
+            let chunk = chunk
+                .map_err(|e| Error::Unavailable(format!("the download was cut: {}", plain(&e))))?;
+            total += chunk.len() as u64;
+            if total > max {
+                return Err(Error::TooLarge(format!(
+                    "the artifact is larger than {max} bytes"
+                )));
+            }
+            out.write_all(&chunk)?;
+            on_bytes(total);
+        }
+        out.sync_all()?;
+        Ok(total)
+    }
+}
+
+/// An action id as a path segment: hawkBit's are numbers; anything else is refused.
+fn segment(id: &str) -> Result<&str> {
+    if !id.is_empty() && id.len() <= 32 && id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        Ok(id)
+    } else {
+        Err(Error::ProviderFailed(
+            "the server gave a malformed action id".into(),
+        ))
+    }
+}
+
+/// Checks an action id the server gave.
+pub fn check_action_id(id: &str) -> Result<()> {
+    segment(id).map(drop)
+}
+
+fn content_range_start(res: &reqwest::Response) -> Option<u64> {
+    let v = res
+        .headers()
+        .get(reqwest::header::CONTENT_RANGE)?
+        .to_str()
+        .ok()?;
+    let range = v.strip_prefix("bytes ")?;
+    range.split('-').next()?.trim().parse().ok()
+}
+
+async fn read_bounded(res: reqwest::Response, max: usize, timeout: Duration) -> Result<Vec<u8>> {
+    let mut body = Vec::new();
+    let mut stream = res.bytes_stream();
+    loop {
+        let next = tokio::time::timeout(timeout, stream.next())
+            .await
+            .map_err(|_| Error::Timeout("the fleet server stalled".into()))?;
+        let Some(chunk) = next else { break };
+        let chunk = chunk.map_err(|e| Error::Unavailable(plain(&e)))?;
+        if body.len() + chunk.len() > max {
+            return Err(Error::ProviderFailed(
+                "the fleet server's answer is too large".into(),
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// A client error without its URL's query (links may carry tokens of the server's own).
+fn plain(e: &reqwest::Error) -> String {
+    let mut e = e.to_string();
+    if let Some(q) = e.find('?') {
+        let end = e[q..].find([' ', ')']).map_or(e.len(), |n| q + n);
+        e.replace_range(q..end, "");
+    }
+    e
+}
+
+/// The SHA-256 of a file, as lowercase hex.
+pub fn sha256_file(path: &Path) -> Result<String> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 256 << 10];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(crate::store::blobs::hex(&hasher.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sleep_is_hours_minutes_seconds() {
+        assert_eq!(parse_sleep("00:05:00"), Some(300));
+        assert_eq!(parse_sleep("12:00:01"), Some(43_201));
+        for bad in ["", "5", "00:60:00", "1:2", "a:b:c", "00:00:00:00"] {
+            assert_eq!(parse_sleep(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn feedback_is_hawkbits_shape() {
+        let f = Feedback::new(Execution::Closed, Finished::Success, "done").with_progress(50);
+        assert_eq!(
+            serde_json::to_value(&f).unwrap(),
+            serde_json::json!({"status": {"execution": "closed", "result": {"finished": "success", "progress": {"cnt": 50, "of": 100}}, "details": ["done"]}})
+        );
+        assert_eq!(f.summary(), "closed/success");
+    }
+
+    #[test]
+    fn links_stay_on_the_configured_server() {
+        let s = FleetSettings {
+            server_url: "https://fleet.example/hb/".into(),
+            ..FleetSettings::default()
+        };
+        let ddi = Ddi::new(&s, "k1", Duration::from_secs(1)).unwrap();
+        assert_eq!(
+            ddi.link("https://elsewhere:9/hb/DEFAULT/controller/v1/k1/deploymentBase/3?c=1")
+                .unwrap(),
+            "/DEFAULT/controller/v1/k1/deploymentBase/3?c=1"
+        );
+        assert_eq!(ddi.link("http://x/other/a").unwrap(), "/other/a");
+        assert!(segment("3/../x").is_err());
+        assert!(segment("42").is_ok());
+    }
+}

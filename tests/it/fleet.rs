@@ -1,0 +1,1052 @@
+//! The fleet client against a fake hawkBit server over real sockets (support/fake_hawkbit.rs):
+//! deployments reported as a success only once the new slot was marked good, a bad hash, a
+//! cancel, a download cut midway and resumed, a rollback reported as a failure, the polling
+//! interval, configData and installedBase, content bundles applied and refused, and no secret
+//! in any log. The update service is a test `Firmware` that records its calls and writes the
+//! files of the update contract (`update/pending.json`; the test writes `update/outcome.json`
+//! as the health gate would after the reboot, then starts docent again).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use docent::engine::fleet::{Firmware, Outcome, Progress, Running, Verdict};
+use ring::signature::KeyPair as _;
+use serde_json::{Value, json};
+use sha2::Digest as _;
+use tokio::sync::watch;
+
+use crate::support::fake_hawkbit::{CONTROLLER, FakeHawkbit, TENANT};
+
+/// The update service of these tests.
+struct TestFirmware {
+    data_dir: PathBuf,
+    version: String,
+    slot: String,
+    calls: Mutex<Vec<String>>,
+}
+
+impl TestFirmware {
+    fn new(data_dir: &Path, version: &str, slot: &str) -> Arc<TestFirmware> {
+        Arc::new(TestFirmware {
+            data_dir: data_dir.into(),
+            version: version.into(),
+            slot: slot.into(),
+            calls: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+impl Firmware for TestFirmware {
+    fn running(&self) -> Running {
+        Running {
+            version: Some(self.version.clone()),
+            slot: Some(self.slot.clone()),
+            compatible: Some("docent-test".into()),
+        }
+    }
+
+    fn check(&self, bundle: &Path) -> docent::engine::Result<Verdict> {
+        let bytes = std::fs::read(bundle).unwrap();
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("check {}", hex(&sha2::Sha256::digest(&bytes))));
+        let version = bytes
+            .strip_prefix(b"BUNDLE ")
+            .and_then(|rest| rest.split(|b| *b == b'\n').next())
+            .map(|v| String::from_utf8_lossy(v).into_owned());
+        Ok(Verdict {
+            compatible: "docent-test".into(),
+            accepted: version.is_some(),
+            reason: version.is_none().then(|| "signature not trusted".into()),
+            version: version.unwrap_or_default(),
+            current_version: Some(self.version.clone()),
+            older: false,
+        })
+    }
+
+    fn install(&self, _: &Path) -> docent::engine::Result<()> {
+        self.calls.lock().unwrap().push("install".into());
+        std::thread::sleep(Duration::from_millis(1500));
+        let update = self.data_dir.join("update");
+        std::fs::create_dir_all(&update).unwrap();
+        let pending =
+            json!({"slot": "B", "from": self.version, "to": "0.2.0", "installed_at": now()});
+        std::fs::write(update.join("pending.json"), pending.to_string()).unwrap();
+        Ok(())
+    }
+
+    fn progress(&self) -> Progress {
+        Progress {
+            percent: 60,
+            message: "Copying image to rootfs.1".into(),
+        }
+    }
+
+    fn reboot(&self) -> docent::engine::Result<()> {
+        self.calls.lock().unwrap().push("reboot".into());
+        Ok(())
+    }
+
+    fn outcome(&self) -> Option<Outcome> {
+        let text = std::fs::read(self.data_dir.join("update/outcome.json")).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// A docent in this process that starts again when it asks for a restart, until stopped.
+struct Kiosk {
+    addr: watch::Receiver<Option<SocketAddr>>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+    http: reqwest::Client,
+}
+
+impl Kiosk {
+    async fn start(dir: &Path, firmware: Arc<TestFirmware>) -> Kiosk {
+        // The ring of recent lines that `assert_secret_kept` reads.
+        docent::logs::init();
+        let (addr_tx, mut addr) = watch::channel(None);
+        let (stop, stop_rx) = watch::channel(false);
+        let dir = dir.to_path_buf();
+        let task = tokio::spawn(async move {
+            loop {
+                let config = docent::config::Config {
+                    data_dir: dir.clone(),
+                    listen: "127.0.0.1:0".parse().unwrap(),
+                    devices: docent::config::DeviceMode::None,
+                    fleet: docent::config::FleetConfig {
+                        min_poll_secs: 1,
+                        request_timeout_secs: 3,
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                };
+                let addr_tx = addr_tx.clone();
+                let mut stop_rx = stop_rx.clone();
+                let stopped = docent::run_with_firmware(
+                    config,
+                    Some(firmware.clone()),
+                    move |ready| {
+                        let _ = addr_tx.send(Some(ready.addr));
+                    },
+                    async move {
+                        let _ = stop_rx.wait_for(|s| *s).await;
+                    },
+                )
+                .await
+                .expect("docent runs");
+                if stopped == docent::Stopped::Shutdown {
+                    return;
+                }
+            }
+        });
+        addr.wait_for(Option::is_some).await.unwrap();
+        Kiosk {
+            addr,
+            stop,
+            task,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr.borrow().unwrap())
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        let res = self.http.get(self.url(path)).send().await.unwrap();
+        assert_eq!(res.status(), 200, "{path}");
+        res.json().await.unwrap()
+    }
+
+    async fn put_settings(&self, patch: Value) {
+        let res = self
+            .http
+            .put(self.url("/api/v1/settings"))
+            .json(&patch)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
+    }
+
+    async fn join_fleet(&self, fake: &FakeHawkbit, extra: Value) {
+        let mut fleet = json!({
+            "enabled": true,
+            "server_url": fake.url(),
+            "tenant": TENANT,
+            "controller_id": CONTROLLER,
+            "target_token": fake.token,
+        });
+        if let (Some(f), Value::Object(extra)) = (fleet.as_object_mut(), extra) {
+            f.extend(extra);
+        }
+        self.put_settings(json!({ "fleet": fleet })).await;
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        self.task.await.unwrap();
+    }
+}
+
+async fn wait_until(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A firmware bundle as the test update service reads it.
+fn bundle(version: &str, size: usize) -> Vec<u8> {
+    let mut b = format!("BUNDLE {version}\n").into_bytes();
+    b.extend((0..size).map(|i| (i * 7 % 251) as u8));
+    b
+}
+
+fn token(name: &str) -> String {
+    format!("tt-{name}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Nothing that docent logged, showed or stored in clear outside its settings holds `secret`.
+async fn assert_secret_kept(kiosk: &Kiosk, secret: &str) {
+    for line in docent::logs::recent(docent::logs::LINES) {
+        assert!(
+            !line.contains(secret),
+            "a log line holds the secret: {line}"
+        );
+    }
+    for path in ["/api/v1/fleet", "/api/v1/settings", "/api/v1/system/logs"] {
+        let res = kiosk.http.get(kiosk.url(path)).send().await.unwrap();
+        let text = res.text().await.unwrap();
+        assert!(!text.contains(secret), "{path} shows the secret");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deployment_is_a_success_only_once_the_new_slot_was_marked_good() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = token("success");
+    let fake = FakeHawkbit::start(&secret, "00:00:01").await;
+    let artifact = bundle("0.2.0", 300_000);
+    let sha = hex(&sha2::Sha256::digest(&artifact));
+    fake.with(|s| s.config_data_requested = true);
+    fake.offer(
+        "8",
+        "os",
+        "0.2.0",
+        "docent-0.2.0.raucb",
+        artifact,
+        json!({}),
+    );
+    let firmware = TestFirmware::new(dir.path(), "0.1.0", "A");
+    let kiosk = Kiosk::start(dir.path(), firmware.clone()).await;
+    kiosk.join_fleet(&fake, json!({})).await;
+
+    wait_until("the reboot", 30, || {
+        firmware.calls().contains(&"reboot".into())
+    })
+    .await;
+    assert_eq!(
+        firmware.calls(),
+        vec![format!("check {sha}"), "install".into(), "reboot".into()],
+        "the downloaded bundle is checked, installed, then the kiosk reboots"
+    );
+    let before = fake.feedback_of("8");
+    assert!(
+        before.iter().all(|(s, _)| s.starts_with("proceeding/")),
+        "nothing but proceeding before the reboot: {before:?}"
+    );
+    let progress: Vec<Value> = fake.with(|s| {
+        s.feedback
+            .iter()
+            .map(|(_, f)| f["status"]["result"]["progress"].clone())
+            .filter(|p| !p.is_null())
+            .collect()
+    });
+    assert_eq!(
+        progress,
+        vec![json!({"cnt": 60, "of": 100})],
+        "the install's progress"
+    );
+    assert!(
+        before.iter().any(|(_, d)| d.contains("installed")),
+        "{before:?}"
+    );
+    // configData: what the kiosk runs.
+    let config = fake.with(|s| s.config_data.clone());
+    assert_eq!(config.len(), 1, "{config:?}");
+    assert_eq!(config[0]["mode"], "merge");
+    assert_eq!(config[0]["data"]["firmware_version"], "0.1.0");
+    assert_eq!(config[0]["data"]["booted_slot"], "A");
+    assert_eq!(config[0]["data"]["compatible"], "docent-test");
+    assert_eq!(config[0]["data"]["content_version"], "none");
+    assert_eq!(config[0]["data"]["characters"], "1");
+    // Every request carried the token; the token is shown nowhere.
+    let auth = format!("TargetToken {secret}");
+    let seen = fake.with(|s| s.seen.clone());
+    assert!(
+        seen.iter()
+            .all(|r| r.status == 200 && r.authorization.as_deref() == Some(auth.as_str()))
+    );
+    let calls: Vec<String> = seen
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    for call in [
+        "GET /DEFAULT/controller/v1/kiosk-1",
+        "PUT /DEFAULT/controller/v1/kiosk-1/configData",
+        "GET /DEFAULT/controller/v1/kiosk-1/deploymentBase/8",
+        "POST /DEFAULT/controller/v1/kiosk-1/deploymentBase/8/feedback",
+        "GET /DEFAULT/controller/v1/kiosk-1/softwaremodules/7/artifacts/docent-0.2.0.raucb",
+    ] {
+        assert!(calls.contains(&call.to_string()), "{call} in {calls:?}");
+    }
+    let status = kiosk.get("/api/v1/fleet").await;
+    assert_eq!(status["controller_id"], CONTROLLER);
+    assert_eq!(status["action"]["id"], "8");
+    assert!(
+        status["reported"].as_array().unwrap().len() >= 3,
+        "{status}"
+    );
+    let settings = kiosk.get("/api/v1/settings").await;
+    assert_eq!(settings["fleet"]["target_token_set"], true);
+    assert_secret_kept(&kiosk, &secret).await;
+    kiosk.stop().await;
+    // Still nothing reported closed: the install alone is no success.
+    assert_eq!(fake.closed("8"), None);
+
+    // The reboot: the new slot passed its start check, the health gate wrote the outcome.
+    let update = dir.path().join("update");
+    std::fs::remove_file(update.join("pending.json")).unwrap();
+    let outcome = json!({"result": "updated", "from": "0.1.0", "to": "0.2.0", "reason": null, "at": now(), "installed_at": now()});
+    std::fs::write(update.join("outcome.json"), outcome.to_string()).unwrap();
+    let firmware = TestFirmware::new(dir.path(), "0.2.0", "B");
+    let kiosk = Kiosk::start(dir.path(), firmware.clone()).await;
+    wait_until("the success", 20, || fake.closed("8").is_some()).await;
+    let (status, details) = fake.closed("8").unwrap();
+    assert_eq!(status, "closed/success", "{details}");
+    assert!(details.contains("marked good"), "{details}");
+    assert!(firmware.calls().is_empty(), "nothing installed again");
+    // The success was this action's, not an update installed from the console.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(fake.with(|s| s.installed_base.is_empty()));
+    assert_secret_kept(&kiosk, &secret).await;
+    kiosk.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollback_is_reported_as_a_failure_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = token("rollback");
+    let fake = FakeHawkbit::start(&secret, "00:00:01").await;
+    fake.offer(
+        "11",
+        "os",
+        "0.3.0",
+        "b.raucb",
+        bundle("0.3.0", 1000),
+        json!({"update": "attempt"}),
+    );
+    let firmware = TestFirmware::new(dir.path(), "0.2.0", "A");
+    let kiosk = Kiosk::start(dir.path(), firmware.clone()).await;
+    // A visitor is talking: `attempt` waits for the end of the conversation to reboot.
+    let res = kiosk
+        .http
+        .post(kiosk.url("/api/v1/sessions"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let session = res.json::<Value>().await.unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    kiosk.join_fleet(&fake, json!({})).await;
+    wait_until("the install", 30, || {
+        firmware.calls().contains(&"install".into())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        !firmware.calls().contains(&"reboot".into()),
+        "not during a visit"
+    );
+    let res = kiosk
+        .http
+        .delete(kiosk.url(&format!("/api/v1/sessions/{session}")))
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success());
+    wait_until("the reboot", 30, || {
+        firmware.calls().contains(&"reboot".into())
+    })
+    .await;
+    // Too late to cancel: the bundle is installed, its result follows the reboot.
+    fake.with(|s| {
+        s.cancel = Some(("13".into(), "11".into()));
+        s.generation += 1;
+    });
+    wait_until("the cancel's answer", 20, || {
+        fake.with(|s| !s.cancel_feedback.is_empty())
+    })
+    .await;
+    let (id, answer) = fake.with(|s| s.cancel_feedback[0].clone());
+    assert_eq!(id, "13");
+    assert_eq!(answer["status"]["execution"], "rejected");
+    kiosk.stop().await;
+    let outcome = json!({"result": "rolled_back", "from": "0.2.0", "to": "0.3.0", "reason": "the store did not open", "at": now(), "installed_at": now()});
+    std::fs::write(dir.path().join("update/outcome.json"), outcome.to_string()).unwrap();
+    let kiosk = Kiosk::start(dir.path(), TestFirmware::new(dir.path(), "0.2.0", "A")).await;
+    wait_until("the failure", 20, || fake.closed("11").is_some()).await;
+    let (status, details) = fake.closed("11").unwrap();
+    assert_eq!(status, "closed/failure");
+    assert!(
+        details.contains("rolled back") && details.contains("the store did not open"),
+        "{details}"
+    );
+    assert_secret_kept(&kiosk, &secret).await;
+    kiosk.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_hash_is_a_failure_and_nothing_is_installed() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeHawkbit::start(&token("hash"), "00:00:01").await;
+    fake.offer(
+        "3",
+        "os",
+        "0.2.0",
+        "b.raucb",
+        bundle("0.2.0", 5000),
+        json!({}),
+    );
+    fake.announce_wrong_sha256();
+    let firmware = TestFirmware::new(dir.path(), "0.1.0", "A");
+    let kiosk = Kiosk::start(dir.path(), firmware.clone()).await;
+    kiosk.join_fleet(&fake, json!({})).await;
+    wait_until("the failure", 20, || fake.closed("3").is_some()).await;
+    let (status, details) = fake.closed("3").unwrap();
+    assert_eq!(status, "closed/failure");
+    assert!(details.contains("sha256 mismatch"), "{details}");
+    assert!(firmware.calls().is_empty(), "{:?}", firmware.calls());
+    assert!(!dir.path().join("fleet/download/artifact").exists());
+    kiosk.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_bundle_is_a_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeHawkbit::start(&token("refused"), "00:00:01").await;
+    fake.offer(
+        "4",
+        "os",
+        "0.2.0",
+        "b.raucb",
+        b"not a bundle".to_vec(),
+        json!({}),
+    );
+    let firmware = TestFirmware::new(dir.path(), "0.1.0", "A");
+    let kiosk = Kiosk::start(dir.path(), firmware.clone()).await;
+    kiosk.join_fleet(&fake, json!({})).await;
+    wait_until("the failure", 20, || fake.closed("4").is_some()).await;
+    let (status, details) = fake.closed("4").unwrap();
+    assert_eq!(status, "closed/failure");
+    assert!(details.contains("signature not trusted"), "{details}");
+    assert_eq!(firmware.calls().len(), 1, "checked, never installed");
+    kiosk.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancel_before_the_install_stops_the_deployment() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeHawkbit::start(&token("cancel"), "00:00:01").await;
+    // Outside the maintenance window: downloaded, then it waits.
+    fake.offer(
+        "5",
+        "os",
+        "0.2.0",
+        "b.raucb",
+        bundle("0.2.0", 5000),
+        json!({"maintenanceWindow": "unavailable"}),
+    );
+    let firmware = TestFirmware::new(dir.path(), "0.1.0", "A");
+    let kiosk = Kiosk::start(dir.path(), firmware.clone()).await;
+    kiosk.join_fleet(&fake, json!({})).await;
+    let artifact = dir.path().join("fleet/download/artifact");
+    wait_until("the download", 20, || artifact.exists()).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let status = kiosk.get("/api/v1/fleet").await;
+    assert_eq!(
+        status["action"]["stage"], "waiting for the maintenance window",
+        "{status}"
+    );
+    fake.with(|s| {
+        s.cancel = Some(("6".into(), "5".into()));
+        s.generation += 1;
+    });
+    wait_until("the cancel feedback", 20, || {
+        fake.with(|s| !s.cancel_feedback.is_empty())
+    })
+    .await;
+    let (id, body) = fake.with(|s| s.cancel_feedback[0].clone());
+    assert_eq!(id, "6");
+    assert_eq!(body["status"]["execution"], "canceled");
+    assert_eq!(body["status"]["result"]["finished"], "success");
+    assert!(
+        firmware.calls().is_empty(),
+        "never installed: {:?}",
+        firmware.calls()
+    );
+    assert!(!artifact.exists(), "the download is discarded");
+    assert_eq!(kiosk.get("/api/v1/fleet").await["action"], Value::Null);
+    kiosk.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_download_cut_by_a_server_that_goes_away_resumes_with_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut fake = FakeHawkbit::start(&token("resume"), "00:00:01").await;
+    let artifact = bundle("0.2.0", 3 << 20);
+    let sha = hex(&sha2::Sha256::digest(&artifact));
+    let len = artifact.len();
+    fake.offer("9", "os", "0.2.0", "b.raucb", artifact, json!({}));
+    fake.with(|s| s.stall_after = Some(1 << 20));
+    let firmware = TestFirmware::new(dir.path(), "0.1.0", "A");
+    let kiosk = Kiosk::start(dir.path(), firmware.clone()).await;
+    kiosk.join_fleet(&fake, json!({})).await;
+    let partial = dir.path().join("fleet/download/artifact");
+    wait_until("the first megabyte", 20, || {
+        std::fs::metadata(&partial).is_ok_and(|m| m.len() == 1 << 20)
+    })
+    .await;
+    fake.stop().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let status = kiosk.get("/api/v1/fleet").await;
+    assert!(
+        status["last_error"].is_string(),
+        "the server is away: {status}"
+    );
+    fake.restart().await;
+    wait_until("the reboot", 30, || {
+        firmware.calls().contains(&"reboot".into())
+    })
+    .await;
+    assert_eq!(
+        firmware.calls()[0],
+        format!("check {sha}"),
+        "the whole bundle, intact"
+    );
+    let ranges: Vec<Option<String>> = fake.with(|s| {
+        s.seen
+            .iter()
+            .filter(|r| r.path.contains("/artifacts/"))
+            .map(|r| r.range.clone())
+            .collect()
+    });
+    assert_eq!(ranges[0], None, "{ranges:?}");
+    assert_eq!(
+        ranges.last().unwrap().as_deref(),
+        Some("bytes=1048576-"),
+        "{ranges:?}"
+    );
+    assert_eq!(fake.with(|s| s.cut_at), Some(1 << 20));
+    assert!(len > 1 << 20);
+    kiosk.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_servers_polling_interval_is_obeyed_with_etags() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeHawkbit::start(&token("poll"), "00:00:02").await;
+    let kiosk = Kiosk::start(dir.path(), TestFirmware::new(dir.path(), "0.1.0", "A")).await;
+    // Off by default: nothing is polled.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(fake.with(|s| s.seen.is_empty()));
+    kiosk.join_fleet(&fake, json!({})).await;
+    tokio::time::sleep(Duration::from_millis(9_000)).await;
+    let polls: Vec<_> = fake.with(|s| s.seen.clone());
+    assert!(
+        (3..=6).contains(&polls.len()),
+        "{} polls in 9 s at 2 s",
+        polls.len()
+    );
+    for pair in polls.windows(2) {
+        let gap = pair[1].at - pair[0].at;
+        assert!(
+            gap >= Duration::from_millis(1_900) && gap < Duration::from_millis(4_000),
+            "{gap:?}"
+        );
+    }
+    assert_eq!(polls[0].if_none_match, None);
+    assert!(
+        polls[1..]
+            .iter()
+            .all(|p| p.if_none_match.as_deref() == Some("\"0\""))
+    );
+    let status = kiosk.get("/api/v1/fleet").await;
+    assert_eq!(status["interval_secs"], 2);
+    assert!(status["last_poll"].is_u64());
+    // Paused: no more polls until resumed.
+    let res = kiosk
+        .http
+        .post(kiosk.url("/api/v1/fleet/pause"))
+        .json(&json!({"paused": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let count = fake.with(|s| s.seen.len());
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(fake.with(|s| s.seen.len()), count, "paused");
+    assert_eq!(kiosk.get("/api/v1/fleet").await["paused"], true);
+    // A server asking for no pause at all is polled no faster than the kiosk's bound (1 s here).
+    fake.with(|s| {
+        s.sleep = "00:00:00".into();
+        s.generation += 1;
+    });
+    let res = kiosk
+        .http
+        .post(kiosk.url("/api/v1/fleet/pause"))
+        .json(&json!({"paused": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let from = fake.with(|s| s.seen.len());
+    tokio::time::sleep(Duration::from_millis(4_500)).await;
+    let fast: Vec<_> = fake.with(|s| s.seen[from..].to_vec());
+    assert!(
+        (3..=6).contains(&fast.len()),
+        "{} polls in 4.5 s",
+        fast.len()
+    );
+    for pair in fast.windows(2).skip(1) {
+        assert!(pair[1].at - pair[0].at >= Duration::from_millis(900));
+    }
+    assert_eq!(kiosk.get("/api/v1/fleet").await["interval_secs"], 1);
+    kiosk.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_update_installed_from_the_console_is_reported_as_installed_base() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeHawkbit::start(&token("installed"), "00:00:01").await;
+    std::fs::create_dir_all(dir.path().join("update")).unwrap();
+    let outcome = json!({"result": "updated", "from": "0.1.0", "to": "0.2.0", "reason": null, "at": now(), "installed_at": now()});
+    std::fs::write(dir.path().join("update/outcome.json"), outcome.to_string()).unwrap();
+    let kiosk = Kiosk::start(dir.path(), TestFirmware::new(dir.path(), "0.2.0", "B")).await;
+    kiosk
+        .join_fleet(&fake, json!({"distribution": "docent-rpi4"}))
+        .await;
+    wait_until("installedBase", 20, || {
+        fake.with(|s| !s.installed_base.is_empty())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        fake.with(|s| s.installed_base.clone()),
+        vec![json!({"name": "docent-rpi4", "version": "0.2.0"})],
+        "once"
+    );
+    kiosk.stop().await;
+}
+
+/// A fleet key pair as base64: its 32-byte private key and its public key.
+fn fleet_key(seed: u8) -> (String, String) {
+    let seed = [seed; 32];
+    let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(&seed).unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    (b64.encode(seed), b64.encode(pair.public_key().as_ref()))
+}
+
+/// Kiosk A's content, exported as a bundle signed with `seed`.
+async fn exported_content(seed: u8) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let kiosk = Kiosk::start(dir.path(), TestFirmware::new(dir.path(), "0.1.0", "A")).await;
+    let res = kiosk
+        .http
+        .post(kiosk.url("/api/v1/characters"))
+        .json(&json!({"name": "Ada Lovelace"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success(), "{}", res.status());
+    kiosk
+        .put_settings(
+            json!({"llm": {"base_url": "http://10.0.0.2/v1", "api_key": "sk-of-kiosk-a-123456"}}),
+        )
+        .await;
+    let (key, _) = fleet_key(seed);
+    let res = kiosk
+        .http
+        .post(kiosk.url("/api/v1/fleet/content/export"))
+        .json(&json!({"version": "2026.11-1", "signing_key": key}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let bytes = res.bytes().await.unwrap().to_vec();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(!text.contains("sk-of-kiosk-a-123456"), "no secret travels");
+    kiosk.stop().await;
+    bytes
+}
+
+async fn character_names(kiosk: &Kiosk) -> Vec<String> {
+    let list = kiosk.get("/api/v1/characters").await;
+    let items = list
+        .as_array()
+        .cloned()
+        .or_else(|| list["characters"].as_array().cloned());
+    items
+        .unwrap_or_default()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn content_bundles_apply_with_the_kiosks_own_kept_and_are_refused_unsigned() {
+    let bundle = exported_content(7).await;
+    let forged = exported_content(8).await;
+    let (_, public) = fleet_key(7);
+
+    let dir = tempfile::tempdir().unwrap();
+    let secret = token("content");
+    let fake = FakeHawkbit::start(&secret, "00:00:01").await;
+    let kiosk = Kiosk::start(dir.path(), TestFirmware::new(dir.path(), "0.1.0", "A")).await;
+    kiosk
+        .put_settings(json!({"llm": {"base_url": "http://10.0.0.2/v1", "api_key": "sk-of-kiosk-b-654321"}, "kiosk": {"volume": 33}}))
+        .await;
+    let res = kiosk
+        .http
+        .post(kiosk.url("/api/v1/client-keys"))
+        .json(&json!({"name": "hall screen"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+
+    // A bundle signed with another key: refused, nothing changes.
+    fake.offer(
+        "20",
+        "docent-content",
+        "2026.11-1",
+        "content.tar",
+        forged,
+        json!({}),
+    );
+    kiosk
+        .join_fleet(&fake, json!({"content_public_key": public}))
+        .await;
+    wait_until("the refusal", 20, || fake.closed("20").is_some()).await;
+    let (status, details) = fake.closed("20").unwrap();
+    assert_eq!(status, "closed/failure");
+    assert!(
+        details.contains("not signed with the fleet's key"),
+        "{details}"
+    );
+    assert!(
+        !character_names(&kiosk)
+            .await
+            .contains(&"Ada Lovelace".to_string())
+    );
+
+    // The fleet's own bundle: applied at the restart, reported once applied.
+    fake.offer(
+        "21",
+        "docent-content",
+        "2026.11-1",
+        "content.tar",
+        bundle,
+        json!({}),
+    );
+    wait_until("the content", 40, || fake.closed("21").is_some()).await;
+    let (status, details) = fake.closed("21").unwrap();
+    assert_eq!(status, "closed/success", "{details}");
+    assert!(
+        character_names(&kiosk)
+            .await
+            .contains(&"Ada Lovelace".to_string())
+    );
+    let settings = kiosk.get("/api/v1/settings").await;
+    assert_eq!(
+        settings["llm"]["api_key_set"], true,
+        "this kiosk's key is kept"
+    );
+    assert_eq!(settings["kiosk"]["volume"], 33, "a local setting is kept");
+    assert_eq!(settings["fleet"]["enabled"], true);
+    assert_eq!(settings["fleet"]["target_token_set"], true);
+    let keys = kiosk.get("/api/v1/client-keys").await;
+    assert!(keys.to_string().contains("hall screen"), "{keys}");
+    let status = kiosk.get("/api/v1/fleet").await;
+    assert_eq!(status["content_version"], "2026.11-1");
+    // The next configData says so.
+    fake.with(|s| {
+        s.config_data_requested = true;
+        s.generation += 1;
+    });
+    wait_until("configData", 20, || {
+        fake.with(|s| !s.config_data.is_empty())
+    })
+    .await;
+    let data = fake.with(|s| s.config_data.last().unwrap().clone());
+    assert_eq!(data["data"]["content_version"], "2026.11-1");
+    assert_secret_kept(&kiosk, &secret).await;
+    kiosk.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_an_administrator_exports_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = crate::support::Server::start_in(dir, |c| {
+        c.admin_password = Some("correct horse battery".into());
+        c.devices = docent::config::DeviceMode::None;
+    })
+    .await;
+    let (key, _) = fleet_key(1);
+    let res = server
+        .post("/api/v1/fleet/content/export")
+        .json(&json!({"version": "1", "signing_key": key}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401);
+    for path in ["/api/v1/fleet"] {
+        assert_eq!(server.get(path).send().await.unwrap().status(), 401);
+    }
+    let res = server
+        .post("/api/v1/fleet/pause")
+        .json(&json!({"paused": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_system_page_shows_the_fleet_and_pauses_it() {
+    const PASSWORD: &str = "fleet-console-password";
+    let fake = FakeHawkbit::start(&token("console"), "00:00:01").await;
+    // Downloaded, then waiting outside the maintenance window: an action in progress.
+    fake.offer(
+        "12",
+        "os",
+        "0.2.0",
+        "b.raucb",
+        bundle("0.2.0", 1000),
+        json!({"maintenanceWindow": "unavailable"}),
+    );
+    let mut s = crate::support::Server::start_with(|c| {
+        c.admin_password = Some(PASSWORD.into());
+        c.devices = docent::config::DeviceMode::None;
+        c.fleet.min_poll_secs = 1;
+    })
+    .await;
+    let cookie = crate::support::sign_in(&s, PASSWORD).await;
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("cookie", cookie.parse().unwrap());
+    headers.insert("origin", s.base.parse().unwrap());
+    s.http = reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap();
+    let fleet = json!({"fleet": {"enabled": true, "server_url": fake.url(), "tenant": TENANT,
+        "controller_id": CONTROLLER, "target_token": fake.token}});
+    s.put_json("/api/v1/settings", fleet, 200).await;
+
+    let mut b = crate::support::browser::Browser::launch().await;
+    b.goto(&s.url("/console/login")).await;
+    b.type_into("password", PASSWORD).await;
+    b.press_enter().await;
+    b.wait_for("location.pathname", json!("/console/")).await;
+    b.goto(&s.url("/console/system")).await;
+    let text = |id: &str| format!("((document.getElementById('{id}') || {{}}).textContent || '')");
+    b.wait_within(
+        &format!(
+            "{}.includes('waiting for the maintenance window')",
+            text("fleet-action")
+        ),
+        json!(true),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(
+        b.eval(&text("fleet-action")).await,
+        json!("Firmware 0.2.0 (action 12): waiting for the maintenance window, 100%")
+    );
+    assert_eq!(
+        b.eval(&text("fleet-server")).await,
+        json!(format!("{} (tenant DEFAULT)", fake.url()))
+    );
+    assert_eq!(b.eval(&text("fleet-target")).await, json!(CONTROLLER));
+    let state = b.eval(&text("fleet-state")).await;
+    assert!(
+        state
+            .as_str()
+            .unwrap()
+            .starts_with("Asks the server every 1 s"),
+        "{state}"
+    );
+    let reported = b.eval(&text("fleet-reported")).await;
+    assert!(
+        reported
+            .as_str()
+            .unwrap()
+            .contains("feedback 12: proceeding/none"),
+        "{reported}"
+    );
+    let page = b.eval("document.body.innerText").await;
+    assert!(
+        !page.as_str().unwrap().contains(&fake.token),
+        "the token is never shown"
+    );
+
+    b.eval("document.getElementById('fleet-pause').click()")
+        .await;
+    b.wait_for(
+        &format!("{}.startsWith('Paused')", text("fleet-state")),
+        json!(true),
+    )
+    .await;
+    assert_eq!(b.eval(&text("fleet-pause")).await, json!("Resume polling"));
+    assert_eq!(s.get_json("/api/v1/fleet", 200).await["paused"], true);
+    let polls = fake.with(|f| f.seen.len());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(fake.with(|f| f.seen.len()), polls, "paused: nothing asked");
+    b.eval("document.getElementById('fleet-pause').click()")
+        .await;
+    b.wait_for(
+        &format!("{}.startsWith('Asks')", text("fleet-state")),
+        json!(true),
+    )
+    .await;
+    drop(b);
+    s.stop().await;
+}
+
+/// Bytes through a TCP forwarder in front of the fake server, both ways, counted as they pass.
+async fn counting_proxy(to: SocketAddr) -> (SocketAddr, Arc<std::sync::atomic::AtomicU64>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let total = count.clone();
+    tokio::spawn(async move {
+        while let Ok((inbound, _)) = listener.accept().await {
+            let outbound = tokio::net::TcpStream::connect(to).await.unwrap();
+            let (ir, iw) = inbound.into_split();
+            let (or, ow) = outbound.into_split();
+            let pipe = |mut from: tokio::net::tcp::OwnedReadHalf,
+                        mut to: tokio::net::tcp::OwnedWriteHalf| {
+                let total = total.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 << 10];
+                    while let Ok(n) = from.read(&mut buf).await {
+                        if n == 0 || to.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                        total.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    let _ = to.shutdown().await;
+                });
+            };
+            pipe(ir, ow);
+            pipe(or, iw);
+        }
+    });
+    (addr, count)
+}
+
+fn cpu_seconds() -> f64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid out-parameter.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(usage.ru_utime) + t(usage.ru_stime)
+}
+
+/// The figures of docs/fleet.md: bytes and CPU per poll (the process also runs the fake server,
+/// so the CPU is an upper bound) and the time to download and check a 100 MB artifact over
+/// loopback. `cargo test --test it fleet::measure -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a measurement, run by hand"]
+async fn measure_poll_cost_and_a_100_mb_download() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeHawkbit::start(&token("measure"), "00:00:01").await;
+    let (proxy, bytes) = counting_proxy(fake.addr).await;
+    let kiosk = Kiosk::start(dir.path(), TestFirmware::new(dir.path(), "0.1.0", "A")).await;
+    kiosk
+        .join_fleet(&fake, json!({"server_url": format!("http://{proxy}")}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The same process paused, for the baseline of everything else it runs.
+    kiosk.put_settings(json!({"fleet": {"paused": true}})).await;
+    let idle0 = cpu_seconds();
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let idle = cpu_seconds() - idle0;
+    kiosk
+        .put_settings(json!({"fleet": {"paused": false}}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (polls0, bytes0, cpu0) = (
+        fake.with(|s| s.seen.len()),
+        bytes.load(std::sync::atomic::Ordering::Relaxed),
+        cpu_seconds(),
+    );
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let polls = fake.with(|s| s.seen.len()) - polls0;
+    let cpu = cpu_seconds() - cpu0 - idle;
+    let wire = bytes.load(std::sync::atomic::Ordering::Relaxed) - bytes0;
+    println!(
+        "FIGURE polls={polls} cpu_ms_per_poll={:.2} (idle baseline {:.0} ms per 20 s taken off) bytes_per_poll={}",
+        cpu * 1000.0 / polls as f64,
+        idle * 1000.0,
+        wire / polls.max(1) as u64
+    );
+
+    let artifact = bundle("0.2.0", 100 << 20);
+    fake.offer(
+        "30",
+        "os",
+        "0.2.0",
+        "big.raucb",
+        artifact,
+        json!({"update": "skip"}),
+    );
+    let started = Instant::now();
+    wait_until("the download", 600, || {
+        fake.feedback_of("30")
+            .iter()
+            .any(|(s, _)| s.starts_with("downloaded/"))
+    })
+    .await;
+    println!(
+        "FIGURE download_100mb_s={:.2} (download, fsync and sha256, at most 1 s of it waiting for the poll)",
+        started.elapsed().as_secs_f64()
+    );
+    kiosk.stop().await;
+}
