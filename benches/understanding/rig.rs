@@ -46,7 +46,7 @@ pub enum Variation {
     Noise,
 }
 
-const VARIATIONS: [Variation; 4] = [
+pub const VARIATIONS: [Variation; 4] = [
     Variation::Clean,
     Variation::Slower,
     Variation::Faster,
@@ -286,7 +286,7 @@ pub async fn make_character(http: &reqwest::Client, site: &str) -> String {
 }
 
 /// The question as the microphone hears it: 16 kHz mono S16_LE.
-fn spoken(voice: Voice, text: &str, variation: Variation) -> Vec<u8> {
+pub fn spoken(voice: Voice, text: &str, variation: Variation) -> Vec<u8> {
     let wav = tempfile::Builder::new().suffix(".wav").tempfile().unwrap();
     let raw = tempfile::Builder::new().suffix(".raw").tempfile().unwrap();
     let ok = match voice {

@@ -54,6 +54,7 @@ async fn experiment() {
     use std::time::{Duration, Instant};
     let wavs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/understanding-wavs");
     let questions = rig::questions();
+    std::fs::create_dir_all(&wavs).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let kiosk = support::Kiosk::start(dir.path(), |c| {
         c.devices = docent::config::DeviceMode::None;
@@ -66,22 +67,33 @@ async fn experiment() {
     // Kept for experiments with PocketSphinx's own settings.
     std::fs::copy(&model.dict, wavs.join("model.dict")).unwrap();
     std::fs::copy(&model.lm, wavs.join("model.lm")).unwrap();
+    std::fs::copy(&model.grammar, wavs.join("model.gram")).unwrap();
     let corpus = docent::engine::providers::lm::corpus(&engine.knowledge_texts(&id).unwrap());
     let lines: Vec<String> = corpus.iter().map(|s| s.join(" ")).collect();
     std::fs::write(wavs.join("corpus.txt"), lines.join("\n")).unwrap();
+    // The recordings are made once (the benchmark's variation of each question in each voice).
+    for (v, voice) in VOICES.iter().enumerate() {
+        let at = wavs.join(experiment_name(voice));
+        std::fs::create_dir_all(&at).unwrap();
+        for (i, q) in questions.iter().enumerate() {
+            let raw = at.join(format!("{i:02}.raw"));
+            if !raw.exists() {
+                let variation = rig::VARIATIONS[(v * questions.len() + i) % rig::VARIATIONS.len()];
+                std::fs::write(&raw, rig::spoken(*voice, &q.text, variation)).unwrap();
+            }
+        }
+    }
     let only = std::env::var("VOICE").ok();
     let mut all = Tally::default();
+    let mut open_all = Tally::default();
     println!("{HEADER}");
-    for voice in [
-        "espeak-en-us",
-        "espeak-en-gb-x-rp+f3",
-        "flite-slt",
-        "flite-awb",
-    ] {
+    for voice in VOICES.iter().map(experiment_name) {
+        let voice = voice.as_str();
         if only.as_deref().is_some_and(|o| !voice.contains(o)) {
             continue;
         }
         let mut tally = Tally::default();
+        let mut open_tally = Tally::default();
         for (i, q) in questions.iter().enumerate() {
             let raw = std::fs::read(wavs.join(voice).join(format!("{i:02}.raw"))).unwrap();
             let pcm: Vec<i16> = raw
@@ -89,28 +101,53 @@ async fn experiment() {
                 .map(|b| i16::from_le_bytes([b[0], b[1]]))
                 .collect();
             let started = Instant::now();
-            let sure = local::transcribe(&pcm, &model, dir.path(), Duration::from_secs(30))
-                .await
-                .unwrap();
-            let heard = sure
-                .iter()
-                .map(|(w, _)| w.as_str())
-                .collect::<Vec<_>>()
-                .join(" ");
-            let reply = if heard.trim().is_empty() {
-                "say it again".to_string()
-            } else {
-                engine
-                    .offline_answer(&id, &heard, &sure)
-                    .unwrap_or_else(|| "I don't know".into())
+            let timeout = Duration::from_secs(30);
+            let (open, closed) = tokio::join!(
+                local::transcribe(&pcm, &model, dir.path(), timeout),
+                local::closed_pass(&pcm, &model, dir.path(), timeout)
+            );
+            let (open, closed) = (open.unwrap(), closed.unwrap());
+            let closed_reply = closed.as_ref().map(|c| {
+                let r = engine.offline_answer(&id, &c.words.join(" "), &[]);
+                (c.fit, c.whole, r.map(|r| rig::judge(&r, &q.expect)))
+            });
+            let text = |w: &[(String, f64)]| {
+                w.iter()
+                    .map(|(w, _)| w.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ")
             };
+            let reply_to = |heard: &str, sure: &[(String, f64)]| {
+                if heard.trim().is_empty() {
+                    "say it again".to_string()
+                } else {
+                    engine
+                        .offline_answer(&id, heard, sure)
+                        .unwrap_or_else(|| "I don't know".into())
+                }
+            };
+            let open_text = text(&open);
+            let closed_text = closed
+                .as_ref()
+                .map(|c| c.words.join(" "))
+                .unwrap_or_default();
+            let open_verdict = rig::judge(&reply_to(&open_text, &open), &q.expect);
+            let heard = engine.offline_heard(&id, open, closed);
+            let reply = reply_to(&heard.text, &heard.sure);
             let ms = started.elapsed().as_secs_f64() * 1000.0;
             let verdict = rig::judge(&reply, &q.expect);
-            if verdict != Verdict::Right || std::env::var_os("UNDERSTANDING_VERBOSE").is_some() {
+            if verdict != Verdict::Right
+                || verdict != open_verdict
+                || std::env::var_os("UNDERSTANDING_VERBOSE").is_some()
+            {
                 println!(
-                    "  {verdict:?} {voice} {:?} heard {heard:?} -> {reply:?}",
+                    "  {verdict:?} (open {open_verdict:?}) {voice} {:?} heard {open_text:?} / {closed_text:?} -> {reply:?}",
                     q.text
                 );
+            }
+            if open_verdict != Verdict::Right {
+                // For choosing CLOSED_FIT: how the closed pass alone would have done.
+                println!("  closed-fit {closed_reply:?}");
             }
             let o = rig::Outcome {
                 verdict,
@@ -118,9 +155,25 @@ async fn experiment() {
             };
             tally.add(&o);
             all.add(&o);
+            let o = rig::Outcome {
+                verdict: open_verdict,
+                latency_ms: None,
+            };
+            open_tally.add(&o);
+            open_all.add(&o);
         }
+        println!("{}", open_tally.row(&format!("{voice} open")));
         println!("{}", tally.row(voice));
     }
+    println!("{}", open_all.row("all open"));
     println!("{}", all.row("all"));
     kiosk.stop().await;
+}
+
+/// The directory of a voice's recordings in `target/understanding-wavs`.
+fn experiment_name(voice: &rig::Voice) -> String {
+    match voice {
+        rig::Voice::Espeak(v) => format!("espeak-{v}"),
+        rig::Voice::Flite(v) => format!("flite-{v}"),
+    }
 }

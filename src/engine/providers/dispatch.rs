@@ -102,12 +102,24 @@ impl Engine {
                     .map_err(|e| {
                         ProviderError::Failed(format!("the recogniser's model was not built: {e}"))
                     })??;
-                let sure = local::transcribe(pcm, &model, &self.scratch_dir(), timeout).await?;
-                let words: Vec<&str> = sure.iter().map(|(w, _)| w.as_str()).collect();
-                Ok(Heard {
-                    text: words.join(" "),
-                    sure,
-                })
+                // Both passes at once (two processes; a board has the cores): the closed one
+                // is wanted when the open one is unsure, and waiting for that would add its
+                // time to every such turn.
+                let scratch = self.scratch_dir();
+                let (open, closed) = tokio::join!(
+                    local::transcribe(pcm, &model, &scratch, timeout),
+                    local::closed_pass(pcm, &model, &scratch, timeout),
+                );
+                let open = open?;
+                // Without the closed pass, the open one still answers.
+                let closed = closed.unwrap_or_else(|e| {
+                    tracing::warn!("the recogniser's closed pass failed: {e}");
+                    None
+                });
+                let (engine, id) = (self.clone(), character_id.to_string());
+                tokio::task::spawn_blocking(move || engine.offline_heard(&id, open, closed))
+                    .await
+                    .map_err(|e| ProviderError::Failed(format!("the speech was not weighed: {e}")))
             }
         }
     }

@@ -119,6 +119,11 @@ impl std::fmt::Display for ProviderError {
     }
 }
 
+/// The least fit (see `local::Closed`) at which the closed pass's question is believed when
+/// the open pass's words answer nothing. Measured on the understanding benchmark (see
+/// docs/understanding.md).
+pub const CLOSED_FIT: f64 = -1.0;
+
 /// What the offline engine derives from a character's knowledge (the recogniser's model, the
 /// answer's topics), per character, with the knowledge epoch it was built at: built once per
 /// change of knowledge, not per turn.
@@ -368,6 +373,42 @@ impl Engine {
             })
             .ok()?;
         topics.answer(question, sure)
+    }
+
+    /// What the offline recogniser heard, from its two passes over the same speech (`open`
+    /// with the language model, `closed` with the grammar of the knowledge's questions, see
+    /// `local::Closed`): the open pass, unless the knowledge answers nothing from it and the
+    /// closed pass heard a question that it answers and that fits the speech (`CLOSED_FIT`).
+    /// Reads the store on a change of knowledge: call it on the blocking pool.
+    pub fn offline_heard(
+        &self,
+        character_id: &str,
+        open: Vec<(String, f64)>,
+        closed: Option<local::Closed>,
+    ) -> Heard {
+        let open_text = open
+            .iter()
+            .map(|(w, _)| w.as_str())
+            .collect::<Vec<_>>()
+            .join(" ");
+        if let Some(closed) = closed
+            && closed.fit >= CLOSED_FIT
+            && self
+                .offline_answer(character_id, &open_text, &open)
+                .is_none()
+        {
+            let text = closed.words.join(" ");
+            if self.offline_answer(character_id, &text, &[]).is_some() {
+                return Heard {
+                    text,
+                    sure: Vec::new(),
+                };
+            }
+        }
+        Heard {
+            text: open_text,
+            sure: open,
+        }
     }
 
     /// The providers of each stage, with availability measured now.
