@@ -137,6 +137,16 @@ pub struct Rig {
     kiosk: Kiosk,
     _dir: tempfile::TempDir,
     asked: usize,
+    /// The character the kiosk speaks as.
+    pub character: String,
+}
+
+/// A question asked through the kiosk, as it went.
+pub struct Asked {
+    pub outcome: Outcome,
+    /// What the kiosk heard (its `user_speech`).
+    pub heard: String,
+    pub reply: String,
 }
 
 impl Rig {
@@ -187,13 +197,25 @@ impl Rig {
             kiosk,
             _dir: dir,
             asked: 0,
+            character,
         }
+    }
+
+    /// The kiosk's engine.
+    #[allow(dead_code)] // Not every includer asks for it.
+    pub fn engine(&self) -> std::sync::Arc<docent::engine::Engine> {
+        self.kiosk.ready.engine.clone()
     }
 
     /// Asks `q` in `voice`, the recording changed by the next variation in turn.
     pub async fn ask(&mut self, voice: Voice, q: &Question) -> Outcome {
         let variation = VARIATIONS[self.asked % VARIATIONS.len()];
         self.asked += 1;
+        self.ask_as(voice, q, variation).await.outcome
+    }
+
+    /// Asks `q` in `voice`, the recording changed by `variation`.
+    pub async fn ask_as(&mut self, voice: Voice, q: &Question, variation: Variation) -> Asked {
         let pcm = spoken(voice, &q.text, variation);
         std::fs::write(&self.mic, &pcm).unwrap();
         let seconds = pcm.len() as f64 / 32_000.0;
@@ -219,9 +241,13 @@ impl Rig {
             .wait_for(|s| s.status == Status::Idle)
             .await
             .unwrap();
-        Outcome {
-            verdict,
-            latency_ms: first_audio.map(|at| (at - released).as_secs_f64() * 1000.0),
+        Asked {
+            outcome: Outcome {
+                verdict,
+                latency_ms: first_audio.map(|at| (at - released).as_secs_f64() * 1000.0),
+            },
+            heard,
+            reply,
         }
     }
 

@@ -122,7 +122,7 @@ impl std::fmt::Display for ProviderError {
 /// The least fit (see `local::Closed`) at which the closed pass's question is believed when
 /// the open pass's words answer nothing. Measured on the understanding benchmark (see
 /// docs/understanding.md).
-pub const CLOSED_FIT: f64 = -1.0;
+pub const CLOSED_FIT: f64 = 0.5;
 
 /// What the offline engine derives from a character's knowledge (the recogniser's model, the
 /// answer's topics), per character, with the knowledge epoch it was built at: built once per
