@@ -5,7 +5,8 @@
 //! variants and flite, separate programs from Debian's packages), slowed, sped up or with noise
 //! added (sox), written to the simulated microphone and asked by holding the simulated button,
 //! as a visitor would. A reply is right when it holds the expected fact, "say again" when the
-//! kiosk asks to hear the question again (or says it does not know), wrong otherwise.
+//! kiosk asks to hear the question again, says it does not know or asks which of two topics is
+//! meant (the benchmark asks once; `tests/it/understanding.rs` answers one), wrong otherwise.
 //! Whoever includes this module also includes `benches/support` as its sibling `support`.
 
 use std::path::Path;
@@ -395,9 +396,14 @@ pub fn judge(reply: &str, expect: &[String]) -> Verdict {
     let reply = reply.to_lowercase();
     if expect.iter().any(|e| reply.contains(&e.to_lowercase())) {
         Verdict::Right
-    } else if ["say that again", "say it again", "don't know"]
-        .iter()
-        .any(|p| reply.contains(p))
+    } else if [
+        "say that again",
+        "say it again",
+        "don't know",
+        "do you mean",
+    ]
+    .iter()
+    .any(|p| reply.contains(p))
     {
         Verdict::SayAgain
     } else {

@@ -18,6 +18,10 @@ use crate::engine::voice::Voice;
 /// What a reply is generated from.
 pub struct Prompt<'a> {
     pub character_id: &'a str,
+    /// The live session it is asked in (none for the console's "what would it answer"): the
+    /// offline engine may ask which of two topics is meant, and the session's next question
+    /// answers that.
+    pub session_id: Option<&'a str>,
     pub question: &'a str,
     /// How sure the recogniser was of the question's words (none when it was typed).
     pub sure: &'a [(String, f64)],
@@ -158,8 +162,10 @@ impl Engine {
             Provider::Local | Provider::OpenaiRealtime | Provider::Remote | Provider::Wyoming => {
                 let (engine, id) = (self.clone(), prompt.character_id.to_string());
                 let (question, sure) = (prompt.question.to_string(), prompt.sure.to_vec());
-                let answer = tokio::task::spawn_blocking(move || {
-                    engine.offline_answer(&id, &question, &sure)
+                let session = prompt.session_id.map(str::to_string);
+                let answer = tokio::task::spawn_blocking(move || match session {
+                    Some(session) => engine.offline_reply(&session, &id, &question, &sure),
+                    None => engine.offline_answer(&id, &question, &sure),
                 })
                 .await
                 .ok()

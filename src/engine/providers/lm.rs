@@ -62,6 +62,8 @@ const GENERAL: &[&str] = &[
     "what is your name",
     "who are you",
     "can you say that again",
+    "yes",
+    "no",
 ];
 
 /// Training sentences (lowercase words) for a character's model.

@@ -156,6 +156,26 @@ impl<T> EpochCache<T> {
     }
 }
 
+/// The clarifying questions the offline engine asked ("Do you mean the opening hours, or the
+/// tickets?"), per live session, awaiting the visitor's next turn. Bounded: one per session in
+/// use, taken by that session's next turn, and forgotten after `CLARIFY_TTL`.
+#[derive(Default)]
+pub struct Clarifying(Mutex<HashMap<String, Asked>>);
+
+/// How long a clarifying question waits for its reply (a visitor who walked away).
+const CLARIFY_TTL: Duration = Duration::from_secs(120);
+
+/// A clarifying question asked.
+struct Asked {
+    character_id: String,
+    epoch: u64,
+    /// The two topics offered, the likelier first.
+    labels: (String, String),
+    /// The question that was not clear.
+    question: String,
+    at: Instant,
+}
+
 /// The last answer to "do the configured providers answer?", for the settings it was measured
 /// with. One check runs at a time; the others wait for its answer instead of probing again.
 #[derive(Default)]
@@ -408,6 +428,63 @@ impl Engine {
         Heard {
             text: open_text,
             sure: open,
+        }
+    }
+
+    /// The offline engine's reply in a live session: as `offline_answer`, but when two topics
+    /// are too close to choose between, it asks which one is meant ("Do you mean ...?"), and
+    /// the session's next question answers that ("yes", "no", or a topic's word): the topic
+    /// chosen answers the question first asked. Never two clarifying questions in a row: a
+    /// reply that chooses neither is taken as a new question, answered or not. Call it on the
+    /// blocking pool.
+    pub fn offline_reply(
+        &self,
+        session_id: &str,
+        character_id: &str,
+        question: &str,
+        sure: &[(String, f64)],
+    ) -> Option<String> {
+        let epoch = self.knowledge_epoch();
+        let asked = {
+            let mut pending = self.clarifying.0.lock().expect("clarifying lock");
+            pending.retain(|_, a| a.at.elapsed() < CLARIFY_TTL);
+            pending.remove(session_id)
+        }
+        .filter(|a| a.character_id == character_id && a.epoch == epoch);
+        if answer::asks_who(question) {
+            return self.offline_answer(character_id, question, sure);
+        }
+        let topics = self
+            .answer_topics
+            .get_or_build(character_id, epoch, || {
+                self.knowledge_sources_text(character_id)
+                    .map(|sources| answer::Topics::new(&sources))
+            })
+            .ok()?;
+        if let Some(asked) = asked {
+            let (a, b) = (asked.labels.0.as_str(), asked.labels.1.as_str());
+            return match answer::choose(question, (a, b)) {
+                Some(label) => topics.answer_about(label, &asked.question),
+                None => topics.answer(question, sure),
+            };
+        }
+        match topics.understand(question, sure) {
+            answer::Understood::Answer(a) => Some(a),
+            answer::Understood::Nothing => None,
+            answer::Understood::Either(a, b) => {
+                let text = answer::either_question(&a, &b);
+                self.clarifying.0.lock().expect("clarifying lock").insert(
+                    session_id.to_string(),
+                    Asked {
+                        character_id: character_id.to_string(),
+                        epoch,
+                        labels: (a, b),
+                        question: question.to_string(),
+                        at: Instant::now(),
+                    },
+                );
+                Some(text)
+            }
         }
     }
 

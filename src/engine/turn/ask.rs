@@ -72,6 +72,7 @@ impl Engine {
             self.answer_question(
                 character,
                 llm,
+                None,
                 (question, &[]),
                 chat,
                 self.stream_bounds(),

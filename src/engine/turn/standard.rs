@@ -30,6 +30,7 @@ impl Engine {
         self: &Arc<Self>,
         character: &Character,
         llm: Provider,
+        session_id: Option<&str>,
         (question, sure): (&str, &[(String, f64)]),
         chat: impl FnOnce(&[SearchResult]) -> ChatRequest,
         bounds: StreamBounds,
@@ -45,6 +46,7 @@ impl Engine {
         };
         let prompt = Prompt {
             character_id: &character.id,
+            session_id,
             question,
             sure,
             fallback: fallback(character),
@@ -76,6 +78,7 @@ impl Turn {
                 .answer_question(
                     &plan.character,
                     plan.llm,
+                    Some(&self.live.id),
                     (question, sure),
                     chat,
                     plan.stream,
