@@ -210,24 +210,26 @@ async fn experiment() {
                     .collect::<Vec<_>>()
                     .join(" ")
             };
-            let reply_to = |heard: &str, sure: &[(String, f64)]| {
+            // The open pass alone (as before the closed pass), and the whole as a turn does it,
+            // each question in a session of its own, as the benchmark's first ask.
+            let reply_to = |heard: &str, sure: &[(String, f64)], session: Option<&str>| {
                 if heard.trim().is_empty() {
-                    "say it again".to_string()
-                } else {
-                    // Each question in a session of its own, as the benchmark's first ask.
-                    engine
-                        .offline_reply(&format!("{voice}-{i}"), &id, heard, sure)
-                        .unwrap_or_else(|| "I don't know".into())
+                    return "say it again".to_string();
                 }
+                match session {
+                    Some(session) => engine.offline_reply(session, &id, heard, sure),
+                    None => engine.offline_answer(&id, heard, sure),
+                }
+                .unwrap_or_else(|| "I don't know".into())
             };
             let open_text = text(&open);
             let closed_text = closed
                 .as_ref()
                 .map(|c| c.words.join(" "))
                 .unwrap_or_default();
-            let open_verdict = rig::judge(&reply_to(&open_text, &open), &q.expect);
+            let open_verdict = rig::judge(&reply_to(&open_text, &open, None), &q.expect);
             let heard = engine.offline_heard(&id, open, closed);
-            let reply = reply_to(&heard.text, &heard.sure);
+            let reply = reply_to(&heard.text, &heard.sure, Some(&format!("{voice}-{i}")));
             let ms = started.elapsed().as_secs_f64() * 1000.0;
             let verdict = rig::judge(&reply, &q.expect);
             if verdict != Verdict::Right
