@@ -9,7 +9,8 @@
 //! question and each sentence, up to three), less when only its stem matches ("founded" is not
 //! "found") and less when the recogniser was unsure of it; a topic is chosen only when it wins
 //! clearly: below `MIN_SCORE`, or within `MARGIN` of the second best, the kiosk asks to hear
-//! the question again. A wrong answer costs a visitor more than being asked to repeat.
+//! the question again, or, when two named topics are close, which one is meant
+//! (`Understood::Either`). A wrong answer costs a visitor more than being asked to repeat.
 //! The weights were tuned on the understanding benchmark's recordings (see
 //! `tests/it/understanding.rs`, `experiment`).
 

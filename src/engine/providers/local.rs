@@ -4,7 +4,10 @@
 //! - Recognition: PocketSphinx (`pocketsphinx_continuous` with Debian's en-us model), with a
 //!   dictionary of the words the character's visitors use and a trigram language model of the
 //!   questions they ask (`lm`): on an open vocabulary it does poorly, on a model of its own
-//!   domain it hears most questions well enough to find the right passage.
+//!   domain it hears most questions well enough to find the right passage. A second, closed
+//!   pass over the same speech listens only for the questions the knowledge answers (a grammar,
+//!   `lm::jsgf`), scored against a free search so that its question is believed only when it
+//!   fits the speech (see `closed_pass`).
 //! - Answers: no language model. The topic of the character's knowledge the question is about,
 //!   and its one or two sentences that answer it (`answer`); with no topic a clear winner, a
 //!   fallback line in the character's voice says so. It does not pretend to be more than that.

@@ -72,8 +72,7 @@ impl Engine {
             self.answer_question(
                 character,
                 llm,
-                None,
-                (question, &[]),
+                (question, &[], None),
                 chat,
                 self.stream_bounds(),
                 &relay,
