@@ -441,6 +441,60 @@ mod tests {
     }
 
     #[test]
+    fn the_grammar_holds_questions_and_forms_and_no_syntax_from_the_knowledge() {
+        let texts = vec![
+            "## Cafe\nThe cafe serves soup.\nQ: Is there free wifi?\nA: Yes.\n\
+             Q: Can I <x> = ; | /9/ {tag} \"quoted\" * + [opt] (group) go?\nA: No.\n\
+             You can borrow a wheelchair. It weighs 19 kilos."
+                .to_string(),
+        ];
+        let set = closed_set(&texts);
+        let known: BTreeSet<String> = set
+            .questions
+            .iter()
+            .flatten()
+            .cloned()
+            .chain(set.terms.iter().flat_map(|t| words_of(t)))
+            .chain(
+                QUESTION_FORMS
+                    .iter()
+                    .chain(MORE_FORMS)
+                    .flat_map(|f| words_of(f)),
+            )
+            .collect();
+        let (grammar, questions) = jsgf(&set, &known);
+        assert!(questions.contains("is there free wifi"), "{questions:?}");
+        assert!(questions.contains("can i borrow a wheelchair"));
+        assert!(questions.contains("who are you"));
+        assert!(grammar.contains("| cafe |") || grammar.contains("= cafe |"));
+        assert!(grammar.contains("(where is the"), "{grammar}");
+        assert!(!set.terms.contains("nineteen"), "numbers are no topic");
+        // Only the grammar's own syntax: the rule lines, and words of lowercase letters.
+        for line in grammar.lines().skip(2) {
+            let (head, body) = line.split_once(" = ").expect("a rule");
+            assert!(
+                head.starts_with('<') || head.starts_with("public <"),
+                "{line}"
+            );
+            let body = ["<term>", "<said>", "<asked>"]
+                .iter()
+                .fold(body.to_string(), |b, r| b.replace(r, " "))
+                .replace(['(', ')', '|', ';'], " ");
+            for token in body.split_whitespace() {
+                assert!(
+                    token.bytes().all(|b| b.is_ascii_lowercase()),
+                    "{token:?} in {line}"
+                );
+            }
+        }
+        let unknown = jsgf(&set, &BTreeSet::new()).0;
+        assert!(
+            !unknown.contains("wifi") && !unknown.contains("cafe"),
+            "words outside the dictionary are left out: {unknown}"
+        );
+    }
+
+    #[test]
     fn every_history_sums_to_one() {
         let sentences: Vec<Vec<String>> = [
             "where is the cafe",
