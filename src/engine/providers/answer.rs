@@ -388,9 +388,16 @@ pub fn choose<'a>(reply: &str, (a, b): (&'a str, &'a str)) -> Option<&'a str> {
     }
 }
 
-/// The clarifying question offered for two topics.
+/// The clarifying question offered for two topics ("Do you mean opening hours, or can I bring
+/// my dog?"): each name as written but for its first letter.
 pub fn either_question(a: &str, b: &str) -> String {
-    format!("Do you mean {}, or {}?", a.to_lowercase(), b.to_lowercase())
+    let inside = |name: &str| {
+        let mut chars = name.chars();
+        chars.next().map_or_else(String::new, |first| {
+            first.to_lowercase().chain(chars).collect::<String>()
+        })
+    };
+    format!("Do you mean {}, or {}?", inside(a), inside(b))
 }
 
 /// A term of the question.
@@ -639,8 +646,8 @@ mod tests {
             Some("The library lends books and maps.")
         );
         assert_eq!(
-            either_question("Opening hours", "Tickets"),
-            "Do you mean opening hours, or tickets?"
+            either_question("Opening hours", "Can I bring my dog"),
+            "Do you mean opening hours, or can I bring my dog?"
         );
     }
 
