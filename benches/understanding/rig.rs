@@ -5,7 +5,8 @@
 //! variants and flite, separate programs from Debian's packages), slowed, sped up or with noise
 //! added (sox), written to the simulated microphone and asked by holding the simulated button,
 //! as a visitor would. A reply is right when it holds the expected fact, "say again" when the
-//! kiosk asks to hear the question again (or says it does not know), wrong otherwise.
+//! kiosk asks to hear the question again, says it does not know or asks which of two topics is
+//! meant (the benchmark asks once; `tests/it/understanding.rs` answers one), wrong otherwise.
 //! Whoever includes this module also includes `benches/support` as its sibling `support`.
 
 use std::path::Path;
@@ -46,7 +47,7 @@ pub enum Variation {
     Noise,
 }
 
-const VARIATIONS: [Variation; 4] = [
+pub const VARIATIONS: [Variation; 4] = [
     Variation::Clean,
     Variation::Slower,
     Variation::Faster,
@@ -137,6 +138,19 @@ pub struct Rig {
     kiosk: Kiosk,
     _dir: tempfile::TempDir,
     asked: usize,
+    /// The character the kiosk speaks as.
+    #[allow(dead_code)] // The CI test's, not the benchmark's.
+    pub character: String,
+}
+
+/// A question asked through the kiosk, as it went.
+pub struct Asked {
+    pub outcome: Outcome,
+    /// What the kiosk heard (its `user_speech`), and its reply.
+    #[allow(dead_code)] // The CI test's, not the benchmark's.
+    pub heard: String,
+    #[allow(dead_code)]
+    pub reply: String,
 }
 
 impl Rig {
@@ -187,13 +201,25 @@ impl Rig {
             kiosk,
             _dir: dir,
             asked: 0,
+            character,
         }
+    }
+
+    /// The kiosk's engine.
+    #[allow(dead_code)] // The CI test's, not the benchmark's.
+    pub fn engine(&self) -> std::sync::Arc<docent::engine::Engine> {
+        self.kiosk.ready.engine.clone()
     }
 
     /// Asks `q` in `voice`, the recording changed by the next variation in turn.
     pub async fn ask(&mut self, voice: Voice, q: &Question) -> Outcome {
         let variation = VARIATIONS[self.asked % VARIATIONS.len()];
         self.asked += 1;
+        self.ask_as(voice, q, variation).await.outcome
+    }
+
+    /// Asks `q` in `voice`, the recording changed by `variation`.
+    pub async fn ask_as(&mut self, voice: Voice, q: &Question, variation: Variation) -> Asked {
         let pcm = spoken(voice, &q.text, variation);
         std::fs::write(&self.mic, &pcm).unwrap();
         let seconds = pcm.len() as f64 / 32_000.0;
@@ -219,9 +245,13 @@ impl Rig {
             .wait_for(|s| s.status == Status::Idle)
             .await
             .unwrap();
-        Outcome {
-            verdict,
-            latency_ms: first_audio.map(|at| (at - released).as_secs_f64() * 1000.0),
+        Asked {
+            outcome: Outcome {
+                verdict,
+                latency_ms: first_audio.map(|at| (at - released).as_secs_f64() * 1000.0),
+            },
+            heard,
+            reply,
         }
     }
 
@@ -286,7 +316,7 @@ pub async fn make_character(http: &reqwest::Client, site: &str) -> String {
 }
 
 /// The question as the microphone hears it: 16 kHz mono S16_LE.
-fn spoken(voice: Voice, text: &str, variation: Variation) -> Vec<u8> {
+pub fn spoken(voice: Voice, text: &str, variation: Variation) -> Vec<u8> {
     let wav = tempfile::Builder::new().suffix(".wav").tempfile().unwrap();
     let raw = tempfile::Builder::new().suffix(".raw").tempfile().unwrap();
     let ok = match voice {
@@ -369,9 +399,14 @@ pub fn judge(reply: &str, expect: &[String]) -> Verdict {
     let reply = reply.to_lowercase();
     if expect.iter().any(|e| reply.contains(&e.to_lowercase())) {
         Verdict::Right
-    } else if ["say that again", "say it again", "don't know"]
-        .iter()
-        .any(|p| reply.contains(p))
+    } else if [
+        "say that again",
+        "say it again",
+        "don't know",
+        "do you mean",
+    ]
+    .iter()
+    .any(|p| reply.contains(p))
     {
         Verdict::SayAgain
     } else {

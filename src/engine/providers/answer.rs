@@ -9,7 +9,8 @@
 //! question and each sentence, up to three), less when only its stem matches ("founded" is not
 //! "found") and less when the recogniser was unsure of it; a topic is chosen only when it wins
 //! clearly: below `MIN_SCORE`, or within `MARGIN` of the second best, the kiosk asks to hear
-//! the question again. A wrong answer costs a visitor more than being asked to repeat.
+//! the question again, or, when two named topics are close, which one is meant
+//! (`Understood::Either`). A wrong answer costs a visitor more than being asked to repeat.
 //! The weights were tuned on the understanding benchmark's recordings (see
 //! `tests/it/understanding.rs`, `experiment`).
 
@@ -23,6 +24,9 @@ use crate::engine::knowledge::tokenize::{is_stopword, tokenize};
 const MIN_SCORE: f64 = 0.9;
 /// How many times the second best topic's score the best one needs.
 const MARGIN: f64 = 1.3;
+/// The least score (as `MIN_SCORE`) of each of two close topics for the visitor to be asked
+/// which one is meant: lower than an answer needs, since a wrong guess costs one question.
+const EITHER_MIN: f64 = 0.5;
 /// Most times a word counts in one topic.
 const MAX_OCCURRENCES: usize = 3;
 /// Weight of a word the topic has only in another form with the same stem.
@@ -85,6 +89,8 @@ impl Cue {
 /// A part of the knowledge a question can be about.
 #[derive(Default)]
 struct Topic {
+    /// Its heading or FAQ question as written, which a clarifying question names it by.
+    label: Option<String>,
     /// Terms of its heading or FAQ question.
     keys: BTreeSet<String>,
     /// What may be said of it: its sentences, or an FAQ entry's written answer.
@@ -97,7 +103,9 @@ struct Topic {
 
 impl Topic {
     fn heading(text: &str) -> Topic {
+        let label = text.trim().trim_end_matches(['?', '.', '!']).trim();
         Topic {
+            label: (!label.is_empty()).then(|| label.to_string()),
             keys: terms(text),
             words: words(text),
             ..Topic::default()
@@ -206,6 +214,15 @@ impl Topics {
     /// The answer to the words heard, or `None` when no topic wins clearly. `sure` gives how
     /// sure the recogniser was of each word it heard (0 to 1); a typed question has none.
     pub fn answer(&self, heard: &str, sure: &[(String, f64)]) -> Option<String> {
+        match self.understand(heard, sure) {
+            Understood::Answer(a) => Some(a),
+            Understood::Either(..) | Understood::Nothing => None,
+        }
+    }
+
+    /// What the words heard ask: a topic's answer, two named topics too close to choose
+    /// between (each scores enough to answer, but neither wins clearly), or nothing clear.
+    pub fn understand(&self, heard: &str, sure: &[(String, f64)]) -> Understood {
         let wanted = self.wanted(heard, sure);
         let mut scores: Vec<(f64, usize)> = self
             .topics
@@ -214,13 +231,35 @@ impl Topics {
             .map(|(i, t)| (self.score(&wanted, t), i))
             .collect();
         scores.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let &(best, at) = scores.first()?;
-        let second = scores.get(1).map_or(0.0, |s| s.0);
-        if best < MIN_SCORE * self.rarest || best < MARGIN * second {
-            return None;
+        let Some(&(best, at)) = scores.first() else {
+            return Understood::Nothing;
+        };
+        let (second, next) = scores.get(1).copied().unwrap_or((0.0, at));
+        let enough = MIN_SCORE * self.rarest;
+        if best >= enough && best >= MARGIN * second {
+            let terms: BTreeSet<String> = wanted.into_iter().map(|w| w.term).collect();
+            return Understood::Answer(self.pick(heard, &terms, &self.topics[at]));
         }
-        let terms: BTreeSet<String> = wanted.into_iter().map(|w| w.term).collect();
-        Some(self.pick(heard, &terms, &self.topics[at]))
+        match (&self.topics[at].label, &self.topics[next].label) {
+            (Some(a), Some(b)) if second >= EITHER_MIN * self.rarest && a != b => {
+                Understood::Either(a.clone(), b.clone())
+            }
+            _ => Understood::Nothing,
+        }
+    }
+
+    /// The answer to `heard` from the topic named `label` (one `understand` offered).
+    pub fn answer_about(&self, label: &str, heard: &str) -> Option<String> {
+        let topic = self
+            .topics
+            .iter()
+            .find(|t| t.label.as_deref() == Some(label))?;
+        let terms: BTreeSet<String> = self
+            .wanted(heard, &[])
+            .into_iter()
+            .map(|w| w.term)
+            .collect();
+        Some(self.pick(heard, &terms, topic))
     }
 
     /// The content terms of the words heard, each with its forms as heard and how sure the
@@ -313,6 +352,52 @@ impl Topics {
             .collect::<Vec<_>>()
             .join(" ")
     }
+}
+
+/// What a question asks, as far as the knowledge tells.
+#[derive(Debug, PartialEq)]
+pub enum Understood {
+    Answer(String),
+    /// The names of two topics it may be about, the likelier first.
+    Either(String, String),
+    Nothing,
+}
+
+/// Which of two offered topics (`Understood::Either`) a visitor's reply chooses: "yes" the
+/// first, "no" the other, or the one whose name's words it says (and not the other's).
+pub fn choose<'a>(reply: &str, (a, b): (&'a str, &'a str)) -> Option<&'a str> {
+    let said = words(reply);
+    let names = |label: &str| -> BTreeSet<String> { terms(label) };
+    let said_terms = terms(reply);
+    let (in_a, in_b) = (
+        !names(a).is_disjoint(&said_terms),
+        !names(b).is_disjoint(&said_terms),
+    );
+    match (in_a, in_b) {
+        (true, false) => return Some(a),
+        (false, true) => return Some(b),
+        _ => {}
+    }
+    let has = |w: &[&str]| w.iter().any(|w| said.contains(*w));
+    if has(&["yes", "yeah", "first", "right", "correct"]) {
+        Some(a)
+    } else if has(&["no", "second", "other", "nope"]) {
+        Some(b)
+    } else {
+        None
+    }
+}
+
+/// The clarifying question offered for two topics ("Do you mean opening hours, or can I bring
+/// my dog?"): each name as written but for its first letter.
+pub fn either_question(a: &str, b: &str) -> String {
+    let inside = |name: &str| {
+        let mut chars = name.chars();
+        chars.next().map_or_else(String::new, |first| {
+            first.to_lowercase().chain(chars).collect::<String>()
+        })
+    };
+    format!("Do you mean {}, or {}?", inside(a), inside(b))
 }
 
 /// A term of the question.
@@ -532,6 +617,38 @@ mod tests {
         let exact = t.score(&t.wanted("lens made", &[]), lens);
         let stem_only = t.score(&t.wanted("lenses making", &[]), lens);
         assert!(stem_only < exact, "{stem_only} < {exact}");
+    }
+
+    #[test]
+    fn two_close_topics_are_offered_and_a_reply_chooses() {
+        let t = Topics::new(&[vec![
+            "Shop\nThe shop sells books and maps.\n\nLibrary\nThe library lends books and maps."
+                .to_string(),
+        ]]);
+        assert_eq!(
+            t.understand("books and maps", &[]),
+            Understood::Either("Shop".into(), "Library".into())
+        );
+        assert_eq!(t.answer("books and maps", &[]), None);
+        assert!(matches!(
+            t.understand("where is the shop", &[]),
+            Understood::Answer(_)
+        ));
+        assert_eq!(t.understand("dinosaurs", &[]), Understood::Nothing);
+        let pair = ("Shop", "Library");
+        assert_eq!(choose("yes", pair), Some("Shop"));
+        assert_eq!(choose("no", pair), Some("Library"));
+        assert_eq!(choose("the library please", pair), Some("Library"));
+        assert_eq!(choose("no the shop", pair), Some("Shop"));
+        assert_eq!(choose("what", pair), None);
+        assert_eq!(
+            t.answer_about("Library", "books and maps").as_deref(),
+            Some("The library lends books and maps.")
+        );
+        assert_eq!(
+            either_question("Opening hours", "Can I bring my dog"),
+            "Do you mean opening hours, or can I bring my dog?"
+        );
     }
 
     #[test]

@@ -18,6 +18,10 @@ use crate::engine::voice::Voice;
 /// What a reply is generated from.
 pub struct Prompt<'a> {
     pub character_id: &'a str,
+    /// The live session it is asked in (none for the console's "what would it answer"): the
+    /// offline engine may ask which of two topics is meant, and the session's next question
+    /// answers that.
+    pub session_id: Option<&'a str>,
     pub question: &'a str,
     /// How sure the recogniser was of the question's words (none when it was typed).
     pub sure: &'a [(String, f64)],
@@ -91,12 +95,26 @@ impl Engine {
                                 "the recogniser's model was not built: {e}"
                             ))
                         })??;
-                    let sure = local::transcribe(pcm, &model, &self.scratch_dir(), timeout).await?;
-                    let words: Vec<&str> = sure.iter().map(|(w, _)| w.as_str()).collect();
-                    Ok(Heard {
-                        text: words.join(" "),
-                        sure,
-                    })
+                    // Both passes at once (two processes; a board has the cores): the closed one
+                    // is wanted when the open one is unsure, and waiting for that would add its
+                    // time to every such turn.
+                    let scratch = self.scratch_dir();
+                    let (open, closed) = tokio::join!(
+                        local::transcribe(pcm, &model, &scratch, timeout),
+                        local::closed_pass(pcm, &model, &scratch, timeout),
+                    );
+                    let open = open?;
+                    // Without the closed pass, the open one still answers.
+                    let closed = closed.unwrap_or_else(|e| {
+                        tracing::warn!("the recogniser's closed pass failed: {e}");
+                        None
+                    });
+                    let (engine, id) = (self.clone(), character_id.to_string());
+                    tokio::task::spawn_blocking(move || engine.offline_heard(&id, open, closed))
+                        .await
+                        .map_err(|e| {
+                            ProviderError::Failed(format!("the speech was not weighed: {e}"))
+                        })
                 }
             }
         }
@@ -130,8 +148,10 @@ impl Engine {
                 | Provider::Wyoming => {
                     let (engine, id) = (self.clone(), prompt.character_id.to_string());
                     let (question, sure) = (prompt.question.to_string(), prompt.sure.to_vec());
-                    let answer = tokio::task::spawn_blocking(move || {
-                        engine.offline_answer(&id, &question, &sure)
+                    let session = prompt.session_id.map(str::to_string);
+                    let answer = tokio::task::spawn_blocking(move || match session {
+                        Some(session) => engine.offline_reply(&session, &id, &question, &sure),
+                        None => engine.offline_answer(&id, &question, &sure),
                     })
                     .await
                     .ok()

@@ -62,6 +62,8 @@ const GENERAL: &[&str] = &[
     "what is your name",
     "who are you",
     "can you say that again",
+    "yes",
+    "no",
 ];
 
 /// Training sentences (lowercase words) for a character's model.
@@ -104,6 +106,151 @@ pub fn corpus(texts: &[String]) -> Vec<Vec<String>> {
         sentences.push(words_of(line));
     }
     sentences
+}
+
+/// Forms of a question about a topic that the language model does not need (its trigrams of
+/// the knowledge cover them) but the closed-set grammar does: it can say only what it lists.
+const MORE_FORMS: &[&str] = &[
+    "where was the {} found",
+    "where was the {} made",
+    "where is the {} from",
+    "when was the {} painted",
+    "when was the {} found",
+    "when does the {} run",
+    "what is the {} made of",
+    "how far is the {}",
+    "how deep is the {}",
+    "how many {} were there",
+    "can i take {}",
+    "can i bring {}",
+    "where can i leave my {}",
+    "do i have to pay for the {}",
+    "is the {} free",
+    "is the {} open",
+];
+
+/// The sentences of the closed-set grammar (see `jsgf`): the questions the knowledge itself
+/// asks (FAQ questions, statements that read as permissions turned into questions, how visitors
+/// ask who the character is), and question forms around its topic words.
+pub struct ClosedSet {
+    /// Whole questions.
+    pub questions: Vec<Vec<String>>,
+    /// The knowledge's content words and pairs of them ("whale", "whale skeleton").
+    pub terms: BTreeSet<String>,
+}
+
+/// The closed set of a character's texts.
+pub fn closed_set(texts: &[String]) -> ClosedSet {
+    let mut questions: Vec<Vec<String>> = GENERAL.iter().map(|l| words_of(l)).collect();
+    let mut terms = BTreeSet::new();
+    for line in texts.iter().flat_map(|t| t.lines()) {
+        let line = line.trim();
+        let faq = line.len() > 2 && line[..2].eq_ignore_ascii_case("q:");
+        for (sentence, asks) in question_sentences(&for_speech(line)) {
+            let mut words = words_of(&sentence);
+            if matches!(words.first().map(String::as_str), Some("q" | "a")) {
+                words.remove(0);
+            }
+            // Numbers are what visitors ask for, not what they ask about ("how heavy is the
+            // nineteen" fits any mumble).
+            let topical = |w: &String| !is_stopword(w) && !is_number(w);
+            for w in words.iter().filter(|w| topical(w)) {
+                terms.insert(w.clone());
+            }
+            for pair in words.windows(2) {
+                if topical(&pair[0]) && topical(&pair[1]) {
+                    terms.insert(format!("{} {}", pair[0], pair[1]));
+                }
+            }
+            if let Some(question) = as_question(&words) {
+                questions.push(question);
+            }
+            if (asks || faq) && !words.is_empty() {
+                questions.push(words);
+            }
+        }
+    }
+    ClosedSet { questions, terms }
+}
+
+/// Whether `word` is a number as `for_speech` spells it ("nineteen", "hundred").
+fn is_number(word: &str) -> bool {
+    matches!(word, "hundred" | "thousand" | "million" | "oh")
+        || (0..100).any(|n| crate::engine::spoken::cardinal(n) == word)
+}
+
+/// The sentences of a text, each with whether it ends with a question mark.
+fn question_sentences(text: &str) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let end = rest.find(['.', '!', '?', ';']).unwrap_or(rest.len());
+        let asks = rest[end..].starts_with('?');
+        let s = rest[..end].trim();
+        if !s.is_empty() {
+            out.push((s.to_string(), asks));
+        }
+        rest = rest.get(end + 1..).unwrap_or("");
+    }
+    out
+}
+
+/// A JSGF grammar of the closed set for PocketSphinx (`-jsgf`): one of its questions, or a
+/// question form around one of its topic words. Only words `known` to the pronouncing
+/// dictionary are used (an alternative with another word is left out), and those are lowercase
+/// ASCII letters only, so nothing in the knowledge can write grammar syntax. Also gives the
+/// whole questions it lists (as their words joined by spaces).
+pub fn jsgf(set: &ClosedSet, known: &BTreeSet<String>) -> (String, BTreeSet<String>) {
+    let usable = |words: &[String]| {
+        words
+            .iter()
+            .all(|w| w.bytes().all(|b| b.is_ascii_lowercase()) && known.contains(w))
+    };
+    let alternatives = |items: &mut dyn Iterator<Item = Vec<String>>| -> Vec<String> {
+        let set: BTreeSet<String> = items
+            .filter(|w| !w.is_empty() && usable(w))
+            .map(|w| w.join(" "))
+            .collect();
+        set.into_iter().collect()
+    };
+    let questions = alternatives(&mut set.questions.iter().cloned());
+    let terms = alternatives(&mut set.terms.iter().map(|t| words_of(t)));
+    // Each form whole, so that what comes after the topic is the form's own ending; forms
+    // with the same ending share one copy of the topics (the grammar's size, and so the
+    // recogniser's time, grows with the copies).
+    let mut by_tail: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for form in QUESTION_FORMS.iter().chain(MORE_FORMS) {
+        let Some((lead, tail)) = form.split_once("{}") else {
+            continue;
+        };
+        let (lead, tail) = (words_of(lead), words_of(tail));
+        if !lead.is_empty() && usable(&lead) && usable(&tail) {
+            by_tail
+                .entry(tail.join(" "))
+                .or_default()
+                .insert(lead.join(" "));
+        }
+    }
+    let forms: Vec<String> = by_tail
+        .iter()
+        .map(|(tail, leads)| {
+            let leads = leads.iter().map(String::as_str).collect::<Vec<_>>();
+            format!("({}) <term> {tail}", leads.join(" | "))
+        })
+        .collect();
+    let mut out = String::from("#JSGF V1.0;\ngrammar docent;\n");
+    let mut public = Vec::new();
+    if !questions.is_empty() {
+        let _ = writeln!(out, "<said> = {};", questions.join(" | "));
+        public.push("<said>");
+    }
+    if !terms.is_empty() && !forms.is_empty() {
+        let _ = writeln!(out, "<term> = {};", terms.join(" | "));
+        let _ = writeln!(out, "<asked> = {};", forms.join(" | "));
+        public.push("<asked>");
+    }
+    let _ = writeln!(out, "public <question> = {};", public.join(" | "));
+    (out, questions.into_iter().collect())
 }
 
 /// "you can borrow a wheelchair" -> "can i borrow a wheelchair"; statements that read as
@@ -290,6 +437,60 @@ mod tests {
         assert_eq!(
             words_of("The Museum's café closes at 6pm! I"),
             ["the", "museum's", "caf", "closes", "at", "pm", "i"]
+        );
+    }
+
+    #[test]
+    fn the_grammar_holds_questions_and_forms_and_no_syntax_from_the_knowledge() {
+        let texts = vec![
+            "## Cafe\nThe cafe serves soup.\nQ: Is there free wifi?\nA: Yes.\n\
+             Q: Can I <x> = ; | /9/ {tag} \"quoted\" * + [opt] (group) go?\nA: No.\n\
+             You can borrow a wheelchair. It weighs 19 kilos."
+                .to_string(),
+        ];
+        let set = closed_set(&texts);
+        let known: BTreeSet<String> = set
+            .questions
+            .iter()
+            .flatten()
+            .cloned()
+            .chain(set.terms.iter().flat_map(|t| words_of(t)))
+            .chain(
+                QUESTION_FORMS
+                    .iter()
+                    .chain(MORE_FORMS)
+                    .flat_map(|f| words_of(f)),
+            )
+            .collect();
+        let (grammar, questions) = jsgf(&set, &known);
+        assert!(questions.contains("is there free wifi"), "{questions:?}");
+        assert!(questions.contains("can i borrow a wheelchair"));
+        assert!(questions.contains("who are you"));
+        assert!(grammar.contains("| cafe |") || grammar.contains("= cafe |"));
+        assert!(grammar.contains("(where is the"), "{grammar}");
+        assert!(!set.terms.contains("nineteen"), "numbers are no topic");
+        // Only the grammar's own syntax: the rule lines, and words of lowercase letters.
+        for line in grammar.lines().skip(2) {
+            let (head, body) = line.split_once(" = ").expect("a rule");
+            assert!(
+                head.starts_with('<') || head.starts_with("public <"),
+                "{line}"
+            );
+            let body = ["<term>", "<said>", "<asked>"]
+                .iter()
+                .fold(body.to_string(), |b, r| b.replace(r, " "))
+                .replace(['(', ')', '|', ';'], " ");
+            for token in body.split_whitespace() {
+                assert!(
+                    token.bytes().all(|b| b.is_ascii_lowercase()),
+                    "{token:?} in {line}"
+                );
+            }
+        }
+        let unknown = jsgf(&set, &BTreeSet::new()).0;
+        assert!(
+            !unknown.contains("wifi") && !unknown.contains("cafe"),
+            "words outside the dictionary are left out: {unknown}"
         );
     }
 

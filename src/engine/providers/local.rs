@@ -4,7 +4,10 @@
 //! - Recognition: PocketSphinx (`pocketsphinx_continuous` with Debian's en-us model), with a
 //!   dictionary of the words the character's visitors use and a trigram language model of the
 //!   questions they ask (`lm`): on an open vocabulary it does poorly, on a model of its own
-//!   domain it hears most questions well enough to find the right passage.
+//!   domain it hears most questions well enough to find the right passage. A second, closed
+//!   pass over the same speech listens only for the questions the knowledge answers (a grammar,
+//!   `lm::jsgf`), scored against a free search so that its question is believed only when it
+//!   fits the speech (see `closed_pass`).
 //! - Answers: no language model. The topic of the character's knowledge the question is about,
 //!   and its one or two sentences that answer it (`answer`); with no topic a clear winner, a
 //!   fallback line in the character's voice says so. It does not pretend to be more than that.
@@ -154,11 +157,37 @@ fn acoustic_model() -> PathBuf {
 }
 
 /// What the recogniser listens for: a dictionary limited to the words a character's visitors
-/// use, and a trigram language model of how they put them together (see `lm`), written under
-/// `dir`.
+/// use, a trigram language model of how they put them together, and a grammar of the questions
+/// the knowledge can answer (see `lm`), written under `dir`.
 pub struct Model {
     pub dict: PathBuf,
     pub lm: PathBuf,
+    pub grammar: PathBuf,
+    /// The grammar's whole questions (the others are a form around a topic word).
+    questions: BTreeSet<String>,
+}
+
+/// How the recogniser listens in a scored pass.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Search {
+    /// With the language model, one pass with no lattice: the acoustic score of the best free
+    /// sentence, which the closed pass's is measured against.
+    Open,
+    /// With the grammar: only the closed set's questions.
+    Closed,
+}
+
+/// What the closed pass heard: one of the closed set's questions (it always hears one), and
+/// how well it fits the speech: the acoustic score per frame (10 ms) of the question less that
+/// of the best free sentence (0 when the question is what a free search hears too; the more
+/// negative, the more the grammar forced it onto sounds that say something else).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Closed {
+    pub words: Vec<String>,
+    pub fit: f64,
+    /// Whether it is one of the knowledge's own questions (an FAQ's, a permission's), not a
+    /// question form around a topic word.
+    pub whole: bool,
 }
 
 /// Builds (or reuses) the recogniser's model for a character's texts (knowledge, site). Words
@@ -211,17 +240,23 @@ pub fn model(dir: &Path, texts: &[String]) -> Result<Model, ProviderError> {
     // Every known word can be said on its own, so none is unreachable.
     sentences.extend(known.iter().map(|w| vec![w.clone()]));
     let arpa = super::lm::arpa(&sentences, &known);
-    let key = crate::store::blobs::hex(&Sha256::digest(format!("{dict}{arpa}")))[..16].to_string();
+    let (grammar, questions) = super::lm::jsgf(&super::lm::closed_set(texts), &known);
+    let key = crate::store::blobs::hex(&Sha256::digest(format!("{dict}{arpa}{grammar}")))[..16]
+        .to_string();
+    // The names are ours (a hash), in the data directory's `asr`.
     let m = Model {
         dict: dir.join(format!("{key}.dict")),
         lm: dir.join(format!("{key}.lm")),
+        grammar: dir.join(format!("{key}.gram")),
+        questions,
     };
-    if m.dict.exists() && m.lm.exists() {
+    if m.dict.exists() && m.lm.exists() && m.grammar.exists() {
         return Ok(m);
     }
     std::fs::create_dir_all(dir).map_err(fail)?;
     write_atomic(&m.dict, dict.as_bytes()).map_err(fail)?;
     write_atomic(&m.lm, arpa.as_bytes()).map_err(fail)?;
+    write_atomic(&m.grammar, grammar.as_bytes()).map_err(fail)?;
     Ok(m)
 }
 
@@ -232,7 +267,8 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Recognises 16 kHz mono speech with a character's model: the words heard, each with how
-/// sure PocketSphinx is of it (its posterior, 0 to 1).
+/// sure PocketSphinx is of it (its posterior, 0 to 1; always 1 in the closed pass, which has
+/// no lattice to tell).
 pub async fn transcribe(
     pcm: &[i16],
     model: &Model,
@@ -278,6 +314,125 @@ pub async fn transcribe(
     Ok(heard_words(&String::from_utf8_lossy(&out.stdout)))
 }
 
+/// The closed pass over 16 kHz mono speech (see [`Closed`]): the grammar's question and the
+/// free search's score at once (two processes of `pocketsphinx_batch`, which tells scores);
+/// `None` when the grammar heard nothing.
+pub async fn closed_pass(
+    pcm: &[i16],
+    model: &Model,
+    scratch: &Path,
+    timeout: Duration,
+) -> Result<Option<Closed>, ProviderError> {
+    let program = super::find_program("pocketsphinx_batch")
+        .ok_or_else(|| ProviderError::Unavailable("PocketSphinx is not installed".into()))?;
+    // Our own names in our scratch directory: the utterance, its control file and the outputs.
+    let id = format!("utterance-{}", uuid::Uuid::new_v4().simple());
+    let wav = scratch.join(format!("{id}.wav"));
+    let ctl = scratch.join(format!("{id}.ctl"));
+    let outputs = [Search::Open, Search::Closed].map(|s| scratch.join(format!("{id}.{s:?}.seg")));
+    let staged = async {
+        tokio::fs::write(&wav, audio::wav_bytes(pcm, audio::RECOGNISER_RATE)).await?;
+        tokio::fs::write(&ctl, format!("{id}\n")).await
+    };
+    let run = async {
+        staged
+            .await
+            .map_err(|e| ProviderError::Failed(format!("cannot stage the utterance: {e}")))?;
+        let search = |search: Search, out: &Path| {
+            let mut cmd = tokio::process::Command::new(&program);
+            cmd.arg("-ctl")
+                .arg(&ctl)
+                .arg("-cepdir")
+                .arg(scratch)
+                .args(["-cepext", ".wav", "-adcin", "yes", "-adchdr", "44"])
+                .arg("-hmm")
+                .arg(acoustic_model())
+                .arg("-dict")
+                .arg(&model.dict)
+                .arg("-hypseg")
+                .arg(out)
+                .args(["-remove_noise", "no"])
+                .args(["-logfn", "/dev/null"])
+                .kill_on_drop(true);
+            match search {
+                // One pass, as the grammar's: scores of the same kind.
+                Search::Open => {
+                    cmd.arg("-lm")
+                        .arg(&model.lm)
+                        .args(["-fwdflat", "no", "-bestpath", "no"])
+                }
+                Search::Closed => cmd.arg("-jsgf").arg(&model.grammar),
+            };
+            cmd.output()
+        };
+        let (open, closed) = tokio::join!(
+            search(Search::Open, &outputs[0]),
+            search(Search::Closed, &outputs[1])
+        );
+        for out in [open, closed] {
+            let out = out
+                .map_err(|e| ProviderError::Unavailable(format!("cannot run PocketSphinx: {e}")))?;
+            if !out.status.success() {
+                log_stderr("pocketsphinx_batch", &out.stderr);
+                return Err(ProviderError::Failed(format!(
+                    "PocketSphinx failed ({})",
+                    out.status
+                )));
+            }
+        }
+        let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_default();
+        let open = hypseg(&read(&outputs[0]));
+        let closed = hypseg(&read(&outputs[1]));
+        Ok(match (open, closed) {
+            (Some(open), Some(closed)) if !closed.words.is_empty() && closed.frames > 0 => {
+                Some(Closed {
+                    fit: (closed.acoustic - open.acoustic) as f64 / closed.frames as f64,
+                    whole: model.questions.contains(&closed.words.join(" ")),
+                    words: closed.words,
+                })
+            }
+            _ => None,
+        })
+    };
+    let result = tokio::time::timeout(timeout, run).await;
+    for path in [&wav, &ctl, &outputs[0], &outputs[1]] {
+        let _ = tokio::fs::remove_file(path).await;
+    }
+    result
+        .map_err(|_| ProviderError::Timeout("speech recognition did not finish in time".into()))?
+}
+
+/// A scored hypothesis of `pocketsphinx_batch`.
+struct Scored {
+    words: Vec<String>,
+    acoustic: i64,
+    frames: u64,
+}
+
+/// The words and acoustic score of a `-hypseg` line: `id S scale T total A acoustic L lm`, then
+/// per word `start-frame acoustic lm word`, then the end frame.
+fn hypseg(output: &str) -> Option<Scored> {
+    let f: Vec<&str> = output.lines().next()?.split_whitespace().collect();
+    if f.len() < 9 || f[5] != "A" {
+        return None;
+    }
+    let acoustic = f[6].parse().ok()?;
+    let frames = f.last()?.parse().ok()?;
+    let words = f
+        .get(9..f.len() - 1)
+        .unwrap_or_default()
+        .chunks_exact(4)
+        .map(|seg| seg[3])
+        .filter(|w| !w.starts_with(['<', '[', '+']))
+        .map(|w| w.split('(').next().unwrap_or(w).to_string())
+        .collect();
+    Some(Scored {
+        words,
+        acoustic,
+        frames,
+    })
+}
+
 /// The words of PocketSphinx's `-time yes` output (a line `word start end posterior` per word,
 /// after the hypothesis line) with their posteriors, without silences and fillers. Every word
 /// is kept, however unsure: on synthetic and accented voices posteriors are low even for words
@@ -306,6 +461,19 @@ fn heard_words(output: &str) -> Vec<(String, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scored_hypothesis_is_read_from_its_segments() {
+        let line = "utt S 0 T -3715 A -3378 L -337 0 -450 0 how 16 -565 0 much 42 -334 0 is \
+                    53 -192 0 a 61 -1580 0 ticket(2) 107 -257 -337 <sil> 135\n";
+        let s = hypseg(line).unwrap();
+        assert_eq!(s.words, ["how", "much", "is", "a", "ticket"]);
+        assert_eq!((s.acoustic, s.frames), (-3378, 135));
+        let nothing = hypseg("utt S 0 T 0 A 0 L 0 0\n").unwrap();
+        assert!(nothing.words.is_empty());
+        assert!(hypseg("").is_none());
+        assert!(hypseg("garbage line\n").is_none());
+    }
 
     #[test]
     fn heard_words_are_the_timed_words_without_fillers() {

@@ -119,6 +119,11 @@ impl std::fmt::Display for ProviderError {
     }
 }
 
+/// The least fit (see `local::Closed`) at which the closed pass's question is believed when
+/// the open pass's words answer nothing. Measured on the understanding benchmark (see
+/// docs/understanding.md).
+pub const CLOSED_FIT: f64 = 0.5;
+
 /// What the offline engine derives from a character's knowledge (the recogniser's model, the
 /// answer's topics), per character, with the knowledge epoch it was built at: built once per
 /// change of knowledge, not per turn.
@@ -149,6 +154,26 @@ impl<T> EpochCache<T> {
         built.insert(character_id.to_string(), (epoch, value.clone()));
         Ok(value)
     }
+}
+
+/// The clarifying questions the offline engine asked ("Do you mean the opening hours, or the
+/// tickets?"), per live session, awaiting the visitor's next turn. Bounded: one per session in
+/// use, taken by that session's next turn, and forgotten after `CLARIFY_TTL`.
+#[derive(Default)]
+pub struct Clarifying(Mutex<HashMap<String, Asked>>);
+
+/// How long a clarifying question waits for its reply (a visitor who walked away).
+const CLARIFY_TTL: Duration = Duration::from_secs(120);
+
+/// A clarifying question asked.
+struct Asked {
+    character_id: String,
+    epoch: u64,
+    /// The two topics offered, the likelier first.
+    labels: (String, String),
+    /// The question that was not clear.
+    question: String,
+    at: Instant,
 }
 
 /// The last answer to "do the configured providers answer?", for the settings it was measured
@@ -368,6 +393,99 @@ impl Engine {
             })
             .ok()?;
         topics.answer(question, sure)
+    }
+
+    /// What the offline recogniser heard, from its two passes over the same speech (`open`
+    /// with the language model, `closed` with the grammar of the knowledge's questions, see
+    /// `local::Closed`): the open pass, unless the knowledge answers nothing from it and the
+    /// closed pass heard a question that it answers and that fits the speech (`CLOSED_FIT`).
+    /// Reads the store on a change of knowledge: call it on the blocking pool.
+    pub fn offline_heard(
+        &self,
+        character_id: &str,
+        open: Vec<(String, f64)>,
+        closed: Option<local::Closed>,
+    ) -> Heard {
+        let open_text = open
+            .iter()
+            .map(|(w, _)| w.as_str())
+            .collect::<Vec<_>>()
+            .join(" ");
+        if let Some(closed) = closed
+            && closed.fit >= CLOSED_FIT
+            && self
+                .offline_answer(character_id, &open_text, &open)
+                .is_none()
+        {
+            let text = closed.words.join(" ");
+            if self.offline_answer(character_id, &text, &[]).is_some() {
+                return Heard {
+                    text,
+                    sure: Vec::new(),
+                };
+            }
+        }
+        Heard {
+            text: open_text,
+            sure: open,
+        }
+    }
+
+    /// The offline engine's reply in a live session: as `offline_answer`, but when two topics
+    /// are too close to choose between, it asks which one is meant ("Do you mean ...?"), and
+    /// the session's next question answers that ("yes", "no", or a topic's word): the topic
+    /// chosen answers the question first asked. Never two clarifying questions in a row: a
+    /// reply that chooses neither is taken as a new question, answered or not. Call it on the
+    /// blocking pool.
+    pub fn offline_reply(
+        &self,
+        session_id: &str,
+        character_id: &str,
+        question: &str,
+        sure: &[(String, f64)],
+    ) -> Option<String> {
+        let epoch = self.knowledge_epoch();
+        let asked = {
+            let mut pending = self.clarifying.0.lock().expect("clarifying lock");
+            pending.retain(|_, a| a.at.elapsed() < CLARIFY_TTL);
+            pending.remove(session_id)
+        }
+        .filter(|a| a.character_id == character_id && a.epoch == epoch);
+        if answer::asks_who(question) {
+            return self.offline_answer(character_id, question, sure);
+        }
+        let topics = self
+            .answer_topics
+            .get_or_build(character_id, epoch, || {
+                self.knowledge_sources_text(character_id)
+                    .map(|sources| answer::Topics::new(&sources))
+            })
+            .ok()?;
+        if let Some(asked) = asked {
+            let (a, b) = (asked.labels.0.as_str(), asked.labels.1.as_str());
+            return match answer::choose(question, (a, b)) {
+                Some(label) => topics.answer_about(label, &asked.question),
+                None => topics.answer(question, sure),
+            };
+        }
+        match topics.understand(question, sure) {
+            answer::Understood::Answer(a) => Some(a),
+            answer::Understood::Nothing => None,
+            answer::Understood::Either(a, b) => {
+                let text = answer::either_question(&a, &b);
+                self.clarifying.0.lock().expect("clarifying lock").insert(
+                    session_id.to_string(),
+                    Asked {
+                        character_id: character_id.to_string(),
+                        epoch,
+                        labels: (a, b),
+                        question: question.to_string(),
+                        at: Instant::now(),
+                    },
+                );
+                Some(text)
+            }
+        }
     }
 
     /// The providers of each stage, with availability measured now.

@@ -72,7 +72,7 @@ impl Engine {
             self.answer_question(
                 character,
                 llm,
-                (question, &[]),
+                (question, &[], None),
                 chat,
                 self.stream_bounds(),
                 &relay,

@@ -22,7 +22,7 @@ const PASSAGES: usize = 3;
 
 impl Engine {
     /// Retrieves the passages for `question` (with how sure the recogniser was of each of its
-    /// words; none when typed) and generates the reply, its text sent to `out`
+    /// words, none when typed; and the live session it is asked in, if any) and generates the reply, its text sent to `out`
     /// as it comes; `chat` builds a language model's conversation from the passages. Returns
     /// the passages and whether the knowledge answered the question: a language model needs a
     /// passage, the offline engine a passage it can answer from.
@@ -30,7 +30,7 @@ impl Engine {
         self: &Arc<Self>,
         character: &Character,
         llm: Provider,
-        (question, sure): (&str, &[(String, f64)]),
+        (question, sure, session_id): (&str, &[(String, f64)], Option<&str>),
         chat: impl FnOnce(&[SearchResult]) -> ChatRequest,
         bounds: StreamBounds,
         out: &mpsc::Sender<String>,
@@ -45,6 +45,7 @@ impl Engine {
         };
         let prompt = Prompt {
             character_id: &character.id,
+            session_id,
             question,
             sure,
             fallback: fallback(character),
@@ -76,7 +77,7 @@ impl Turn {
                 .answer_question(
                     &plan.character,
                     plan.llm,
-                    (question, sure),
+                    (question, sure, Some(&self.live.id)),
                     chat,
                     plan.stream,
                     &tx,
