@@ -908,6 +908,77 @@ fn long_a_power_cut_during_an_install_leaves_the_old_slot() {
     marked_good(&mut b, "B");
 }
 
+/// An update that migrates the data (0.2.0 knows schema 2: `test_schema_version`, a test rig
+/// setting), then the board goes back to 0.1.0 on slot A: docent there opens the copy of the
+/// data kept before the migration, says so, and serves the data as it was.
+#[test]
+#[ignore = "boots the simulated board: run by ./x appliance-long"]
+fn long_after_a_migration_and_a_fallback_the_old_version_opens_its_copy() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let v2 = bundle("0.2.0-schema2");
+    let disk = Disk::flash(dir.path());
+    let mut b = Board::boot(&disk, dir.path());
+    rt.block_on(wait_health(&b, Duration::from_secs(180)));
+    let admin = own_password(&mut b, &rt);
+    let create = |admin: &Admin, name: &str| {
+        rt.block_on(
+            admin.expect(
+                admin
+                    .request(reqwest::Method::POST, "/api/v1/characters")
+                    .json(&json!({ "name": name })),
+                201,
+            ),
+        )
+    };
+    let names = |admin: &Admin| {
+        let all = rt.block_on(admin.get("/api/v1/characters"));
+        let mut names: Vec<String> = all
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    create(&admin, "Made on 0.1.0");
+    let before = names(&admin);
+
+    let (verdict, _) = rt.block_on(admin.upload(&v2));
+    assert_eq!(verdict["accepted"], true, "{verdict}");
+    rt.block_on(admin.install());
+    admin_reboot(&mut b, &rt, &admin);
+    rt.block_on(wait_health(&b, Duration::from_secs(180)));
+    on_slot(&mut b, "B", "0.2.0-schema2");
+    assert_eq!(
+        b.sh("ls /data/docent-schema-1.redb"),
+        "/data/docent-schema-1.redb",
+        "the copy kept before the migration"
+    );
+    let admin = admin.on(&b);
+    create(&admin, "Made on 0.2.0");
+
+    // Back to slot A (as after a rollback): 0.1.0 finds schema 2.
+    b.sh("rauc status mark-active other");
+    admin_reboot(&mut b, &rt, &admin);
+    rt.block_on(wait_health(&b, Duration::from_secs(180)));
+    on_slot(&mut b, "A", "0.1.0");
+    let firmware = rt.block_on(firmware_health(&b, |f| !f["data"].is_null()));
+    let said = firmware["data"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("schema 2") && said.contains("copy"),
+        "health says it opened the copy: {firmware}"
+    );
+    println!("after the fallback, health says: {said}");
+    let admin = admin.on(&b);
+    assert_eq!(
+        names(&admin),
+        before,
+        "the data as it was before the migration"
+    );
+}
+
 /// Reboots the board through docent's route; returns once its console shell is back.
 fn admin_reboot(b: &mut Board, rt: &Runtime, admin: &Admin) {
     let mark = b.mark();
