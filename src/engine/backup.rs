@@ -218,7 +218,8 @@ impl Engine {
     }
 }
 
-fn append(
+/// One file of an archive, its metadata fixed (a backup and a content bundle alike).
+pub(super) fn append(
     tar: &mut tar::Builder<impl Write>,
     name: &str,
     len: u64,

@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256};
 
 use super::FleetSettings;
 use crate::engine::Engine;
+use crate::engine::backup::append;
 use crate::engine::error::{Error, Result, bad};
 use crate::engine::settings::Settings;
 
@@ -263,22 +264,6 @@ fn member<'a>(entries: &mut tar::Entries<'a, File>, want: &str) -> Result<tar::E
         return Err(bad(format!("not a content bundle: {want} expected")));
     }
     Ok(entry)
-}
-
-fn append(
-    tar: &mut tar::Builder<impl Write>,
-    name: &str,
-    len: u64,
-    data: impl Read,
-) -> io::Result<()> {
-    let mut header = tar::Header::new_ustar();
-    header.set_path(name)?;
-    header.set_size(len);
-    header.set_mode(0o600);
-    header.set_entry_type(tar::EntryType::Regular);
-    header.set_mtime(0);
-    header.set_cksum();
-    tar.append(&header, data.take(len))
 }
 
 /// A file written while its SHA-256 is computed.
