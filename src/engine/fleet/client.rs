@@ -183,6 +183,23 @@ impl Client {
         Ok(())
     }
 
+    /// Remembers the action whose outcome the next start reports, and drops its download.
+    fn pending(&self, id: &str, kind: Kind, version: &str) -> Result<()> {
+        let dir = &self.engine.config.data_dir;
+        let state = State {
+            pending: Some(Pending {
+                id: id.into(),
+                kind,
+                version: version.into(),
+                at: unix_now(),
+            }),
+            ..State::load(dir)
+        };
+        state.save(dir)?;
+        discard_download(dir);
+        Ok(())
+    }
+
     /// Reports an action whose result is now known (after the restart), or an update the
     /// console installed.
     async fn report_finished(&mut self, ddi: &Ddi, settings: &FleetSettings) -> Result<()> {
@@ -582,18 +599,7 @@ impl Client {
         if let Err(e) = installed {
             return self.fail(ddi, id, format!("the install failed: {e}")).await;
         }
-        let dir = self.engine.config.data_dir.clone();
-        let state = State {
-            pending: Some(Pending {
-                id: id.into(),
-                kind: Kind::Firmware,
-                version: version.clone(),
-                at: unix_now(),
-            }),
-            ..State::load(&dir)
-        };
-        state.save(&dir)?;
-        discard_download(&dir);
+        self.pending(id, Kind::Firmware, &version)?;
         self.stage(
             id,
             Kind::Firmware,
@@ -646,18 +652,7 @@ impl Client {
             Ok(v) => v,
             Err(e) => return self.fail(ddi, id, format!("content refused: {e}")).await,
         };
-        let dir = self.engine.config.data_dir.clone();
-        let state = State {
-            pending: Some(Pending {
-                id: id.into(),
-                kind: Kind::Content,
-                version: version.clone(),
-                at: unix_now(),
-            }),
-            ..State::load(&dir)
-        };
-        state.save(&dir)?;
-        discard_download(&dir);
+        self.pending(id, Kind::Content, &version)?;
         self.stage(id, Kind::Content, &version, "restarting", 100);
         self.feedback(
             ddi,
