@@ -1284,7 +1284,8 @@ async fn a_browser_backs_up_one_kiosk_and_restores_it_into_an_empty_one() {
     b.screenshot("system-restore-refused").await;
     let asked = |f: &std::path::Path| {
         format!(
-            "Replace everything on this kiosk with {}?",
+            "Replace everything on this kiosk with {}? The backup's administrator password, \
+             client keys and settings come with it, and everyone is signed out.",
             f.file_name().unwrap().to_str().unwrap()
         )
     };

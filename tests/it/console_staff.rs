@@ -1,7 +1,7 @@
 //! The console as front-of-house staff use it, in a real browser (headless Chromium): every page
 //! and every section on a desktop and on a phone passes the checks a person makes by eye (no
-//! `[object`, `undefined` or `NaN`, every text readable at WCAG AA contrast, no sideways scroll, no
-//! script error, no missing file), with a screenshot of each; and the defects staff found
+//! `[object`, `undefined`, `null` or `NaN`, every text readable at WCAG AA contrast, no sideways
+//! scroll, no script error, no missing file), with a screenshot of each; and the defects staff found
 //! (issue 26), each shown fixed the way they would see it.
 
 use std::collections::BTreeSet;
@@ -107,7 +107,7 @@ const AUDIT: &str = r#"(() => {
     if (got < need) problems.push(`contrast ${got.toFixed(2)}:1 (needs ${need}) of "${n.textContent.trim().slice(0, 50)}": ${st.color} on rgb(${bg.map(Math.round)})`);
   }
   const text = document.body.innerText;
-  for (const bad of [/\[object/, /\bundefined\b/, /\bNaN\b/]) {
+  for (const bad of [/\[object/, /\bundefined\b/, /\bNaN\b/, /\bnull\b/]) {
     const m = bad.exec(text);
     if (m) problems.push(`the page says ${m[0]}: "${text.slice(Math.max(0, m.index - 60), m.index + 40)}"`);
   }
@@ -354,6 +354,14 @@ async fn every_page_and_section_reads_well_on_a_desktop_and_a_phone() {
                 "settings-{device}: sections without a field: {empty}"
             ));
         }
+        // The System page shows the certificate's fingerprint, to compare with the screen's.
+        let certificate = s.get_json("/api/v1/tls/certificate", 200).await;
+        b.goto(&s.url("/console/system")).await;
+        b.wait_for(
+            "document.getElementById('system-fingerprint').textContent",
+            certificate["fingerprint"].clone(),
+        )
+        .await;
         if width < 600 {
             // The phone's navigation leaves the screen to the page.
             let header = b

@@ -28,7 +28,8 @@ function render(s) {
     onclick: () => guarded(async () => render(await api('POST', '/api/v1/fleet/pause', { paused: !s.paused })), error),
   });
   const error = h('p', { class: 'error', role: 'alert', id: 'fleet-error', hidden: true });
-  card.replaceChildren(
+  // Through h(), which drops the absent parts (replaceChildren would write "null").
+  card.replaceChildren(...h('div', {},
     h('h2', { id: 'h-fleet', text: 'Fleet' }),
     h('p', { class: 'hint', text: 'Updates and content from the museum\'s Eclipse hawkBit server.' }),
     h('dl', { class: 'facts' },
@@ -41,7 +42,7 @@ function render(s) {
     h('h3', { text: 'Reported to the server' }),
     reports.length ? h('ul', { id: 'fleet-reported' }, reports) : h('p', { class: 'hint', id: 'fleet-reported', text: 'Nothing yet.' }),
     h('div', { class: 'row' }, pause),
-    error);
+    error).childNodes);
 }
 
 async function refresh() {

@@ -128,7 +128,7 @@ $('restore').addEventListener('click', async () => {
     showError('Choose a backup file first.', target);
     return;
   }
-  if (!confirm(`Replace everything on this kiosk with ${file.name}?`)) return;
+  if (!confirm(`Replace everything on this kiosk with ${file.name}? The backup's administrator password, client keys and settings come with it, and everyone is signed out.`)) return;
   const status = $('restore-status');
   status.textContent = 'Uploading and checking...';
   // One restore at a time: a second click would only be refused as a conflict.
@@ -173,5 +173,15 @@ async function loadLogs() {
   pre.scrollTop = pre.scrollHeight;
 }
 
+async function loadCertificate() {
+  try {
+    const c = await api('GET', '/api/v1/tls/certificate');
+    $('system-fingerprint').textContent = c.fingerprint;
+  } catch {
+    $('system-fingerprint').textContent = 'none: this kiosk serves plain HTTP only';
+  }
+}
+
 $('refresh-logs').addEventListener('click', () => guarded(loadLogs));
+loadCertificate();
 guarded(loadLogs);
