@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{Process, Running};
+use crate::support::{Process, Running, rust_files};
 
 mod kiosks;
 mod statuses;
@@ -43,17 +43,6 @@ const METHODS: [&str; 4] = ["get", "put", "post", "delete"];
 
 fn api_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src/api")
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// The path of every `.route("...", ...)` in `code` (the literal may follow on the next line).

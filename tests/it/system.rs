@@ -4,7 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use crate::support::{Server, assert_error, expect, keys, launch_param};
+use crate::support::{Server, assert_error, check, expect, keys, launch_param};
 use serde_json::{Value, json};
 
 const SETTINGS: &str = "/api/v1/settings";
@@ -40,16 +40,6 @@ fn option<'a>(components: &'a Value, stage: &str, id: &str) -> &'a Value {
         .iter()
         .find(|o| o["id"] == id)
         .unwrap_or_else(|| panic!("no {stage} option {id} in {components}"))
-}
-
-/// The check called `name` of a settings test answer.
-fn check<'a>(answer: &'a Value, name: &str) -> &'a Value {
-    answer["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no check {name} in {answer}"))
 }
 
 /// Runs the settings test; returns the HTTP status and the answer.
