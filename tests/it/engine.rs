@@ -1991,52 +1991,48 @@ async fn provider_failures_apologise_and_the_session_goes_on() {
         .await;
     fake.set_chat(Chat::reply("Yes, I am here."));
     let closed = fake_openai::closed_base_url().await;
+    let (down, failed) = ("provider_unavailable", "llm_failed");
+    let saying = || Chat::reply("I was saying something when");
+    let status = |code, message: &str| Some(Chat::failing(Failure::Status(code, message.into())));
     let cases: Vec<(&str, Option<Chat>, &str)> = vec![
-        ("the model is down", None, "provider_unavailable"),
+        ("the model is down", None, down),
         (
             "the model hangs",
             Some(Chat::failing(Failure::Hang)),
-            "llm_failed",
+            failed,
         ),
         (
             "the model stalls mid-reply",
-            Some(Chat::reply("I was saying something when").stall_after(2)),
-            "llm_failed",
+            Some(saying().stall_after(2)),
+            failed,
         ),
         (
             "the model answers 500",
-            Some(Chat::failing(Failure::Status(
-                500,
-                "the model crashed".into(),
-            ))),
-            "llm_failed",
+            status(500, "the model crashed"),
+            failed,
         ),
-        (
-            "the model answers 503",
-            Some(Chat::failing(Failure::Status(503, "overloaded".into()))),
-            "provider_unavailable",
-        ),
+        ("the model answers 503", status(503, "overloaded"), down),
         (
             "the model answers garbage",
             Some(Chat::failing(Failure::Garbage)),
-            "llm_failed",
+            failed,
         ),
         (
             "the model sends headers, then nothing",
             Some(Chat::reply("Never said.").stall_after(0)),
-            "llm_failed",
+            failed,
         ),
         (
             "the model's connection is cut mid-reply",
-            Some(Chat::reply("I was saying something when").cut_after(2)),
-            "llm_failed",
+            Some(saying().cut_after(2)),
+            failed,
         ),
         (
             "the model sends garbage mid-reply",
-            Some(Chat::reply("I was saying something when").garbage_after(2)),
-            "llm_failed",
+            Some(saying().garbage_after(2)),
+            failed,
         ),
-        ("the host accepts and never answers", None, "llm_failed"),
+        ("the host accepts and never answers", None, failed),
     ];
     // A host whose kernel accepts connections that nobody ever reads or answers.
     let mute = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
