@@ -101,6 +101,25 @@ async fn rig_on_socket() -> (Rig, String, Ws) {
     (rig, sid, ws)
 }
 
+/// The bytes of speech among `frames` (the binary frames).
+fn audio_bytes(frames: &[Frame]) -> usize {
+    frames
+        .iter()
+        .map(|f| if let Frame::Binary(n) = f { *n } else { 0 })
+        .sum()
+}
+
+/// Opens a session with `cid`, asks for its speech and asks `question` in text: the socket.
+async fn ask_aloud(s: &Server, cid: &str, question: &str) -> (String, Ws) {
+    let sid = s.session(cid).await;
+    let mut ws = Ws::connect(s, &sid).await;
+    ws.send(json!({"type": "audio_output", "enabled": true}))
+        .await;
+    ws.send(json!({"type": "text_input", "text": question}))
+        .await;
+    (sid, ws)
+}
+
 /// `(role, content)` of a session's stored messages, oldest first.
 async fn history(s: &Server, cid: &str, sid: &str) -> Vec<(String, String)> {
     let v = s
@@ -799,13 +818,7 @@ async fn ws_text_turn_streams_status_deltas_and_final() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ws_audio_starts_while_the_reply_still_streams() {
-    let (
-        Rig {
-            s: _server, fake, ..
-        },
-        _,
-        mut ws,
-    ) = rig_on_socket().await;
+    let (Rig { s: _s, fake, .. }, _, mut ws) = rig_on_socket().await;
     let reply = "The harbour museum opens at nine every morning. \
                  The lighthouse lens came from Paris in 1872. \
                  Tickets cost twelve euros at the door.";
@@ -851,10 +864,7 @@ async fn ws_audio_starts_while_the_reply_still_streams() {
         binary.iter().all(|&i| start < i && i < end),
         "binary frames between audio_start and audio_end"
     );
-    let bytes: usize = frames
-        .iter()
-        .map(|f| if let Frame::Binary(n) = f { *n } else { 0 })
-        .sum();
+    let bytes = audio_bytes(&frames);
     assert_eq!(
         bytes,
         3 * 300 * 24 * 2,
@@ -893,13 +903,7 @@ async fn ws_audio_starts_while_the_reply_still_streams() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ws_speech_answered_as_wav_is_resampled_to_24k() {
-    let (
-        Rig {
-            s: _server, fake, ..
-        },
-        _,
-        mut ws,
-    ) = rig_on_socket().await;
+    let (Rig { s: _s, fake, .. }, _, mut ws) = rig_on_socket().await;
     fake.set_chat(Chat::reply("A short answer for you."));
     fake.set_speech(Speech {
         wav_rate: Some(16_000),
@@ -909,10 +913,7 @@ async fn ws_speech_answered_as_wav_is_resampled_to_24k() {
         .await;
     ws.send(json!({"type": "text_input", "text": "Hi"})).await;
     let frames = ws.turn("the reply").await;
-    let bytes: usize = frames
-        .iter()
-        .map(|f| if let Frame::Binary(n) = f { *n } else { 0 })
-        .sum();
+    let bytes = audio_bytes(&frames);
     assert_eq!(
         bytes,
         500 * 24 * 2,
@@ -976,15 +977,7 @@ async fn ws_every_socket_of_a_session_gets_every_event() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ws_bad_messages_get_bad_request_and_the_socket_stays_open() {
-    let (
-        Rig {
-            s: _server,
-            fake: _fake,
-            ..
-        },
-        _,
-        mut ws,
-    ) = rig_on_socket().await;
+    let (_rig, _, mut ws) = rig_on_socket().await;
     let is_error = |f: &Frame| f.is("error");
     for bad in [
         Message::text("{not json"),
@@ -1014,7 +1007,7 @@ async fn ws_bad_messages_get_bad_request_and_the_socket_stays_open() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ws_frames_over_one_mib_close_the_socket_with_1009() {
     // Exactly at the bound: accepted (and answered as invalid JSON).
-    let (Rig { s, fake: _fake, .. }, sid, mut ws) = rig_on_socket().await;
+    let (Rig { s, fake: _f, .. }, sid, mut ws) = rig_on_socket().await;
     ws.send_raw(Message::text("x".repeat(1 << 20))).await;
     let frames = ws
         .until("the error for 1 MiB of junk", |f| f.is("error"))
@@ -2200,13 +2193,7 @@ async fn provider_failure_on_grpc_ends_the_turn_with_a_final_apology() {
 /// provider gets it as it is said (numbers as words).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ws_a_long_sentence_is_synthesised_clause_by_clause() {
-    let (
-        Rig {
-            s: _server, fake, ..
-        },
-        _,
-        mut ws,
-    ) = rig_on_socket().await;
+    let (Rig { s: _s, fake, .. }, _, mut ws) = rig_on_socket().await;
     let reply = format!("{LONG_ANSWER} See you soon.");
     fake.set_chat(Chat::reply(&reply).deltas(12));
     fake.set_speech(Speech::millis(300));
@@ -2231,10 +2218,7 @@ async fn ws_a_long_sentence_is_synthesised_clause_by_clause() {
             "See you soon."
         ]
     );
-    let bytes: usize = frames
-        .iter()
-        .map(|f| if let Frame::Binary(n) = f { *n } else { 0 })
-        .sum();
+    let bytes = audio_bytes(&frames);
     assert_eq!(bytes, 3 * 300 * 24 * 2, "three pieces of 300 ms");
     assert_eq!(frames.iter().filter(|f| f.is("audio_start")).count(), 1);
     assert_eq!(frames.iter().filter(|f| f.is("audio_end")).count(), 1);
@@ -2377,12 +2361,7 @@ async fn offline_engine_speaks_a_long_answer_while_synthesising_it() {
     let wav = docent::engine::audio::parse_wav(&out.stdout).unwrap();
     let expected = docent::engine::audio::resample(&wav.samples, wav.rate, 24_000);
 
-    let sid = s.session(&cid).await;
-    let mut ws = Ws::connect(&s, &sid).await;
-    ws.send(json!({"type": "audio_output", "enabled": true}))
-        .await;
-    ws.send(json!({"type": "text_input", "text": "How much do tickets cost?"}))
-        .await;
+    let (sid, mut ws) = ask_aloud(&s, &cid, "How much do tickets cost?").await;
     let sent = Instant::now();
     let mut frames = Vec::new();
     let mut arrivals = Vec::new();
@@ -2418,12 +2397,7 @@ async fn offline_engine_interrupt_stops_the_speech_synthesis() {
     let Some((s, cid, bin)) = slow_espeak_server(Duration::from_secs(5)).await else {
         return;
     };
-    let sid = s.session(&cid).await;
-    let mut ws = Ws::connect(&s, &sid).await;
-    ws.send(json!({"type": "audio_output", "enabled": true}))
-        .await;
-    ws.send(json!({"type": "text_input", "text": "How much do tickets cost?"}))
-        .await;
+    let (_, mut ws) = ask_aloud(&s, &cid, "How much do tickets cost?").await;
     let frames = ws
         .until("the first audio", |f| matches!(f, Frame::Binary(_)))
         .await;
