@@ -6,7 +6,7 @@
 use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::error::{Result, bad};
 use super::hours::Hours;
@@ -158,23 +158,28 @@ const SECRETS: &[(&str, &str)] = &[
     ("fleet", "target_token"),
 ];
 
-/// The sections only the original front end sends: it always sends both, so a body holding
-/// either is read as its own server reads it.
-const ORIGINAL_SECTIONS: [&str; 2] = ["livekit", "inference"];
+/// The section only the original front end sends (its media server; the kiosk has none): a body
+/// holding it is that front end's form, read as its own server reads it.
+const LIVEKIT: &str = "livekit";
 
-/// The original front end's settings body as an update of ours. Its server ignores what it
-/// does not use and skips empty values, so: `livekit` (its media server; the kiosk has none) is
-/// dropped, `inference.grpc_addr` (its voice service) is `remote_voice.grpc_addr` unless the
-/// body names that too, and an empty string changes nothing (the form sends every field, also
-/// the ones left blank). Any other section still has to be one of ours.
+/// The original front end's name for `remote_voice.grpc_addr` (its voice service). A read shows
+/// it, so that front end's form shows the address in force and sends it back unchanged.
+const INFERENCE: &str = "inference";
+
+/// A body naming the original front end's sections as an update of ours. `inference.grpc_addr`
+/// is `remote_voice.grpc_addr` unless the body names that too (its other fields are ignored);
+/// `livekit` is dropped. A body holding `livekit` is that front end's form, which sends every
+/// field, blank ones as `""`; its server skips empty values, so there an empty string changes
+/// nothing. Any other section still has to be one of ours.
 fn from_original_front_end(patch: &Map<String, Value>) -> Map<String, Value> {
+    let form = patch.contains_key(LIVEKIT);
     let mut ours = Map::new();
     for (section, fields) in patch {
-        if ORIGINAL_SECTIONS.contains(&section.as_str()) {
+        if [LIVEKIT, INFERENCE].contains(&section.as_str()) {
             continue;
         }
         let fields = match fields {
-            Value::Object(f) => Value::Object(
+            Value::Object(f) if form => Value::Object(
                 f.iter()
                     .filter(|(_, v)| v.as_str() != Some(""))
                     .map(|(k, v)| (k.clone(), v.clone()))
@@ -185,7 +190,7 @@ fn from_original_front_end(patch: &Map<String, Value>) -> Map<String, Value> {
         ours.insert(section.clone(), fields);
     }
     let grpc_addr = patch
-        .get("inference")
+        .get(INFERENCE)
         .and_then(|i| i.get("grpc_addr"))
         .filter(|a| a.as_str() != Some(""));
     if let Some(addr) = grpc_addr {
@@ -299,7 +304,8 @@ impl Settings {
         })
     }
 
-    /// The document as the API shows it: secrets masked, with a `<field>_set` flag beside them.
+    /// The document as the API shows it: secrets masked, with a `<field>_set` flag beside them,
+    /// and the original front end's `inference` beside `remote_voice`.
     pub fn masked(&self) -> Value {
         let mut v = serde_json::to_value(self).expect("settings serialise");
         for (section, field) in SECRETS {
@@ -308,6 +314,7 @@ impl Settings {
             obj.insert(field.to_string(), Value::String(mask(&secret)));
             obj.insert(format!("{field}_set"), Value::Bool(!secret.is_empty()));
         }
+        v[INFERENCE] = json!({ "grpc_addr": self.remote_voice.grpc_addr });
         v
     }
 
@@ -319,7 +326,7 @@ impl Settings {
             .as_object()
             .ok_or_else(|| bad("settings must be a JSON object"))?;
         let translated;
-        let patch = if ORIGINAL_SECTIONS.iter().any(|s| patch.contains_key(*s)) {
+        let patch = if patch.contains_key(LIVEKIT) || patch.contains_key(INFERENCE) {
             translated = from_original_front_end(patch);
             &translated
         } else {

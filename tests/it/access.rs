@@ -7,11 +7,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::{Server, sign_in, token_of};
+use crate::support::{Server, config_then_text, sign_in, token_of};
 use docent::config::{Config, DeviceMode};
-use docent::proto::voice_llm_input::Input;
 use docent::proto::voice_llm_service_client::VoiceLlmServiceClient;
-use docent::proto::{CheckVoiceRequest, VoiceLlmConfig, VoiceLlmDialogContextItem, VoiceLlmInput};
+use docent::proto::{CheckVoiceRequest, VoiceLlmConfig, VoiceLlmDialogContextItem};
 use futures_util::{SinkExt, StreamExt};
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE, ORIGIN};
 use serde_json::{Value, json};
@@ -47,6 +46,11 @@ pub(crate) async fn status(req: reqwest::RequestBuilder) -> (u16, Value) {
     (code, serde_json::from_str(&body).unwrap_or(Value::Null))
 }
 
+/// The status of `req`'s answer.
+pub(crate) async fn status_code(req: reqwest::RequestBuilder) -> u16 {
+    status(req).await.0
+}
+
 /// Creates a client key named `name` as the administrator; returns (id, key).
 pub(crate) async fn client_key(s: &Server, admin: &str, name: &str) -> (String, String) {
     let (code, v) =
@@ -77,18 +81,8 @@ pub(crate) async fn converse(
     key: Option<&str>,
     config: VoiceLlmConfig,
 ) -> Result<(), tonic::Status> {
-    let (tx, rx) = tokio::sync::mpsc::channel(4);
-    tx.send(VoiceLlmInput {
-        input: Some(Input::Config(config)),
-    })
-    .await
-    .unwrap();
-    tx.send(VoiceLlmInput {
-        input: Some(Input::Text("hello".into())),
-    })
-    .await
-    .unwrap();
-    let mut req = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
+    let (tx, inputs) = config_then_text(config, "hello").await;
+    let mut req = tonic::Request::new(inputs);
     if let Some(k) = key {
         req.metadata_mut()
             .insert("authorization", format!("Bearer {k}").parse().unwrap());
@@ -417,14 +411,10 @@ async fn client_keys_are_shown_once_stored_hashed_and_revocable() {
         s.get("/api/v1/client-keys"),
         s.post("/api/v1/client-keys").json(&json!({ "name": "x" })),
     ] {
-        assert_eq!(status(bearer(req, &key)).await.0, 401);
+        assert_eq!(status_code(bearer(req, &key)).await, 401);
     }
-    assert_eq!(
-        status(bearer(s.post("/api/v1/client-keys"), &admin).json(&json!({ "name": " " })))
-            .await
-            .0,
-        400
-    );
+    let blank = bearer(s.post("/api/v1/client-keys"), &admin).json(&json!({ "name": " " }));
+    assert_eq!(status_code(blank).await, 400);
     // Stored hashed: the key's bytes are nowhere in the data directory.
     let db = std::fs::read(s.dir.path().join("docent.redb")).unwrap();
     assert!(
@@ -432,25 +422,13 @@ async fn client_keys_are_shown_once_stored_hashed_and_revocable() {
         "the raw key is stored"
     );
     // Revoked: it authenticates nothing.
+    let revoke = || bearer(s.delete(&format!("/api/v1/client-keys/{id}")), &admin);
+    assert_eq!(status_code(revoke()).await, 204);
     assert_eq!(
-        status(bearer(
-            s.delete(&format!("/api/v1/client-keys/{id}")),
-            &admin
-        ))
-        .await
-        .0,
-        204
+        status_code(bearer(s.get("/api/v1/sessions"), &key)).await,
+        401
     );
-    assert_eq!(status(bearer(s.get("/api/v1/sessions"), &key)).await.0, 401);
-    assert_eq!(
-        status(bearer(
-            s.delete(&format!("/api/v1/client-keys/{id}")),
-            &admin
-        ))
-        .await
-        .0,
-        404
-    );
+    assert_eq!(status_code(revoke()).await, 404, "revoked once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -464,7 +442,7 @@ async fn open_conversation_api_lets_the_lan_in_again() {
     assert_eq!(code, 201, "{v}");
     converse(&s, None, VoiceLlmConfig::default()).await.unwrap();
     // Admin routes stay closed.
-    assert_eq!(status(s.get("/api/v1/settings")).await.0, 401);
+    assert_eq!(status_code(s.get("/api/v1/settings")).await, 401);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -516,12 +494,12 @@ async fn credentials_are_answered_only_to_configured_origins() {
         let req = bearer(s.post(&format!("/api/v1/sessions/{session}/message")), &key)
             .header(CONTENT_TYPE, ct)
             .body(r#"{"text":"hi"}"#);
-        assert_eq!(status(req).await.0, 415, "{ct}");
+        assert_eq!(status_code(req).await, 415, "{ct}");
     }
     let req = bearer(s.post("/api/v1/client-keys"), &admin)
         .header(CONTENT_TYPE, "text/plain")
         .body(r#"{"name":"x"}"#);
-    assert_eq!(status(req).await.0, 415);
+    assert_eq!(status_code(req).await, 415);
 
     // A write carried by the session cookie must come from the kiosk's own pages.
     let cookie = format!("docent_session={admin}");
@@ -543,26 +521,20 @@ async fn credentials_are_answered_only_to_configured_origins() {
         why.contains("kiosk's own pages") && why.contains("`cors_origins`"),
         "{why}"
     );
-    assert_eq!(status(write(None)).await.0, 403);
+    assert_eq!(status_code(write(None)).await, 403);
     let own = format!("http://{}", s.addr);
-    assert_eq!(status(write(Some(&own))).await.0, 201);
+    assert_eq!(status_code(write(Some(&own))).await, 201);
     let referer = s
         .post("/api/v1/client-keys")
         .header(COOKIE, &cookie)
         .header("referer", format!("{own}/admin/"));
     assert_eq!(
-        status(referer.json(&json!({ "name": "from a page" })))
-            .await
-            .0,
+        status_code(referer.json(&json!({ "name": "from a page" }))).await,
         201
     );
     // The same write with the bearer token is not a browser's ambient credential.
-    assert_eq!(
-        status(bearer(s.post("/api/v1/client-keys"), &admin).json(&json!({ "name": "b" })))
-            .await
-            .0,
-        201
-    );
+    let with_bearer = bearer(s.post("/api/v1/client-keys"), &admin).json(&json!({ "name": "b" }));
+    assert_eq!(status_code(with_bearer).await, 201);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -582,13 +554,13 @@ async fn messages_and_voice_checks_are_limited_per_client() {
             .json(&json!({ "text": "hello" }))
     };
     for _ in 0..3 {
-        assert_eq!(status(send(&a, &session)).await.0, 202);
+        assert_eq!(status_code(send(&a, &session)).await, 202);
     }
     let (code, v) = status(send(&a, &session)).await;
     assert_eq!(code, 429, "{v}");
     // The budget is per client: b still has its own.
     let other = new_session(&s, &b).await;
-    assert_eq!(status(send(&b, &other)).await.0, 202);
+    assert_eq!(status_code(send(&b, &other)).await, 202);
     // gRPC shares the budget: CheckVoice is RESOURCE_EXHAUSTED for a.
     let mut req = tonic::Request::new(CheckVoiceRequest::default());
     req.metadata_mut()
@@ -606,14 +578,7 @@ async fn setup_mode_opens_the_admin_routes_to_loopback_only() {
         c.loopback_is_trusted = false;
     })
     .await;
-    let health: Value = s
-        .get("/api/v1/health")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let health = s.get_json("/api/v1/health", 200).await;
     assert_eq!(health["admin_auth"], "setup");
     for req in [
         s.post("/api/v1/client-keys")

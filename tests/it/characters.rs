@@ -354,17 +354,6 @@ async fn assert_serves(s: &Server, path: &str, bytes: &[u8], content_type: &str)
 // ---------------------------------------------------------------------------------------------
 // Sessions and history
 
-async fn new_session(s: &Server, character: &str) -> String {
-    let created = s
-        .post_json(
-            "/api/v1/sessions",
-            json!({ "character_id": character }),
-            201,
-        )
-        .await;
-    created["session_id"].as_str().unwrap().to_string()
-}
-
 /// Says `text` in a session and waits until its turn has settled, i.e. the assistant's reply of
 /// that turn is in the character's history. Every `say` thus adds exactly two messages, the
 /// user's and then the reply (the offline provider always answers), and no later `say` in the
@@ -734,11 +723,8 @@ async fn delete_removes_the_character_and_everything_it_owns() {
     upload_as(&s, &doomed, JPEG, "b.jpg", "image/jpeg")
         .await
         .expect(200, "second image");
-    let doomed_sessions = [
-        new_session(&s, &doomed).await,
-        new_session(&s, &doomed).await,
-    ];
-    let kept_session = new_session(&s, &kept).await;
+    let doomed_sessions = [s.session(&doomed).await, s.session(&doomed).await];
+    let kept_session = s.session(&kept).await;
     for (i, sid) in doomed_sessions.iter().enumerate() {
         say(&s, &doomed, sid, &format!("doomed {i}")).await;
     }
@@ -1375,9 +1361,9 @@ async fn history_pages_cover_every_message_once_while_new_ones_arrive() {
     let s = Server::start().await;
     let id = s.character("Historian").await;
     let sessions = [
-        new_session(&s, &id).await,
-        new_session(&s, &id).await,
-        new_session(&s, &id).await,
+        s.session(&id).await,
+        s.session(&id).await,
+        s.session(&id).await,
     ];
     let mut said = Vec::new();
     for i in 0..27 {
@@ -1478,7 +1464,7 @@ async fn history_limit_is_clamped_and_bad_queries_are_refused() {
         json!({ "messages": [], "next_cursor": null, "has_more": false })
     );
 
-    let sessions: Vec<String> = join_all((0..4).map(|_| new_session(&s, &id))).await;
+    let sessions: Vec<String> = join_all((0..4).map(|_| s.session(&id))).await;
     // Four sessions talk at once; each says its own messages in order, one turn at a time.
     join_all(sessions.iter().enumerate().map(|(n, sid)| {
         let (s, id) = (&s, &id);
@@ -1635,7 +1621,7 @@ async fn the_originals_provider_ids_are_kept_as_not_available_and_a_turn_says_so
     );
 
     // A typed question needs the brain: the character says it is not available here.
-    let session = new_session(&s, &id).await;
+    let session = s.session(&id).await;
     say(&s, &id, &session, "Who built the wall?").await;
     let page = history(&s, &id, "limit=10").await;
     let reply = messages(&page).last().unwrap();

@@ -11,7 +11,9 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::support::browser::Browser;
-use crate::support::{PNG, Process, Running, Server, furnished, hash_tree, header, sign_in};
+use crate::support::{
+    PNG, Process, Running, Server, furnished, hash_tree, header, references, sign_in,
+};
 
 const PASSWORD: &str = "console-test-password";
 const LLM_KEY: &str = "sk-console-test-llm-key-1234";
@@ -43,25 +45,6 @@ fn assert_secure(res: &reqwest::Response, what: &str) {
     assert_eq!(header(res, "x-frame-options"), "DENY", "{what}");
     assert_eq!(header(res, "referrer-policy"), "no-referrer", "{what}");
     assert_eq!(header(res, "x-content-type-options"), "nosniff", "{what}");
-}
-
-/// Every `/console/...` file a body refers to (pages link the style sheet and their script;
-/// scripts import the shared module).
-fn references(body: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut rest = body;
-    while let Some(at) = rest.find("/console/") {
-        let tail = &rest[at..];
-        let end = tail
-            .find(|c: char| !(c.is_ascii_alphanumeric() || "/._-".contains(c)))
-            .unwrap_or(tail.len());
-        let path = &tail[..end];
-        if path.ends_with(".js") || path.ends_with(".css") {
-            found.push(path.to_string());
-        }
-        rest = &tail[end.max(1)..];
-    }
-    found
 }
 
 #[tokio::test]
@@ -105,7 +88,7 @@ async fn console_pages_carry_the_security_headers_and_need_a_sign_in() {
             !body.contains("<script>") && !body.contains("style="),
             "{page}"
         );
-        files.extend(references(&body));
+        files.extend(references(&body, &[".js", ".css"]));
     }
     assert!(files.contains("/console/app.css"), "{files:?}");
     for file in &files {
@@ -145,7 +128,7 @@ async fn console_weighs_under_its_budget() {
         assert_eq!(res.status(), 200, "{path}");
         let body = res.text().await.unwrap();
         total += body.len();
-        todo.extend(references(&body));
+        todo.extend(references(&body, &[".js", ".css"]));
     }
     // The pages, the style sheet, one script per page and the shared module.
     let files = 2 * PAGES.len() + 2;
@@ -178,21 +161,12 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
     b.goto(&s.url("/")).await;
     b.wait_for("location.pathname", json!("/console/login"))
         .await;
-    b.type_into("password", "not-the-password").await;
-    b.press_enter().await;
-    b.wait_for(
-        "(() => { const e = document.getElementById('error'); return !e.hidden && e.textContent; })()",
-        json!("Wrong password."),
-    )
-    .await;
+    b.submit_wrong_password("not-the-password").await;
     // Once locked out, the page says how long to wait and the button waits it out.
     b.type_into("password", "still-not-it").await;
     b.press_enter().await;
-    b.wait_for(
-        "document.getElementById('error').textContent.startsWith('Wrong password')",
-        json!(true),
-    )
-    .await;
+    b.wait_until("document.getElementById('error').textContent.startsWith('Wrong password')")
+        .await;
     b.wait_for(
         "document.querySelector('#login button').disabled",
         json!(false),
@@ -200,16 +174,9 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
     .await;
     b.type_into("password", "third-try").await;
     b.press_enter().await;
-    b.wait_for(
-        "/^Too many login attempts\\. Try again in [1-3] seconds\\.$/.test(document.getElementById('error').textContent)",
-        json!(true),
-    )
-    .await;
-    b.wait_for(
-        "document.querySelector('#login button').textContent.startsWith('Sign in (wait')",
-        json!(true),
-    )
-    .await;
+    b.wait_until("/^Too many login attempts\\. Try again in [1-3] seconds\\.$/.test(document.getElementById('error').textContent)").await;
+    b.wait_until("document.querySelector('#login button').textContent.startsWith('Sign in (wait')")
+        .await;
     b.screenshot("login-error").await;
     b.wait_for(
         "document.querySelector('#login button').disabled",
@@ -218,30 +185,17 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
     .await;
 
     // The right password leads to the dashboard, which shows the kiosk's live state.
-    b.type_into("password", PASSWORD).await;
-    b.press_enter().await;
-    b.wait_for("location.pathname", json!("/console/")).await;
-    b.wait_for(
-        "document.getElementById('state').textContent",
-        json!("idle"),
-    )
-    .await;
-    b.wait_for(
-        "document.getElementById('health').textContent.includes('Uptime')",
-        json!(true),
-    )
-    .await;
-    b.wait_for("!document.getElementById('screen').hidden", json!(true))
+    b.submit_password(PASSWORD).await;
+    b.wait_text("state", "idle").await;
+    b.wait_until("document.getElementById('health').textContent.includes('Uptime')")
+        .await;
+    b.wait_until("!document.getElementById('screen').hidden")
         .await;
 
     // A press of the kiosk's button shows up at once, pushed by the server.
     s.post_json("/api/v1/internal/device/ptt", json!({"pressed": true}), 200)
         .await;
-    b.wait_for(
-        "document.getElementById('state').textContent",
-        json!("listening"),
-    )
-    .await;
+    b.wait_text("state", "listening").await;
     b.screenshot("dashboard").await;
     s.post_json(
         "/api/v1/internal/device/ptt",
@@ -260,11 +214,8 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
 
     // The characters page lists the kiosk's character.
     b.goto(&s.url("/console/characters")).await;
-    b.wait_for(
-        "document.querySelectorAll('#list > li').length > 0",
-        json!(true),
-    )
-    .await;
+    b.wait_until("document.querySelectorAll('#list > li').length > 0")
+        .await;
     b.screenshot("characters-phone").await;
 
     // Upload an image: it becomes the character's active image, shown on its card.
@@ -320,17 +271,11 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
     assert_eq!(docent[0]["idle_video_urls"].as_array().unwrap().len(), 1);
 
     // "Play a sample" in the dialog plays the voice from a blob URL; then the dialog closes.
-    b.eval("document.querySelector('#list > li button').click()")
-        .await;
-    b.wait_for("document.getElementById('edit').open", json!(true))
-        .await;
+    b.click("#list > li button").await;
+    b.wait_until("document.getElementById('edit').open").await;
     b.eval("document.getElementById('sample-play').click()")
         .await;
-    b.wait_for(
-        "document.getElementById('sample').src.startsWith('blob:') && document.getElementById('sample').duration > 1",
-        json!(true),
-    )
-    .await;
+    b.wait_until("document.getElementById('sample').src.startsWith('blob:') && document.getElementById('sample').duration > 1").await;
     b.screenshot("characters-dialog-phone").await;
     b.eval("document.getElementById('cancel').click()").await;
 
@@ -339,14 +284,12 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
     b.type_into("f-name", "Captain Nemo").await;
     b.type_into("f-description", "Keeper of the submarine room.")
         .await;
-    b.eval("document.querySelector('#form button[type=submit]').click()")
-        .await;
+    b.click("#form button[type=submit]").await;
     let nemo =
         "[...document.querySelectorAll('#list > li h2')].map((e) => e.textContent).join('|')";
     b.wait_for(nemo, json!("Docent|Captain Nemo")).await;
     b.eval("[...document.querySelectorAll('#list > li')].find((li) => li.querySelector('h2').textContent === 'Captain Nemo').querySelector('button').click()").await;
-    b.wait_for("document.getElementById('edit').open", json!(true))
-        .await;
+    b.wait_until("document.getElementById('edit').open").await;
     b.type_into("f-name", "Nemo").await;
     b.press_enter().await;
     b.wait_for(nemo, json!("Docent|Nemo")).await;
@@ -372,7 +315,7 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
         .unwrap();
     assert_eq!(res.status(), 200);
     b.goto(&s.url("/console/settings")).await;
-    b.wait_for("!!document.getElementById('s-llm-api_key')", json!(true))
+    b.wait_until("!!document.getElementById('s-llm-api_key')")
         .await;
     let shown = b
         .eval("document.getElementById('s-llm-api_key').value")
@@ -382,11 +325,8 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
         "the key is masked: {shown}"
     );
     b.eval("document.getElementById('test-llm').click()").await;
-    b.wait_for(
-        "document.getElementById('result-llm').textContent.startsWith('llm:openai: ok')",
-        json!(true),
-    )
-    .await;
+    b.wait_until("document.getElementById('result-llm').textContent.startsWith('llm:openai: ok')")
+        .await;
     b.screenshot("settings-phone").await;
 
     // Try it: a text turn over the WebSocket chat, the character's answer on the page.
@@ -462,11 +402,7 @@ async fn a_browser_changes_the_first_boot_password_and_reads_the_log() {
     b.type_into("new", CHOSEN).await;
     b.type_into("again", "a-different-one").await;
     b.press_enter().await;
-    b.wait_for(
-        "document.getElementById('error').textContent",
-        json!("The two new passwords differ."),
-    )
-    .await;
+    b.wait_text("error", "The two new passwords differ.").await;
     b.screenshot("password-choose").await;
     b.type_into("again", CHOSEN).await;
     b.press_enter().await;
@@ -474,9 +410,8 @@ async fn a_browser_changes_the_first_boot_password_and_reads_the_log() {
 
     // The System page shows the recent log.
     b.goto(&url("/console/system")).await;
-    b.wait_for(
+    b.wait_until(
         "document.getElementById('logs').textContent.includes('administrator password changed')",
-        json!(true),
     )
     .await;
     let log = b.eval("document.getElementById('logs').textContent").await;
@@ -493,11 +428,7 @@ async fn a_browser_changes_the_first_boot_password_and_reads_the_log() {
         .await;
     b.type_into("password", FIRST_BOOT).await;
     b.press_enter().await;
-    b.wait_for(
-        "document.getElementById('error').textContent",
-        json!("Wrong password."),
-    )
-    .await;
+    b.wait_text("error", "Wrong password.").await;
     b.type_into("password", CHOSEN).await;
     b.press_enter().await;
     b.wait_for("location.pathname", json!("/console/")).await;
@@ -511,11 +442,8 @@ async fn a_browser_changes_the_first_boot_password_and_reads_the_log() {
 /// How many sessions there are, as an administrator sees them (all of them).
 async fn all_sessions(s: &Server, cookie: &str) -> usize {
     let v: Value = s
-        .get("/api/v1/sessions")
-        .header("cookie", cookie)
-        .send()
+        .get_as("/api/v1/sessions", cookie)
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
@@ -530,12 +458,7 @@ struct Events {
 
 impl Events {
     async fn open(s: &Server, cookie: &str) -> Events {
-        let res = s
-            .get("/api/v1/kiosk/events")
-            .header("cookie", cookie)
-            .send()
-            .await
-            .unwrap();
+        let res = s.get_as("/api/v1/kiosk/events", cookie).await;
         assert_eq!(res.status(), 200);
         assert_eq!(res.headers()["content-type"], "text/event-stream");
         Events {
@@ -630,11 +553,8 @@ async fn the_kiosk_event_stream_follows_a_visit() {
         .unwrap_or_else(|| panic!("the visitor's session is named: {seen:?}"));
     // An admin lists every session, the kiosk's too.
     let sessions = s
-        .get("/api/v1/sessions")
-        .header("cookie", &cookie)
-        .send()
+        .get_as("/api/v1/sessions", &cookie)
         .await
-        .unwrap()
         .text()
         .await
         .unwrap();
@@ -658,23 +578,13 @@ async fn kiosk_event_streams_are_bounded_and_end_with_the_server() {
     for _ in 0..8 {
         open.push(Events::open(&s, &cookie).await);
     }
-    let refused = s
-        .get("/api/v1/kiosk/events")
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap();
+    let refused = s.get_as("/api/v1/kiosk/events", &cookie).await;
     assert_eq!(refused.status(), 503);
     // A stream closed by its client frees its place.
     drop(open.pop());
     let start = Instant::now();
     loop {
-        let res = s
-            .get("/api/v1/kiosk/events")
-            .header("cookie", &cookie)
-            .send()
-            .await
-            .unwrap();
+        let res = s.get_as("/api/v1/kiosk/events", &cookie).await;
         if res.status() == 200 {
             break;
         }
@@ -697,19 +607,12 @@ async fn a_browser_uploads_knowledge_asks_it_and_reads_the_conversations() {
         json!({"width": 1200, "height": 1000, "deviceScaleFactor": 1, "mobile": false}),
     )
     .await;
-    b.goto(&s.url("/console/login")).await;
-    b.type_into("password", PASSWORD).await;
-    b.press_enter().await;
-    b.wait_for("location.pathname", json!("/console/")).await;
+    b.sign_in_page(&s.base, PASSWORD).await;
 
     // A folder of three files, set on the folder input (Chromium lists a directory's files,
     // with their paths inside it): each is uploaded and becomes ready.
     b.goto(&s.url("/console/knowledge")).await;
-    b.wait_for(
-        "document.getElementById('sources').textContent",
-        json!("No knowledge yet."),
-    )
-    .await;
+    b.wait_text("sources", "No knowledge yet.").await;
     let dir = tempfile::tempdir().unwrap();
     let museum = dir.path().join("museum");
     std::fs::create_dir(&museum).unwrap();
@@ -804,13 +707,11 @@ async fn a_browser_uploads_knowledge_asks_it_and_reads_the_conversations() {
         let start = Instant::now();
         loop {
             let page: Value = s
-                .get(&format!(
-                    "/api/v1/characters/{cid}/conversations/messages?session_id={sid}"
-                ))
-                .header("cookie", &cookie)
-                .send()
+                .get_as(
+                    &format!("/api/v1/characters/{cid}/conversations/messages?session_id={sid}"),
+                    &cookie,
+                )
                 .await
-                .unwrap()
                 .json()
                 .await
                 .unwrap();
@@ -823,11 +724,7 @@ async fn a_browser_uploads_knowledge_asks_it_and_reads_the_conversations() {
     }
     // The unanswered question is listed on the knowledge page.
     b.goto(&s.url("/console/knowledge")).await;
-    b.wait_for(
-        "document.getElementById('unmatched').textContent",
-        json!("Is there a bicycle rack?×1"),
-    )
-    .await;
+    b.wait_text("unmatched", "Is there a bicycle rack?×1").await;
 
     // The conversations page shows the visit as it was said, and one visit alone.
     b.goto(&s.url("/console/conversations")).await;
@@ -835,13 +732,8 @@ async fn a_browser_uploads_knowledge_asks_it_and_reads_the_conversations() {
         "[...document.querySelectorAll('#messages li.user')].map((e) => e.textContent).join('|')";
     b.wait_for(said, json!("Can I take photos?|Is there a bicycle rack?"))
         .await;
-    b.wait_for(
-        "[...document.querySelectorAll('#messages li.assistant')].at(-1).textContent.endsWith('not in the knowledge')",
-        json!(true),
-    )
-    .await;
-    b.eval("document.querySelector('#messages li.visit button').click()")
-        .await;
+    b.wait_until("[...document.querySelectorAll('#messages li.assistant')].at(-1).textContent.endsWith('not in the knowledge')").await;
+    b.click("#messages li.visit button").await;
     b.wait_for("document.getElementById('filter').hidden", json!(false))
         .await;
     b.wait_for(
@@ -955,10 +847,7 @@ async fn a_browser_asks_by_voice_and_hears_the_answer() {
         json!({"width": 1200, "height": 900, "deviceScaleFactor": 1, "mobile": false}),
     )
     .await;
-    b.goto(&s.url("/console/login")).await;
-    b.type_into("password", PASSWORD).await;
-    b.press_enter().await;
-    b.wait_for("location.pathname", json!("/console/")).await;
+    b.sign_in_page(&s.base, PASSWORD).await;
     b.goto(&s.url("/console/try")).await;
 
     // Hold Space on the focused button for the question (and a little more), then release.
@@ -969,11 +858,8 @@ async fn a_browser_asks_by_voice_and_hears_the_answer() {
         json!("true"),
     )
     .await;
-    b.wait_for(
-        "Number(document.getElementById('audio').dataset.sentMs) > 0",
-        json!(true),
-    )
-    .await;
+    b.wait_until("Number(document.getElementById('audio').dataset.sentMs) > 0")
+        .await;
     tokio::time::sleep(speech + Duration::from_millis(900)).await;
     b.key(" ", "Space", 32, false).await;
     b.wait_for(
@@ -1064,13 +950,7 @@ async fn a_browser_asks_by_voice_and_hears_the_answer() {
 async fn admin_of(p: &Running, password: &str) -> Server {
     let mut s = Server::attach(p);
     let cookie = sign_in(&s, password).await;
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert("cookie", cookie.parse().unwrap());
-    headers.insert("origin", s.base.parse().unwrap());
-    s.http = reqwest::Client::builder()
-        .default_headers(headers)
-        .build()
-        .unwrap();
+    s.as_admin(&cookie);
     s
 }
 
@@ -1105,15 +985,7 @@ async fn characters_of(s: &Server) -> Vec<Value> {
                 docent::store::blobs::hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes))
             ]));
         }
-        let knowledge = s
-            .get_json(&format!("/api/v1/characters/{id}/knowledge"), 200)
-            .await;
-        let sources: Vec<Value> = knowledge["sources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| json!([x["filename"], x["status"], x["size"]]))
-            .collect();
+        let sources = s.sources(id).await;
         let said: Vec<Value> = s
             .get_json(
                 &format!("/api/v1/characters/{id}/conversations/messages"),
@@ -1309,11 +1181,8 @@ async fn a_browser_backs_up_one_kiosk_and_restores_it_into_an_empty_one() {
     b.choose_files("#restore-file", &[&archive]).await;
     let clicked = Instant::now();
     b.eval("document.getElementById('restore').click()").await;
-    b.wait_for(
-        "document.getElementById('restore-status').textContent.includes('Restarting')",
-        json!(true),
-    )
-    .await;
+    b.wait_until("document.getElementById('restore-status').textContent.includes('Restarting')")
+        .await;
     let said = b
         .eval("document.getElementById('restore-status').textContent")
         .await;
@@ -1364,9 +1233,8 @@ async fn a_browser_backs_up_one_kiosk_and_restores_it_into_an_empty_one() {
     b.screenshot("characters-restored").await;
     // The System page's log says the restored backup is in force.
     b.goto(&format!("{base}/console/system")).await;
-    b.wait_for(
+    b.wait_until(
         "document.getElementById('logs').textContent.includes('a restored backup is now in force')",
-        json!(true),
     )
     .await;
     b.screenshot("system-restored").await;

@@ -11,7 +11,7 @@ use fake_openai::{Chat, Failure, FakeOpenAi};
 use serde_json::{Value, json};
 
 use crate::support::browser::Browser;
-use crate::support::{Server, furnished, sign_in};
+use crate::support::{Server, furnished, references, sign_in};
 
 const PASSWORD: &str = "staff-console-password";
 /// Every page's budget: the page and every file it loads, uncompressed.
@@ -26,13 +26,7 @@ async fn kiosk() -> Server {
     })
     .await;
     let cookie = sign_in(&s, PASSWORD).await;
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert("cookie", cookie.parse().unwrap());
-    headers.insert("origin", s.base.parse().unwrap());
-    s.http = reqwest::Client::builder()
-        .default_headers(headers)
-        .build()
-        .unwrap();
+    s.as_admin(&cookie);
     s
 }
 
@@ -41,10 +35,7 @@ async fn signed_in(s: &Server, width: u32) -> Browser {
     let mut b = Browser::launch().await;
     window(&mut b, width).await;
     b.call("Network.enable", json!({})).await;
-    b.goto(&s.url("/console/login")).await;
-    b.type_into("password", PASSWORD).await;
-    b.press_enter().await;
-    b.wait_for("location.pathname", json!("/console/")).await;
+    b.sign_in_page(&s.base, PASSWORD).await;
     b
 }
 
@@ -157,17 +148,7 @@ async fn furnish_visits(s: &Server) -> String {
         200,
     )
     .await;
-    let visitor = reqwest::Client::new();
-    let session: Value = visitor
-        .post(s.url("/api/v1/sessions"))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let sid = session["session_id"].as_str().unwrap().to_string();
+    let visitor = Visitor::open(s).await;
     for (i, q) in [
         "Who designed the Analytical Engine?",
         "Where is the cloakroom?",
@@ -175,16 +156,37 @@ async fn furnish_visits(s: &Server) -> String {
     .into_iter()
     .enumerate()
     {
-        let res = visitor
-            .post(s.url(&format!("/api/v1/sessions/{sid}/message")))
-            .json(&json!({"text": q}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 202, "{q}");
+        assert_eq!(visitor.ask(q).await, 202, "{q}");
         wait_messages(s, &ada, 2 * (i + 1)).await;
     }
     ada
+}
+
+/// A visitor at the kiosk: a client without credentials (so not the administrator) and the
+/// session it opened with the kiosk's character.
+struct Visitor {
+    http: reqwest::Client,
+    messages: String,
+}
+
+impl Visitor {
+    async fn open(s: &Server) -> Visitor {
+        let http = reqwest::Client::new();
+        let res = http.post(s.url("/api/v1/sessions")).json(&json!({})).send();
+        let session: Value = res.await.unwrap().json().await.unwrap();
+        let sid = session["session_id"].as_str().unwrap();
+        let messages = s.url(&format!("/api/v1/sessions/{sid}/message"));
+        Visitor { http, messages }
+    }
+
+    /// Asks `question`; the status of the answer.
+    async fn ask(&self, question: &str) -> u16 {
+        let res = self
+            .http
+            .post(&self.messages)
+            .json(&json!({"text": question}));
+        res.send().await.unwrap().status().as_u16()
+    }
 }
 
 /// Waits until `character` has `n` messages in its history.
@@ -210,24 +212,6 @@ async fn wait_messages(s: &Server, character: &str, n: usize) -> Vec<Value> {
     }
 }
 
-/// Every `/console/` file a page or script names (style sheet, scripts, icon).
-fn references(body: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut rest = body;
-    while let Some(at) = rest.find("/console/") {
-        let tail = &rest[at..];
-        let end = tail
-            .find(|c: char| !(c.is_ascii_alphanumeric() || "/._-".contains(c)))
-            .unwrap_or(tail.len());
-        let path = &tail[..end];
-        if [".js", ".css", ".svg"].iter().any(|e| path.ends_with(e)) {
-            found.push(path.to_string());
-        }
-        rest = &tail[end.max(1)..];
-    }
-    found
-}
-
 /// The weight of `page`: its HTML and every file it loads (scripts' imports too), in bytes;
 /// adds each file's weight to `files`.
 async fn weigh(
@@ -245,7 +229,7 @@ async fn weigh(
     assert_eq!(html.status(), 200, "{page}");
     let html = html.text().await.unwrap();
     let mut total = html.len();
-    let mut todo = references(&html);
+    let mut todo = references(&html, &[".js", ".css", ".svg"]);
     let mut seen = BTreeSet::new();
     while let Some(path) = todo.pop() {
         if !seen.insert(path.clone()) {
@@ -256,7 +240,7 @@ async fn weigh(
         let body = res.text().await.unwrap();
         total += body.len();
         files.insert(path, body.len());
-        todo.extend(references(&body));
+        todo.extend(references(&body, &[".js", ".css", ".svg"]));
     }
     total
 }
@@ -307,45 +291,33 @@ async fn every_page_and_section_reads_well_on_a_desktop_and_a_phone() {
         }
         // The sections behind a button: a character's form, a knowledge answer, one visit.
         b.goto(&s.url("/console/characters")).await;
-        b.wait_for(
-            "document.querySelectorAll('#list li').length >= 3",
-            json!(true),
-        )
-        .await;
-        b.eval("document.querySelector('#list li button').click()")
+        b.wait_until("document.querySelectorAll('#list li').length >= 3")
             .await;
-        b.wait_for("document.getElementById('edit').open", json!(true))
-            .await;
+        b.click("#list li button").await;
+        b.wait_until("document.getElementById('edit').open").await;
         problems.extend(audit(&mut b, &format!("characters-edit-{device}")).await);
         b.goto(&s.url("/console/knowledge")).await;
         // Asked once the page knows its character (its sources are listed).
-        b.wait_for(
-            "document.querySelectorAll('#sources li').length > 0",
-            json!(true),
-        )
-        .await;
+        b.wait_until("document.querySelectorAll('#sources li').length > 0")
+            .await;
         b.type_into("question", "Who designed the Analytical Engine?")
             .await;
         b.press_enter().await;
-        b.wait_for("!!document.getElementById('answer-text')", json!(true))
+        b.wait_until("!!document.getElementById('answer-text')")
             .await;
         problems.extend(audit(&mut b, &format!("knowledge-answer-{device}")).await);
         b.goto(&s.url(&format!("/console/conversations?character={ada}")))
             .await;
         b.wait_for("document.querySelectorAll('li.visit').length", json!(1))
             .await;
-        b.eval("document.querySelector('li.visit button').click()")
-            .await;
+        b.click("li.visit button").await;
         b.wait_for("document.getElementById('filter').hidden", json!(false))
             .await;
         problems.extend(audit(&mut b, &format!("conversations-visit-{device}")).await);
         // Every settings section has its fields (none is a dump of `[object ...]`).
         b.goto(&s.url("/console/settings")).await;
-        b.wait_for(
-            "document.querySelectorAll('#launch fieldset').length > 3",
-            json!(true),
-        )
-        .await;
+        b.wait_until("document.querySelectorAll('#launch fieldset').length > 3")
+            .await;
         let empty = b
             .eval("[...document.querySelectorAll('fieldset')].filter((f) => !f.querySelector('input, select, textarea')).map((f) => f.querySelector('legend').textContent)")
             .await;
@@ -398,7 +370,7 @@ async fn the_launch_settings_are_fields_that_save() {
     let s = kiosk().await;
     let mut b = signed_in(&s, 1280).await;
     b.goto(&s.url("/console/settings")).await;
-    b.wait_for("!!document.getElementById('l-audio.volume')", json!(true))
+    b.wait_until("!!document.getElementById('l-audio.volume')")
         .await;
     let text = b.eval("document.getElementById('launch').innerText").await;
     assert!(!text.as_str().unwrap().contains("[object"), "{text}");
@@ -408,13 +380,8 @@ async fn the_launch_settings_are_fields_that_save() {
     );
     b.eval("document.getElementById('l-audio.volume').value = '35'")
         .await;
-    b.eval("document.querySelector('#launch button[type=submit]').click()")
-        .await;
-    b.wait_for(
-        "!!document.getElementById('launch-result').textContent || !document.getElementById('error').hidden",
-        json!(true),
-    )
-    .await;
+    b.click("#launch button[type=submit]").await;
+    b.wait_until("!!document.getElementById('launch-result').textContent || !document.getElementById('error').hidden").await;
     let said = b
         .eval("document.getElementById('launch-result').textContent + document.getElementById('error').textContent")
         .await;
@@ -455,9 +422,8 @@ async fn conversations_read_as_visits_and_staff_tests_stay_apart() {
     b.goto(&s.url("/console/knowledge")).await;
     b.wait_for("document.getElementById('character').value", json!(ada))
         .await;
-    b.wait_for(
+    b.wait_until(
         "document.getElementById('unmatched').innerText.includes('Where is the cloakroom?')",
-        json!(true),
     )
     .await;
     let staff_question = b
@@ -521,11 +487,8 @@ async fn conversations_read_as_visits_and_staff_tests_stay_apart() {
     assert_eq!(filter, json!(false));
     b.eval("document.querySelectorAll('li.visit button')[1].click()")
         .await;
-    b.wait_for(
-        "document.getElementById('filter').checkVisibility()",
-        json!(true),
-    )
-    .await;
+    b.wait_until("document.getElementById('filter').checkVisibility()")
+        .await;
     b.wait_for("document.querySelectorAll('li.visit').length", json!(1))
         .await;
     // The CSV is named after the character and the day.
@@ -602,36 +565,17 @@ async fn health_says_when_the_language_model_fails_and_since_when() {
     let since = llm["last_call"]["since"].as_str().unwrap().to_string();
     // The dashboard says so, with since when and what visitors hear.
     b.goto(&s.url("/console/")).await;
-    b.wait_for(
-        "document.getElementById('health').innerText.includes('failing since')",
-        json!(true),
-    )
-    .await;
+    b.wait_until("document.getElementById('health').innerText.includes('failing since')")
+        .await;
     let text = b.eval("document.getElementById('health').innerText").await;
     assert!(
         text.as_str().unwrap().contains("visitors hear an apology"),
         "{text}"
     );
     // A second failure keeps the first one's time; an answer makes it healthy again.
-    let visitor = reqwest::Client::new();
-    let session: Value = visitor
-        .post(s.url("/api/v1/sessions"))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let sid = session["session_id"].as_str().unwrap();
-    let ask = |q: &'static str| {
-        visitor
-            .post(s.url(&format!("/api/v1/sessions/{sid}/message")))
-            .json(&json!({"text": q}))
-            .send()
-    };
+    let visitor = Visitor::open(&s).await;
     let first = llm["last_call"]["at"].clone();
-    assert_eq!(ask("Anything?").await.unwrap().status(), 202);
+    assert_eq!(visitor.ask("Anything?").await, 202);
     let health = health_until(&s, |h| h["providers"]["llm"]["last_call"]["at"] != first).await;
     assert_eq!(
         health["providers"]["llm"]["last_call"]["ok"], false,
@@ -642,7 +586,7 @@ async fn health_says_when_the_language_model_fails_and_since_when() {
         since.as_str()
     );
     fake.set_chat(Chat::reply("Charles Babbage designed it."));
-    assert_eq!(ask("And now?").await.unwrap().status(), 202);
+    assert_eq!(visitor.ask("And now?").await, 202);
     let health = health_until(&s, |h| h["providers"]["llm"]["last_call"]["ok"] == true).await;
     assert_eq!(health["providers"]["llm"]["ok"], true, "{health}");
     assert_eq!(
@@ -678,15 +622,12 @@ async fn test_checks_what_is_in_the_form_without_saving_it() {
     let closed = fake_openai::closed_base_url().await;
     let mut b = signed_in(&s, 1280).await;
     b.goto(&s.url("/console/settings")).await;
-    b.wait_for("!!document.getElementById('s-llm-base_url')", json!(true))
+    b.wait_until("!!document.getElementById('s-llm-base_url')")
         .await;
     b.type_into("s-llm-base_url", &closed).await;
     b.eval("document.getElementById('test-llm').click()").await;
-    b.wait_for(
-        "document.getElementById('result-llm').textContent.includes('failed')",
-        json!(true),
-    )
-    .await;
+    b.wait_until("document.getElementById('result-llm').textContent.includes('failed')")
+        .await;
     let port = closed.rsplit(':').next().unwrap().trim_end_matches("/v1");
     let said = b
         .eval("document.getElementById('result-llm').textContent")
@@ -698,11 +639,8 @@ async fn test_checks_what_is_in_the_form_without_saving_it() {
     // The form's own, saved server passes.
     b.type_into("s-llm-base_url", &fake.base_url()).await;
     b.eval("document.getElementById('test-llm').click()").await;
-    b.wait_for(
-        "document.getElementById('result-llm').textContent.startsWith('llm:openai: ok')",
-        json!(true),
-    )
-    .await;
+    b.wait_until("document.getElementById('result-llm').textContent.startsWith('llm:openai: ok')")
+        .await;
     assert!(b.errors.is_empty(), "{:?}", b.errors);
 }
 
@@ -763,8 +701,7 @@ async fn a_voice_is_picked_from_the_engine_s_voices() {
         "{{ const p = document.getElementById('f-voice_pick'); p.value = '{pick}'; p.dispatchEvent(new Event('change')); }}"
     ))
     .await;
-    b.eval("document.querySelector('#form button[type=submit]').click()")
-        .await;
+    b.click("#form button[type=submit]").await;
     b.wait_for("document.getElementById('edit').open", json!(false))
         .await;
     let saved = s.get_json(&format!("/api/v1/characters/{ada}"), 200).await;
@@ -804,21 +741,13 @@ async fn the_offline_engine_says_who_the_character_is() {
             json!(intro),
         )
         .await;
-        b.wait_for(
-            "document.getElementById('chat-state').textContent",
-            json!("idle"),
-        )
-        .await;
+        b.wait_text("chat-state", "idle").await;
     }
     // The character's form says which fields the offline engine uses.
     b.goto(&s.url("/console/characters")).await;
-    b.wait_for(
-        "document.querySelectorAll('#list li').length >= 3",
-        json!(true),
-    )
-    .await;
-    b.eval("document.querySelector('#list li button').click()")
+    b.wait_until("document.querySelectorAll('#list li').length >= 3")
         .await;
+    b.click("#list li button").await;
     let form = b.eval("document.getElementById('form').innerText").await;
     let form = form.as_str().unwrap();
     assert!(
@@ -861,21 +790,9 @@ async fn the_dashboard_follows_a_visit_and_sign_in_errors_are_sentences() {
     let mut b = Browser::launch().await;
     window(&mut b, 1280).await;
     b.goto(&s.url("/console/login")).await;
-    b.type_into("password", "not-the-password").await;
-    b.press_enter().await;
-    b.wait_for(
-        "(() => { const e = document.getElementById('error'); return !e.hidden && e.textContent; })()",
-        json!("Wrong password."),
-    )
-    .await;
-    b.type_into("password", PASSWORD).await;
-    b.press_enter().await;
-    b.wait_for("location.pathname", json!("/console/")).await;
-    b.wait_for(
-        "document.getElementById('state').textContent",
-        json!("idle"),
-    )
-    .await;
+    b.submit_wrong_password("not-the-password").await;
+    b.submit_password(PASSWORD).await;
+    b.wait_text("state", "idle").await;
 
     // A visitor presses the button: the dashboard counts the visit while it is open.
     let press = |pressed: bool| {
@@ -885,11 +802,7 @@ async fn the_dashboard_follows_a_visit_and_sign_in_errors_are_sentences() {
             .send()
     };
     assert_eq!(press(true).await.unwrap().status(), 200);
-    b.wait_for(
-        "document.getElementById('visitor-h').textContent",
-        json!("Current visitor"),
-    )
-    .await;
+    b.wait_text("visitor-h", "Current visitor").await;
     b.wait_within(
         "document.getElementById('health').innerText.includes('Open conversations\\t1') || document.getElementById('health').innerText.includes('Open conversations\\n1')",
         json!(true),
@@ -905,11 +818,7 @@ async fn the_dashboard_follows_a_visit_and_sign_in_errors_are_sentences() {
         Duration::from_secs(30),
     )
     .await;
-    b.wait_for(
-        "document.getElementById('visitor-h').textContent",
-        json!("Last visitor"),
-    )
-    .await;
+    b.wait_text("visitor-h", "Last visitor").await;
     let hint = b
         .eval("document.getElementById('no-visitor').checkVisibility()")
         .await;
@@ -929,11 +838,8 @@ async fn settings_read_as_staff_think_of_them() {
     .await;
     let mut b = signed_in(&s, 1280).await;
     b.goto(&s.url("/console/settings")).await;
-    b.wait_for(
-        "!!document.getElementById('s-kiosk-character_id')",
-        json!(true),
-    )
-    .await;
+    b.wait_until("!!document.getElementById('s-kiosk-character_id')")
+        .await;
     // The sections in the order staff think of them, labelled in words, not keys.
     let legends = b
         .eval("[...document.querySelectorAll('#providers legend')].slice(0, 4).map((l) => l.textContent)")
@@ -966,13 +872,8 @@ async fn settings_read_as_staff_think_of_them() {
     b.eval("document.getElementById('s-llm-api_key-replace').click()")
         .await;
     b.type_into("s-llm-api_key", "sk-replaced-key-1234").await;
-    b.eval("document.querySelector('#providers button[type=submit]').click()")
-        .await;
-    b.wait_for(
-        "document.getElementById('settings-result').textContent",
-        json!("Saved: llm."),
-    )
-    .await;
+    b.click("#providers button[type=submit]").await;
+    b.wait_text("settings-result", "Saved: llm.").await;
     let saved = s.get_json("/api/v1/settings", 200).await;
     assert_eq!(saved["llm"]["api_key"], "sk-…1234");
     assert!(b.errors.is_empty(), "{:?}", b.errors);
@@ -991,11 +892,8 @@ async fn the_site_document_and_its_images_are_edited_as_a_form() {
     let s = kiosk().await;
     let mut b = signed_in(&s, 1280).await;
     b.goto(&s.url("/console/site")).await;
-    b.wait_for(
-        "document.querySelectorAll('#fields fieldset').length > 3",
-        json!(true),
-    )
-    .await;
+    b.wait_until("document.querySelectorAll('#fields fieldset').length > 3")
+        .await;
     // The hero's title, and a fourth work with its own image.
     let hero = b.eval(&site_field("Hero", "Title")).await;
     b.type_into(hero.as_str().unwrap(), "Voices of the Harbour")
@@ -1034,24 +932,14 @@ async fn the_site_document_and_its_images_are_edited_as_a_form() {
         &[png.as_path()],
     )
     .await;
-    b.wait_for(
+    b.wait_until(
         "!!document.querySelector('fieldset[data-list=works] > ol > li:last-child img.site-image')",
-        json!(true),
     )
     .await;
-    b.eval("document.querySelector('#site button[type=submit]').click()")
+    b.click("#site button[type=submit]").await;
+    b.wait_text("site-result", "Saved: 4 works, 2 exhibitions.")
         .await;
-    b.wait_for(
-        "document.getElementById('site-result').textContent",
-        json!("Saved: 4 works, 2 exhibitions."),
-    )
-    .await;
-    let site: Value = reqwest::get(s.url("/api/data"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let site = s.get_json("/api/data", 200).await;
     assert_eq!(site["hero"]["title"], "Voices of the Harbour");
     let work = &site["works"][3];
     assert_eq!(work["id"], "work-4");
@@ -1076,38 +964,19 @@ async fn the_site_document_and_its_images_are_edited_as_a_form() {
         .await
         .unwrap();
     assert_eq!(gone.status(), 404);
-    b.eval("document.querySelector('button[aria-label=\"Remove Works 1\"]').click()")
+    b.click("button[aria-label=\"Remove Works 1\"]").await;
+    b.click("#site button[type=submit]").await;
+    b.wait_text("site-result", "Saved: 3 works, 2 exhibitions.")
         .await;
-    b.eval("document.querySelector('#site button[type=submit]').click()")
-        .await;
-    b.wait_for(
-        "document.getElementById('site-result').textContent",
-        json!("Saved: 3 works, 2 exhibitions."),
-    )
-    .await;
-    let site: Value = reqwest::get(s.url("/api/data"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let site = s.get_json("/api/data", 200).await;
     assert_eq!(site["works"][2]["title"], "The Lighthouse Keeper");
     assert_eq!(site["works"][2]["image"], "");
 
     // Reset to the example, after a confirmation.
     b.eval("document.getElementById('reset').click()").await;
-    b.wait_for(
-        "document.getElementById('site-result').textContent",
-        json!("The example is back."),
-    )
-    .await;
+    b.wait_text("site-result", "The example is back.").await;
     assert_eq!(b.dialogs, ["Replace the whole site with the example?"]);
-    let site: Value = reqwest::get(s.url("/api/data"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let site = s.get_json("/api/data", 200).await;
     assert_eq!(site["hero"]["title"], "Voices of the Collection");
     let hero = b.eval(&site_field("Hero", "Title")).await;
     let shown = b
@@ -1181,11 +1050,7 @@ async fn statistics_count_visits_and_questions_and_draw_them() {
     assert_eq!(top, json!("Where is the cloakroom? ×2, answered 0"));
     b.eval("{ const p = document.getElementById('period'); p.value = 'week'; p.dispatchEvent(new Event('change')); }")
         .await;
-    b.wait_for(
-        "document.querySelector('#chart svg').getAttribute('aria-label').startsWith('Visits and questions per week')",
-        json!(true),
-    )
-    .await;
+    b.wait_until("document.querySelector('#chart svg').getAttribute('aria-label').startsWith('Visits and questions per week')").await;
     let href = b.eval("document.getElementById('csv').href").await;
     let res = s.http.get(href.as_str().unwrap()).send().await.unwrap();
     assert_eq!(
@@ -1207,14 +1072,9 @@ async fn opening_hours_are_edited_in_settings_and_the_dashboard_shows_them() {
     let mut b = signed_in(&s, 1280).await;
     b.goto(&s.url("/console/")).await;
     // No schedule: always open.
-    b.wait_for(
-        "document.getElementById('opening').textContent",
-        json!("Open"),
-    )
-    .await;
+    b.wait_text("opening", "Open").await;
     b.goto(&s.url("/console/settings")).await;
-    b.wait_for("!!document.getElementById('h-closed')", json!(true))
-        .await;
+    b.wait_until("!!document.getElementById('h-closed')").await;
     let legend = b
         .eval("document.querySelector('#section-hours legend').textContent")
         .await;
@@ -1229,11 +1089,7 @@ async fn opening_hours_are_edited_in_settings_and_the_dashboard_shows_them() {
          document.querySelector('#providers button[type=submit]').click(); })()",
     )
     .await;
-    b.wait_for(
-        "document.getElementById('settings-result').textContent",
-        json!("Saved: hours."),
-    )
-    .await;
+    b.wait_text("settings-result", "Saved: hours.").await;
     let saved = s.get_json("/api/v1/settings", 200).await;
     assert_eq!(saved["hours"]["enabled"], true);
     assert_eq!(
@@ -1244,19 +1100,13 @@ async fn opening_hours_are_edited_in_settings_and_the_dashboard_shows_them() {
     // A bad time is refused with a sentence, and nothing is saved.
     b.eval("document.getElementById('h-open-0').value = '9 am'; document.querySelector('#providers button[type=submit]').click()")
         .await;
-    b.wait_for(
-        "document.body.innerText.includes(\"Monday's times must be HH:MM\")",
-        json!(true),
-    )
-    .await;
+    b.wait_until("document.body.innerText.includes(\"Monday's times must be HH:MM\")")
+        .await;
     b.errors.clear();
     // The dashboard: closed until tomorrow, and the kiosk's screen says closed.
     b.goto(&s.url("/console/")).await;
-    b.wait_for(
-        "document.getElementById('opening').textContent",
-        json!("Closed until tomorrow at 00:00"),
-    )
-    .await;
+    b.wait_text("opening", "Closed until tomorrow at 00:00")
+        .await;
     let problems = audit(&mut b, "dashboard-closed").await;
     assert!(problems.is_empty(), "{problems:#?}");
     // Today no longer closed: open.
@@ -1266,11 +1116,8 @@ async fn opening_hours_are_edited_in_settings_and_the_dashboard_shows_them() {
         200,
     )
     .await;
-    b.wait_for(
-        "document.getElementById('opening').textContent.startsWith('Open until')",
-        json!(true),
-    )
-    .await;
+    b.wait_until("document.getElementById('opening').textContent.startsWith('Open until')")
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1278,7 +1125,7 @@ async fn the_volume_is_a_slider_with_a_test_sound_that_saves_its_value() {
     let s = kiosk().await;
     let mut b = signed_in(&s, 390).await;
     b.goto(&s.url("/console/settings")).await;
-    b.wait_for("!!document.getElementById('s-kiosk-volume')", json!(true))
+    b.wait_until("!!document.getElementById('s-kiosk-volume')")
         .await;
     assert_eq!(
         b.eval("document.getElementById('s-kiosk-volume').type")
@@ -1304,9 +1151,9 @@ async fn the_volume_is_a_slider_with_a_test_sound_that_saves_its_value() {
     let before = len();
     b.eval("document.getElementById('s-kiosk-volume-test').click()")
         .await;
-    b.wait_for(
-        "document.getElementById('s-kiosk-volume-result').textContent",
-        json!("Playing on the kiosk at 42% (not saved)."),
+    b.wait_text(
+        "s-kiosk-volume-result",
+        "Playing on the kiosk at 42% (not saved).",
     )
     .await;
     let start = Instant::now();
@@ -1323,13 +1170,8 @@ async fn the_volume_is_a_slider_with_a_test_sound_that_saves_its_value() {
         80,
         "a test saves nothing"
     );
-    b.eval("document.querySelector('#providers button[type=submit]').click()")
-        .await;
-    b.wait_for(
-        "document.getElementById('settings-result').textContent",
-        json!("Saved: kiosk."),
-    )
-    .await;
+    b.click("#providers button[type=submit]").await;
+    b.wait_text("settings-result", "Saved: kiosk.").await;
     assert_eq!(
         s.get_json("/api/v1/settings", 200).await["kiosk"]["volume"],
         42

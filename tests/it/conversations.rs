@@ -3,7 +3,6 @@
 
 use std::time::{Duration, Instant};
 
-use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
 
 use crate::support::{Server, header, sign_in};
@@ -13,28 +12,7 @@ const HOURS: &str =
 
 /// Uploads the hours file to `cid` and waits until it is indexed.
 async fn hours_ready(s: &Server, cid: &str) {
-    let form = Form::new().part(
-        "files",
-        Part::bytes(HOURS.as_bytes().to_vec()).file_name("hours.md"),
-    );
-    let res = s
-        .post(&format!("/api/v1/characters/{cid}/knowledge/files"))
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 201);
-    let start = Instant::now();
-    loop {
-        let k = s
-            .get_json(&format!("/api/v1/characters/{cid}/knowledge"), 200)
-            .await;
-        if k["sources"][0]["status"] == "ready" {
-            return;
-        }
-        assert!(start.elapsed() < Duration::from_secs(30), "{k}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    s.knowledge_ready(cid, "hours.md", HOURS).await;
 }
 
 async fn history(s: &Server, cid: &str, query: &str) -> Vec<Value> {
@@ -323,11 +301,8 @@ async fn the_new_routes_need_an_administrator() {
     // The same with the administrator's cookie.
     let cookie = sign_in(&s, "conversations-password").await;
     let res = s
-        .get(&format!("{base}/conversations/export"))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap();
+        .get_as(&format!("{base}/conversations/export"), &cookie)
+        .await;
     assert_eq!(res.status(), 200);
     let res = s
         .post(&format!("{base}/knowledge/ask"))

@@ -93,52 +93,31 @@ async fn set_llm_url(s: &Server, base: &str) {
         .await;
 }
 
-async fn new_session(s: &Server, cid: &str) -> String {
-    let v = s
-        .post_json("/api/v1/sessions", json!({"character_id": cid}), 201)
-        .await;
-    v["session_id"].as_str().unwrap().to_string()
+/// A rig, a session of its character and a WebSocket attached to that session.
+async fn rig_on_socket() -> (Rig, String, Ws) {
+    let rig = rig().await;
+    let sid = rig.s.session(&rig.cid).await;
+    let ws = Ws::connect(&rig.s, &sid).await;
+    (rig, sid, ws)
 }
 
-/// Uploads a knowledge file and waits until it is indexed.
-async fn upload_knowledge(s: &Server, cid: &str, name: &str, text: &str) {
-    let form = reqwest::multipart::Form::new().part(
-        "file",
-        reqwest::multipart::Part::bytes(text.as_bytes().to_vec()).file_name(name.to_string()),
-    );
-    let res = s
-        .post(&format!("/api/v1/characters/{cid}/knowledge/files"))
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    let status = res.status().as_u16();
-    let body: Value = res.json().await.unwrap();
-    assert_eq!(status, 201, "knowledge upload: {body}");
-    let sid = body["sources"][0]["id"].as_str().unwrap().to_string();
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let all = s
-            .get_json(&format!("/api/v1/characters/{cid}/knowledge"), 200)
-            .await;
-        let source = all["sources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|x| x["id"] == sid.as_str())
-            .cloned()
-            .unwrap_or_else(|| panic!("source {sid} missing: {all}"));
-        match source["status"].as_str() {
-            Some("ready") => return,
-            Some("indexing") => {}
-            _ => panic!("knowledge source did not index: {source}"),
-        }
-        assert!(
-            Instant::now() < deadline,
-            "knowledge source still indexing after {WAIT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+/// The bytes of speech among `frames` (the binary frames).
+fn audio_bytes(frames: &[Frame]) -> usize {
+    frames
+        .iter()
+        .map(|f| if let Frame::Binary(n) = f { *n } else { 0 })
+        .sum()
+}
+
+/// Opens a session with `cid`, asks for its speech and asks `question` in text: the socket.
+async fn ask_aloud(s: &Server, cid: &str, question: &str) -> (String, Ws) {
+    let sid = s.session(cid).await;
+    let mut ws = Ws::connect(s, &sid).await;
+    ws.send(json!({"type": "audio_output", "enabled": true}))
+        .await;
+    ws.send(json!({"type": "text_input", "text": question}))
+        .await;
+    (sid, ws)
 }
 
 /// `(role, content)` of a session's stored messages, oldest first.
@@ -694,8 +673,8 @@ fn check_grpc_reply(outs: &[VoiceLlmOutput], reply: &str, with_audio: bool) -> (
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn message_turn_sends_persona_knowledge_and_history_to_the_model() {
     let Rig { s, fake, cid } = rig().await;
-    upload_knowledge(&s, &cid, "museum.txt", KNOWLEDGE).await;
-    let sid = new_session(&s, &cid).await;
+    s.knowledge_ready(&cid, "museum.txt", KNOWLEDGE).await;
+    let sid = s.session(&cid).await;
 
     fake.set_chat(Chat::reply("We close at 6 pm on weekdays.").deltas(3));
     let q1 = "When does the museum close?";
@@ -794,9 +773,7 @@ async fn message_turn_sends_persona_knowledge_and_history_to_the_model() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ws_text_turn_streams_status_deltas_and_final() {
-    let Rig { s, fake, cid } = rig().await;
-    let sid = new_session(&s, &cid).await;
-    let mut ws = Ws::connect(&s, &sid).await;
+    let (Rig { s, fake, cid }, sid, mut ws) = rig_on_socket().await;
     assert_eq!(ws.hello["session_id"], sid.as_str());
     assert_eq!(ws.hello["character_id"], cid.as_str());
     let before = ws.turn_seq();
@@ -841,9 +818,7 @@ async fn ws_text_turn_streams_status_deltas_and_final() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ws_audio_starts_while_the_reply_still_streams() {
-    let Rig { s, fake, cid } = rig().await;
-    let sid = new_session(&s, &cid).await;
-    let mut ws = Ws::connect(&s, &sid).await;
+    let (Rig { s: _s, fake, .. }, _, mut ws) = rig_on_socket().await;
     let reply = "The harbour museum opens at nine every morning. \
                  The lighthouse lens came from Paris in 1872. \
                  Tickets cost twelve euros at the door.";
@@ -889,10 +864,7 @@ async fn ws_audio_starts_while_the_reply_still_streams() {
         binary.iter().all(|&i| start < i && i < end),
         "binary frames between audio_start and audio_end"
     );
-    let bytes: usize = frames
-        .iter()
-        .map(|f| if let Frame::Binary(n) = f { *n } else { 0 })
-        .sum();
+    let bytes = audio_bytes(&frames);
     assert_eq!(
         bytes,
         3 * 300 * 24 * 2,
@@ -931,9 +903,7 @@ async fn ws_audio_starts_while_the_reply_still_streams() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ws_speech_answered_as_wav_is_resampled_to_24k() {
-    let Rig { s, fake, cid } = rig().await;
-    let sid = new_session(&s, &cid).await;
-    let mut ws = Ws::connect(&s, &sid).await;
+    let (Rig { s: _s, fake, .. }, _, mut ws) = rig_on_socket().await;
     fake.set_chat(Chat::reply("A short answer for you."));
     fake.set_speech(Speech {
         wav_rate: Some(16_000),
@@ -943,10 +913,7 @@ async fn ws_speech_answered_as_wav_is_resampled_to_24k() {
         .await;
     ws.send(json!({"type": "text_input", "text": "Hi"})).await;
     let frames = ws.turn("the reply").await;
-    let bytes: usize = frames
-        .iter()
-        .map(|f| if let Frame::Binary(n) = f { *n } else { 0 })
-        .sum();
+    let bytes = audio_bytes(&frames);
     assert_eq!(
         bytes,
         500 * 24 * 2,
@@ -958,7 +925,7 @@ async fn ws_speech_answered_as_wav_is_resampled_to_24k() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ws_every_socket_of_a_session_gets_every_event() {
     let Rig { s, fake, cid } = rig().await;
-    let sid = new_session(&s, &cid).await;
+    let sid = s.session(&cid).await;
     let mut a = Ws::connect(&s, &sid).await;
     let mut b = Ws::connect(&s, &sid).await;
     let mut c = Ws::connect(&s, &sid).await;
@@ -1010,13 +977,7 @@ async fn ws_every_socket_of_a_session_gets_every_event() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ws_bad_messages_get_bad_request_and_the_socket_stays_open() {
-    let Rig {
-        s,
-        fake: _fake,
-        cid,
-    } = rig().await;
-    let sid = new_session(&s, &cid).await;
-    let mut ws = Ws::connect(&s, &sid).await;
+    let (_rig, _, mut ws) = rig_on_socket().await;
     let is_error = |f: &Frame| f.is("error");
     for bad in [
         Message::text("{not json"),
@@ -1045,14 +1006,8 @@ async fn ws_bad_messages_get_bad_request_and_the_socket_stays_open() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ws_frames_over_one_mib_close_the_socket_with_1009() {
-    let Rig {
-        s,
-        fake: _fake,
-        cid,
-    } = rig().await;
-    let sid = new_session(&s, &cid).await;
     // Exactly at the bound: accepted (and answered as invalid JSON).
-    let mut ws = Ws::connect(&s, &sid).await;
+    let (Rig { s, fake: _f, .. }, sid, mut ws) = rig_on_socket().await;
     ws.send_raw(Message::text("x".repeat(1 << 20))).await;
     let frames = ws
         .until("the error for 1 MiB of junk", |f| f.is("error"))
@@ -1104,9 +1059,7 @@ async fn ws_frames_over_one_mib_close_the_socket_with_1009() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ws_interrupt_cancels_the_turn_and_nothing_of_it_follows() {
-    let Rig { s, fake, cid } = rig().await;
-    let sid = new_session(&s, &cid).await;
-    let mut ws = Ws::connect(&s, &sid).await;
+    let (Rig { s, fake, cid }, sid, mut ws) = rig_on_socket().await;
     let reply = "Once upon a time there was a lighthouse keeper who counted every ship that \
                  passed, every night, for forty years, and wrote them all in a book.";
     fake.set_chat(
@@ -1166,9 +1119,7 @@ async fn ws_interrupt_cancels_the_turn_and_nothing_of_it_follows() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ws_speech_input_is_transcribed_then_answered() {
-    let Rig { s, fake, cid } = rig().await;
-    let sid = new_session(&s, &cid).await;
-    let mut ws = Ws::connect(&s, &sid).await;
+    let (Rig { s, fake, cid }, sid, mut ws) = rig_on_socket().await;
     fake.set_transcription(Transcription::text("What time does the museum close?"));
     fake.set_chat(Chat::reply("At 6 pm on weekdays."));
 
@@ -1238,9 +1189,7 @@ async fn ws_speech_input_is_transcribed_then_answered() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ws_client_media_ready_greets_once_per_session() {
-    let Rig { s, fake, cid } = rig().await;
-    let sid = new_session(&s, &cid).await;
-    let mut ws = Ws::connect(&s, &sid).await;
+    let (Rig { s, fake, cid }, sid, mut ws) = rig_on_socket().await;
     ws.send(json!({"type": "audio_output", "enabled": true}))
         .await;
     ws.send(json!({"type": "client_media_ready"})).await;
@@ -1274,7 +1223,7 @@ async fn ws_deleting_the_session_closes_its_sockets() {
         fake: _fake,
         cid,
     } = rig().await;
-    let sid = new_session(&s, &cid).await;
+    let sid = s.session(&cid).await;
     let mut a = Ws::connect(&s, &sid).await;
     let mut b = Ws::connect(&s, &sid).await;
     let res = s
@@ -1323,7 +1272,7 @@ async fn ws_unknown_session_is_404_before_the_upgrade() {
 async fn ws_a_socket_that_cannot_keep_up_is_closed_with_1013() {
     const SENTENCES: usize = 30;
     let Rig { s, fake, cid } = rig().await;
-    let sid = new_session(&s, &cid).await;
+    let sid = s.session(&cid).await;
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     let stream = socket.connect(s.addr).await.unwrap();
@@ -1779,7 +1728,7 @@ async fn grpc_interrupt_answers_per_session_and_touches_no_other() {
             .into_inner();
         assert!(!r.success, "{unknown:?} is no session");
     }
-    let idle = new_session(&s, &cid).await;
+    let idle = s.session(&cid).await;
     let r = client
         .interrupt(InterruptRequest { session_id: idle })
         .await
@@ -1829,7 +1778,7 @@ async fn grpc_interrupt_answers_per_session_and_touches_no_other() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_config_joins_an_existing_session_and_continues_its_history() {
     let Rig { s, fake, cid } = rig().await;
-    let sid = new_session(&s, &cid).await;
+    let sid = s.session(&cid).await;
     fake.push_chat(Chat::reply("The lens is from Paris."));
     s.post_json(
         &format!("/api/v1/sessions/{sid}/message"),
@@ -2029,58 +1978,54 @@ async fn provider_failures_apologise_and_the_session_goes_on() {
         c.provider_chunk_timeout_ms = Some(500);
     })
     .await;
-    let sid = new_session(&s, &cid).await;
+    let sid = s.session(&cid).await;
     let mut ws = Ws::connect(&s, &sid).await;
     ws.send(json!({"type": "audio_output", "enabled": true}))
         .await;
     fake.set_chat(Chat::reply("Yes, I am here."));
     let closed = fake_openai::closed_base_url().await;
+    let (down, failed) = ("provider_unavailable", "llm_failed");
+    let saying = || Chat::reply("I was saying something when");
+    let status = |code, message: &str| Some(Chat::failing(Failure::Status(code, message.into())));
     let cases: Vec<(&str, Option<Chat>, &str)> = vec![
-        ("the model is down", None, "provider_unavailable"),
+        ("the model is down", None, down),
         (
             "the model hangs",
             Some(Chat::failing(Failure::Hang)),
-            "llm_failed",
+            failed,
         ),
         (
             "the model stalls mid-reply",
-            Some(Chat::reply("I was saying something when").stall_after(2)),
-            "llm_failed",
+            Some(saying().stall_after(2)),
+            failed,
         ),
         (
             "the model answers 500",
-            Some(Chat::failing(Failure::Status(
-                500,
-                "the model crashed".into(),
-            ))),
-            "llm_failed",
+            status(500, "the model crashed"),
+            failed,
         ),
-        (
-            "the model answers 503",
-            Some(Chat::failing(Failure::Status(503, "overloaded".into()))),
-            "provider_unavailable",
-        ),
+        ("the model answers 503", status(503, "overloaded"), down),
         (
             "the model answers garbage",
             Some(Chat::failing(Failure::Garbage)),
-            "llm_failed",
+            failed,
         ),
         (
             "the model sends headers, then nothing",
             Some(Chat::reply("Never said.").stall_after(0)),
-            "llm_failed",
+            failed,
         ),
         (
             "the model's connection is cut mid-reply",
-            Some(Chat::reply("I was saying something when").cut_after(2)),
-            "llm_failed",
+            Some(saying().cut_after(2)),
+            failed,
         ),
         (
             "the model sends garbage mid-reply",
-            Some(Chat::reply("I was saying something when").garbage_after(2)),
-            "llm_failed",
+            Some(saying().garbage_after(2)),
+            failed,
         ),
-        ("the host accepts and never answers", None, "llm_failed"),
+        ("the host accepts and never answers", None, failed),
     ];
     // A host whose kernel accepts connections that nobody ever reads or answers.
     let mute = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -2248,9 +2193,7 @@ async fn provider_failure_on_grpc_ends_the_turn_with_a_final_apology() {
 /// provider gets it as it is said (numbers as words).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ws_a_long_sentence_is_synthesised_clause_by_clause() {
-    let Rig { s, fake, cid } = rig().await;
-    let sid = new_session(&s, &cid).await;
-    let mut ws = Ws::connect(&s, &sid).await;
+    let (Rig { s: _s, fake, .. }, _, mut ws) = rig_on_socket().await;
     let reply = format!("{LONG_ANSWER} See you soon.");
     fake.set_chat(Chat::reply(&reply).deltas(12));
     fake.set_speech(Speech::millis(300));
@@ -2275,10 +2218,7 @@ async fn ws_a_long_sentence_is_synthesised_clause_by_clause() {
             "See you soon."
         ]
     );
-    let bytes: usize = frames
-        .iter()
-        .map(|f| if let Frame::Binary(n) = f { *n } else { 0 })
-        .sum();
+    let bytes = audio_bytes(&frames);
     assert_eq!(bytes, 3 * 300 * 24 * 2, "three pieces of 300 ms");
     assert_eq!(frames.iter().filter(|f| f.is("audio_start")).count(), 1);
     assert_eq!(frames.iter().filter(|f| f.is("audio_end")).count(), 1);
@@ -2298,7 +2238,7 @@ async fn offline_engine_answers_spoken_questions_from_knowledge() {
     }
     let s = Server::start().await;
     let cid = s.default_character().await;
-    upload_knowledge(&s, &cid, "museum.txt", KNOWLEDGE).await;
+    s.knowledge_ready(&cid, "museum.txt", KNOWLEDGE).await;
 
     let dir = tempfile::tempdir().unwrap();
     let wav_path = dir.path().join("q.wav");
@@ -2386,7 +2326,7 @@ async fn slow_espeak_server(pause: Duration) -> Option<(Server, String, tempfile
     .unwrap();
     let s = Server::spawn(Process::new().args(["--devices", "none"]).env("PATH", path)).await;
     let cid = s.default_character().await;
-    upload_knowledge(&s, &cid, "tickets.txt", LONG_ANSWER).await;
+    s.knowledge_ready(&cid, "tickets.txt", LONG_ANSWER).await;
     Some((s, cid, bin))
 }
 
@@ -2421,12 +2361,7 @@ async fn offline_engine_speaks_a_long_answer_while_synthesising_it() {
     let wav = docent::engine::audio::parse_wav(&out.stdout).unwrap();
     let expected = docent::engine::audio::resample(&wav.samples, wav.rate, 24_000);
 
-    let sid = new_session(&s, &cid).await;
-    let mut ws = Ws::connect(&s, &sid).await;
-    ws.send(json!({"type": "audio_output", "enabled": true}))
-        .await;
-    ws.send(json!({"type": "text_input", "text": "How much do tickets cost?"}))
-        .await;
+    let (sid, mut ws) = ask_aloud(&s, &cid, "How much do tickets cost?").await;
     let sent = Instant::now();
     let mut frames = Vec::new();
     let mut arrivals = Vec::new();
@@ -2462,12 +2397,7 @@ async fn offline_engine_interrupt_stops_the_speech_synthesis() {
     let Some((s, cid, bin)) = slow_espeak_server(Duration::from_secs(5)).await else {
         return;
     };
-    let sid = new_session(&s, &cid).await;
-    let mut ws = Ws::connect(&s, &sid).await;
-    ws.send(json!({"type": "audio_output", "enabled": true}))
-        .await;
-    ws.send(json!({"type": "text_input", "text": "How much do tickets cost?"}))
-        .await;
+    let (_, mut ws) = ask_aloud(&s, &cid, "How much do tickets cost?").await;
     let frames = ws
         .until("the first audio", |f| matches!(f, Frame::Binary(_)))
         .await;

@@ -111,12 +111,7 @@ async fn a_full_data_partition_refuses_writes_keeps_talking_and_recovers() {
         .unwrap()
         .to_string();
     upload_image(&s, &cid, [PNG, &[1u8; 4000]].concat(), 200).await;
-    let sid = s
-        .post_json("/api/v1/sessions", json!({"character_id": cid}), 201)
-        .await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let sid = s.session(&cid).await;
     let blobs_before = files_in(&root.join("blobs"));
 
     // Below the reserve: every write is refused before it touches anything.

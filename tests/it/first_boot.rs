@@ -139,6 +139,14 @@ fn password_file(dir: &Path) -> std::path::PathBuf {
     file
 }
 
+/// The real binary on simulated devices, its password read from `file` (first boot).
+fn in_first_boot(file: &Path) -> Process {
+    Process::new().args(["--devices", "sim"]).config(&format!(
+        "admin_password_file = {:?}\n",
+        file.to_str().unwrap()
+    ))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_boot_password_is_shown_until_the_first_login_and_never_again() {
     let dir = tempfile::tempdir().unwrap();
@@ -271,12 +279,7 @@ async fn the_first_boot_password_stays_out_of_the_log() {
     const WRONG: &str = "Fb3kQz9TmW2xLr7X";
     let dir = tempfile::tempdir().unwrap();
     let file = password_file(dir.path());
-    let docent = Process::new()
-        .args(["--devices", "sim"])
-        .config(&format!(
-            "admin_password_file = {:?}\n",
-            file.to_str().unwrap()
-        ))
+    let docent = in_first_boot(&file)
         .env("DOCENT_LOG", "trace")
         .start()
         .await;
@@ -397,14 +400,7 @@ async fn the_password_is_shown_only_after_the_button_is_held_five_seconds() {
     use docent::device::display::text::{bbox, drawn_line};
     let dir = tempfile::tempdir().unwrap();
     let file = password_file(dir.path());
-    let docent = Process::new()
-        .args(["--devices", "sim"])
-        .config(&format!(
-            "admin_password_file = {:?}\n",
-            file.to_str().unwrap()
-        ))
-        .start()
-        .await;
+    let docent = in_first_boot(&file).start().await;
     let base = docent.base();
     let http = reqwest::Client::new();
     let fingerprint = served_fingerprint(docent.addr.port()).await;

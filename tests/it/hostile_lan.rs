@@ -674,12 +674,7 @@ async fn streams_end_with_the_credential_that_opened_them() {
 
     // The console's event stream of an administrator session that signs out.
     let cookie = crate::support::sign_in(&s, crate::access::PW).await;
-    let mut events = s
-        .get("/api/v1/kiosk/events")
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap();
+    let mut events = s.get_as("/api/v1/kiosk/events", &cookie).await;
     assert_eq!(events.status(), 200);
 
     for id in [&ws_key_id, &grpc_key_id] {

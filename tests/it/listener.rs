@@ -154,12 +154,7 @@ async fn websocket_and_grpc_caps_refuse_one_more_and_the_audio_budget_closes_a_h
     })
     .await;
     let cid = s.default_character().await;
-    let sid = s
-        .post_json("/api/v1/sessions", json!({"character_id": cid}), 201)
-        .await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let sid = s.session(&cid).await;
     let url = format!("ws://{}/ws/chat/{sid}", s.addr);
     let (mut first, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
     let refused = tokio_tungstenite::connect_async(&url).await.unwrap_err();

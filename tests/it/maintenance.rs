@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{PNG, Process, Server, furnished, hash_tree, sign_in};
+use crate::support::{PNG, Process, Server, assert_admin_only, furnished, hash_tree, sign_in};
 
 const PASSWORD: &str = "maintenance-test-password";
 const FIRST_BOOT: &str = "Fb3kQz9TmW2xLr7N";
@@ -134,40 +134,18 @@ async fn a_configured_password_need_not_be_changed_and_system_routes_need_an_adm
         auth_status(&s, &cookie).await,
         json!({ "authenticated": true })
     );
-    for (method, path) in [
+    let routes = [
         (reqwest::Method::POST, "/api/v1/system/restart"),
         (reqwest::Method::GET, "/api/v1/system/backup"),
         (reqwest::Method::POST, "/api/v1/system/restore"),
         (reqwest::Method::GET, "/api/v1/system/logs"),
         (reqwest::Method::PUT, "/api/auth/password"),
-    ] {
-        let res = s
-            .http
-            .request(method.clone(), s.url(path))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 401, "{method} {path}");
-    }
-    for path in ["/api/v1/system/restart", "/api/v1/system/restore"] {
-        let res = s
-            .post(path)
-            .header("cookie", &cookie)
-            .header("origin", "http://evil.example")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 403, "{path}: cross-origin cookie write");
-    }
+    ];
+    assert_admin_only(&s, &cookie, &routes).await;
 }
 
 async fn backup(s: &Server, cookie: &str) -> Vec<u8> {
-    let res = s
-        .get("/api/v1/system/backup")
-        .header("cookie", cookie)
-        .send()
-        .await
-        .unwrap();
+    let res = s.get_as("/api/v1/system/backup", cookie).await;
     assert_eq!(res.status(), 200);
     assert_eq!(res.headers()["content-type"], "application/x-tar");
     res.bytes().await.unwrap().to_vec()
@@ -194,36 +172,17 @@ async fn inventory(s: &Server) -> Vec<Value> {
         let images = s
             .get_json(&format!("/api/v1/characters/{id}/images"), 200)
             .await;
-        let knowledge = s
-            .get_json(&format!("/api/v1/characters/{id}/knowledge"), 200)
-            .await;
-        let sources: Vec<Value> = knowledge["sources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| json!([x["filename"], x["status"], x["size"]]))
-            .collect();
+        let sources = s.sources(id).await;
         out.push(json!({ "id": id, "name": c["name"], "images": images, "knowledge": sources }));
     }
     out
-}
-
-/// Makes every later request of `s` an administrator's, from the console's own origin.
-fn as_admin(s: &mut Server, cookie: &str) {
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert("cookie", cookie.parse().unwrap());
-    headers.insert("origin", s.base.parse().unwrap());
-    s.http = reqwest::Client::builder()
-        .default_headers(headers)
-        .build()
-        .unwrap();
 }
 
 #[tokio::test]
 async fn a_backup_restores_into_an_empty_kiosk() {
     let mut a = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
     let cookie = sign_in(&a, PASSWORD).await;
-    as_admin(&mut a, &cookie);
+    a.as_admin(&cookie);
     let ada = furnished(&a).await;
     let before = inventory(&a).await;
     let archive = backup(&a, &cookie).await;
@@ -240,18 +199,13 @@ async fn a_backup_restores_into_an_empty_kiosk() {
     );
     assert!(names.len() >= 4, "avatar and knowledge blobs: {names:?}");
     let image = a
-        .get(&format!("/api/v1/characters/{ada}/images"))
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap();
+        .get_json(&format!("/api/v1/characters/{ada}/images"), 200)
+        .await;
     drop(a);
 
     let mut b = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
     let cookie = sign_in(&b, PASSWORD).await;
-    as_admin(&mut b, &cookie);
+    b.as_admin(&cookie);
     assert_ne!(inventory(&b).await, before);
     let (status, body) = restore(&b, &cookie, archive).await;
     assert_eq!(status, 200, "{body}");
@@ -266,7 +220,7 @@ async fn a_backup_restores_into_an_empty_kiosk() {
     let dir = b.stop().await;
     let mut b = Server::start_in(dir, |c| c.admin_password = Some(PASSWORD.into())).await;
     let cookie = sign_in(&b, PASSWORD).await;
-    as_admin(&mut b, &cookie);
+    b.as_admin(&cookie);
     assert_eq!(inventory(&b).await, before);
     let filename = image[0]["filename"]
         .as_str()
@@ -318,7 +272,7 @@ fn raw_member(out: &mut Vec<u8>, name: &str, kind: tar::EntryType, data: &[u8]) 
 async fn a_bad_archive_changes_nothing_and_says_why() {
     let mut s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
     let cookie = sign_in(&s, PASSWORD).await;
-    as_admin(&mut s, &cookie);
+    s.as_admin(&cookie);
     furnished(&s).await;
     let good = backup(&s, &cookie).await;
     let members: Vec<(String, Vec<u8>)> = tar::Archive::new(good.as_slice())
@@ -414,11 +368,8 @@ async fn restart_runs_the_program_again_and_the_log_is_kept() {
     let s = Server::attach(&p);
     let cookie = sign_in(&s, PASSWORD).await;
     let logs = s
-        .get("/api/v1/system/logs?lines=50")
-        .header("cookie", &cookie)
-        .send()
+        .get_as("/api/v1/system/logs?lines=50", &cookie)
         .await
-        .unwrap()
         .json::<Value>()
         .await
         .unwrap();

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{Process, Running};
+use crate::support::{Process, Running, rust_files};
 
 mod kiosks;
 mod statuses;
@@ -43,17 +43,6 @@ const METHODS: [&str; 4] = ["get", "put", "post", "delete"];
 
 fn api_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src/api")
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// The path of every `.route("...", ...)` in `code` (the literal may follow on the next line).
@@ -430,33 +419,23 @@ async fn seed(base: &str, cookie: &str) -> Seeded {
         .as_str()
         .unwrap()
         .to_string();
+    let ada = format!("/api/v1/characters/{character}");
     let avatar = reqwest::multipart::Form::new().part(
         "avatar",
         reqwest::multipart::Part::bytes(crate::support::PNG.to_vec()).file_name("face.png"),
     );
     ok(
-        call(
-            Method::POST,
-            &format!("/api/v1/characters/{character}/avatar"),
-        )
-        .multipart(avatar),
+        call(Method::POST, &format!("{ada}/avatar")).multipart(avatar),
         200,
     )
     .await;
-    let images = ok(
-        call(
-            Method::GET,
-            &format!("/api/v1/characters/{character}/images"),
-        ),
-        200,
-    )
-    .await;
+    let images = ok(call(Method::GET, &format!("{ada}/images")), 200).await;
     let image = images[0]["filename"].as_str().unwrap().to_string();
     let imgbase = image.rsplit_once('.').map_or(image.as_str(), |(b, _)| b);
     ok(
         call(
             Method::PUT,
-            &format!("/api/v1/characters/{character}/idle-videos/{imgbase}/idle/clip.mp4"),
+            &format!("{ada}/idle-videos/{imgbase}/idle/clip.mp4"),
         )
         .header("content-type", "application/octet-stream")
         .body(crate::support::mp4_h264()),
@@ -469,11 +448,7 @@ async fn seed(base: &str, cookie: &str) -> Seeded {
             .file_name("hours.md"),
     );
     let uploaded = ok(
-        call(
-            Method::POST,
-            &format!("/api/v1/characters/{character}/knowledge/files"),
-        )
-        .multipart(file),
+        call(Method::POST, &format!("{ada}/knowledge/files")).multipart(file),
         201,
     )
     .await;
@@ -488,23 +463,17 @@ async fn seed(base: &str, cookie: &str) -> Seeded {
         .unwrap()
         .to_string();
     let task = "0f7c2a4e-8d1b-4c3a-9e5f-6a7b8c9d0e1f".to_string();
+    let internal = format!("/api/v1/internal/tasks/{task}");
     ok(
-        call(
-            Method::POST,
-            &format!("/api/v1/internal/tasks/{task}/events"),
-        )
-        .json(
+        call(Method::POST, &format!("{internal}/events")).json(
             &serde_json::json!({ "session_id": session, "user_request": "find the opening hours" }),
         ),
         200,
     )
     .await;
     let artifact = ok(
-        call(
-            Method::POST,
-            &format!("/api/v1/internal/tasks/{task}/artifacts"),
-        )
-        .json(&serde_json::json!({ "content": "nine to five" })),
+        call(Method::POST, &format!("{internal}/artifacts"))
+            .json(&serde_json::json!({ "content": "nine to five" })),
         201,
     )
     .await;

@@ -2,10 +2,9 @@
 
 use std::time::Duration;
 
-use crate::support::Server;
-use docent::proto::voice_llm_input::Input;
+use crate::support::{Server, config_then_text};
+use docent::proto::VoiceLlmConfig;
 use docent::proto::voice_llm_service_client::VoiceLlmServiceClient;
-use docent::proto::{VoiceLlmConfig, VoiceLlmInput};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
@@ -69,22 +68,8 @@ async fn grpc_text_turn_ends_with_a_final_output() {
     let mut client = VoiceLlmServiceClient::connect(format!("http://{}", s.addr))
         .await
         .unwrap();
-    let (tx, rx) = tokio::sync::mpsc::channel(8);
-    tx.send(VoiceLlmInput {
-        input: Some(Input::Config(VoiceLlmConfig::default())),
-    })
-    .await
-    .unwrap();
-    tx.send(VoiceLlmInput {
-        input: Some(Input::Text("hello".into())),
-    })
-    .await
-    .unwrap();
-    let mut outputs = client
-        .converse(tokio_stream::wrappers::ReceiverStream::new(rx))
-        .await
-        .unwrap()
-        .into_inner();
+    let (tx, inputs) = config_then_text(VoiceLlmConfig::default(), "hello").await;
+    let mut outputs = client.converse(inputs).await.unwrap().into_inner();
     let mut got_final = false;
     while let Some(out) = tokio::time::timeout(Duration::from_secs(10), outputs.next())
         .await

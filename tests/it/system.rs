@@ -4,7 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use crate::support::{Server, assert_error, expect, keys, launch_param};
+use crate::support::{Server, assert_error, check, expect, keys, launch_param};
 use serde_json::{Value, json};
 
 const SETTINGS: &str = "/api/v1/settings";
@@ -40,16 +40,6 @@ fn option<'a>(components: &'a Value, stage: &str, id: &str) -> &'a Value {
         .iter()
         .find(|o| o["id"] == id)
         .unwrap_or_else(|| panic!("no {stage} option {id} in {components}"))
-}
-
-/// The check called `name` of a settings test answer.
-fn check<'a>(answer: &'a Value, name: &str) -> &'a Value {
-    answer["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no check {name} in {answer}"))
 }
 
 /// Runs the settings test; returns the HTTP status and the answer.
@@ -171,7 +161,7 @@ async fn components_have_one_default_per_stage_and_measured_availability() {
 async fn settings_have_the_documented_shape() {
     let s = Server::start().await;
     let settings = s.get_json(SETTINGS, 200).await;
-    let sections: [(&str, &[&str]); 10] = [
+    let sections: [(&str, &[&str]); 11] = [
         (
             "llm",
             &[
@@ -211,6 +201,7 @@ async fn settings_have_the_documented_shape() {
             &["api_key", "api_key_set", "base_url", "model", "provider"],
         ),
         ("remote_voice", &["grpc_addr"]),
+        ("inference", &["grpc_addr"]),
         (
             "model_providers",
             &[
@@ -340,6 +331,40 @@ async fn partial_updates_keep_absent_fields_clear_nulls_and_ignore_masks() {
     assert_eq!(cleared["temperature"], before["llm"]["temperature"]);
 }
 
+/// The original front end's settings form fills itself from a read, falls back to its own
+/// default address (`localhost:50051`) where the read has no `inference`, and sends the whole
+/// form back: an address set on the kiosk survives a save there, and a read sent back whole
+/// changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_original_front_end_keeps_the_remote_address() {
+    let s = Server::start().await;
+    let remote = json!({ "remote_voice": { "grpc_addr": "10.0.0.7:50051" } });
+    put_settings(&s, remote, 200).await;
+    let read = s.get_json(SETTINGS, 200).await;
+    assert_eq!(read["inference"]["grpc_addr"], "10.0.0.7:50051", "{read}");
+    // What its SettingsPage.vue sends: each section of its form from the read, `""` if absent.
+    let form = json!({
+        "doubao": { "access_token": read["doubao"]["access_token"], "app_id": "app-1" },
+        "livekit": { "url": "", "api_key": "", "api_secret": "" },
+        "model_providers": { "dashscope_api_key": "", "openai_api_key": "" },
+        "inference": { "grpc_addr": read["inference"]["grpc_addr"] },
+    });
+    let saved = put_settings(&s, form, 200).await["settings"].clone();
+    assert_eq!(saved["remote_voice"]["grpc_addr"], "10.0.0.7:50051");
+    assert_eq!(saved["doubao"]["app_id"], "app-1");
+    // The whole read sent back is no change; `inference` alone is the address too.
+    let echoed = put_settings(&s, saved.clone(), 200).await["settings"].clone();
+    assert_eq!(echoed, saved);
+    let alias = json!({ "inference": { "grpc_addr": "10.0.0.8:50051" } });
+    let moved = put_settings(&s, alias, 200).await["settings"].clone();
+    assert_eq!(moved["remote_voice"]["grpc_addr"], "10.0.0.8:50051");
+    // Only the form (it sends `livekit`) has its blanks skipped: elsewhere "" clears.
+    let cleared = json!({ "inference": {}, "doubao": { "app_id": "" } });
+    let cleared = put_settings(&s, cleared, 200).await["settings"].clone();
+    assert_eq!(cleared["doubao"]["app_id"], "");
+    assert_eq!(cleared["remote_voice"]["grpc_addr"], "10.0.0.8:50051");
+}
+
 /// The original front end always sends its `livekit` and `inference` sections, and every field
 /// of its form, blank ones as "". Its body saves: `livekit` is ignored, `inference.grpc_addr`
 /// is the remote voice service, a blank value changes nothing; an unknown section still fails.
@@ -369,9 +394,10 @@ async fn the_original_front_ends_settings_body_saves() {
         "a blank provider keeps it: {saved}"
     );
     assert_eq!(saved["remote_voice"]["grpc_addr"], "127.0.0.1:50051");
-    assert!(
-        saved.get("livekit").is_none() && saved.get("inference").is_none(),
-        "{saved}"
+    assert!(saved.get("livekit").is_none(), "{saved}");
+    assert_eq!(
+        saved["inference"], saved["remote_voice"],
+        "a read names the address in force as the front end knows it"
     );
     assert_eq!(s.get_json(SETTINGS, 200).await, saved, "in force");
     // A blank address keeps the one set; our own section wins over the alias.

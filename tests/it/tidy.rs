@@ -5,6 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::support::rust_files;
+
 /// What each layer must not name. The front doors (`api`) may name every layer; the device
 /// layer is a client of the engine like any front door, so it names neither the store nor the
 /// front doors; the engine and the store know nothing of HTTP or of the board.
@@ -31,17 +33,6 @@ const OUTSIDE_CITATIONS: &[&str] = &[
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// The module path of a file under `src/` (`src/engine/providers/local.rs` is

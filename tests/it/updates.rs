@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::support::browser::Browser;
 use crate::support::rauc::{COMPATIBLE, RaucRig, Signer};
-use crate::support::{Process, Running, Server, sign_in};
+use crate::support::{Process, Running, Server, assert_admin_only, sign_in};
 
 const PASSWORD: &str = "update-test-password";
 
@@ -40,31 +40,13 @@ fn write(s: &Server, path: &str, cookie: &str) -> reqwest::RequestBuilder {
 #[tokio::test]
 async fn update_routes_need_an_administrator_from_the_consoles_origin() {
     let (s, cookie, _etc) = kiosk("ID=docent\nVERSION_ID=0.1.0\n").await;
-    for (method, path) in [
+    let routes = [
         (reqwest::Method::GET, "/api/v1/system/update"),
         (reqwest::Method::POST, "/api/v1/system/update"),
         (reqwest::Method::POST, "/api/v1/system/update/install"),
         (reqwest::Method::POST, "/api/v1/system/reboot"),
-    ] {
-        let res = s
-            .http
-            .request(method.clone(), s.url(path))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 401, "{method} {path}");
-        if method == reqwest::Method::POST {
-            let res = s
-                .post(path)
-                .header("cookie", &cookie)
-                .header("origin", "http://evil.example")
-                .body("x")
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(res.status(), 403, "{path}: cross-origin cookie write");
-        }
-    }
+    ];
+    assert_admin_only(&s, &cookie, &routes).await;
     assert!(
         !s.dir.path().join("update/bundle.raucb").exists(),
         "a refused caller stores nothing"
@@ -77,11 +59,8 @@ async fn update_routes_need_an_administrator_from_the_consoles_origin() {
 async fn without_rauc_an_upload_is_refused_before_it_is_received_and_says_why() {
     let (s, cookie, _etc) = kiosk("NAME=docent\nID=docent\nVERSION_ID=\"0.1.0\"\n").await;
     let status: Value = s
-        .get("/api/v1/system/update")
-        .header("cookie", &cookie)
-        .send()
+        .get_as("/api/v1/system/update", &cookie)
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();

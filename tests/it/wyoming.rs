@@ -8,8 +8,8 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::support::Server;
 use crate::support::fake_wyoming::{FakeWyoming, Mode, RATE, TONE};
+use crate::support::{Server, check};
 
 const VOICE: &str = "en_US-fake-medium";
 
@@ -177,15 +177,6 @@ async fn settings_test(s: &Server) -> (u16, Value, Duration) {
     let res = s.post("/api/v1/settings/test").send().await.unwrap();
     let status = res.status().as_u16();
     (status, res.json().await.unwrap(), started.elapsed())
-}
-
-fn check<'a>(answer: &'a Value, name: &str) -> &'a Value {
-    answer["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no check {name} in {answer}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -191,10 +191,41 @@ impl Browser {
     /// Signs in on the console's sign-in page of the kiosk at `base`.
     pub async fn sign_in_page(&mut self, base: &str, password: &str) {
         self.goto(&format!("{base}/console/login")).await;
+        self.submit_password(password).await;
+    }
+
+    /// Types `password` on the sign-in page, submits it and waits for the dashboard.
+    pub async fn submit_password(&mut self, password: &str) {
         self.type_into("password", password).await;
         self.press_enter().await;
         self.wait_for("location.pathname", serde_json::json!("/console/"))
             .await;
+    }
+
+    /// Submits a wrong `password` on the sign-in page and waits for the page to say so.
+    pub async fn submit_wrong_password(&mut self, password: &str) {
+        self.type_into("password", password).await;
+        self.press_enter().await;
+        let shown = "(() => { const e = document.getElementById('error'); \
+                     return !e.hidden && e.textContent; })()";
+        self.wait_for(shown, json!("Wrong password.")).await;
+    }
+
+    /// Waits until `expression` is true.
+    pub async fn wait_until(&mut self, expression: &str) {
+        self.wait_for(expression, json!(true)).await;
+    }
+
+    /// Clicks the first element that matches the CSS `selector`.
+    pub async fn click(&mut self, selector: &str) {
+        self.eval(&format!("document.querySelector('{selector}').click()"))
+            .await;
+    }
+
+    /// Waits until the text of the element `id` is `want`.
+    pub async fn wait_text(&mut self, id: &str, want: &str) {
+        let text = format!("document.getElementById('{id}').textContent");
+        self.wait_for(&text, json!(want)).await;
     }
 
     pub async fn goto(&mut self, url: &str) {

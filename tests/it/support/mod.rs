@@ -145,6 +145,12 @@ impl Server {
         self.http.delete(self.url(path))
     }
 
+    /// GET with the session `cookie` (a read needs no Origin).
+    pub async fn get_as(&self, path: &str, cookie: &str) -> reqwest::Response {
+        let res = self.get(path).header("cookie", cookie).send().await;
+        res.unwrap()
+    }
+
     /// GET as JSON, asserting the status.
     pub async fn get_json(&self, path: &str, status: u16) -> serde_json::Value {
         let res = self.get(path).send().await.unwrap();
@@ -171,6 +177,31 @@ impl Server {
         expect(self.put(path).json(&body), status).await
     }
 
+    /// Makes every later request of this client an administrator's (the session cookie
+    /// `cookie`), from the console's own origin, so cookie writes pass the Origin check.
+    pub fn as_admin(&mut self, cookie: &str) {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("cookie", cookie.parse().unwrap());
+        headers.insert("origin", self.base.parse().unwrap());
+        self.http = reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .unwrap();
+    }
+
+    /// The knowledge sources of character `id` as `[filename, status, size]`, in list order.
+    pub async fn sources(&self, id: &str) -> Vec<serde_json::Value> {
+        let knowledge = self
+            .get_json(&format!("/api/v1/characters/{id}/knowledge"), 200)
+            .await;
+        knowledge["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| serde_json::json!([x["filename"], x["status"], x["size"]]))
+            .collect()
+    }
+
     /// Creates a character and returns its id.
     pub async fn character(&self, name: &str) -> String {
         let c = self
@@ -181,6 +212,58 @@ impl Server {
             )
             .await;
         c["id"].as_str().unwrap().to_string()
+    }
+
+    /// Opens a session with character `cid` as this client; returns its id.
+    pub async fn session(&self, cid: &str) -> String {
+        let v = self
+            .post_json(
+                "/api/v1/sessions",
+                serde_json::json!({ "character_id": cid }),
+                201,
+            )
+            .await;
+        v["session_id"].as_str().unwrap().to_string()
+    }
+
+    /// Uploads `text` as the knowledge file `name` of character `cid` and waits until that
+    /// source is indexed (failing if it is not within 30 s, or ends in another state).
+    pub async fn knowledge_ready(&self, cid: &str, name: &str, text: &str) {
+        let form = reqwest::multipart::Form::new().part(
+            "files",
+            reqwest::multipart::Part::bytes(text.as_bytes().to_vec()).file_name(name.to_string()),
+        );
+        let res = self
+            .post(&format!("/api/v1/characters/{cid}/knowledge/files"))
+            .multipart(form)
+            .send()
+            .await
+            .unwrap();
+        let body = json_of(res, "POST", "knowledge/files", 201).await;
+        let id = body["sources"][0]["id"].as_str().unwrap().to_string();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let all = self
+                .get_json(&format!("/api/v1/characters/{cid}/knowledge"), 200)
+                .await;
+            let source = all["sources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["id"] == id.as_str())
+                .cloned()
+                .unwrap_or_else(|| panic!("source {id} missing: {all}"));
+            match source["status"].as_str() {
+                Some("ready") => return,
+                Some("indexing") => {}
+                _ => panic!("knowledge source did not index: {source}"),
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "still indexing: {source}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
 
     /// The id of the default character created at first start.
@@ -228,6 +311,27 @@ pub async fn sign_in(s: &Server, password: &str) -> String {
     cookie.split(';').next().unwrap().to_string()
 }
 
+/// Asserts that each route is the administrator's alone: 401 without credentials, and a write
+/// with the administrator's session `cookie` from another origin 403.
+pub async fn assert_admin_only(s: &Server, cookie: &str, routes: &[(reqwest::Method, &str)]) {
+    for (method, path) in routes {
+        let res = s.http.request(method.clone(), s.url(path)).send().await;
+        assert_eq!(res.unwrap().status(), 401, "{method} {path}");
+        if *method != reqwest::Method::GET {
+            let res = s
+                .http
+                .request(method.clone(), s.url(path))
+                .header("cookie", cookie)
+                .header("origin", "http://evil.example")
+                .body("x")
+                .send()
+                .await;
+            let status = res.unwrap().status();
+            assert_eq!(status, 403, "{method} {path}: cross-origin cookie write");
+        }
+    }
+}
+
 /// The token of a session cookie (`docent_session=<token>`), for a bearer header.
 pub fn token_of(cookie: &str) -> String {
     cookie
@@ -262,6 +366,55 @@ pub fn hash_tree(dir: &Path) -> Vec<(String, String)> {
     }
     out.sort();
     out
+}
+
+/// Every `.rs` file under `dir`, appended to `out` (directory order).
+pub fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Every `/console/...` file that `body` (a page or a script) names whose name ends in one of
+/// `kinds` (".js", ".css", ...), in order.
+pub fn references(body: &str, kinds: &[&str]) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = body;
+    while let Some(at) = rest.find("/console/") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || "/._-".contains(c)))
+            .unwrap_or(tail.len());
+        let path = &tail[..end];
+        if kinds.iter().any(|k| path.ends_with(k)) {
+            found.push(path.to_string());
+        }
+        rest = &tail[end.max(1)..];
+    }
+    found
+}
+
+/// The inputs of a gRPC `Converse` stream: `config`, then the text `text`. The stream stays
+/// open while the sender lives.
+pub async fn config_then_text(
+    config: docent::proto::VoiceLlmConfig,
+    text: &str,
+) -> (
+    tokio::sync::mpsc::Sender<docent::proto::VoiceLlmInput>,
+    tokio_stream::wrappers::ReceiverStream<docent::proto::VoiceLlmInput>,
+) {
+    use docent::proto::{VoiceLlmInput, voice_llm_input::Input};
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    for input in [Input::Config(config), Input::Text(text.into())] {
+        let input = VoiceLlmInput { input: Some(input) };
+        tx.send(input).await.unwrap();
+    }
+    (tx, tokio_stream::wrappers::ReceiverStream::new(rx))
 }
 
 /// A tiny valid PNG (1x1).
@@ -313,31 +466,8 @@ pub async fn furnished(s: &Server) -> String {
     let ada = s.character("Ada Lovelace").await;
     s.character("Charles Babbage").await;
     upload_avatar(s, &ada, PNG, 200).await;
-    let form = reqwest::multipart::Form::new().part(
-        "files",
-        reqwest::multipart::Part::bytes(
-            b"The Analytical Engine was designed by Charles Babbage in 1837.".to_vec(),
-        )
-        .file_name("engine.txt"),
-    );
-    let res = s
-        .post(&format!("/api/v1/characters/{ada}/knowledge/files"))
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 201);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let k = s
-            .get_json(&format!("/api/v1/characters/{ada}/knowledge"), 200)
-            .await;
-        if k["sources"][0]["status"] == "ready" {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "indexing: {k}");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let engine = "The Analytical Engine was designed by Charles Babbage in 1837.";
+    s.knowledge_ready(&ada, "engine.txt", engine).await;
     ada
 }
 
@@ -366,6 +496,16 @@ pub fn keys(v: &serde_json::Value) -> Vec<&str> {
         .collect();
     k.sort_unstable();
     k
+}
+
+/// The check called `name` of a settings test answer (`POST /api/v1/settings/test`).
+pub fn check<'a>(answer: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    answer["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check {name} in {answer}"))
 }
 
 /// The launch parameter at `path` in a `GET /api/v1/config/launch` answer.

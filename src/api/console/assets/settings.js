@@ -198,7 +198,9 @@ async function loadSettings() {
   [original, characters] = await Promise.all([api('GET', '/api/v1/settings'), api('GET', '/api/v1/characters')]);
   const form = $('providers');
   const known = SECTIONS.map(([n]) => n).filter((n) => original[n]);
-  const others = Object.keys(original).filter((n) => !known.includes(n) && original[n] && typeof original[n] === 'object');
+  // `inference` is the original front end's name for remote_voice's address: not a section.
+  const others = Object.keys(original)
+    .filter((n) => !known.includes(n) && n !== 'inference' && original[n] && typeof original[n] === 'object');
   form.replaceChildren(
     ...[...known, ...others].map((k) => section(k, original[k])),
     h('p', { id: 'settings-result', 'aria-live': 'polite' }),
