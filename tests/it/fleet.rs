@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use sha2::Digest as _;
 use tokio::sync::watch;
 
-use crate::support::fake_hawkbit::{CONTROLLER, FakeHawkbit, TENANT};
+use crate::support::fake_hawkbit::{CONTROLLER, FakeHawkbit, TENANT, counting_proxy};
 
 /// The update service of these tests.
 struct TestFirmware {
@@ -292,7 +292,7 @@ async fn a_deployment_is_a_success_only_once_the_new_slot_was_marked_good() {
     let progress: Vec<Value> = fake.with(|s| {
         s.feedback
             .iter()
-            .map(|(_, f)| f["status"]["result"]["progress"].clone())
+            .map(|(_, f, _)| f["status"]["result"]["progress"].clone())
             .filter(|p| !p.is_null())
             .collect()
     });
@@ -959,39 +959,6 @@ async fn the_system_page_shows_the_fleet_and_pauses_it() {
     .await;
     drop(b);
     s.stop().await;
-}
-
-/// Bytes through a TCP forwarder in front of the fake server, both ways, counted as they pass.
-async fn counting_proxy(to: SocketAddr) -> (SocketAddr, Arc<std::sync::atomic::AtomicU64>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let total = count.clone();
-    tokio::spawn(async move {
-        while let Ok((inbound, _)) = listener.accept().await {
-            let outbound = tokio::net::TcpStream::connect(to).await.unwrap();
-            let (ir, iw) = inbound.into_split();
-            let (or, ow) = outbound.into_split();
-            let pipe = |mut from: tokio::net::tcp::OwnedReadHalf,
-                        mut to: tokio::net::tcp::OwnedWriteHalf| {
-                let total = total.clone();
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; 64 << 10];
-                    while let Ok(n) = from.read(&mut buf).await {
-                        if n == 0 || to.write_all(&buf[..n]).await.is_err() {
-                            break;
-                        }
-                        total.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    let _ = to.shutdown().await;
-                });
-            };
-            pipe(ir, ow);
-            pipe(or, iw);
-        }
-    });
-    (addr, count)
 }
 
 fn cpu_seconds() -> f64 {
