@@ -310,7 +310,8 @@ impl Board {
         strip_ansi(&String::from_utf8_lossy(&t[t.len().saturating_sub(3000)..]))
     }
 
-    /// Runs `command` in the board's root shell; returns its output.
+    /// Runs `command` in the board's root shell; returns its output (without the lines the
+    /// kernel or systemd wrote to the console meanwhile).
     pub fn sh(&mut self, command: &str) -> String {
         self.sh_within(command, Duration::from_secs(60))
     }
@@ -329,7 +330,13 @@ impl Board {
         self.read_pos = end;
         let text = strip_ansi(&String::from_utf8_lossy(&raw));
         let body = text.rsplit_once("__done").map_or(&*text, |(b, _)| b);
-        body.replace('\r', "").trim().to_string()
+        body.replace('\r', "")
+            .lines()
+            .filter(|l| !console_message(l))
+            .collect::<Vec<_>>()
+            .join("\n")
+            .trim()
+            .to_string()
     }
 
     /// One command on QEMU's human monitor; returns its reply.
@@ -380,6 +387,17 @@ impl Drop for Board {
         let _ = self.qemu.kill();
         let _ = self.qemu.wait();
     }
+}
+
+/// A line the kernel or a unit with `StandardOutput=journal+console` (the update gate) wrote to
+/// the console, `[   23.650668] update-gate.sh[174]: ...`: it may come between a command's lines.
+fn console_message(line: &str) -> bool {
+    line.strip_prefix('[')
+        .and_then(|rest| rest.split_once("] "))
+        .is_some_and(|(stamp, _)| {
+            let stamp = stamp.trim_start();
+            !stamp.is_empty() && stamp.chars().all(|c| c.is_ascii_digit() || c == '.')
+        })
 }
 
 /// A screendump (QEMU writes binary PPM).
