@@ -2,14 +2,15 @@
 //! kill QEMU), the disk (the card: its partitions can be written between boots), the serial
 //! console (a root shell: the button's simulator line, playing into the loopback microphone,
 //! recording the loopback speaker, systemctl, fw_printenv), the display (QEMU's screendump) and
-//! the network (ports forwarded from 127.0.0.1).
+//! the network (ports forwarded from 127.0.0.1; the board reaches only the host services a test
+//! names, such as a fleet server).
 //!
 //! The board is QEMU's aarch64 virt machine with Debian's U-Boot as its firmware, booting the
 //! disk image `board/sim/mkdisk.sh` makes in `$DOCENT_SIM_HOME/img/arm64` (default
 //! `~/.cache/docent-sim`); `./x appliance` builds it and runs these tests.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, SocketAddrV4, TcpListener};
 use std::os::unix::fs::FileExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -132,6 +133,15 @@ impl Disk {
     }
 }
 
+/// A TCP service on the host that the board may reach, although it reaches nothing else: the
+/// board connects to `guest`, an address of QEMU's user network (10.0.2.2, the host's own, is
+/// closed by `restrict=on`), and QEMU starts `socat` for each connection, which connects to
+/// 127.0.0.1:`host`.
+pub struct HostService {
+    pub guest: SocketAddrV4,
+    pub host: u16,
+}
+
 /// A running simulated board.
 pub struct Board {
     qemu: Child,
@@ -152,23 +162,42 @@ impl Board {
     /// Powers the board on with `disk` and waits for its console shell (systemd started it;
     /// docent comes up beside it); `dir` holds the monitor socket and screendumps.
     pub fn boot(disk: &Disk, dir: &Path) -> Board {
-        let mut board = Board::power_on(disk, dir);
+        Board::boot_reaching(disk, dir, &[])
+    }
+
+    /// As `boot`, with `services` of the host within the board's reach.
+    pub fn boot_reaching(disk: &Disk, dir: &Path, services: &[HostService]) -> Board {
+        let mut board = Board::power_on_reaching(disk, dir, services);
         board.wait_ready(0);
         board
     }
 
     /// Powers the board on and returns at once (U-Boot starts).
     pub fn power_on(disk: &Disk, dir: &Path) -> Board {
+        Board::power_on_reaching(disk, dir, &[])
+    }
+
+    fn power_on_reaching(disk: &Disk, dir: &Path, services: &[HostService]) -> Board {
         let img = images();
         let docent = free_port();
         let www = free_port();
         let monitor = dir.join("mon.sock");
         let _ = std::fs::remove_file(&monitor);
-        // restrict=on: the board reaches nothing outside; only the forwarded ports reach it.
-        let net = format!(
+        // restrict=on: the board reaches nothing outside; only the forwarded ports reach it,
+        // and it reaches only the named services (socat's own messages go to a log file: its
+        // standard error is the connection).
+        let mut net = format!(
             "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{www}-:80,\
              hostfwd=tcp:127.0.0.1:{docent}-:8080"
         );
+        for s in services {
+            net += &format!(
+                ",guestfwd=tcp:{}-cmd:socat -lf {} STDIO TCP:127.0.0.1:{}",
+                s.guest,
+                dir.join("guestfwd.log").display(),
+                s.host
+            );
+        }
         let mut cmd = Command::new("qemu-system-aarch64");
         // acpi=off: the PL061 GPIO is there (gpiochip0), as the board profile expects.
         cmd.args(["-machine", "virt,acpi=off", "-cpu", "cortex-a72"])
@@ -281,7 +310,8 @@ impl Board {
         strip_ansi(&String::from_utf8_lossy(&t[t.len().saturating_sub(3000)..]))
     }
 
-    /// Runs `command` in the board's root shell; returns its output.
+    /// Runs `command` in the board's root shell; returns its output (without the lines the
+    /// kernel or systemd wrote to the console meanwhile).
     pub fn sh(&mut self, command: &str) -> String {
         self.sh_within(command, Duration::from_secs(60))
     }
@@ -300,7 +330,13 @@ impl Board {
         self.read_pos = end;
         let text = strip_ansi(&String::from_utf8_lossy(&raw));
         let body = text.rsplit_once("__done").map_or(&*text, |(b, _)| b);
-        body.replace('\r', "").trim().to_string()
+        body.replace('\r', "")
+            .lines()
+            .filter(|l| !console_message(l))
+            .collect::<Vec<_>>()
+            .join("\n")
+            .trim()
+            .to_string()
     }
 
     /// One command on QEMU's human monitor; returns its reply.
@@ -351,6 +387,17 @@ impl Drop for Board {
         let _ = self.qemu.kill();
         let _ = self.qemu.wait();
     }
+}
+
+/// A line the kernel or a unit with `StandardOutput=journal+console` (the update gate) wrote to
+/// the console, `[   23.650668] update-gate.sh[174]: ...`: it may come between a command's lines.
+fn console_message(line: &str) -> bool {
+    line.strip_prefix('[')
+        .and_then(|rest| rest.split_once("] "))
+        .is_some_and(|(stamp, _)| {
+            let stamp = stamp.trim_start();
+            !stamp.is_empty() && stamp.chars().all(|c| c.is_ascii_digit() || c == '.')
+        })
 }
 
 /// A screendump (QEMU writes binary PPM).

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use sha2::Digest as _;
 use tokio::sync::watch;
 
-use crate::support::fake_hawkbit::{CONTROLLER, FakeHawkbit, TENANT};
+use crate::support::fake_hawkbit::{CONTROLLER, FakeHawkbit, TENANT, counting_proxy};
 
 /// The update service of these tests.
 struct TestFirmware {
@@ -80,6 +80,9 @@ impl Firmware for TestFirmware {
         let pending =
             json!({"slot": "B", "from": self.version, "to": "0.2.0", "installed_at": now()});
         std::fs::write(update.join("pending.json"), pending.to_string()).unwrap();
+        // The install is stamped at its end, as RAUC's completion is; docent's update service
+        // notices it later (it looks every 300 ms): here always in a later second.
+        std::thread::sleep(Duration::from_millis(1100));
         Ok(())
     }
 
@@ -103,6 +106,15 @@ impl Firmware for TestFirmware {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `installed_at` of the update recorded before the reboot, which the health gate's outcome
+/// carries (src/engine/update, board/rauc/update-gate.sh).
+fn installed_at(data_dir: &Path) -> u64 {
+    let pending = std::fs::read(data_dir.join("update/pending.json")).unwrap();
+    serde_json::from_slice::<Value>(&pending).unwrap()["installed_at"]
+        .as_u64()
+        .unwrap()
 }
 
 fn now() -> u64 {
@@ -280,7 +292,7 @@ async fn a_deployment_is_a_success_only_once_the_new_slot_was_marked_good() {
     let progress: Vec<Value> = fake.with(|s| {
         s.feedback
             .iter()
-            .map(|(_, f)| f["status"]["result"]["progress"].clone())
+            .map(|(_, f, _)| f["status"]["result"]["progress"].clone())
             .filter(|p| !p.is_null())
             .collect()
     });
@@ -338,8 +350,9 @@ async fn a_deployment_is_a_success_only_once_the_new_slot_was_marked_good() {
 
     // The reboot: the new slot passed its start check, the health gate wrote the outcome.
     let update = dir.path().join("update");
+    let installed = installed_at(dir.path());
     std::fs::remove_file(update.join("pending.json")).unwrap();
-    let outcome = json!({"result": "updated", "from": "0.1.0", "to": "0.2.0", "reason": null, "at": now(), "installed_at": now()});
+    let outcome = json!({"result": "updated", "from": "0.1.0", "to": "0.2.0", "reason": null, "at": now(), "installed_at": installed});
     std::fs::write(update.join("outcome.json"), outcome.to_string()).unwrap();
     let firmware = TestFirmware::new(dir.path(), "0.2.0", "B");
     let kiosk = Kiosk::start(dir.path(), firmware.clone()).await;
@@ -417,7 +430,7 @@ async fn a_rollback_is_reported_as_a_failure_with_its_reason() {
     assert_eq!(id, "13");
     assert_eq!(answer["status"]["execution"], "rejected");
     kiosk.stop().await;
-    let outcome = json!({"result": "rolled_back", "from": "0.2.0", "to": "0.3.0", "reason": "the store did not open", "at": now(), "installed_at": now()});
+    let outcome = json!({"result": "rolled_back", "from": "0.2.0", "to": "0.3.0", "reason": "the store did not open", "at": now(), "installed_at": installed_at(dir.path())});
     std::fs::write(dir.path().join("update/outcome.json"), outcome.to_string()).unwrap();
     let kiosk = Kiosk::start(dir.path(), TestFirmware::new(dir.path(), "0.2.0", "A")).await;
     wait_until("the failure", 20, || fake.closed("11").is_some()).await;
@@ -946,39 +959,6 @@ async fn the_system_page_shows_the_fleet_and_pauses_it() {
     .await;
     drop(b);
     s.stop().await;
-}
-
-/// Bytes through a TCP forwarder in front of the fake server, both ways, counted as they pass.
-async fn counting_proxy(to: SocketAddr) -> (SocketAddr, Arc<std::sync::atomic::AtomicU64>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let total = count.clone();
-    tokio::spawn(async move {
-        while let Ok((inbound, _)) = listener.accept().await {
-            let outbound = tokio::net::TcpStream::connect(to).await.unwrap();
-            let (ir, iw) = inbound.into_split();
-            let (or, ow) = outbound.into_split();
-            let pipe = |mut from: tokio::net::tcp::OwnedReadHalf,
-                        mut to: tokio::net::tcp::OwnedWriteHalf| {
-                let total = total.clone();
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; 64 << 10];
-                    while let Ok(n) = from.read(&mut buf).await {
-                        if n == 0 || to.write_all(&buf[..n]).await.is_err() {
-                            break;
-                        }
-                        total.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    let _ = to.shutdown().await;
-                });
-            };
-            pipe(ir, ow);
-            pipe(or, iw);
-        }
-    });
-    (addr, count)
 }
 
 fn cpu_seconds() -> f64 {

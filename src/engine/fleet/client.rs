@@ -183,15 +183,16 @@ impl Client {
         Ok(())
     }
 
-    /// Remembers the action whose outcome the next start reports, and drops its download.
-    fn pending(&self, id: &str, kind: Kind, version: &str) -> Result<()> {
+    /// Remembers the action whose outcome the next start reports, and drops its download. `at`
+    /// is when its install began or when it was staged (see `Pending::at`).
+    fn pending(&self, id: &str, kind: Kind, version: &str, at: u64) -> Result<()> {
         let dir = &self.engine.config.data_dir;
         let state = State {
             pending: Some(Pending {
                 id: id.into(),
                 kind,
                 version: version.into(),
-                at: unix_now(),
+                at,
             }),
             ..State::load(dir)
         };
@@ -571,6 +572,10 @@ impl Client {
             ),
         )
         .await?;
+        // Taken before the install: the update service stamps the install at its end
+        // (`installed_at`), which the outcome after the reboot carries; a time taken once the
+        // install has returned may already be the next second, and the outcome never match.
+        let started = unix_now();
         let firmware = self.firmware.clone();
         let path = file.to_path_buf();
         let mut install = tokio::task::spawn_blocking(move || firmware.install(&path));
@@ -599,7 +604,7 @@ impl Client {
         if let Err(e) = installed {
             return self.fail(ddi, id, format!("the install failed: {e}")).await;
         }
-        self.pending(id, Kind::Firmware, &version)?;
+        self.pending(id, Kind::Firmware, &version, started)?;
         self.stage(
             id,
             Kind::Firmware,
@@ -652,7 +657,7 @@ impl Client {
             Ok(v) => v,
             Err(e) => return self.fail(ddi, id, format!("content refused: {e}")).await,
         };
-        self.pending(id, Kind::Content, &version)?;
+        self.pending(id, Kind::Content, &version, unix_now())?;
         self.stage(id, Kind::Content, &version, "restarting", 100);
         self.feedback(
             ddi,

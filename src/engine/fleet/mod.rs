@@ -278,7 +278,8 @@ pub(crate) struct Pending {
     pub id: String,
     pub kind: Kind,
     pub version: String,
-    /// Unix seconds when it was installed or staged.
+    /// Unix seconds when its install began (the outcome of that install names a time no
+    /// earlier: `Outcome::installed_at`), or when it was staged.
     pub at: u64,
 }
 

@@ -3,7 +3,8 @@
 //! resource with `config.polling.sleep`, `_links` and an ETag, `deploymentBase`, its feedback,
 //! `cancelAction` and its feedback, `configData`, `installedBase`, and artifact downloads with
 //! `Range`. It records every request; the test scripts what it offers and may stop it (the
-//! server goes away) and start it again on the same port.
+//! server goes away) and start it again on the same port. Used by the fleet tests (tests/it) and
+//! by the appliance test, where the simulated board reaches it through QEMU's user network.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -51,7 +52,8 @@ pub struct Script {
     /// Bytes sent by downloads that were cut.
     pub cut_at: Option<usize>,
     pub seen: Vec<Seen>,
-    pub feedback: Vec<(String, Value)>,
+    /// Action, body, and when it arrived.
+    pub feedback: Vec<(String, Value, Instant)>,
     pub cancel_feedback: Vec<(String, Value)>,
     pub config_data: Vec<Value>,
     pub installed_base: Vec<Value>,
@@ -197,12 +199,21 @@ impl FakeHawkbit {
 
     /// The feedback statuses of action `id` as `execution/finished`, in order.
     pub fn feedback_of(&self, id: &str) -> Vec<(String, String)> {
+        self.feedback_timed(id)
+            .into_iter()
+            .map(|(_, status, details)| (status, details))
+            .collect()
+    }
+
+    /// The feedback of action `id`, in order: when it arrived, `execution/finished`, details.
+    pub fn feedback_timed(&self, id: &str) -> Vec<(Instant, String, String)> {
         self.with(|s| {
             s.feedback
                 .iter()
-                .filter(|(a, _)| a == id)
-                .map(|(_, f)| {
+                .filter(|(a, _, _)| a == id)
+                .map(|(_, f, at)| {
                     (
+                        *at,
                         format!(
                             "{}/{}",
                             f["status"]["execution"].as_str().unwrap_or(""),
@@ -220,6 +231,39 @@ impl FakeHawkbit {
             .into_iter()
             .find(|(status, _)| status.starts_with("closed/"))
     }
+}
+
+/// Bytes through a TCP forwarder in front of the fake server, both ways, counted as they pass.
+pub async fn counting_proxy(to: SocketAddr) -> (SocketAddr, Arc<std::sync::atomic::AtomicU64>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let total = count.clone();
+    tokio::spawn(async move {
+        while let Ok((inbound, _)) = listener.accept().await {
+            let outbound = tokio::net::TcpStream::connect(to).await.unwrap();
+            let (ir, iw) = inbound.into_split();
+            let (or, ow) = outbound.into_split();
+            let pipe = |mut from: tokio::net::tcp::OwnedReadHalf,
+                        mut to: tokio::net::tcp::OwnedWriteHalf| {
+                let total = total.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 << 10];
+                    while let Ok(n) = from.read(&mut buf).await {
+                        if n == 0 || to.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                        total.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    let _ = to.shutdown().await;
+                });
+            };
+            pipe(ir, ow);
+            pipe(or, iw);
+        }
+    });
+    (addr, count)
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -344,7 +388,7 @@ async fn feedback(
         .as_str()
         .unwrap_or("")
         .to_string();
-    script.feedback.push((action.clone(), body));
+    script.feedback.push((action.clone(), body, Instant::now()));
     // A closed action (or a download-only one, downloaded) is no longer offered.
     if execution == "closed" || execution == "downloaded" {
         if script
