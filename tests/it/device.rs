@@ -434,7 +434,17 @@ async fn the_button_route_needs_a_simulated_button() {
         .post_json("/api/v1/internal/device/ptt", json!({"pressed": true}), 409)
         .await;
     crate::support::assert_error(&v);
-    let health = real.get_json("/api/v1/health", 200).await["device"].clone();
+    // The audio threads open their devices after the start: their failure comes a moment later.
+    let start = Instant::now();
+    let health = loop {
+        let health = real.get_json("/api/v1/health", 200).await["device"].clone();
+        if health["audio"].as_str().unwrap().contains("playback")
+            || start.elapsed() > Duration::from_secs(10)
+        {
+            break health;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert!(
         health["ptt"].as_str().unwrap().starts_with("absent"),
         "{health}"
