@@ -33,7 +33,7 @@ mod ws;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request};
 use axum::http::header::{
     ACCESS_CONTROL_ALLOW_CREDENTIALS, ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS,
     ACCESS_CONTROL_ALLOW_ORIGIN, AUTHORIZATION, COOKIE, HOST, ORIGIN, REFERER, VARY,
@@ -41,6 +41,7 @@ use axum::http::header::{
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use hyper_util::service::TowerToHyperService;
 
 use error::ApiError;
 /// The WebSocket chat's message parser, public for the fuzz targets (tests/fuzz).
@@ -104,8 +105,33 @@ impl AppState {
     }
 }
 
-/// The whole HTTP application.
-pub fn router(state: AppState) -> Router {
+/// The whole HTTP application: [`front`], then the routes.
+///
+/// `front` runs around the router as a whole, called directly: as a `Router::layer` it would
+/// wrap every route, and each request would pay for boxed services and futures (four allocations
+/// and as many dynamic calls) that do nothing.
+#[derive(Clone)]
+pub struct App {
+    routes: TowerToHyperService<Router>,
+    state: AppState,
+}
+
+impl App {
+    pub fn new(state: AppState) -> App {
+        App {
+            routes: TowerToHyperService::new(router(&state)),
+            state,
+        }
+    }
+
+    /// The answer to one request.
+    pub async fn answer(&self, req: Request) -> Response {
+        front(&self.state, &self.routes, req).await
+    }
+}
+
+/// The routes.
+fn router(state: &AppState) -> Router {
     let hooks = if state.engine.config.test_hooks {
         debug::routes()
     } else {
@@ -133,8 +159,7 @@ pub fn router(state: AppState) -> Router {
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method not allowed on this route",
             )
-        })
-        .layer(middleware::from_fn_with_state(state.clone(), front));
+        });
     // The log's filter is set once at start: when the access log is off, its layer is left
     // out (a layer costs every request an allocation or two even when it does nothing).
     let app = if tracing::enabled!(target: crate::logs::ACCESS, tracing::Level::DEBUG) {
@@ -142,7 +167,7 @@ pub fn router(state: AppState) -> Router {
     } else {
         app
     };
-    app.with_state(state)
+    app.with_state(state.clone())
 }
 
 /// One debug line per answered request on [`crate::logs::ACCESS`]: method, the matched route's
@@ -183,7 +208,7 @@ fn charged(state: &AppState, req: Request, peer: Option<std::net::SocketAddr>) -
     Request::from_parts(parts, body)
 }
 
-/// What runs before every route, as one middleware: the CORS policy, then the body budget
+/// What runs before every route ([`App`]): the CORS policy, then the body budget
 /// ([`charged`]).
 ///
 /// The CORS headers on every response; OPTIONS is answered before routing. A request that
@@ -196,7 +221,11 @@ fn charged(state: &AppState, req: Request, peer: Option<std::net::SocketAddr>) -
 /// with 403 ([`auth::ForeignCookie`]): a call the caller may make without the cookie is not
 /// taken away by signing in. A cookie that authenticates nothing is left to the route's own
 /// 401. Signing out is never refused.
-async fn front(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+async fn front(
+    state: &AppState,
+    routes: &TowerToHyperService<Router>,
+    mut req: Request,
+) -> Response {
     let headers = req.headers();
     let origin = headers.get(ORIGIN).cloned();
     let allowed = origin
@@ -207,10 +236,7 @@ async fn front(State(state): State<AppState>, mut req: Request, next: Next) -> R
     // An answer that trusts loopback (the kiosk's own caller: setup mode's administrator, a
     // conversation client without a key) is as credentialed as one to a cookie: a page of
     // another site in a browser on the kiosk (its requests name their origin) must not read it.
-    let peer = req
-        .extensions()
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0);
+    let peer = req.extensions().get::<listen::Transport>().map(|t| t.peer);
     let loopback = auth::trusted_loopback(&state.engine, peer);
     let foreign = headers.contains_key(ORIGIN) && !same_origin(headers, req.uri());
     let credentialed = headers.contains_key(COOKIE)
@@ -222,7 +248,7 @@ async fn front(State(state): State<AppState>, mut req: Request, next: Next) -> R
     // A write from a browser page names its origin: in setup mode loopback is the
     // administrator, so a page of another site must not write through it.
     let from_a_page = headers.contains_key(ORIGIN) || headers.contains_key(REFERER);
-    let setup_write = loopback && !state.engine.has_admin_password() && from_a_page;
+    let setup_write = loopback && from_a_page && !state.engine.has_admin_password();
     let checked = writes && !allowed && !logout && !same_origin(headers, req.uri());
     let foreign_cookie = checked && auth::cookie_session(headers, &state.engine);
     let mut res = if req.method() == Method::OPTIONS {
@@ -234,7 +260,8 @@ async fn front(State(state): State<AppState>, mut req: Request, next: Next) -> R
             req.headers_mut().remove(COOKIE);
             req.extensions_mut().insert(auth::ForeignCookie);
         }
-        next.run(charged(&state, req, peer)).await
+        let answered = hyper::service::Service::call(routes, charged(state, req, peer)).await;
+        answered.unwrap_or_else(|never| match never {})
     };
     let h = res.headers_mut();
     h.insert(VARY, HeaderValue::from_static("Origin"));
@@ -305,7 +332,7 @@ pub async fn serve(
         shutdown.await;
         stopping.cancel();
     };
-    listen::serve(listener, router(state), tls, &engine.config, shutdown).await
+    listen::serve(listener, App::new(state), tls, &engine.config, shutdown).await
 }
 
 /// Runs an engine call that may block (every write waits for fsync) on the blocking pool.
