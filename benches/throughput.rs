@@ -19,8 +19,8 @@
 //! Instructions per request, which no load moves, are counted when `DOCENT_BENCH_CALLGRIND` is
 //! set to a number of requests: both servers then run under valgrind's callgrind, and the bench
 //! prints, per route, the instructions and allocations (malloc, calloc, realloc) per request of
-//! each (the counters are zeroed after a warm-up and dumped after the requests), instead of the
-//! timed pairs.
+//! each, counted in the runtime's worker threads (the counters are zeroed after a warm-up and
+//! dumped after the requests), instead of the timed pairs.
 //!
 //! Pairs: GET /api/v1/characters, /api/v1/health and /api/data against bare hyper, and docent
 //! over HTTPS against docent over plain HTTP (health and characters). `DOCENT_BENCH_SECS`
@@ -671,8 +671,14 @@ async fn instructions(requests: usize) {
     let wrapper = |name: &str| -> Vec<String> {
         vec![
             "valgrind".into(),
+            "--quiet".into(),
             "--tool=callgrind".into(),
             "--dump-instr=no".into(),
+            // Only the runtime's workers, where requests are served: docent's display thread
+            // draws frames at a rate of its own, which the slowed-down run would count as
+            // thousands of instructions per request.
+            "--collect-atstart=no".into(),
+            "--toggle-collect=tokio::runtime::scheduler::multi_thread::worker::run".into(),
             format!("--callgrind-out-file={}/{name}.%p", out.path().display()),
         ]
     };
@@ -797,6 +803,7 @@ async fn callgrind_control(option: &str, pid: u32) {
         .arg(option)
         .arg(pid.to_string())
         .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
         .status()
         .await
         .expect("run callgrind_control (valgrind)");

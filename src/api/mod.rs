@@ -33,7 +33,7 @@ mod ws;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{MatchedPath, Request};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::header::{
     ACCESS_CONTROL_ALLOW_CREDENTIALS, ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS,
     ACCESS_CONTROL_ALLOW_ORIGIN, AUTHORIZATION, COOKIE, HOST, ORIGIN, REFERER, VARY,
@@ -109,29 +109,42 @@ impl AppState {
 ///
 /// `front` runs around the router as a whole, called directly: as a `Router::layer` it would
 /// wrap every route, and each request would pay for boxed services and futures (four allocations
-/// and as many dynamic calls) that do nothing.
+/// and as many dynamic calls) that do nothing. When the access log is on, it is such a layer,
+/// under the log's, so that the log names the route of what `front` answers itself.
 #[derive(Clone)]
 pub struct App {
     routes: TowerToHyperService<Router>,
     state: AppState,
+    /// Whether `routes` holds the front as a layer (the access log is on).
+    layered: bool,
 }
 
 impl App {
     pub fn new(state: AppState) -> App {
+        let layered = tracing::enabled!(target: crate::logs::ACCESS, tracing::Level::DEBUG);
         App {
-            routes: TowerToHyperService::new(router(&state)),
+            routes: TowerToHyperService::new(router(&state, layered)),
             state,
+            layered,
         }
     }
 
     /// The answer to one request.
     pub async fn answer(&self, req: Request) -> Response {
-        front(&self.state, &self.routes, req).await
+        let routed = |req: Request| async move {
+            let answered = hyper::service::Service::call(&self.routes, req).await;
+            answered.unwrap_or_else(|never: std::convert::Infallible| match never {})
+        };
+        if self.layered {
+            routed(req).await
+        } else {
+            front(&self.state, req, routed).await
+        }
     }
 }
 
-/// The routes.
-fn router(state: &AppState) -> Router {
+/// The routes; `logged`: with [`front`] as a layer and the access log around it.
+fn router(state: &AppState, logged: bool) -> Router {
     let hooks = if state.engine.config.test_hooks {
         debug::routes()
     } else {
@@ -162,8 +175,9 @@ fn router(state: &AppState) -> Router {
         });
     // The log's filter is set once at start: when the access log is off, its layer is left
     // out (a layer costs every request an allocation or two even when it does nothing).
-    let app = if tracing::enabled!(target: crate::logs::ACCESS, tracing::Level::DEBUG) {
-        app.layer(middleware::from_fn(access))
+    let app = if logged {
+        app.layer(middleware::from_fn_with_state(state.clone(), front_layer))
+            .layer(middleware::from_fn(access))
     } else {
         app
     };
@@ -221,11 +235,11 @@ fn charged(state: &AppState, req: Request, peer: Option<std::net::SocketAddr>) -
 /// with 403 ([`auth::ForeignCookie`]): a call the caller may make without the cookie is not
 /// taken away by signing in. A cookie that authenticates nothing is left to the route's own
 /// 401. Signing out is never refused.
-async fn front(
-    state: &AppState,
-    routes: &TowerToHyperService<Router>,
-    mut req: Request,
-) -> Response {
+async fn front<F, A>(state: &AppState, mut req: Request, inner: F) -> Response
+where
+    F: FnOnce(Request) -> A,
+    A: Future<Output = Response>,
+{
     let headers = req.headers();
     let origin = headers.get(ORIGIN).cloned();
     let allowed = origin
@@ -260,8 +274,7 @@ async fn front(
             req.headers_mut().remove(COOKIE);
             req.extensions_mut().insert(auth::ForeignCookie);
         }
-        let answered = hyper::service::Service::call(routes, charged(state, req, peer)).await;
-        answered.unwrap_or_else(|never| match never {})
+        inner(charged(state, req, peer)).await
     };
     let h = res.headers_mut();
     h.insert(VARY, HeaderValue::from_static("Origin"));
@@ -287,6 +300,11 @@ async fn front(
         HeaderValue::from_static("Content-Type, Authorization"),
     );
     res
+}
+
+/// [`front`] as a layer of every route, when the access log is on (see [`App`]).
+async fn front_layer(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    front(&state, req, |req| next.run(req)).await
 }
 
 /// Whether `req` signs in: a page of another origin holding a live cookie has no reason to, so
