@@ -11,6 +11,17 @@
 //! It prints, per pair, the req/s and latency p50 / p99 of each side, and the ratio per round
 //! with its median and spread: the figure is the ratio, not the absolute rate.
 //!
+//! The req/s ratio moves with whatever else runs on the machine (the load average is printed
+//! with each pair). Two ratios of CPU time per request (user + system, from /proc) move much
+//! less: "by CPU" counts the server's and the load generator's, and predicts the req/s ratio
+//! of a machine running only these two; "server CPU" counts the server's alone (bare hyper's
+//! over docent's): what docent's own work costs. The summary says which meets the target.
+//! Instructions per request, which no load moves, are counted when `DOCENT_BENCH_CALLGRIND` is
+//! set to a number of requests: both servers then run under valgrind's callgrind, and the bench
+//! prints, per route, the instructions and allocations (malloc, calloc, realloc) per request of
+//! each, counted in the runtime's worker threads (the counters are zeroed after a warm-up and
+//! dumped after the requests), instead of the timed pairs.
+//!
 //! Pairs: GET /api/v1/characters, /api/v1/health and /api/data against bare hyper, and docent
 //! over HTTPS against docent over plain HTTP (health and characters). `DOCENT_BENCH_SECS`
 //! (default 2) and `DOCENT_BENCH_ROUNDS` (default 4) set each run's length and the rounds;
@@ -45,6 +56,9 @@ use support::Docent;
 const BARE: &str = "DOCENT_BENCH_BARE_DIR";
 /// Characters in the list: the default one and these.
 const EXTRA_CHARACTERS: usize = 20;
+/// The targets (issue 23): docent's throughput against bare hyper's, HTTPS's against HTTP's.
+const BARE_TARGET: f64 = 0.90;
+const TLS_TARGET: f64 = 0.85;
 
 fn main() {
     if let Some(dir) = std::env::var_os(BARE) {
@@ -62,15 +76,21 @@ fn setting(name: &str, default: u64) -> u64 {
 }
 
 async fn run() {
+    if let Some(requests) = std::env::var("DOCENT_BENCH_CALLGRIND")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        instructions(requests).await;
+        return;
+    }
     let secs = setting("DOCENT_BENCH_SECS", 2);
     let rounds = setting("DOCENT_BENCH_ROUNDS", 4) as usize;
     let connections = setting("DOCENT_BENCH_CONNECTIONS", 64) as usize;
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "throughput: {cores} cores, load {} at start; {connections} connections, {rounds} rounds \
          of {secs} s per side",
-        load.split_whitespace().next().unwrap_or("?")
+        load_average()
     );
     let data = tempfile::tempdir().expect("temp dir");
     let docent = Docent::start(data.path(), None).await;
@@ -92,7 +112,7 @@ async fn run() {
         answers[1].len(),
         answers[2].len()
     );
-    let bare = spawn_bare(bare_dir.path()).await;
+    let bare = spawn_bare(bare_dir.path(), &[]).await;
     let tls = tls_client();
     let plan = Plan {
         secs,
@@ -103,31 +123,39 @@ async fn run() {
     for (path, body) in paths.iter().zip(&answers) {
         let a = Target::plain("docent", docent.pid(), docent.addr);
         let b = Target::plain("bare hyper", bare.child.id().expect("running"), bare.addr);
-        table.push(
-            plan.pair(&format!("GET {path}"), path, body.len(), a, b)
-                .await,
-        );
+        let pair = Pair {
+            name: format!("GET {path}"),
+            path,
+            length: body.len(),
+            target: BARE_TARGET,
+        };
+        table.push(plan.pair(&pair, a, b).await);
     }
     for (path, body) in paths.iter().zip(&answers).take(2) {
         let a = Target::plain("docent HTTPS", docent.pid(), docent.addr).tls(tls.clone());
         let b = Target::plain("docent HTTP", docent.pid(), docent.addr);
-        table.push(
-            plan.pair(
-                &format!("HTTPS vs HTTP, GET {path}"),
-                path,
-                body.len(),
-                a,
-                b,
-            )
-            .await,
-        );
+        let pair = Pair {
+            name: format!("HTTPS vs HTTP, GET {path}"),
+            path,
+            length: body.len(),
+            target: TLS_TARGET,
+        };
+        table.push(plan.pair(&pair, a, b).await);
     }
     println!(
         "\n{:44} {:>22} {:>22}  ratio: median (min-max)",
         "pair", "A req/s", "B req/s"
     );
     for line in &table {
-        println!("{line}");
+        println!("{}", line.detail);
+    }
+    println!(
+        "\nthroughput summary (A/B; target: docent >= {BARE_TARGET} of bare hyper, HTTPS >= {TLS_TARGET} \
+         of HTTP)\n{:44} {:>6} {:>20} {:>7} {:>10} {:>11}",
+        "pair", "target", "req/s: median (range)", "by CPU", "server CPU", "load 1 min"
+    );
+    for line in &table {
+        println!("{}", line.summary);
     }
     bare.stop().await;
     docent.stop().await;
@@ -256,8 +284,18 @@ impl Bare {
     }
 }
 
-async fn spawn_bare(dir: &Path) -> Bare {
-    let mut child = Command::new(std::env::current_exe().expect("this bench"))
+/// Starts the bare server on the routes of `dir`, run by `wrapper` when one is given.
+async fn spawn_bare(dir: &Path, wrapper: &[String]) -> Bare {
+    let this = std::env::current_exe().expect("this bench");
+    let mut command = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut command = Command::new(program);
+            command.args(args).arg(this);
+            command
+        }
+        None => Command::new(this),
+    };
+    let mut child = command
         .env(BARE, dir)
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
@@ -444,24 +482,55 @@ impl Run {
     }
 }
 
-/// The throughput ratio A/B that the CPU per request predicts when the server and the load
-/// generator have the machine to themselves: each request costs the generator's CPU plus the
-/// server's. Other work on a shared machine moves the measured req/s much more than this.
-fn cpu_ratio(a: &[Run], b: &[Run]) -> f64 {
+/// The ratio A/B of the CPU per request of B over A's. With the load generator's CPU counted,
+/// it is the throughput ratio the CPU per request predicts when the server and the generator
+/// have the machine to themselves (each request costs both); without it, how much more the
+/// server alone spends. Other work on a shared machine moves the measured req/s much more.
+fn cpu_ratio(a: &[Run], b: &[Run], with_generator: bool) -> f64 {
     let cost = |runs: &[Run]| {
         let n: f64 = runs.iter().map(|r| r.latencies.len() as f64).sum();
         let cpu: f64 = runs
             .iter()
-            .map(|r| (r.server_cpu + r.client_cpu).as_secs_f64())
+            .map(|r| {
+                let generator = if with_generator {
+                    r.client_cpu
+                } else {
+                    Duration::ZERO
+                };
+                (r.server_cpu + generator).as_secs_f64()
+            })
             .sum();
         cpu / n
     };
     cost(b) / cost(a)
 }
 
+/// A pair to compare: the route both sides are asked, the length of its answer, and the target
+/// ratio A/B.
+struct Pair<'a> {
+    name: String,
+    path: &'a str,
+    length: usize,
+    target: f64,
+}
+
+/// What a pair prints: its detail lines and its line of the summary.
+struct Measured {
+    detail: String,
+    summary: String,
+}
+
+/// The 1-minute load average.
+fn load_average() -> String {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    load.split_whitespace().next().unwrap_or("?").to_string()
+}
+
 impl Plan {
-    /// Loads `a` and `b` in interleaved rounds; prints each round and returns the pair's line.
-    async fn pair(&self, name: &str, path: &str, length: usize, a: Target, b: Target) -> String {
+    /// Loads `a` and `b` in interleaved rounds; prints each round and returns the pair's lines.
+    async fn pair(&self, pair: &Pair<'_>, a: Target, b: Target) -> Measured {
+        let (name, path, length) = (&pair.name, pair.path, pair.length);
+        let load_before = load_average();
         let (mut a_runs, mut b_runs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
         for round in 0..self.rounds {
             // A first in even rounds, B first in odd ones.
@@ -488,23 +557,36 @@ impl Plan {
             a_runs.push(ra);
             b_runs.push(rb);
         }
+        let load = format!("{load_before}-{}", load_average());
         ratios.sort_by(f64::total_cmp);
         let median = (ratios[(ratios.len() - 1) / 2] + ratios[ratios.len() / 2]) / 2.0;
-        format!(
-            "{name:44} {:>22} {:>22}  {median:.3} ({:.3}-{:.3}); by CPU per request: {:.3}\n\
+        let (low, high) = (ratios[0], ratios[ratios.len() - 1]);
+        let by_cpu = cpu_ratio(&a_runs, &b_runs, true);
+        let by_server = cpu_ratio(&a_runs, &b_runs, false);
+        let detail = format!(
+            "{name:44} {:>22} {:>22}  {median:.3} ({low:.3}-{high:.3}); by CPU per request: {by_cpu:.3}, \
+             server CPU alone: {by_server:.3}; load {load}\n\
              {:44} {:>22} {:>22}\n{:44} {:>22} {:>22}",
             format!("{} {}", a.name, rate(&a_runs)),
             format!("{} {}", b.name, rate(&b_runs)),
-            ratios[0],
-            ratios[ratios.len() - 1],
-            cpu_ratio(&a_runs, &b_runs),
             "  latency p50 / p99",
             percentiles(&a_runs),
             percentiles(&b_runs),
             "  CPU per request: server + load generator",
             cpu(&a_runs),
             cpu(&b_runs),
-        )
+        );
+        let verdict = |r: f64| if r >= pair.target { "met" } else { "NOT met" };
+        let summary = format!(
+            "{name:44} {:>6.2} {:>20} {by_cpu:>7.3} {by_server:>10.3} {load:>11}  req/s {}, by CPU {}, \
+             server CPU {}",
+            pair.target,
+            format!("{median:.3} ({low:.2}-{high:.2})"),
+            verdict(median),
+            verdict(by_cpu),
+            verdict(by_server),
+        );
+        Measured { detail, summary }
     }
 
     /// `connections` keep-alive connections, each sending its next GET as soon as the previous
@@ -574,4 +656,208 @@ fn percentiles(runs: &[Run]) -> String {
         all[rank.clamp(1, all.len()) - 1].as_secs_f64() * 1e3
     };
     format!("{:.2} / {:.2} ms", at(50.0), at(99.0))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Instructions per request (callgrind)
+
+/// Connections the counted requests are spread over.
+const COUNTED_CONNECTIONS: usize = 8;
+
+/// Runs docent and the bare server under callgrind and prints, per route, the instructions and
+/// allocations per request of each over `requests` requests (and of docent over HTTPS).
+async fn instructions(requests: usize) {
+    let out = tempfile::tempdir().expect("temp dir");
+    let wrapper = |name: &str| -> Vec<String> {
+        vec![
+            "valgrind".into(),
+            "--quiet".into(),
+            "--tool=callgrind".into(),
+            "--dump-instr=no".into(),
+            // Only the runtime's workers, where requests are served: docent's display thread
+            // draws frames at a rate of its own, which the slowed-down run would count as
+            // thousands of instructions per request.
+            "--collect-atstart=no".into(),
+            "--toggle-collect=tokio::runtime::scheduler::multi_thread::worker::run".into(),
+            format!("--callgrind-out-file={}/{name}.%p", out.path().display()),
+        ]
+    };
+    println!("throughput: counting instructions under callgrind, {requests} requests per route");
+    let data = tempfile::tempdir().expect("temp dir");
+    let docent = Docent::start_under(data.path(), None, &wrapper("docent")).await;
+    furnish(&docent).await;
+    let paths = ["/api/v1/characters", "/api/v1/health", "/api/data"];
+    let bare_dir = tempfile::tempdir().expect("temp dir");
+    let mut lengths = Vec::new();
+    for (i, path) in paths.iter().enumerate() {
+        let (headers, body) = answer_of(docent.addr, path).await;
+        write_route(bare_dir.path(), i, path, &headers, &body);
+        lengths.push(body.len());
+    }
+    let bare = spawn_bare(bare_dir.path(), &wrapper("bare")).await;
+    let bare_pid = bare.child.id().expect("running");
+    let tls = tls_client();
+    let docent_http = Target::plain("docent", docent.pid(), docent.addr);
+    let docent_https = docent_http.clone().tls(tls);
+    let bare_http = Target::plain("bare hyper", bare_pid, bare.addr);
+    let mut lines = Vec::new();
+    for (path, &length) in paths.iter().zip(&lengths) {
+        let count = |t: &Target| counted(t.clone(), out.path(), path, length, requests);
+        let (d, b) = (count(&docent_http).await, count(&bare_http).await);
+        let https = if *path == "/api/data" {
+            String::new()
+        } else {
+            let s = count(&docent_https).await;
+            format!(
+                "; docent HTTPS {:.0} ({:.1} allocations), HTTP/HTTPS {:.3}",
+                s.0,
+                s.1,
+                d.0 / s.0
+            )
+        };
+        lines.push(format!(
+            "GET {path}: docent {:.0} instructions ({:.1} allocations) per request, bare hyper {:.0} \
+             ({:.1}), bare/docent {:.3}{https}",
+            d.0,
+            d.1,
+            b.0,
+            b.1,
+            b.0 / d.0
+        ));
+    }
+    println!();
+    for line in &lines {
+        println!("throughput (callgrind): {line}");
+    }
+    bare.stop().await;
+    docent.stop().await;
+}
+
+/// Zeroes the counters of `target`'s callgrind after a warm-up, sends `requests` GETs on
+/// [`COUNTED_CONNECTIONS`] connections, dumps the counters: (instructions, allocations) per
+/// request.
+async fn counted(
+    target: Target,
+    out: &Path,
+    path: &str,
+    length: usize,
+    requests: usize,
+) -> (f64, f64) {
+    let per_connection = requests.div_ceil(COUNTED_CONNECTIONS);
+    let mut conns = Vec::new();
+    for _ in 0..COUNTED_CONNECTIONS {
+        conns.push(connect(target.addr, target.tls.as_ref()).await);
+    }
+    let load = |conns: Vec<Conn>, n: usize| {
+        let workers: Vec<_> = conns
+            .into_iter()
+            .map(|mut conn| {
+                let path = path.to_string();
+                tokio::spawn(async move {
+                    for _ in 0..n {
+                        let (status, _, body) =
+                            send(&mut conn, request(Method::GET, &path, None)).await;
+                        assert_eq!(status, StatusCode::OK, "GET {path}");
+                        assert!(
+                            body.len().abs_diff(length) <= 2,
+                            "GET {path}: {} bytes",
+                            body.len()
+                        );
+                    }
+                    conn
+                })
+            })
+            .collect();
+        async move {
+            let mut back = Vec::new();
+            for w in workers {
+                back.push(w.await.expect("load worker"));
+            }
+            back
+        }
+    };
+    let conns = load(conns, 200 / COUNTED_CONNECTIONS).await;
+    callgrind_control("-z", target.pid).await;
+    let conns = load(conns, per_connection).await;
+    callgrind_control("-d", target.pid).await;
+    drop(conns);
+    let dump = newest_dump(out, target.pid);
+    let (instructions, allocations) = read_dump(&dump);
+    let n = (per_connection * COUNTED_CONNECTIONS) as f64;
+    println!(
+        "throughput (callgrind): {} GET {path}{}: {:.0} instructions, {:.1} allocations per request",
+        target.name,
+        if target.tls.is_some() {
+            " over TLS"
+        } else {
+            ""
+        },
+        instructions as f64 / n,
+        allocations as f64 / n
+    );
+    (instructions as f64 / n, allocations as f64 / n)
+}
+
+async fn callgrind_control(option: &str, pid: u32) {
+    let status = Command::new("callgrind_control")
+        .arg(option)
+        .arg(pid.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .await
+        .expect("run callgrind_control (valgrind)");
+    assert!(
+        status.success(),
+        "callgrind_control {option} {pid}: {status}"
+    );
+}
+
+/// The last dump callgrind wrote for process `pid` in `out`.
+fn newest_dump(out: &Path, pid: u32) -> std::path::PathBuf {
+    let marker = format!(".{pid}.");
+    std::fs::read_dir(out)
+        .expect("callgrind output")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.to_string_lossy().contains(&marker))
+        .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+        .expect("a callgrind dump")
+}
+
+/// The total instructions of a callgrind dump and its calls to malloc, calloc and realloc.
+fn read_dump(path: &Path) -> (u64, u64) {
+    let text = std::fs::read_to_string(path).expect("read the callgrind dump");
+    let mut names: HashMap<&str, &str> = HashMap::new();
+    let (mut total, mut allocations) = (0, 0);
+    let mut callee: Option<&str> = None;
+    for line in text.lines() {
+        if let Some(v) = line
+            .strip_prefix("totals: ")
+            .or(line.strip_prefix("summary: "))
+        {
+            total = v
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+        } else if let Some(rest) = line.strip_prefix("cfn=").or(line.strip_prefix("fn=")) {
+            // Names are compressed: "(id) name" the first time, "(id)" after.
+            let (id, name) = rest.split_once(' ').unwrap_or((rest, ""));
+            if !name.is_empty() {
+                names.insert(id, name);
+            }
+            let name = names.get(id).copied().unwrap_or("");
+            callee = line.starts_with("cfn=").then_some(name);
+        } else if let Some(calls) = line.strip_prefix("calls=") {
+            let base = callee.take().map(|n| n.split('\'').next().unwrap_or(n));
+            if matches!(base, Some("malloc" | "calloc" | "realloc")) {
+                allocations += calls
+                    .split_whitespace()
+                    .next()
+                    .and_then(|c| c.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+    }
+    (total, allocations)
 }

@@ -39,6 +39,16 @@ impl Docent {
     /// connections than the per-peer cap allows, so the cap is raised: the benches measure
     /// serving, not the listener's bounds (`--bench listener` does).
     pub async fn start(data_dir: &Path, password: Option<&str>) -> Docent {
+        Docent::start_under(data_dir, password, &[]).await
+    }
+
+    /// As [`Docent::start`], the binary run by `wrapper` (a command and its arguments, such as
+    /// valgrind's) when one is given.
+    pub async fn start_under(
+        data_dir: &Path,
+        password: Option<&str>,
+        wrapper: &[String],
+    ) -> Docent {
         std::fs::create_dir_all(data_dir).expect("data directory");
         let config = data_dir.join("bench.toml");
         std::fs::write(&config, format!("max_connections_per_peer = {PER_PEER}\n"))
@@ -46,7 +56,14 @@ impl Docent {
         // Another build of docent (an earlier commit's, to compare) when one is named.
         let binary = std::env::var_os("DOCENT_BENCH_BINARY")
             .unwrap_or_else(|| env!("CARGO_BIN_EXE_docent").into());
-        let mut command = Command::new(binary);
+        let mut command = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(binary);
+                command
+            }
+            None => Command::new(binary),
+        };
         if let Some(p) = password {
             command.env("ADMIN_PASSWORD", p);
         } else {

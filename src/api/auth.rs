@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::extract::FromRequestParts;
 use axum::http::StatusCode;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
@@ -195,8 +195,8 @@ impl FromRequestParts<AppState> for Caller {
 pub fn peer(parts: &Parts) -> Option<SocketAddr> {
     parts
         .extensions
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(addr)| *addr)
+        .get::<super::listen::Transport>()
+        .map(|t| t.peer)
 }
 
 /// Whether `peer` is on the kiosk itself and loopback is trusted (`loopback_is_trusted`).

@@ -76,8 +76,8 @@ async fn authenticate(
 ) -> axum::response::Response {
     let peer = req
         .extensions()
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0);
+        .get::<super::listen::Transport>()
+        .map(|t| t.peer);
     match super::auth::caller(&engine, req.headers(), peer, None) {
         Ok(owner) => {
             let opener = super::auth::Opener::new(req.headers(), peer, None, owner.clone());

@@ -11,17 +11,15 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::ConnectInfo;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::App;
 use super::tls::Tls;
 use crate::config::Config;
 
@@ -34,18 +32,20 @@ const H2_STREAMS: u32 = 16;
 const H2_STREAM_WINDOW: u32 = 128 * 1024;
 const H2_CONNECTION_WINDOW: u32 = 256 * 1024;
 
-/// How the request reached us, as a request extension: handlers that must know whether the
-/// connection is encrypted (the session cookie, the admin login) read it.
+/// How the request reached us, as a request extension: the client's address (the access
+/// rules, the login's throttle), and whether the connection is encrypted (the session cookie,
+/// the admin login). One extension, as each costs every request an allocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transport {
+    pub peer: SocketAddr,
     pub tls: bool,
 }
 
-/// Serves `router` on `listener` until `shutdown` completes, then lets the connections in
+/// Serves `app` on `listener` until `shutdown` completes, then lets the connections in
 /// flight finish their current request.
 pub async fn serve(
     listener: TcpListener,
-    router: Router,
+    app: App,
     tls: Arc<Tls>,
     config: &Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -70,7 +70,7 @@ pub async fn serve(
         .initial_connection_window_size(H2_CONNECTION_WINDOW);
     let shared = Arc::new(Shared {
         builder,
-        router,
+        app,
         acceptor: tokio_rustls::TlsAcceptor::from(tls.config.clone()),
         header_timeout: Duration::from_millis(config.header_read_timeout_ms),
         idle: Duration::from_secs(config.idle_timeout_secs.max(1)),
@@ -113,7 +113,7 @@ pub async fn serve(
 /// What every connection task shares.
 struct Shared {
     builder: auto::Builder<TokioExecutor>,
-    router: Router,
+    app: App,
     acceptor: tokio_rustls::TlsAcceptor,
     header_timeout: Duration,
     idle: Duration,
@@ -137,12 +137,12 @@ async fn connection(
     if tls {
         let handshake = shared.acceptor.accept(io);
         match tokio::time::timeout(shared.header_timeout, handshake).await {
-            Ok(Ok(stream)) => serve_http(stream, peer, true, activity, &shared, stop).await,
+            Ok(Ok(stream)) => serve_http(stream, peer, true, activity, shared, stop).await,
             Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
             Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
         }
     } else {
-        serve_http(io, peer, false, activity, &shared, stop).await;
+        serve_http(io, peer, false, activity, shared, stop).await;
     }
 }
 
@@ -151,22 +151,21 @@ async fn serve_http<I>(
     peer: SocketAddr,
     tls: bool,
     activity: Arc<Activity>,
-    shared: &Shared,
+    shared: Arc<Shared>,
     stop: CancellationToken,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let inner = TowerToHyperService::new(shared.router.clone());
     let requests = Arc::new(Requests::default());
     let counted = requests.clone();
+    let handle = shared.clone();
     let service = hyper::service::service_fn(move |mut req: hyper::Request<_>| {
-        req.extensions_mut().insert(ConnectInfo(peer));
-        req.extensions_mut().insert(Transport { tls });
+        req.extensions_mut().insert(Transport { peer, tls });
         // The request is in progress until its response body is done (a stream's too).
         let guard = counted.start();
-        let response = hyper::service::Service::call(&inner, req);
+        let shared = handle.clone();
         async move {
-            let response = response.await?;
+            let response = shared.app.answer(req.map(axum::body::Body::new)).await;
             Ok::<_, std::convert::Infallible>(response.map(|body| Counted {
                 body,
                 _guard: guard,
@@ -177,6 +176,7 @@ async fn serve_http<I>(
         .builder
         .serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(conn);
+    let mut stopped = stop_signal(stop);
     let mut stopping = false;
     loop {
         // A connection moving no byte is closed after `idle`; one with no request in progress
@@ -192,7 +192,7 @@ async fn serve_http<I>(
                 }
                 return;
             }
-            () = stop.cancelled(), if !stopping => {
+            _ = &mut stopped, if !stopping => {
                 conn.as_mut().graceful_shutdown();
                 stopping = true;
             }
@@ -214,6 +214,27 @@ async fn serve_http<I>(
             }
         }
     }
+}
+
+/// Completes when the server stops (or its task is gone), for one connection.
+///
+/// The connection's task is polled at every read and write, and each poll of the server's
+/// token itself would take two locks that every connection shares: a task of its own waits on
+/// the token, and the connection polls a channel of its own (an atomic load). The task ends
+/// with the connection.
+fn stop_signal(stop: CancellationToken) -> tokio::sync::oneshot::Receiver<()> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let mut tx = tx;
+        let stopping = tokio::select! {
+            () = stop.cancelled() => true,
+            () = tx.closed() => false,
+        };
+        if stopping {
+            let _ = tx.send(());
+        }
+    });
+    rx
 }
 
 /// The requests in progress on one connection, and since when there has been none.

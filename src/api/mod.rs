@@ -41,6 +41,7 @@ use axum::http::header::{
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use hyper_util::service::TowerToHyperService;
 
 use error::ApiError;
 /// The WebSocket chat's message parser, public for the fuzz targets (tests/fuzz).
@@ -104,8 +105,46 @@ impl AppState {
     }
 }
 
-/// The whole HTTP application.
-pub fn router(state: AppState) -> Router {
+/// The whole HTTP application: [`front`], then the routes.
+///
+/// `front` runs around the router as a whole, called directly: as a `Router::layer` it would
+/// wrap every route, and each request would pay for boxed services and futures (four allocations
+/// and as many dynamic calls) that do nothing. When the access log is on, it is such a layer,
+/// under the log's, so that the log names the route of what `front` answers itself.
+#[derive(Clone)]
+pub struct App {
+    routes: TowerToHyperService<Router>,
+    state: AppState,
+    /// Whether `routes` holds the front as a layer (the access log is on).
+    layered: bool,
+}
+
+impl App {
+    pub fn new(state: AppState) -> App {
+        let layered = tracing::enabled!(target: crate::logs::ACCESS, tracing::Level::DEBUG);
+        App {
+            routes: TowerToHyperService::new(router(&state, layered)),
+            state,
+            layered,
+        }
+    }
+
+    /// The answer to one request.
+    pub async fn answer(&self, req: Request) -> Response {
+        let routed = |req: Request| async move {
+            let answered = hyper::service::Service::call(&self.routes, req).await;
+            answered.unwrap_or_else(|never: std::convert::Infallible| match never {})
+        };
+        if self.layered {
+            routed(req).await
+        } else {
+            front(&self.state, req, routed).await
+        }
+    }
+}
+
+/// The routes; `logged`: with [`front`] as a layer and the access log around it.
+fn router(state: &AppState, logged: bool) -> Router {
     let hooks = if state.engine.config.test_hooks {
         debug::routes()
     } else {
@@ -133,16 +172,16 @@ pub fn router(state: AppState) -> Router {
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method not allowed on this route",
             )
-        })
-        .layer(middleware::from_fn_with_state(state.clone(), front));
+        });
     // The log's filter is set once at start: when the access log is off, its layer is left
     // out (a layer costs every request an allocation or two even when it does nothing).
-    let app = if tracing::enabled!(target: crate::logs::ACCESS, tracing::Level::DEBUG) {
-        app.layer(middleware::from_fn(access))
+    let app = if logged {
+        app.layer(middleware::from_fn_with_state(state.clone(), front_layer))
+            .layer(middleware::from_fn(access))
     } else {
         app
     };
-    app.with_state(state)
+    app.with_state(state.clone())
 }
 
 /// One debug line per answered request on [`crate::logs::ACCESS`]: method, the matched route's
@@ -183,7 +222,7 @@ fn charged(state: &AppState, req: Request, peer: Option<std::net::SocketAddr>) -
     Request::from_parts(parts, body)
 }
 
-/// What runs before every route, as one middleware: the CORS policy, then the body budget
+/// What runs before every route ([`App`]): the CORS policy, then the body budget
 /// ([`charged`]).
 ///
 /// The CORS headers on every response; OPTIONS is answered before routing. A request that
@@ -196,7 +235,11 @@ fn charged(state: &AppState, req: Request, peer: Option<std::net::SocketAddr>) -
 /// with 403 ([`auth::ForeignCookie`]): a call the caller may make without the cookie is not
 /// taken away by signing in. A cookie that authenticates nothing is left to the route's own
 /// 401. Signing out is never refused.
-async fn front(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+async fn front<F, A>(state: &AppState, mut req: Request, inner: F) -> Response
+where
+    F: FnOnce(Request) -> A,
+    A: Future<Output = Response>,
+{
     let headers = req.headers();
     let origin = headers.get(ORIGIN).cloned();
     let allowed = origin
@@ -207,10 +250,7 @@ async fn front(State(state): State<AppState>, mut req: Request, next: Next) -> R
     // An answer that trusts loopback (the kiosk's own caller: setup mode's administrator, a
     // conversation client without a key) is as credentialed as one to a cookie: a page of
     // another site in a browser on the kiosk (its requests name their origin) must not read it.
-    let peer = req
-        .extensions()
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0);
+    let peer = req.extensions().get::<listen::Transport>().map(|t| t.peer);
     let loopback = auth::trusted_loopback(&state.engine, peer);
     let foreign = headers.contains_key(ORIGIN) && !same_origin(headers, req.uri());
     let credentialed = headers.contains_key(COOKIE)
@@ -222,7 +262,7 @@ async fn front(State(state): State<AppState>, mut req: Request, next: Next) -> R
     // A write from a browser page names its origin: in setup mode loopback is the
     // administrator, so a page of another site must not write through it.
     let from_a_page = headers.contains_key(ORIGIN) || headers.contains_key(REFERER);
-    let setup_write = loopback && !state.engine.has_admin_password() && from_a_page;
+    let setup_write = loopback && from_a_page && !state.engine.has_admin_password();
     let checked = writes && !allowed && !logout && !same_origin(headers, req.uri());
     let foreign_cookie = checked && auth::cookie_session(headers, &state.engine);
     let mut res = if req.method() == Method::OPTIONS {
@@ -234,7 +274,7 @@ async fn front(State(state): State<AppState>, mut req: Request, next: Next) -> R
             req.headers_mut().remove(COOKIE);
             req.extensions_mut().insert(auth::ForeignCookie);
         }
-        next.run(charged(&state, req, peer)).await
+        inner(charged(state, req, peer)).await
     };
     let h = res.headers_mut();
     h.insert(VARY, HeaderValue::from_static("Origin"));
@@ -260,6 +300,11 @@ async fn front(State(state): State<AppState>, mut req: Request, next: Next) -> R
         HeaderValue::from_static("Content-Type, Authorization"),
     );
     res
+}
+
+/// [`front`] as a layer of every route, when the access log is on (see [`App`]).
+async fn front_layer(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    front(&state, req, |req| next.run(req)).await
 }
 
 /// Whether `req` signs in: a page of another origin holding a live cookie has no reason to, so
@@ -305,7 +350,7 @@ pub async fn serve(
         shutdown.await;
         stopping.cancel();
     };
-    listen::serve(listener, router(state), tls, &engine.config, shutdown).await
+    listen::serve(listener, App::new(state), tls, &engine.config, shutdown).await
 }
 
 /// Runs an engine call that may block (every write waits for fsync) on the blocking pool.

@@ -4,12 +4,12 @@
 //! step by step, so that every failure answers the same status whatever else is wrong.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{ConnectInfo, RawQuery, Request, State};
+use axum::extract::{RawQuery, Request, State};
 use axum::http::header::{
     CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, HOST, IF_NONE_MATCH, RETRY_AFTER,
     SET_COOKIE, X_CONTENT_TYPE_OPTIONS,
@@ -138,8 +138,8 @@ fn session_cookie(value: &str, max_age: u64, secure: bool) -> HeaderValue {
 fn refuse_plain_login(s: &AppState, req: &http::request::Parts) -> Result<(), ApiError> {
     let from_loopback = req
         .extensions
-        .get::<ConnectInfo<SocketAddr>>()
-        .is_some_and(|ConnectInfo(peer)| peer.ip().to_canonical().is_loopback());
+        .get::<Transport>()
+        .is_some_and(|t| t.peer.ip().to_canonical().is_loopback());
     // Our own TLS only: `X-Forwarded-Proto` is the client's word (a proxy in front that
     // terminates TLS is what `allow_plain_http_login` is for).
     let tls = req.extensions.get::<Transport>().is_some_and(|t| t.tls);
@@ -193,10 +193,7 @@ async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
         ));
     }
     // 2. Rate limit by client address, before anything else is looked at.
-    let peer = parts
-        .extensions
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(a)| a.ip());
+    let peer = parts.extensions.get::<Transport>().map(|t| t.peer.ip());
     let client = client_key(peer, &parts.headers, &s.engine.config.trusted_proxies);
     let probe = client.clone();
     if let Some(wait) = blocking(&s, move |e| e.login_wait(&probe)).await? {
@@ -303,10 +300,7 @@ async fn change_password(
 ) -> ApiResult<Response> {
     let (parts, body) = req.into_parts();
     refuse_plain_login(&s, &parts)?;
-    let peer = parts
-        .extensions
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(a)| a.ip());
+    let peer = parts.extensions.get::<Transport>().map(|t| t.peer.ip());
     let client = client_key(peer, &parts.headers, &s.engine.config.trusted_proxies);
     let keep = session_token(&parts.headers).map(str::to_string);
     let body = read_body(body, s.engine.config.limits.json_bytes).await?;
@@ -723,9 +717,7 @@ async fn store_image(s: &AppState, key: String, req: Request) -> ApiResult<Json<
 
 /// The peer address of a whole request (see `auth::peer`).
 fn peer_of(req: &Request) -> Option<std::net::SocketAddr> {
-    req.extensions()
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0)
+    req.extensions().get::<Transport>().map(|t| t.peer)
 }
 
 #[cfg(test)]

@@ -454,9 +454,14 @@ async fn health(State(s): State<AppState>) -> ApiResult<Response> {
         uptime_s: e.started.elapsed().as_secs(),
         version: env!("CARGO_PKG_VERSION"),
     };
-    let body = serde_json::to_vec(&health).expect("health serialises");
+    // Room for the usual answer: the buffer does not grow (and move) while it is written.
+    let mut body = Vec::with_capacity(HEALTH_BYTES);
+    serde_json::to_writer(&mut body, &health).expect("health serialises");
     Ok(([(CONTENT_TYPE, super::JSON)], body).into_response())
 }
+
+/// What a health answer usually takes (some 400 bytes; more with problems to report).
+const HEALTH_BYTES: usize = 1024;
 
 /// The health answer, serialised from borrowed parts in one pass (a poll builds no JSON
 /// tree); fields in the order of their names, as a JSON object's.

@@ -229,12 +229,10 @@ impl LastCalls {
         );
     }
 
-    fn get(&self, stage: Stage, provider: Provider) -> Option<LastCall> {
-        self.0
-            .lock()
-            .expect("last calls lock")
-            .get(&(stage, provider))
-            .cloned()
+    /// The last call of each of `wanted` (`None` for none), under one lock.
+    fn of<const N: usize>(&self, wanted: [Option<(Stage, Provider)>; N]) -> [Option<LastCall>; N] {
+        let calls = self.0.lock().expect("last calls lock");
+        wanted.map(|key| calls.get(&key?).cloned())
     }
 }
 
@@ -536,26 +534,34 @@ impl Engine {
     /// its last real call failed (a provider that answers again is healthy again).
     pub fn provider_health(&self, probes: &[Check]) -> Vec<StageHealth> {
         let s = self.settings();
+        // What the three stages read under a lock is read under one: a health poll takes each
+        // lock once (they are shared by every poll and every turn).
+        let local = recent_local_checks();
+        let last_calls = self
+            .last_calls
+            .of(Stage::ALL.map(|stage| match s.provider(stage) {
+                Choice::Kiosk(p) => Some((stage, p)),
+                Choice::Foreign(_) => None,
+            }));
         Stage::ALL
             .into_iter()
-            .map(|stage| {
+            .zip(local)
+            .zip(last_calls)
+            .map(|((stage, local), last_call)| {
                 let provider = s.provider(stage);
-                let last_call = match provider {
-                    Choice::Kiosk(p) => self.last_calls.get(stage, p),
-                    Choice::Foreign(_) => None,
-                };
-                let probe = format!("{}:{}", stage.name(), provider.id());
                 let problem = match provider {
                     Choice::Foreign(f) => Some(format!("{} {NOT_ON_THIS_KIOSK}", f.id())),
                     Choice::Kiosk(p) => match p.service(stage) {
-                        None => recent_local_check(stage).err(),
+                        None => local.err(),
                         Some(service) => s.endpoint(service).err().map(|e| e.to_string()),
                     },
                 }
                 .or_else(|| {
                     probes
                         .iter()
-                        .find(|c| c.name == probe && !c.ok)
+                        .find(|c| {
+                            !c.ok && c.name.split_once(':') == Some((stage.name(), provider.id()))
+                        })
                         .map(|c| c.error.clone().unwrap_or_else(|| "unreachable".into()))
                 })
                 .or_else(|| {
@@ -884,23 +890,22 @@ fn local_model(stage: Stage) -> &'static str {
 /// is installed changes with the system's packages, not from one poll to the next.
 const LOCAL_CHECK_FRESH: Duration = Duration::from_secs(10);
 
-/// [`local_check`], measured at most every [`LOCAL_CHECK_FRESH`].
-fn recent_local_check(stage: Stage) -> std::result::Result<(), String> {
+/// [`local_check`] of each stage (in the order of [`Stage::ALL`]), measured at most every
+/// [`LOCAL_CHECK_FRESH`].
+fn recent_local_checks() -> [std::result::Result<(), String>; 3] {
     type Found = (Instant, [std::result::Result<(), String>; 3]);
     static LAST: std::sync::Mutex<Option<Found>> = std::sync::Mutex::new(None);
     let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
     let fresh = last
         .as_ref()
         .filter(|(at, _)| at.elapsed() < LOCAL_CHECK_FRESH);
-    let found = match fresh {
-        Some((_, found)) => found,
-        None => &last.insert((Instant::now(), Stage::ALL.map(local_check))).1,
-    };
-    found[Stage::ALL
-        .iter()
-        .position(|s| *s == stage)
-        .expect("a stage")]
-    .clone()
+    match fresh {
+        Some((_, found)) => found.clone(),
+        None => last
+            .insert((Instant::now(), Stage::ALL.map(local_check)))
+            .1
+            .clone(),
+    }
 }
 
 fn local_check(stage: Stage) -> std::result::Result<(), String> {

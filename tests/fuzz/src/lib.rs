@@ -9,14 +9,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::ConnectInfo;
 use axum::http::Request;
-use docent::api::{AppState, router};
+use docent::api::listen::Transport;
+use docent::api::{App, AppState};
 use docent::config::{Config, DeviceMode};
 use docent::device::Devices;
 use docent::engine::Engine;
 use prost::Message;
-use tower::ServiceExt;
 
 /// Every target, by the name of its binary and its corpus folder.
 pub const TARGETS: &[&str] = &[
@@ -230,7 +229,7 @@ impl Http {
 /// fsync of every write is cheap), removed when this is dropped.
 pub struct Kiosk {
     engine: Arc<Engine>,
-    app: axum::Router,
+    app: App,
     runtime: tokio::runtime::Runtime,
     _dir: tempfile::TempDir,
 }
@@ -256,7 +255,7 @@ impl Kiosk {
         let engine = Engine::open(config).expect("engine");
         let app = {
             let _entered = runtime.enter();
-            router(AppState::new(engine.clone(), Arc::new(Devices::none())))
+            App::new(AppState::new(engine.clone(), Arc::new(Devices::none())))
         };
         Kiosk {
             engine,
@@ -294,10 +293,12 @@ impl Kiosk {
             .header("content-type", content_type)
             .body(Body::from(body))
             .expect("request");
-        req.extensions_mut()
-            .insert(ConnectInfo(SocketAddr::from(([127, 0, 0, 1], 40000))));
+        req.extensions_mut().insert(Transport {
+            peer: SocketAddr::from(([127, 0, 0, 1], 40000)),
+            tls: false,
+        });
         self.runtime.block_on(async {
-            let res = self.app.clone().oneshot(req).await.expect("infallible");
+            let res = self.app.answer(req).await;
             let status = res.status().as_u16();
             let body = axum::body::to_bytes(res.into_body(), usize::MAX).await;
             (status, body.map(|b| b.to_vec()).unwrap_or_default())
