@@ -364,6 +364,16 @@ impl Client {
         Ok(())
     }
 
+    /// Tells the server the action goes on, with what it is doing now.
+    async fn proceeding(&mut self, ddi: &Ddi, id: &str, doing: String) -> Result<()> {
+        self.feedback(
+            ddi,
+            id,
+            Feedback::new(Execution::Proceeding, Finished::None, doing),
+        )
+        .await
+    }
+
     async fn feedback(&mut self, ddi: &Ddi, id: &str, feedback: Feedback) -> Result<()> {
         let summary = feedback.summary();
         ddi.deployment_feedback(id, &feedback).await?;
@@ -562,16 +572,8 @@ impl Client {
         };
         let version = verdict.version.clone();
         self.stage(id, Kind::Firmware, &version, "installing", 0);
-        self.feedback(
-            ddi,
-            id,
-            Feedback::new(
-                Execution::Proceeding,
-                Finished::None,
-                format!("installing {version}"),
-            ),
-        )
-        .await?;
+        self.proceeding(ddi, id, format!("installing {version}"))
+            .await?;
         // Taken before the install: the update service stamps the install at its end
         // (`installed_at`), which the outcome after the reboot carries; a time taken once the
         // install has returned may already be the next second, and the outcome never match.
@@ -612,14 +614,10 @@ impl Client {
             "installed; waiting to reboot",
             100,
         );
-        self.feedback(
+        self.proceeding(
             ddi,
             id,
-            Feedback::new(
-                Execution::Proceeding,
-                Finished::None,
-                format!("{version} installed; the result follows the reboot and the start check"),
-            ),
+            format!("{version} installed; the result follows the reboot and the start check"),
         )
         .await?;
         // `attempt`: not in the middle of a visit.

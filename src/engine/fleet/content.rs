@@ -130,15 +130,21 @@ fn merged_settings(bundle: Option<&[u8]>, ours: Option<&[u8]>) -> Option<Vec<u8>
 }
 
 impl Engine {
+    /// A new folder of its own in the scratch directory, for one export or apply.
+    fn content_work_dir(&self) -> Result<std::path::PathBuf> {
+        let work = self
+            .scratch_dir()
+            .join(format!("content-{}", super::super::new_id()));
+        std::fs::create_dir_all(&work)?;
+        Ok(work)
+    }
+
     /// Writes this kiosk's content as a bundle signed with `signing_key` (see the module's
     /// documentation). The key is used and dropped, never stored or logged.
     pub fn export_content(&self, version: &str, signing_key: &str, out: impl Write) -> Result<()> {
         check_version(version)?;
         let pair = key_pair(signing_key)?;
-        let work = self
-            .scratch_dir()
-            .join(format!("content-{}", super::super::new_id()));
-        std::fs::create_dir_all(&work)?;
+        let work = self.content_work_dir()?;
         let result = (|| {
             let archive = work.join(ARCHIVE);
             let mut file = HashingWriter::new(File::create(&archive)?);
@@ -180,10 +186,7 @@ impl Engine {
     /// version; the caller restarts the kiosk to apply it.
     pub fn apply_content(&self, path: &Path, public_key: &str) -> Result<String> {
         let key = public_key_of(public_key)?;
-        let work = self
-            .scratch_dir()
-            .join(format!("content-{}", super::super::new_id()));
-        std::fs::create_dir_all(&work)?;
+        let work = self.content_work_dir()?;
         let result = (|| {
             let archive = work.join(ARCHIVE);
             let manifest = open_bundle(path, &key, &archive)?;

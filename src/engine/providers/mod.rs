@@ -368,6 +368,16 @@ impl Engine {
             })
     }
 
+    /// The character's topics at knowledge `epoch`, built once per epoch.
+    fn answer_topics(&self, character_id: &str, epoch: u64) -> Option<Arc<answer::Topics>> {
+        self.answer_topics
+            .get_or_build(character_id, epoch, || {
+                self.knowledge_sources_text(character_id)
+                    .map(|sources| answer::Topics::new(&sources))
+            })
+            .ok()
+    }
+
     /// The offline engine's answer to `question` from the character's knowledge (to "who are
     /// you" from its name and description), or `None` when nothing there answers it clearly. `sure`: how sure the recogniser was of each word
     /// (empty for typed text). Reads the store on a change of knowledge: call it on the
@@ -382,14 +392,7 @@ impl Engine {
             let c = self.character_record(character_id).ok()?;
             return Some(answer::introduction(&c.name, &c.description));
         }
-        let epoch = self.knowledge_epoch();
-        let topics = self
-            .answer_topics
-            .get_or_build(character_id, epoch, || {
-                self.knowledge_sources_text(character_id)
-                    .map(|sources| answer::Topics::new(&sources))
-            })
-            .ok()?;
+        let topics = self.answer_topics(character_id, self.knowledge_epoch())?;
         topics.answer(question, sure)
     }
 
@@ -452,13 +455,7 @@ impl Engine {
         if answer::asks_who(question) {
             return self.offline_answer(character_id, question, sure);
         }
-        let topics = self
-            .answer_topics
-            .get_or_build(character_id, epoch, || {
-                self.knowledge_sources_text(character_id)
-                    .map(|sources| answer::Topics::new(&sources))
-            })
-            .ok()?;
+        let topics = self.answer_topics(character_id, epoch)?;
         if let Some(asked) = asked {
             let (a, b) = (asked.labels.0.as_str(), asked.labels.1.as_str());
             return match answer::choose(question, (a, b)) {
