@@ -155,6 +155,12 @@ pub struct Asked {
 
 impl Rig {
     pub async fn start() -> Rig {
+        if std::env::var_os("UNDERSTANDING_VERBOSE").is_some() {
+            // How each question's two recognition passes were weighed.
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter("docent::engine::providers=debug")
+                .try_init();
+        }
         let dir = tempfile::tempdir().expect("temp dir");
         let kiosk = Kiosk::start(dir.path(), |c| c.devices = DeviceMode::Sim).await;
         let ready = &kiosk.ready;

@@ -224,13 +224,7 @@ impl Topics {
     /// between (each scores enough to answer, but neither wins clearly), or nothing clear.
     pub fn understand(&self, heard: &str, sure: &[(String, f64)]) -> Understood {
         let wanted = self.wanted(heard, sure);
-        let mut scores: Vec<(f64, usize)> = self
-            .topics
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (self.score(&wanted, t), i))
-            .collect();
-        scores.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let scores = self.ranked(&wanted);
         let Some(&(best, at)) = scores.first() else {
             return Understood::Nothing;
         };
@@ -246,6 +240,49 @@ impl Topics {
             }
             _ => Understood::Nothing,
         }
+    }
+
+    /// Every topic's score for the terms wanted, best first.
+    fn ranked(&self, wanted: &[Wanted]) -> Vec<(f64, usize)> {
+        let mut scores: Vec<(f64, usize)> = self
+            .topics
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (self.score(wanted, t), i))
+            .collect();
+        scores.sort_by(|a, b| b.0.total_cmp(&a.0));
+        scores
+    }
+
+    /// The topic that answers `heard`, as `understand` chooses it (`None` when none does).
+    fn chosen(&self, heard: &str, sure: &[(String, f64)]) -> Option<usize> {
+        let scores = self.ranked(&self.wanted(heard, sure));
+        let &(best, at) = scores.first()?;
+        let second = scores.get(1).map_or(0.0, |s| s.0);
+        (best >= MIN_SCORE * self.rarest && best >= MARGIN * second).then_some(at)
+    }
+
+    /// How far other words heard of the same speech (`heard`, with `sure`) point at the topic
+    /// that answers `said`: that topic's score for them, in units of the least score that
+    /// answers (1 would answer on its own), and the share of the rarity of `said`'s content
+    /// terms that `heard` has too (0 to 1). `None` when no topic answers `said`.
+    pub fn support(&self, said: &str, heard: &str, sure: &[(String, f64)]) -> Option<Support> {
+        let at = self.chosen(said, &[])?;
+        let wanted = self.wanted(heard, sure);
+        let score = self.score(&wanted, &self.topics[at]) / (MIN_SCORE * self.rarest);
+        let heard_terms: BTreeSet<&str> = wanted.iter().map(|w| w.term.as_str()).collect();
+        let rarity = |t: &String| self.idf.get(t).copied().unwrap_or(0.0);
+        let said_terms = terms(said);
+        let all: f64 = said_terms.iter().map(rarity).sum();
+        let shared: f64 = said_terms
+            .iter()
+            .filter(|t| heard_terms.contains(t.as_str()))
+            .map(rarity)
+            .sum();
+        Some(Support {
+            score,
+            shared: if all > 0.0 { shared / all } else { 0.0 },
+        })
     }
 
     /// The answer to `heard` from the topic named `label` (one `understand` offered).
@@ -352,6 +389,15 @@ impl Topics {
             .collect::<Vec<_>>()
             .join(" ")
     }
+}
+
+/// How far one hearing of a question supports another's (see `Topics::support`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Support {
+    /// The other hearing's score for the topic, in units of the least score that answers.
+    pub score: f64,
+    /// The share of the topic terms' rarity that the other hearing has too (0 to 1).
+    pub shared: f64,
 }
 
 /// What a question asks, as far as the knowledge tells.

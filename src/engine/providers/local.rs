@@ -12,7 +12,7 @@
 //!   and its one or two sentences that answer it (`answer`); with no topic a clear winner, a
 //!   fallback line in the character's voice says so. It does not pretend to be more than that.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -165,6 +165,59 @@ pub struct Model {
     pub grammar: PathBuf,
     /// The grammar's whole questions (the others are a form around a topic word).
     questions: BTreeSet<String>,
+    /// Each dictionary word's pronunciations (phones), for matching words by sound.
+    sounds: BTreeMap<String, Vec<Vec<String>>>,
+}
+
+impl Model {
+    /// The words heard, each with the dictionary's words that sound like it (at least
+    /// `least` alike, see `alike`), those counted as sure as the word heard times how alike
+    /// they are: "coat" heard may have been "code". Filler words find no others.
+    pub fn sounding_like(&self, heard: &[(String, f64)], least: f64) -> Vec<(String, f64)> {
+        use crate::engine::knowledge::tokenize::is_stopword;
+        let mut out: Vec<(String, f64)> = heard.to_vec();
+        for (word, sure) in heard {
+            let Some(said) = self.sounds.get(word) else {
+                continue;
+            };
+            if is_stopword(word) {
+                continue;
+            }
+            for (other, sounds) in &self.sounds {
+                if other == word || is_stopword(other) {
+                    continue;
+                }
+                let like = said
+                    .iter()
+                    .flat_map(|a| sounds.iter().map(move |b| alike(a, b)))
+                    .fold(0.0, f64::max);
+                if like >= least {
+                    out.push((other.clone(), sure * like));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// How alike two pronunciations are: 1 less their phone edit distance over the longer's
+/// length (0 to 1).
+fn alike(a: &[String], b: &[String]) -> f64 {
+    let longest = a.len().max(b.len());
+    if longest == 0 {
+        return 0.0;
+    }
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, pa) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, pb) in b.iter().enumerate() {
+            let substituted = diagonal + usize::from(pa != pb);
+            diagonal = row[j + 1];
+            row[j + 1] = substituted.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    1.0 - row[b.len()] as f64 / longest as f64
 }
 
 /// How the recogniser listens in a scored pass.
@@ -185,6 +238,10 @@ enum Search {
 pub struct Closed {
     pub words: Vec<String>,
     pub fit: f64,
+    /// The frames of the question's words (its silences and fillers left out).
+    pub speech_frames: u64,
+    /// All frames of the utterance.
+    pub frames: u64,
     /// Whether it is one of the knowledge's own questions (an FAQ's, a permission's), not a
     /// question form around a topic word.
     pub whole: bool,
@@ -222,13 +279,19 @@ pub fn model(dir: &Path, texts: &[String]) -> Result<Model, ProviderError> {
     })?;
     let mut dict = String::new();
     let mut known = BTreeSet::new();
+    let mut sounds: BTreeMap<String, Vec<Vec<String>>> = BTreeMap::new();
     for line in full.lines() {
-        let head = line.split_whitespace().next().unwrap_or("");
+        let mut fields = line.split_whitespace();
+        let head = fields.next().unwrap_or("");
         let base = head.split('(').next().unwrap_or(head);
         if words.contains(base) {
             dict.push_str(line);
             dict.push('\n');
             known.insert(base.to_string());
+            sounds
+                .entry(base.to_string())
+                .or_default()
+                .push(fields.map(str::to_string).collect());
         }
     }
     if known.is_empty() {
@@ -249,6 +312,7 @@ pub fn model(dir: &Path, texts: &[String]) -> Result<Model, ProviderError> {
         lm: dir.join(format!("{key}.lm")),
         grammar: dir.join(format!("{key}.gram")),
         questions,
+        sounds,
     };
     if m.dict.exists() && m.lm.exists() && m.grammar.exists() {
         return Ok(m);
@@ -389,13 +453,15 @@ pub async fn closed_pass(
                     fit: (closed.acoustic - open.acoustic) as f64 / closed.frames as f64,
                     whole: model.questions.contains(&closed.words.join(" ")),
                     words: closed.words,
+                    speech_frames: closed.speech_frames,
+                    frames: closed.frames,
                 })
             }
             _ => None,
         })
     };
     let result = tokio::time::timeout(timeout, run).await;
-    for path in [&wav, &ctl, &outputs[0], &outputs[1]] {
+    for path in [&wav, &ctl].into_iter().chain(&outputs) {
         let _ = tokio::fs::remove_file(path).await;
     }
     result
@@ -407,6 +473,8 @@ struct Scored {
     words: Vec<String>,
     acoustic: i64,
     frames: u64,
+    /// The frames of its words, without silences and fillers.
+    speech_frames: u64,
 }
 
 /// The words and acoustic score of a `-hypseg` line: `id S scale T total A acoustic L lm`, then
@@ -417,19 +485,32 @@ fn hypseg(output: &str) -> Option<Scored> {
         return None;
     }
     let acoustic = f[6].parse().ok()?;
-    let frames = f.last()?.parse().ok()?;
-    let words = f
+    let frames: u64 = f.last()?.parse().ok()?;
+    let segments: Vec<&[&str]> = f
         .get(9..f.len() - 1)
         .unwrap_or_default()
         .chunks_exact(4)
-        .map(|seg| seg[3])
-        .filter(|w| !w.starts_with(['<', '[', '+']))
-        .map(|w| w.split('(').next().unwrap_or(w).to_string())
         .collect();
+    let mut words = Vec::new();
+    let mut speech_frames = 0;
+    for (i, seg) in segments.iter().enumerate() {
+        let word = seg[3];
+        if word.starts_with(['<', '[', '+']) {
+            continue;
+        }
+        let start: u64 = seg[0].parse().ok()?;
+        let end = match segments.get(i + 1) {
+            Some(next) => next[0].parse().ok()?,
+            None => frames,
+        };
+        speech_frames += end.saturating_sub(start);
+        words.push(word.split('(').next().unwrap_or(word).to_string());
+    }
     Some(Scored {
         words,
         acoustic,
         frames,
+        speech_frames,
     })
 }
 
@@ -469,10 +550,21 @@ mod tests {
         let s = hypseg(line).unwrap();
         assert_eq!(s.words, ["how", "much", "is", "a", "ticket"]);
         assert_eq!((s.acoustic, s.frames), (-3378, 135));
+        assert_eq!(s.speech_frames, 107, "the words' frames, not the silence's");
         let nothing = hypseg("utt S 0 T 0 A 0 L 0 0\n").unwrap();
         assert!(nothing.words.is_empty());
         assert!(hypseg("").is_none());
         assert!(hypseg("garbage line\n").is_none());
+    }
+
+    #[test]
+    fn pronunciations_are_compared_phone_by_phone() {
+        let p = |s: &str| -> Vec<String> { s.split_whitespace().map(str::to_string).collect() };
+        assert_eq!(alike(&p("K OW T"), &p("K OW T")), 1.0);
+        assert!((alike(&p("K OW T"), &p("K OW D")) - 2.0 / 3.0).abs() < 1e-9);
+        assert!((alike(&p("P AA R K"), &p("P AA R K IH NG")) - 4.0 / 6.0).abs() < 1e-9);
+        assert_eq!(alike(&p("K AE F EY"), &p("D AO G")), 0.0);
+        assert_eq!(alike(&[], &[]), 0.0);
     }
 
     #[test]

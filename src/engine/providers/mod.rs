@@ -124,6 +124,36 @@ impl std::fmt::Display for ProviderError {
 /// docs/understanding.md).
 pub const CLOSED_FIT: f64 = 0.5;
 
+/// How alike (see `local::Model::sounding_like`) a dictionary word must sound to a word heard
+/// to count as what may have been said.
+pub const SOUNDS_ALIKE: f64 = 0.6;
+
+/// How the offline recogniser's two hearings of one question were weighed (`offline_weigh`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Weighing {
+    /// The knowledge answers the open pass's words.
+    pub open_answers: bool,
+    /// The knowledge answers the closed pass's question.
+    pub closed_answers: bool,
+    /// The closed pass's fit per frame of its words (`local::Closed::fit` counts the silence).
+    pub speech_fit: f64,
+    /// How far the open pass's words point at the closed question's topic.
+    pub support: Option<answer::Support>,
+    /// As `support`, with words that sound like those heard (`SOUNDS_ALIKE`).
+    pub sound_support: Option<answer::Support>,
+    /// The closed pass's question is what was heard.
+    pub believed: bool,
+}
+
+/// Words heard, as text.
+fn words_of(heard: &[(String, f64)]) -> String {
+    heard
+        .iter()
+        .map(|(w, _)| w.as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// What the offline engine derives from a character's knowledge (the recogniser's model, the
 /// answer's topics), per character, with the knowledge epoch it was built at: built once per
 /// change of knowledge, not per turn.
@@ -229,10 +259,12 @@ impl LastCalls {
         );
     }
 
-    /// The last call of each of `wanted` (`None` for none), under one lock.
-    fn of<const N: usize>(&self, wanted: [Option<(Stage, Provider)>; N]) -> [Option<LastCall>; N] {
-        let calls = self.0.lock().expect("last calls lock");
-        wanted.map(|key| calls.get(&key?).cloned())
+    fn get(&self, stage: Stage, provider: Provider) -> Option<LastCall> {
+        self.0
+            .lock()
+            .expect("last calls lock")
+            .get(&(stage, provider))
+            .cloned()
     }
 }
 
@@ -368,20 +400,10 @@ impl Engine {
             })
     }
 
-    /// The character's topics at knowledge `epoch`, built once per epoch.
-    fn answer_topics(&self, character_id: &str, epoch: u64) -> Option<Arc<answer::Topics>> {
-        self.answer_topics
-            .get_or_build(character_id, epoch, || {
-                self.knowledge_sources_text(character_id)
-                    .map(|sources| answer::Topics::new(&sources))
-            })
-            .ok()
-    }
-
     /// The offline engine's answer to `question` from the character's knowledge (to "who are
-    /// you" from its name and description), or `None` when nothing there answers it clearly. `sure`: how sure the recogniser was of each word
-    /// (empty for typed text). Reads the store on a change of knowledge: call it on the
-    /// blocking pool.
+    /// you" from its name and description), or `None` when nothing there answers it clearly.
+    /// `sure`: how sure the recogniser was of each word (empty for typed text). Reads the
+    /// store on a change of knowledge: call it on the blocking pool.
     pub fn offline_answer(
         &self,
         character_id: &str,
@@ -392,44 +414,77 @@ impl Engine {
             let c = self.character_record(character_id).ok()?;
             return Some(answer::introduction(&c.name, &c.description));
         }
-        let topics = self.answer_topics(character_id, self.knowledge_epoch())?;
-        topics.answer(question, sure)
+        self.offline_topics(character_id)
+            .ok()?
+            .answer(question, sure)
     }
 
     /// What the offline recogniser heard, from its two passes over the same speech (`open`
     /// with the language model, `closed` with the grammar of the knowledge's questions, see
-    /// `local::Closed`): the open pass, unless the knowledge answers nothing from it and the
-    /// closed pass heard a question that it answers and that fits the speech (`CLOSED_FIT`).
-    /// Reads the store on a change of knowledge: call it on the blocking pool.
+    /// `local::Closed`): the open pass, unless the closed pass's question is believed (see
+    /// `offline_weigh`). Reads the store on a change of knowledge: call it on the blocking pool.
     pub fn offline_heard(
         &self,
         character_id: &str,
         open: Vec<(String, f64)>,
         closed: Option<local::Closed>,
     ) -> Heard {
-        let open_text = open
-            .iter()
-            .map(|(w, _)| w.as_str())
-            .collect::<Vec<_>>()
-            .join(" ");
-        if let Some(closed) = closed
-            && closed.fit >= CLOSED_FIT
-            && self
-                .offline_answer(character_id, &open_text, &open)
-                .is_none()
-        {
-            let text = closed.words.join(" ");
-            if self.offline_answer(character_id, &text, &[]).is_some() {
-                return Heard {
-                    text,
-                    sure: Vec::new(),
-                };
+        let weighed = self.offline_weigh(character_id, &open, closed.as_ref());
+        tracing::debug!(?open, ?closed, ?weighed, "offline recogniser's two passes");
+        match closed {
+            Some(closed) if weighed.believed => Heard {
+                text: closed.words.join(" "),
+                sure: Vec::new(),
+            },
+            _ => Heard {
+                text: words_of(&open),
+                sure: open,
+            },
+        }
+    }
+
+    /// How the two passes over one question weigh (see `Weighing`): the closed pass's
+    /// question is believed only when the open pass's words answer nothing, the question
+    /// answers, and it fits the speech (`CLOSED_FIT`).
+    pub fn offline_weigh(
+        &self,
+        character_id: &str,
+        open: &[(String, f64)],
+        closed: Option<&local::Closed>,
+    ) -> Weighing {
+        let open_text = words_of(open);
+        let open_answers = self
+            .offline_answer(character_id, &open_text, open)
+            .is_some();
+        let mut w = Weighing {
+            open_answers,
+            ..Weighing::default()
+        };
+        let Some(closed) = closed else {
+            return w;
+        };
+        let said = closed.words.join(" ");
+        w.closed_answers = self.offline_answer(character_id, &said, &[]).is_some();
+        w.speech_fit = closed.fit * closed.frames as f64 / closed.speech_frames.max(1) as f64;
+        let model = self.recogniser_model(character_id).ok();
+        if let Ok(topics) = self.offline_topics(character_id) {
+            w.support = topics.support(&said, &open_text, open);
+            if let Some(model) = model {
+                let like = model.sounding_like(open, SOUNDS_ALIKE);
+                w.sound_support = topics.support(&said, &words_of(&like), &like);
             }
         }
-        Heard {
-            text: open_text,
-            sure: open,
-        }
+        w.believed = !open_answers && w.closed_answers && closed.fit >= CLOSED_FIT;
+        w
+    }
+
+    /// The answer's topics of a character's knowledge, built once per change of knowledge.
+    fn offline_topics(&self, character_id: &str) -> Result<Arc<answer::Topics>> {
+        self.answer_topics
+            .get_or_build(character_id, self.knowledge_epoch(), || {
+                self.knowledge_sources_text(character_id)
+                    .map(|sources| answer::Topics::new(&sources))
+            })
     }
 
     /// The offline engine's reply in a live session: as `offline_answer`, but when two topics
@@ -455,7 +510,7 @@ impl Engine {
         if answer::asks_who(question) {
             return self.offline_answer(character_id, question, sure);
         }
-        let topics = self.answer_topics(character_id, epoch)?;
+        let topics = self.offline_topics(character_id).ok()?;
         if let Some(asked) = asked {
             let (a, b) = (asked.labels.0.as_str(), asked.labels.1.as_str());
             return match answer::choose(question, (a, b)) {
@@ -531,34 +586,26 @@ impl Engine {
     /// its last real call failed (a provider that answers again is healthy again).
     pub fn provider_health(&self, probes: &[Check]) -> Vec<StageHealth> {
         let s = self.settings();
-        // What the three stages read under a lock is read under one: a health poll takes each
-        // lock once (they are shared by every poll and every turn).
-        let local = recent_local_checks();
-        let last_calls = self
-            .last_calls
-            .of(Stage::ALL.map(|stage| match s.provider(stage) {
-                Choice::Kiosk(p) => Some((stage, p)),
-                Choice::Foreign(_) => None,
-            }));
         Stage::ALL
             .into_iter()
-            .zip(local)
-            .zip(last_calls)
-            .map(|((stage, local), last_call)| {
+            .map(|stage| {
                 let provider = s.provider(stage);
+                let last_call = match provider {
+                    Choice::Kiosk(p) => self.last_calls.get(stage, p),
+                    Choice::Foreign(_) => None,
+                };
+                let probe = format!("{}:{}", stage.name(), provider.id());
                 let problem = match provider {
                     Choice::Foreign(f) => Some(format!("{} {NOT_ON_THIS_KIOSK}", f.id())),
                     Choice::Kiosk(p) => match p.service(stage) {
-                        None => local.err(),
+                        None => recent_local_check(stage).err(),
                         Some(service) => s.endpoint(service).err().map(|e| e.to_string()),
                     },
                 }
                 .or_else(|| {
                     probes
                         .iter()
-                        .find(|c| {
-                            !c.ok && c.name.split_once(':') == Some((stage.name(), provider.id()))
-                        })
+                        .find(|c| c.name == probe && !c.ok)
                         .map(|c| c.error.clone().unwrap_or_else(|| "unreachable".into()))
                 })
                 .or_else(|| {
@@ -887,22 +934,23 @@ fn local_model(stage: Stage) -> &'static str {
 /// is installed changes with the system's packages, not from one poll to the next.
 const LOCAL_CHECK_FRESH: Duration = Duration::from_secs(10);
 
-/// [`local_check`] of each stage (in the order of [`Stage::ALL`]), measured at most every
-/// [`LOCAL_CHECK_FRESH`].
-fn recent_local_checks() -> [std::result::Result<(), String>; 3] {
+/// [`local_check`], measured at most every [`LOCAL_CHECK_FRESH`].
+fn recent_local_check(stage: Stage) -> std::result::Result<(), String> {
     type Found = (Instant, [std::result::Result<(), String>; 3]);
     static LAST: std::sync::Mutex<Option<Found>> = std::sync::Mutex::new(None);
     let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
     let fresh = last
         .as_ref()
         .filter(|(at, _)| at.elapsed() < LOCAL_CHECK_FRESH);
-    match fresh {
-        Some((_, found)) => found.clone(),
-        None => last
-            .insert((Instant::now(), Stage::ALL.map(local_check)))
-            .1
-            .clone(),
-    }
+    let found = match fresh {
+        Some((_, found)) => found,
+        None => &last.insert((Instant::now(), Stage::ALL.map(local_check))).1,
+    };
+    found[Stage::ALL
+        .iter()
+        .position(|s| *s == stage)
+        .expect("a stage")]
+    .clone()
 }
 
 fn local_check(stage: Stage) -> std::result::Result<(), String> {
