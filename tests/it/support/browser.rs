@@ -224,7 +224,8 @@ impl Browser {
 
     /// Waits until the text of the element `id` is `want`.
     pub async fn wait_text(&mut self, id: &str, want: &str) {
-        let text = format!("document.getElementById('{id}').textContent");
+        // `?.`: while a page loads, the element may not be there yet.
+        let text = format!("document.getElementById('{id}')?.textContent");
         self.wait_for(&text, json!(want)).await;
     }
 
