@@ -20,12 +20,19 @@
 //! set to a number of requests: both servers then run under valgrind's callgrind, and the bench
 //! prints, per route, the instructions and allocations (malloc, calloc, realloc) per request of
 //! each, counted in the runtime's worker threads (the counters are zeroed after a warm-up and
-//! dumped after the requests), instead of the timed pairs.
+//! dumped after the requests), instead of the timed pairs. Callgrind finds the workers by their
+//! symbols, which the release profile strips: run it as `CARGO_PROFILE_RELEASE_STRIP=false
+//! DOCENT_BENCH_CALLGRIND=2000 cargo bench --bench throughput`. The dumps stay in
+//! `target/throughput-callgrind` for `callgrind_annotate`.
 //!
 //! Pairs: GET /api/v1/characters, /api/v1/health and /api/data against bare hyper, and docent
-//! over HTTPS against docent over plain HTTP (health and characters). `DOCENT_BENCH_SECS`
+//! over HTTPS against docent over plain HTTP (health and characters). Requests say what a
+//! browser says, `Accept-Encoding: gzip, deflate, br, zstd` (docent gzips the character list
+//! for it); one more pair loads the character list over HTTPS and HTTP for a client that takes
+//! no compression (`identity`). `DOCENT_BENCH_SECS`
 //! (default 2) and `DOCENT_BENCH_ROUNDS` (default 4) set each run's length and the rounds;
-//! `DOCENT_BENCH_CONNECTIONS` (default 64) the connections.
+//! `DOCENT_BENCH_CONNECTIONS` (default 64) the connections; `DOCENT_BENCH_ONLY` keeps the pairs
+//! whose name contains it (`HTTPS`, `health`), for profiling one of them.
 
 mod support;
 
@@ -38,7 +45,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
-use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, DATE, HOST, HeaderMap, HeaderName, HeaderValue};
+use hyper::header::{
+    ACCEPT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, DATE, HOST, HeaderMap, HeaderName, HeaderValue,
+};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -99,15 +108,17 @@ async fn run() {
     let bare_dir = tempfile::tempdir().expect("temp dir");
     let mut answers = Vec::new();
     for (i, path) in paths.iter().enumerate() {
-        let (headers, body) = answer_of(docent.addr, path).await;
+        let (headers, body) = answer_of(docent.addr, path, BROWSER).await;
         write_route(bare_dir.path(), i, path, &headers, &body);
         answers.push(body);
     }
-    let list: serde_json::Value = serde_json::from_slice(&answers[0]).expect("characters JSON");
+    let (_, identity) = answer_of(docent.addr, paths[0], "identity").await;
+    let list: serde_json::Value = serde_json::from_slice(&identity).expect("characters JSON");
     println!(
-        "throughput: GET /api/v1/characters holds {} characters, {} bytes; health {} bytes; \
-         /api/data {} bytes",
+        "throughput: GET /api/v1/characters holds {} characters, {} bytes ({} gzipped); health {} \
+         bytes; /api/data {} bytes",
         list.as_array().map_or(0, Vec::len),
+        identity.len(),
         answers[0].len(),
         answers[1].len(),
         answers[2].len()
@@ -119,6 +130,7 @@ async fn run() {
         rounds,
         connections,
     };
+    let only = std::env::var("DOCENT_BENCH_ONLY").unwrap_or_default();
     let mut table = Vec::new();
     for (path, body) in paths.iter().zip(&answers) {
         let a = Target::plain("docent", docent.pid(), docent.addr);
@@ -126,21 +138,33 @@ async fn run() {
         let pair = Pair {
             name: format!("GET {path}"),
             path,
+            accept: BROWSER,
             length: body.len(),
             target: BARE_TARGET,
         };
-        table.push(plan.pair(&pair, a, b).await);
+        if pair.name.contains(&only) {
+            table.push(plan.pair(&pair, a, b).await);
+        }
     }
-    for (path, body) in paths.iter().zip(&answers).take(2) {
+    let tls_pairs = [
+        (paths[0], BROWSER, &answers[0]),
+        (paths[1], BROWSER, &answers[1]),
+        (paths[0], "identity", &identity),
+    ];
+    for (path, accept, body) in tls_pairs {
         let a = Target::plain("docent HTTPS", docent.pid(), docent.addr).tls(tls.clone());
         let b = Target::plain("docent HTTP", docent.pid(), docent.addr);
+        let coding = if accept == BROWSER { "" } else { ", identity" };
         let pair = Pair {
-            name: format!("HTTPS vs HTTP, GET {path}"),
+            name: format!("HTTPS vs HTTP, GET {path}{coding}"),
             path,
+            accept,
             length: body.len(),
             target: TLS_TARGET,
         };
-        table.push(plan.pair(&pair, a, b).await);
+        if pair.name.contains(&only) {
+            table.push(plan.pair(&pair, a, b).await);
+        }
     }
     println!(
         "\n{:44} {:>22} {:>22}  ratio: median (min-max)",
@@ -181,10 +205,13 @@ async fn furnish(docent: &Docent) {
     assert_eq!(status, StatusCode::OK, "seed the site document: {body:?}");
 }
 
+/// What a browser accepts (Chromium's `Accept-Encoding`).
+const BROWSER: &str = "gzip, deflate, br, zstd";
+
 /// The headers (but the date and length, which the server sets) and body of docent's answer.
-async fn answer_of(addr: SocketAddr, path: &str) -> (HeaderMap, Bytes) {
+async fn answer_of(addr: SocketAddr, path: &str, accept: &str) -> (HeaderMap, Bytes) {
     let mut conn = connect(addr, None).await;
-    let (status, mut headers, body) = send(&mut conn, request(Method::GET, path, None)).await;
+    let (status, mut headers, body) = send(&mut conn, get(path, accept)).await;
     assert_eq!(status, StatusCode::OK, "GET {path}: {body:?}");
     headers.remove(DATE);
     headers.remove(CONTENT_LENGTH);
@@ -374,6 +401,14 @@ async fn connect(addr: SocketAddr, tls: Option<&Arc<ClientConfig>>) -> Conn {
     conn
 }
 
+/// A GET of `path` accepting the content codings `accept`.
+fn get(path: &str, accept: &str) -> Request<Full<Bytes>> {
+    let mut req = request(Method::GET, path, None);
+    let accept = HeaderValue::from_str(accept).expect("Accept-Encoding");
+    req.headers_mut().insert(ACCEPT_ENCODING, accept);
+    req
+}
+
 fn request(method: Method, path: &str, json: Option<String>) -> Request<Full<Bytes>> {
     let mut req = Request::builder()
         .method(method)
@@ -510,6 +545,8 @@ fn cpu_ratio(a: &[Run], b: &[Run], with_generator: bool) -> f64 {
 struct Pair<'a> {
     name: String,
     path: &'a str,
+    /// The request's `Accept-Encoding`.
+    accept: &'static str,
     length: usize,
     target: f64,
 }
@@ -530,16 +567,17 @@ impl Plan {
     /// Loads `a` and `b` in interleaved rounds; prints each round and returns the pair's lines.
     async fn pair(&self, pair: &Pair<'_>, a: Target, b: Target) -> Measured {
         let (name, path, length) = (&pair.name, pair.path, pair.length);
+        let run = |target| self.run(target, path, pair.accept, length);
         let load_before = load_average();
         let (mut a_runs, mut b_runs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
         for round in 0..self.rounds {
             // A first in even rounds, B first in odd ones.
             let (ra, rb) = if round % 2 == 0 {
-                let ra = self.run(&a, path, length).await;
-                (ra, self.run(&b, path, length).await)
+                let ra = run(&a).await;
+                (ra, run(&b).await)
             } else {
-                let rb = self.run(&b, path, length).await;
-                (self.run(&a, path, length).await, rb)
+                let rb = run(&b).await;
+                (run(&a).await, rb)
             };
             let ratio = ra.per_sec() / rb.per_sec();
             let (sa, ca) = ra.cpu_per_request();
@@ -591,7 +629,7 @@ impl Plan {
 
     /// `connections` keep-alive connections, each sending its next GET as soon as the previous
     /// answer is read, for `secs`; every answer must be 200 with a body of `length` bytes.
-    async fn run(&self, target: &Target, path: &str, length: usize) -> Run {
+    async fn run(&self, target: &Target, path: &str, accept: &'static str, length: usize) -> Run {
         let mut conns = Vec::with_capacity(self.connections);
         for _ in 0..self.connections {
             conns.push(connect(target.addr, target.tls.as_ref()).await);
@@ -599,7 +637,7 @@ impl Plan {
         let server = target.pid.to_string();
         let (server_cpu, client_cpu) = (support::cpu_time(&server), support::cpu_time("self"));
         let (latencies, elapsed) = support::drive(conns, self.secs, |conn, deadline| {
-            worker(conn, path.to_string(), length, deadline)
+            worker(conn, path.to_string(), accept, length, deadline)
         })
         .await;
         Run {
@@ -611,11 +649,17 @@ impl Plan {
     }
 }
 
-async fn worker(mut conn: Conn, path: String, length: usize, deadline: Instant) -> Vec<Duration> {
+async fn worker(
+    mut conn: Conn,
+    path: String,
+    accept: &str,
+    length: usize,
+    deadline: Instant,
+) -> Vec<Duration> {
     let mut latencies = Vec::new();
     while Instant::now() < deadline {
         let t = Instant::now();
-        let (status, _, body) = send(&mut conn, request(Method::GET, &path, None)).await;
+        let (status, _, body) = send(&mut conn, get(&path, accept)).await;
         latencies.push(t.elapsed());
         assert_eq!(status, StatusCode::OK, "GET {path}: {body:?}");
         // The health answer holds the uptime: its length may grow by a digit.
@@ -667,7 +711,9 @@ const COUNTED_CONNECTIONS: usize = 8;
 /// Runs docent and the bare server under callgrind and prints, per route, the instructions and
 /// allocations per request of each over `requests` requests (and of docent over HTTPS).
 async fn instructions(requests: usize) {
-    let out = tempfile::tempdir().expect("temp dir");
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/throughput-callgrind");
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).expect("callgrind output directory");
     let wrapper = |name: &str| -> Vec<String> {
         vec![
             "valgrind".into(),
@@ -679,7 +725,7 @@ async fn instructions(requests: usize) {
             // thousands of instructions per request.
             "--collect-atstart=no".into(),
             "--toggle-collect=tokio::runtime::scheduler::multi_thread::worker::run".into(),
-            format!("--callgrind-out-file={}/{name}.%p", out.path().display()),
+            format!("--callgrind-out-file={}/{name}.%p", out.display()),
         ]
     };
     println!("throughput: counting instructions under callgrind, {requests} requests per route");
@@ -690,7 +736,7 @@ async fn instructions(requests: usize) {
     let bare_dir = tempfile::tempdir().expect("temp dir");
     let mut lengths = Vec::new();
     for (i, path) in paths.iter().enumerate() {
-        let (headers, body) = answer_of(docent.addr, path).await;
+        let (headers, body) = answer_of(docent.addr, path, BROWSER).await;
         write_route(bare_dir.path(), i, path, &headers, &body);
         lengths.push(body.len());
     }
@@ -702,7 +748,7 @@ async fn instructions(requests: usize) {
     let bare_http = Target::plain("bare hyper", bare_pid, bare.addr);
     let mut lines = Vec::new();
     for (path, &length) in paths.iter().zip(&lengths) {
-        let count = |t: &Target| counted(t.clone(), out.path(), path, length, requests);
+        let count = |t: &Target| counted(t.clone(), &out, path, length, requests);
         let (d, b) = (count(&docent_http).await, count(&bare_http).await);
         let https = if *path == "/api/data" {
             String::new()
@@ -755,8 +801,7 @@ async fn counted(
                 let path = path.to_string();
                 tokio::spawn(async move {
                     for _ in 0..n {
-                        let (status, _, body) =
-                            send(&mut conn, request(Method::GET, &path, None)).await;
+                        let (status, _, body) = send(&mut conn, get(&path, BROWSER)).await;
                         assert_eq!(status, StatusCode::OK, "GET {path}");
                         assert!(
                             body.len().abs_diff(length) <= 2,
@@ -783,6 +828,11 @@ async fn counted(
     drop(conns);
     let dump = newest_dump(out, target.pid);
     let (instructions, allocations) = read_dump(&dump);
+    assert!(
+        instructions > 0,
+        "no instructions counted in {}: is the binary stripped (CARGO_PROFILE_RELEASE_STRIP=false)?",
+        dump.display()
+    );
     let n = (per_connection * COUNTED_CONNECTIONS) as f64;
     println!(
         "throughput (callgrind): {} GET {path}{}: {:.0} instructions, {:.1} allocations per request",

@@ -1,6 +1,5 @@
 //! Characters, their images, idle clips and knowledge.
 
-use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Request, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -14,7 +13,7 @@ use super::auth::Admin;
 use super::error::{ApiError, ApiResult};
 use super::extract::{JsonBody, Params, QueryArgs, check_length, read_body};
 use super::statuses;
-use super::{AppState, JSON, blocking, files};
+use super::{AppState, blocking, files};
 use crate::config::Limits;
 use crate::engine::characters::{Activation, CharacterInput, CharacterView, ImageView};
 use crate::engine::knowledge::{Upload, extract::mime_for};
@@ -74,9 +73,9 @@ pub fn routes(limits: &Limits) -> Router<AppState> {
 
 #[utoipa::path(get, path = "/api/v1/characters", tag = "characters",
     responses((status = 200, description = "Every character", body = Vec<CharacterView>)))]
-async fn list(State(s): State<AppState>) -> ApiResult<Response> {
-    let json = s.engine.characters_json()?;
-    Ok(([(CONTENT_TYPE, JSON)], Body::from(json)).into_response())
+async fn list(State(s): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
+    Ok(s.characters_gzip
+        .answer(&headers, s.engine.characters_json()?))
 }
 
 #[utoipa::path(post, path = "/api/v1/characters", tag = "characters",

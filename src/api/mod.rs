@@ -17,6 +17,7 @@ mod extract;
 mod files;
 mod fleet;
 mod grpc;
+mod gzip;
 pub mod listen;
 pub mod mdns;
 mod openapi;
@@ -82,6 +83,8 @@ pub struct Reach {
     tls: std::sync::OnceLock<Arc<tls::Tls>>,
     /// Request bodies being received at once (`request_body_budget_bytes`).
     bodies: Arc<extract::BodyBudget>,
+    health: system::HealthCache,
+    characters_gzip: gzip::Gzipped,
 }
 
 impl AppState {
@@ -101,6 +104,8 @@ impl AppState {
             logins,
             tls: Default::default(),
             bodies: Arc::new(extract::BodyBudget::new(body_budget)),
+            health: Default::default(),
+            characters_gzip: Default::default(),
         }))
     }
 }
@@ -277,7 +282,7 @@ where
         inner(charged(state, req, peer)).await
     };
     let h = res.headers_mut();
-    h.insert(VARY, HeaderValue::from_static("Origin"));
+    h.append(VARY, HeaderValue::from_static("Origin"));
     match origin {
         Some(o) if allowed => {
             h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, o);

@@ -414,54 +414,115 @@ fn no_tls() -> ApiError {
     responses((status = 200, description = "Health, providers and devices", body = Object)))]
 async fn health(State(s): State<AppState>) -> ApiResult<Response> {
     let e = &s.engine;
-    let sessions = e.session_count().unwrap_or(0);
     let probes = e.reachability().await;
-    let stages = e.provider_health(&probes);
-    let reasons: Vec<&str> = stages.iter().filter_map(|h| h.error.as_deref()).collect();
-    let characters = e.characters_not_on_this_kiosk()?;
-    let health = Health {
-        admin_auth: if e.has_admin_password() {
-            "password"
-        } else {
-            "setup"
-        },
-        characters_not_on_this_kiosk: characters
-            .iter()
-            .map(|(id, name, fields)| ForeignCharacter { fields, id, name })
-            .collect(),
+    let inputs = HealthInputs {
+        admin_password: e.has_admin_password(),
+        foreign: e.characters_not_on_this_kiosk()?,
         device: s.devices.health.get(),
-        firmware: Firmware {
-            data: e.data_fell_back(),
-            update: e.updates.outcome().map(|o| o.sentence()),
-            version: e.updates.firmware_version(),
-        },
         inference_connected: probes.iter().all(|c| c.ok),
-        providers: stages
-            .iter()
-            .map(|h| {
-                let state = StageState {
-                    error: h.error.as_deref(),
-                    last_call: h.last_call.as_ref(),
-                    ok: h.ok,
-                    provider: h.provider,
-                };
-                (h.stage, state)
-            })
-            .collect(),
-        status: if reasons.is_empty() { "ok" } else { "degraded" },
-        reasons,
-        sessions,
+        outcome: e.updates.outcome(),
+        sessions: e.session_count().unwrap_or(0),
+        stages: e.provider_health(&probes),
         uptime_s: e.started.elapsed().as_secs(),
-        version: env!("CARGO_PKG_VERSION"),
     };
-    // Room for the usual answer: the buffer does not grow (and move) while it is written.
-    let mut body = Vec::with_capacity(HEALTH_BYTES);
-    serde_json::to_writer(&mut body, &health).expect("health serialises");
+    let body = s.health.answer(inputs, |inputs| {
+        // Room for the usual answer: the buffer does not grow (and move) while it is written.
+        let mut body = Vec::with_capacity(HEALTH_BYTES);
+        serde_json::to_writer(&mut body, &inputs.health(e)).expect("health serialises");
+        body.into()
+    });
     Ok(([(CONTENT_TYPE, super::JSON)], body).into_response())
 }
 
 /// What a health answer usually takes (some 400 bytes; more with problems to report).
 const HEALTH_BYTES: usize = 1024;
+
+/// What a health answer says, gathered per poll; it is serialised again only when it differs
+/// from the last poll's (most polls find nothing changed but nothing older than a second).
+#[derive(PartialEq)]
+struct HealthInputs {
+    admin_password: bool,
+    foreign: Vec<(String, String, Vec<crate::engine::characters::ForeignField>)>,
+    device: crate::device::DeviceHealth,
+    inference_connected: bool,
+    outcome: Option<crate::engine::update::Outcome>,
+    sessions: usize,
+    stages: Vec<crate::engine::providers::StageHealth>,
+    uptime_s: u64,
+}
+
+impl HealthInputs {
+    fn health<'a>(&'a self, e: &'a crate::engine::Engine) -> Health<'a> {
+        Health {
+            admin_auth: if self.admin_password {
+                "password"
+            } else {
+                "setup"
+            },
+            characters_not_on_this_kiosk: self
+                .foreign
+                .iter()
+                .map(|(id, name, fields)| ForeignCharacter { fields, id, name })
+                .collect(),
+            device: &self.device,
+            firmware: Firmware {
+                data: e.data_fell_back(),
+                update: self.outcome.as_ref().map(|o| o.sentence()),
+                version: e.updates.firmware_version(),
+            },
+            inference_connected: self.inference_connected,
+            providers: self
+                .stages
+                .iter()
+                .map(|h| {
+                    let state = StageState {
+                        error: h.error.as_deref(),
+                        last_call: h.last_call.as_ref(),
+                        ok: h.ok,
+                        provider: h.provider,
+                    };
+                    (h.stage, state)
+                })
+                .collect(),
+            status: if self.stages.iter().all(|h| h.ok) {
+                "ok"
+            } else {
+                "degraded"
+            },
+            reasons: self
+                .stages
+                .iter()
+                .filter_map(|h| h.error.as_deref())
+                .collect(),
+            sessions: self.sessions,
+            uptime_s: self.uptime_s,
+            version: env!("CARGO_PKG_VERSION"),
+        }
+    }
+}
+
+/// The last health answer and what it was made of.
+#[derive(Default)]
+pub(super) struct HealthCache(std::sync::Mutex<Option<(HealthInputs, Bytes)>>);
+
+impl HealthCache {
+    /// The answer for `inputs`: the last one when they are the same, else `serialise`'s.
+    fn answer(
+        &self,
+        inputs: HealthInputs,
+        serialise: impl FnOnce(&HealthInputs) -> Bytes,
+    ) -> Bytes {
+        let lock = || self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((last, body)) = &*lock()
+            && *last == inputs
+        {
+            return body.clone();
+        }
+        let body = serialise(&inputs);
+        *lock() = Some((inputs, body.clone()));
+        body
+    }
+}
 
 /// The health answer, serialised from borrowed parts in one pass (a poll builds no JSON
 /// tree); fields in the order of their names, as a JSON object's.
@@ -469,7 +530,7 @@ const HEALTH_BYTES: usize = 1024;
 struct Health<'a> {
     admin_auth: &'static str,
     characters_not_on_this_kiosk: Vec<ForeignCharacter<'a>>,
-    device: crate::device::DeviceHealth,
+    device: &'a crate::device::DeviceHealth,
     firmware: Firmware<'a>,
     inference_connected: bool,
     providers: std::collections::BTreeMap<&'static str, StageState<'a>>,

@@ -67,7 +67,7 @@ editable_fields! {
 }
 
 /// A provider field of a character that names one of the original front end's providers.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ForeignField {
     pub field: &'static str,
     pub provider: &'static str,

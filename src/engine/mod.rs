@@ -65,6 +65,8 @@ pub struct Engine {
     last_used: access::LastUsed,
     reachability: providers::Reachability,
     last_calls: providers::LastCalls,
+    /// The open sessions counted, with the store version counted at (a health poll's count).
+    session_count: std::sync::Mutex<Option<(u64, usize)>>,
     /// Firmware updates through RAUC.
     pub updates: Arc<update::Updates>,
     /// The fleet client's state (hawkBit), which the console shows.
@@ -132,6 +134,7 @@ impl Engine {
             last_used: access::LastUsed::default(),
             reachability: providers::Reachability::default(),
             last_calls: providers::LastCalls::default(),
+            session_count: Default::default(),
             updates,
             fleet: fleet::Fleet::default(),
             site_document: site::DocumentCache::default(),

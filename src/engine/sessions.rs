@@ -264,10 +264,21 @@ impl Engine {
         session.owner == Owner::Admin && self.has_admin_password()
     }
 
-    /// How many sessions are open (cheap: no record is decoded).
+    /// How many sessions are open: counted again only after a write, so that health polls
+    /// read no table.
     pub fn session_count(&self) -> Result<usize> {
+        let version = self.store.version();
+        let counted = self.session_count.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, count)) = *counted
+            && at == version
+        {
+            return Ok(count);
+        }
+        drop(counted);
         let tx = self.store.read()?;
-        Ok(tx.open_table(SESSIONS)?.len()? as usize)
+        let count = tx.open_table(SESSIONS)?.len()? as usize;
+        *self.session_count.lock().unwrap_or_else(|e| e.into_inner()) = Some((version, count));
+        Ok(count)
     }
 
     /// The open sessions `caller` may watch (an administrator: all), newest first.

@@ -15,6 +15,7 @@ pub mod tables;
 
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, WriteTransaction};
 use serde::Serialize;
@@ -138,6 +139,31 @@ pub struct Store {
     cache_bytes: usize,
     /// Set when this start opened the copy kept before a newer version migrated the data.
     pub fell_back: Option<String>,
+    /// Write transactions committed since the store was opened ([`Store::version`]).
+    commits: AtomicU64,
+}
+
+/// A write transaction of the store. Committing it through [`Write::commit`] moves
+/// [`Store::version`] on, so that what is derived from the data can be cached against it.
+pub struct Write<'a> {
+    tx: WriteTransaction,
+    commits: &'a AtomicU64,
+}
+
+impl Write<'_> {
+    pub fn commit(self) -> std::result::Result<(), redb::CommitError> {
+        self.tx.commit()?;
+        self.commits.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for Write<'_> {
+    type Target = WriteTransaction;
+
+    fn deref(&self) -> &WriteTransaction {
+        &self.tx
+    }
 }
 
 impl Store {
@@ -186,6 +212,7 @@ impl Store {
             dir: dir.to_path_buf(),
             cache_bytes,
             fell_back,
+            commits: AtomicU64::new(0),
         };
         store.migrate(schema)?;
         store.collect_garbage()?;
@@ -213,9 +240,20 @@ impl Store {
     }
 
     /// Begins a write transaction if the partition still has its reserve.
-    pub fn write(&self) -> Result<WriteTransaction> {
+    pub fn write(&self) -> Result<Write<'_>> {
         self.blobs.check_space()?;
-        self.with_db(|db| db.begin_write())
+        let tx = self.with_db(|db| db.begin_write())?;
+        Ok(Write {
+            tx,
+            commits: &self.commits,
+        })
+    }
+
+    /// A number that changes whenever a write transaction commits. A value derived from the
+    /// data and kept with the version read *before* reading the data is still true while the
+    /// version is the same.
+    pub fn version(&self) -> u64 {
+        self.commits.load(Ordering::Acquire)
     }
 
     /// Runs `begin` on the database. After an I/O failure redb refuses every new write

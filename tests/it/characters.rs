@@ -609,6 +609,71 @@ async fn list_is_oldest_first_and_get_one_is_200_or_404() {
     }
 }
 
+/// The list is the largest answer the console polls: a browser (which accepts gzip) gets it
+/// compressed, the same list as without, and a new one after a change; a client that refuses
+/// gzip gets it plain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_list_is_gzipped_for_a_client_that_accepts_it() {
+    use std::io::Read;
+    let s = Server::start().await;
+    for i in 0..10 {
+        s.character(&format!("c{i:02}")).await;
+    }
+    let fetch = |accept: &'static str| {
+        let request = s
+            .get("/api/v1/characters")
+            .header("accept-encoding", accept);
+        async move {
+            let res = request.send().await.unwrap();
+            assert_eq!(res.status(), 200);
+            let headers = res.headers().clone();
+            (headers, res.bytes().await.unwrap())
+        }
+    };
+    let gunzip = |bytes: &[u8]| {
+        let mut json = Vec::new();
+        flate2::read::GzDecoder::new(bytes)
+            .read_to_end(&mut json)
+            .expect("a gzip stream");
+        json
+    };
+    let vary = |h: &HeaderMap| -> Vec<String> {
+        h.get_all("vary")
+            .iter()
+            .map(|v| v.to_str().unwrap().to_ascii_lowercase())
+            .collect()
+    };
+
+    let (plain_headers, plain) = fetch("identity").await;
+    assert!(plain_headers.get("content-encoding").is_none());
+    assert_eq!(vary(&plain_headers), ["accept-encoding", "origin"]);
+    for accept in ["gzip, deflate, br, zstd", "br;q=1.0, gzip;q=0.8"] {
+        let (headers, gzipped) = fetch(accept).await;
+        assert_eq!(headers["content-encoding"], "gzip", "{accept}");
+        assert_eq!(headers["content-type"], "application/json");
+        assert_eq!(vary(&headers), ["accept-encoding", "origin"]);
+        assert_eq!(gunzip(&gzipped), plain, "the same list");
+        assert!(
+            gzipped.len() * 3 < plain.len(),
+            "{} bytes of {}",
+            gzipped.len(),
+            plain.len()
+        );
+    }
+    let (refused, _) = fetch("gzip;q=0, identity").await;
+    assert!(refused.get("content-encoding").is_none());
+
+    let added = s.character("after").await;
+    let (_, gzipped) = fetch("gzip").await;
+    let list: Value = serde_json::from_slice(&gunzip(&gzipped)).unwrap();
+    let last = list.as_array().unwrap().last().unwrap();
+    assert_eq!(
+        last["id"],
+        added.as_str(),
+        "compressed again after a change"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn put_replaces_the_editable_fields_only() {
     let s = Server::start().await;

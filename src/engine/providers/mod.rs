@@ -270,7 +270,7 @@ impl LastCalls {
 
 /// The health of the provider of one stage: what is configured, whether it is usable, why not,
 /// and its last real call.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StageHealth {
     pub stage: &'static str,
     pub provider: &'static str,
@@ -594,7 +594,6 @@ impl Engine {
                     Choice::Kiosk(p) => self.last_calls.get(stage, p),
                     Choice::Foreign(_) => None,
                 };
-                let probe = format!("{}:{}", stage.name(), provider.id());
                 let problem = match provider {
                     Choice::Foreign(f) => Some(format!("{} {NOT_ON_THIS_KIOSK}", f.id())),
                     Choice::Kiosk(p) => match p.service(stage) {
@@ -605,7 +604,9 @@ impl Engine {
                 .or_else(|| {
                     probes
                         .iter()
-                        .find(|c| c.name == probe && !c.ok)
+                        .find(|c| {
+                            !c.ok && c.name.split_once(':') == Some((stage.name(), provider.id()))
+                        })
                         .map(|c| c.error.clone().unwrap_or_else(|| "unreachable".into()))
                 })
                 .or_else(|| {
