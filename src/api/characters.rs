@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::auth::Admin;
 use super::error::{ApiError, ApiResult};
 use super::extract::{JsonBody, Params, QueryArgs, check_length, read_body};
+use super::gzip::AcceptsGzip;
 use super::statuses;
 use super::{AppState, blocking, files};
 use crate::config::Limits;
@@ -73,9 +74,8 @@ pub fn routes(limits: &Limits) -> Router<AppState> {
 
 #[utoipa::path(get, path = "/api/v1/characters", tag = "characters",
     responses((status = 200, description = "Every character", body = Vec<CharacterView>)))]
-async fn list(State(s): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
-    Ok(s.characters_gzip
-        .answer(&headers, s.engine.characters_json()?))
+async fn list(State(s): State<AppState>, accepts: AcceptsGzip) -> ApiResult<Response> {
+    Ok(s.characters_gzip.answer(accepts, s.engine.characters_json()?))
 }
 
 #[utoipa::path(post, path = "/api/v1/characters", tag = "characters",

@@ -7,20 +7,33 @@ use std::io::Write;
 use std::sync::Mutex;
 
 use axum::body::{Body, Bytes};
+use axum::extract::FromRequestParts;
 use axum::http::header::{ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_TYPE, VARY};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
+
+/// Whether the request accepts a gzipped answer (read from its headers, which are not copied).
+pub struct AcceptsGzip(bool);
+
+impl<S: Sync> FromRequestParts<S> for AcceptsGzip {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(AcceptsGzip(accepts_gzip(&parts.headers)))
+    }
+}
 
 /// The last list compressed and its gzip.
 #[derive(Default)]
 pub struct Gzipped(Mutex<Option<(Bytes, Bytes)>>);
 
 impl Gzipped {
-    /// `json` as a JSON answer, gzipped when `request` accepts it.
-    pub fn answer(&self, request: &HeaderMap, json: Bytes) -> Response {
+    /// `json` as a JSON answer, gzipped when the request accepts it.
+    pub fn answer(&self, accepts: AcceptsGzip, json: Bytes) -> Response {
         let vary = (VARY, HeaderValue::from_static("accept-encoding"));
         let content_type = (CONTENT_TYPE, super::JSON);
-        if !accepts_gzip(request) {
+        if !accepts.0 {
             return ([content_type, vary], Body::from(json)).into_response();
         }
         let gzip = (CONTENT_ENCODING, HeaderValue::from_static("gzip"));
