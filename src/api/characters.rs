@@ -75,7 +75,8 @@ pub fn routes(limits: &Limits) -> Router<AppState> {
 #[utoipa::path(get, path = "/api/v1/characters", tag = "characters",
     responses((status = 200, description = "Every character", body = Vec<CharacterView>)))]
 async fn list(State(s): State<AppState>, accepts: AcceptsGzip) -> ApiResult<Response> {
-    Ok(s.characters_gzip.answer(accepts, s.engine.characters_json()?))
+    Ok(s.characters_gzip
+        .answer(accepts, s.engine.characters_json()?))
 }
 
 #[utoipa::path(post, path = "/api/v1/characters", tag = "characters",
