@@ -199,8 +199,8 @@ const CLARIFY_TTL: Duration = Duration::from_secs(120);
 struct Asked {
     character_id: String,
     epoch: u64,
-    /// The two topics offered, the likelier first.
-    labels: (String, String),
+    /// The topics offered: two, the likelier first, or one to confirm.
+    labels: (String, Option<String>),
     /// The question that was not clear.
     question: String,
     at: Instant,
@@ -489,10 +489,11 @@ impl Engine {
 
     /// The offline engine's reply in a live session: as `offline_answer`, but when two topics
     /// are too close to choose between, it asks which one is meant ("Do you mean ...?"), and
-    /// the session's next question answers that ("yes", "no", or a topic's word): the topic
-    /// chosen answers the question first asked. Never two clarifying questions in a row: a
-    /// reply that chooses neither is taken as a new question, answered or not. Call it on the
-    /// blocking pool.
+    /// when one unsure word alone chose a topic, whether that one is meant ("Do you mean
+    /// toilets?"); the session's next question answers that ("yes", "no", or a topic's word):
+    /// the topic chosen answers the question first asked. Never two clarifying questions in a
+    /// row: a reply that chooses none is taken as a new question, answered or not. Call it on
+    /// the blocking pool.
     pub fn offline_reply(
         &self,
         session_id: &str,
@@ -512,30 +513,29 @@ impl Engine {
         }
         let topics = self.offline_topics(character_id).ok()?;
         if let Some(asked) = asked {
-            let (a, b) = (asked.labels.0.as_str(), asked.labels.1.as_str());
+            let (a, b) = (asked.labels.0.as_str(), asked.labels.1.as_deref());
             return match answer::choose(question, (a, b)) {
                 Some(label) => topics.answer_about(label, &asked.question),
                 None => topics.answer(question, sure),
             };
         }
-        match topics.understand(question, sure) {
-            answer::Understood::Answer(a) => Some(a),
-            answer::Understood::Nothing => None,
-            answer::Understood::Either(a, b) => {
-                let text = answer::either_question(&a, &b);
-                self.clarifying.0.lock().expect("clarifying lock").insert(
-                    session_id.to_string(),
-                    Asked {
-                        character_id: character_id.to_string(),
-                        epoch,
-                        labels: (a, b),
-                        question: question.to_string(),
-                        at: Instant::now(),
-                    },
-                );
-                Some(text)
-            }
-        }
+        let (text, labels) = match topics.understand(question, sure) {
+            answer::Understood::Answer(a) => return Some(a),
+            answer::Understood::Nothing => return None,
+            answer::Understood::Either(a, b) => (answer::either_question(&a, &b), (a, Some(b))),
+            answer::Understood::Confirm(a) => (answer::confirm_question(&a), (a, None)),
+        };
+        self.clarifying.0.lock().expect("clarifying lock").insert(
+            session_id.to_string(),
+            Asked {
+                character_id: character_id.to_string(),
+                epoch,
+                labels,
+                question: question.to_string(),
+                at: Instant::now(),
+            },
+        );
+        Some(text)
     }
 
     /// The providers of each stage, with availability measured now.
