@@ -139,32 +139,33 @@ async fn run() {
     };
     let only = std::env::var("DOCENT_BENCH_ONLY").unwrap_or_default();
     let coding = |accept| if accept == IDENTITY { ", identity" } else { "" };
-    let mut table = Vec::new();
+    let docent_as = |name| Target::plain(name, docent.pid(), docent.addr);
+    let bare_pid = bare.child.id().expect("running");
+    let pair = |name: String, (path, accept), length, target| Pair {
+        name: format!("{name}{}", coding(accept)),
+        path,
+        accept,
+        length,
+        target,
+    };
+    let mut pairs = Vec::new();
     for (&(path, accept), &length) in routes.iter().zip(&answers) {
-        let a = Target::plain("docent", docent.pid(), docent.addr);
-        let b = Target::plain("bare hyper", bare.child.id().expect("running"), bare.addr);
-        let pair = Pair {
-            name: format!("GET {path}{}", coding(accept)),
-            path,
-            accept,
-            length,
-            target: BARE_TARGET,
-        };
-        if pair.name.contains(&only) {
-            table.push(plan.pair(&pair, a, b).await);
-        }
+        let name = format!("GET {path}");
+        let bare = Target::plain("bare hyper", bare_pid, bare.addr);
+        let p = pair(name, (path, accept), length, BARE_TARGET);
+        pairs.push((p, docent_as("docent"), bare));
     }
     for i in [0, 2, 1] {
-        let ((path, accept), length) = (routes[i], answers[i]);
-        let a = Target::plain("docent HTTPS", docent.pid(), docent.addr).tls(tls.clone());
-        let b = Target::plain("docent HTTP", docent.pid(), docent.addr);
-        let pair = Pair {
-            name: format!("HTTPS vs HTTP, GET {path}{}", coding(accept)),
-            path,
-            accept,
-            length,
-            target: TLS_TARGET,
-        };
+        let name = format!("HTTPS vs HTTP, GET {}", routes[i].0);
+        let p = pair(name, routes[i], answers[i], TLS_TARGET);
+        pairs.push((
+            p,
+            docent_as("docent HTTPS").tls(tls.clone()),
+            docent_as("docent HTTP"),
+        ));
+    }
+    let mut table = Vec::new();
+    for (pair, a, b) in pairs {
         if pair.name.contains(&only) {
             table.push(plan.pair(&pair, a, b).await);
         }
@@ -329,15 +330,7 @@ impl Bare {
 /// Starts the bare server on the routes of `dir`, run by `wrapper` when one is given.
 async fn spawn_bare(dir: &Path, wrapper: &[String]) -> Bare {
     let this = std::env::current_exe().expect("this bench");
-    let mut command = match wrapper.split_first() {
-        Some((program, args)) => {
-            let mut command = Command::new(program);
-            command.args(args).arg(this);
-            command
-        }
-        None => Command::new(this),
-    };
-    let mut child = command
+    let mut child = support::wrapped(wrapper, this)
         .env(BARE, dir)
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)

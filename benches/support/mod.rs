@@ -56,14 +56,7 @@ impl Docent {
         // Another build of docent (an earlier commit's, to compare) when one is named.
         let binary = std::env::var_os("DOCENT_BENCH_BINARY")
             .unwrap_or_else(|| env!("CARGO_BIN_EXE_docent").into());
-        let mut command = match wrapper.split_first() {
-            Some((program, args)) => {
-                let mut command = Command::new(program);
-                command.args(args).arg(binary);
-                command
-            }
-            None => Command::new(binary),
-        };
+        let mut command = wrapped(wrapper, binary);
         if let Some(p) = password {
             command.env("ADMIN_PASSWORD", p);
         } else {
@@ -207,4 +200,16 @@ pub async fn get_json(http: &reqwest::Client, url: &str) -> serde_json::Value {
         .json()
         .await
         .expect("a JSON body")
+}
+
+/// A command running `program`, under `wrapper` (a profiler and its arguments) when one is given.
+pub fn wrapped(wrapper: &[String], program: impl AsRef<std::ffi::OsStr>) -> Command {
+    match wrapper.split_first() {
+        Some((tool, args)) => {
+            let mut command = Command::new(tool);
+            command.args(args).arg(program);
+            command
+        }
+        None => Command::new(program),
+    }
 }
