@@ -438,7 +438,7 @@ async fn health(State(s): State<AppState>) -> ApiResult<Response> {
 const HEALTH_BYTES: usize = 1024;
 
 /// What a health answer says, gathered per poll; it is serialised again only when it differs
-/// from the last poll's (most polls find nothing changed but nothing older than a second).
+/// from the last poll's (between two polls usually nothing changes, the uptime counts seconds).
 #[derive(PartialEq)]
 struct HealthInputs {
     admin_password: bool,
