@@ -130,11 +130,14 @@ pub async fn run_with_firmware(
     });
     let restart = engine.restart_token();
     let restarting = restart.clone();
+    let indexer = engine.clone();
     let shutdown = async move {
         tokio::select! {
             _ = shutdown => {}
             _ = restarting.cancelled() => {}
         }
+        // Interrupted indexing resumes at the next start; it must not finish during the stop.
+        indexer.knowledge.abandon();
     };
     let served = api::serve(
         listener,

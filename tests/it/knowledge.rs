@@ -1083,7 +1083,7 @@ async fn indexing_interrupted_by_a_restart_resumes() {
     let cid = s.character("Restart").await;
     let big = format!(
         "{}\nThe submarine exhibit reopens in spring.\n",
-        filler(1 << 20)
+        filler(4 << 20)
     );
     let created = upload_ok(
         &s,
@@ -1094,7 +1094,7 @@ async fn indexing_interrupted_by_a_restart_resumes() {
         ],
     )
     .await;
-    // Stopping abandons the run in progress: indexing 1 MiB takes far longer than this.
+    // The stop abandons the run in progress: indexing 4 MiB takes far longer than asking to stop.
     let dir = s.stop().await;
 
     let s = Server::start_in(dir, |_| {}).await;

@@ -104,11 +104,17 @@ impl Indexer {
     /// store). A run in progress is abandoned before it commits; its source stays `indexing`
     /// and is indexed again at the next start. Blocks for at most the rest of one extraction.
     pub fn stop(&self) {
-        self.stopping.store(true, Ordering::SeqCst);
+        self.abandon();
         self.wake.lock().expect("indexer lock").take();
         if let Some(thread) = self.thread.lock().expect("indexer lock").take() {
             let _ = thread.join();
         }
+    }
+
+    /// Marks the run in progress as abandoned without waiting for the thread: asked as soon as
+    /// the kiosk is told to stop, so that no indexing commits while the front doors drain.
+    pub fn abandon(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
     }
 
     fn stopping(&self) -> bool {
