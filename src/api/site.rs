@@ -457,6 +457,11 @@ impl ImageCache {
         if inner.purges != purges_at_read {
             return;
         }
+        // Two requests that missed together both fill: the second replaces the first, and must
+        // not push out another image to make room for a copy that is about to go.
+        if let Some(old) = inner.entries.remove(&url) {
+            inner.used -= old.body.len() + url.len();
+        }
         while inner.used + size > self.capacity {
             let Some(oldest) = inner
                 .entries
@@ -472,9 +477,7 @@ impl ImageCache {
         inner.tick += 1;
         entry.last_used = inner.tick;
         inner.used += size;
-        if let Some(old) = inner.entries.insert(url.clone(), entry) {
-            inner.used -= old.body.len() + url.len();
-        }
+        inner.entries.insert(url, entry);
     }
 
     fn purge(&self, key: &str) {
@@ -745,6 +748,16 @@ mod tests {
         assert!(c.get("/a").is_some() && c.get("/c").is_some());
         c.insert("/big".into(), entry("big", 1000), 0);
         assert!(c.get("/big").is_none(), "larger than the whole cache");
+    }
+
+    #[test]
+    fn a_second_fill_of_the_same_url_replaces_it_and_evicts_nothing() {
+        let c = ImageCache::new(220);
+        c.insert("/b".into(), entry("b", 100), 0);
+        c.insert("/a".into(), entry("a", 100), 0);
+        c.insert("/a".into(), entry("a", 100), 0);
+        assert!(c.get("/b").is_some(), "b made way for a second copy of a");
+        assert_eq!(c.inner.lock().unwrap().used, 2 * (100 + 2));
     }
 
     #[test]

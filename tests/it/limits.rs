@@ -320,7 +320,6 @@ async fn the_image_store_takes_only_images_and_serves_them_inert() {
     }
 }
 
-#[ignore = "flaky beside the other tests (a cache fill races the read that should find it); run alone"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn query_strings_do_not_multiply_cached_images() {
     // Room for about two copies of the image: a query-keyed cache would push `b` out with
