@@ -198,23 +198,32 @@ async fn start_check(
     }
 }
 
-/// Whether the listener answers a health request.
+/// Whether the listener answers a health request: one HTTP/1.1 GET over loopback, written
+/// here because an HTTP client would first load the system's root certificates (some 20M
+/// instructions at every start) for a request that uses no TLS.
 async fn serves(mut addr: std::net::SocketAddr) -> Result<(), String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     if addr.ip().is_unspecified() {
         addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
     }
-    let client = reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(10))
-        .build()
-        .map_err(|e| e.to_string())?;
-    match client
-        .get(format!("http://{addr}/api/v1/health"))
-        .send()
-        .await
-    {
-        Ok(r) if r.status().is_success() => Ok(()),
-        Ok(r) => Err(format!("its API answered {}", r.status())),
-        Err(e) => Err(format!("its API did not answer: {e}")),
+    let ask = async {
+        let mut conn = tokio::net::TcpStream::connect(addr).await?;
+        let request =
+            format!("GET /api/v1/health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        conn.write_all(request.as_bytes()).await?;
+        // "HTTP/1.1 200 "
+        let mut status_line = [0u8; 13];
+        conn.read_exact(&mut status_line).await?;
+        Ok::<_, std::io::Error>(status_line)
+    };
+    match tokio::time::timeout(std::time::Duration::from_secs(10), ask).await {
+        Ok(Ok(line)) if line.starts_with(b"HTTP/1.1 2") => Ok(()),
+        Ok(Ok(line)) => Err(format!(
+            "its API answered {}",
+            String::from_utf8_lossy(&line).trim_end()
+        )),
+        Ok(Err(e)) => Err(format!("its API did not answer: {e}")),
+        Err(_) => Err("its API did not answer within 10 s".into()),
     }
 }
 
