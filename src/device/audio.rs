@@ -539,6 +539,12 @@ fn capture_thread(
     out: mpsc::UnboundedSender<Captured>,
     health: Arc<AudioHealth>,
 ) {
+    // Tried once at the start, so that health tells staff of a missing microphone before a
+    // visitor's press finds it.
+    if let Err(e) = open_pcm(&setup.capture, Direction::Capture, false, setup.sim) {
+        tracing::warn!("microphone: {e}");
+        health.set(true, Some(e));
+    }
     let mut next = idle(&setup, &rx, &health);
     while let Some(cmd) = next.take() {
         match cmd {

@@ -434,11 +434,13 @@ async fn the_button_route_needs_a_simulated_button() {
         .post_json("/api/v1/internal/device/ptt", json!({"pressed": true}), 409)
         .await;
     crate::support::assert_error(&v);
-    // The audio threads open their devices after the start: their failure comes a moment later.
+    // The audio threads open their devices after the start: their failure comes a moment later,
+    // the microphone's too, though nobody has pressed the button.
     let start = Instant::now();
     let health = loop {
         let health = real.get_json("/api/v1/health", 200).await["device"].clone();
-        if health["audio"].as_str().unwrap().contains("playback")
+        let audio = health["audio"].as_str().unwrap();
+        if (audio.contains("playback") && audio.contains("capture"))
             || start.elapsed() > Duration::from_secs(10)
         {
             break health;
@@ -449,8 +451,9 @@ async fn the_button_route_needs_a_simulated_button() {
         health["ptt"].as_str().unwrap().starts_with("absent"),
         "{health}"
     );
+    let audio = health["audio"].as_str().unwrap();
     assert!(
-        health["audio"].as_str().unwrap().contains("playback"),
+        audio.contains("playback") && audio.contains("capture"),
         "{health}"
     );
 }
