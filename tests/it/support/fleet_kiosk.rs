@@ -14,6 +14,7 @@ use sha2::Digest as _;
 use tokio::sync::watch;
 
 use super::fake_hawkbit::{CONTROLLER, FakeHawkbit, TENANT};
+
 /// The update service of these tests.
 pub struct TestFirmware {
     data_dir: PathBuf,
