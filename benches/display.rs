@@ -11,6 +11,8 @@
 //! 2. CPU share while idling: the real player thread loops a 25 fps clip on an in-memory
 //!    screen for a few seconds; the process's CPU time (getrusage) over the wall time.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,14 +28,6 @@ use docent::engine::live::Status;
 const FRAMES: usize = 50;
 const PASSES: usize = 4;
 const IDLE_SECS: u64 = 5;
-
-fn cpu_time() -> Duration {
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid rusage to fill.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(u.ru_utime) + tv(u.ru_stime)
-}
 
 /// CPU time of the calling thread: frame costs measured this way hold up on a busy machine,
 /// where wall-clock times also count the time the thread waited for a core.
@@ -165,9 +159,9 @@ fn idle_cpu(clip_size: (u16, u16), screen: (u32, u32), mp4: &[u8]) -> f64 {
     .unwrap();
     // Let it settle, then measure.
     std::thread::sleep(Duration::from_millis(500));
-    let (c0, t0, f0) = (cpu_time(), Instant::now(), mem.frame_count());
+    let (c0, t0, f0) = (support::own_cpu_time(), Instant::now(), mem.frame_count());
     std::thread::sleep(Duration::from_secs(IDLE_SECS));
-    let (c1, t1, f1) = (cpu_time(), Instant::now(), mem.frame_count());
+    let (c1, t1, f1) = (support::own_cpu_time(), Instant::now(), mem.frame_count());
     drop(tx);
     let _ = player.join();
     let share = (c1 - c0).as_secs_f64() / (t1 - t0).as_secs_f64() * 100.0;

@@ -1,5 +1,5 @@
-//! What the benchmarks share: their runtime, the release binary as a child process, a kiosk in
-//! this process, and a JSON GET. Each bench target (and the understanding rig's CI test) includes
+//! What the benchmarks share: their runtime, the process's CPU time, the release binary as a
+//! child process, a kiosk in this process, and a JSON GET. Each bench target (and the understanding rig's CI test) includes
 //! this module and uses the part it needs.
 #![allow(dead_code)]
 
@@ -21,6 +21,16 @@ pub fn block_on<F: Future>(f: F) -> F::Output {
         .build()
         .expect("tokio runtime")
         .block_on(f)
+}
+
+/// CPU time (user + system) this process has used so far, from getrusage: finer than the clock
+/// ticks of [`cpu_time`], for short windows.
+pub fn own_cpu_time() -> std::time::Duration {
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid rusage to fill.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let tv = |t: libc::timeval| std::time::Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(u.ru_utime) + tv(u.ru_stime)
 }
 
 /// Connections one address may hold on a bench's server (the loads use up to 64).

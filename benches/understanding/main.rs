@@ -2,7 +2,11 @@
 //! understanding` (`-- --quick` for a quarter of the questions and two voices). See
 //! `rig.rs` for what is asked and how; printed per voice: right / say again /
 //! wrong, and button release -> first reply audio p50/p95.
+//!
+//! `-- --experiment` runs the tuning loop of `experiment.rs` instead (with `--quick`,
+//! `--pad-ms N` and `--voice NAME`); `./x bench` never does.
 
+mod experiment;
 mod rig;
 #[path = "../support/mod.rs"]
 mod support;
@@ -10,8 +14,30 @@ mod support;
 use rig::{HEADER, Rig, Tally, VOICES, Voice};
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
-    support::block_on(run(quick));
+    // `cargo bench` adds `--bench`; every other argument is this bench's.
+    let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
+    let (mut experiment, mut options) = (false, experiment::Options::default());
+    while let Some(arg) = args.next() {
+        let mut value = |what: &str| args.next().unwrap_or_else(|| panic!("{arg} takes {what}"));
+        match arg.as_str() {
+            "--experiment" => experiment = true,
+            "--quick" => options.quick = true,
+            "--pad-ms" => options.pad_ms = value("milliseconds").parse().expect("--pad-ms in ms"),
+            "--voice" => options.voice = Some(value("a voice's name")),
+            _ => {
+                panic!("unknown argument {arg}: --quick, --experiment [--pad-ms N] [--voice NAME]")
+            }
+        }
+    }
+    if experiment {
+        support::block_on(experiment::run(options));
+    } else {
+        assert!(
+            options.pad_ms == 0 && options.voice.is_none(),
+            "--pad-ms and --voice go with --experiment"
+        );
+        support::block_on(run(options.quick));
+    }
 }
 
 async fn run(quick: bool) {

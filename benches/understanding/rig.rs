@@ -1,4 +1,4 @@
-//! The understanding rig, shared by the benchmark (`benches/understanding.rs`) and its smaller
+//! The understanding rig, shared by the benchmark (`benches/understanding/main.rs`) and its smaller
 //! CI version (`tests/it/understanding.rs`): a kiosk with simulated devices and the offline
 //! engine in this process, a character that knows the three files of `tests/data/understanding`
 //! (markdown sections, an FAQ, a long text), and questions spoken by synthetic voices (espeak-ng

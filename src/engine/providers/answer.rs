@@ -13,7 +13,7 @@
 //! (`Understood::Either`); a topic that one unsure word alone chose is asked about first
 //! (`Understood::Confirm`). A wrong answer costs a visitor more than being asked to repeat.
 //! The weights were tuned on the understanding benchmark's recordings (see
-//! `tests/it/understanding.rs`, `experiment`).
+//! `benches/understanding/experiment.rs`).
 
 use std::collections::{BTreeSet, HashMap};
 

@@ -5,6 +5,7 @@ pub mod browser;
 pub mod disk;
 pub mod fake_hawkbit;
 pub mod fake_wyoming;
+pub mod fleet_kiosk;
 mod process;
 pub mod rauc;
 
