@@ -134,3 +134,48 @@ async fn two_close_topics_are_asked_about_once() {
         neither.reply
     );
 }
+
+/// The one-topic question and the closed pass: when the open pass heard one unsure word of a
+/// topic and would ask about it ("Do you mean toilets?"), the closed pass's question is
+/// believed only if it is about that topic, however well it fits. The weighing itself, on the
+/// words the two passes heard in the run that made this rule ("where are the coin", the
+/// lockers, for "Where are the toilets?"), with no speech: which of the two a press's timing
+/// gives is not this test's business.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_asked_about_is_not_overruled_by_a_question_about_another() {
+    use docent::engine::providers::local::Closed;
+    let rig = Rig::start().await;
+    let engine = rig.engine();
+    let id = rig.character.clone();
+    let open: Vec<(String, f64)> = [("where", 0.9), ("are", 0.9), ("the", 0.9), ("toilets", 0.5)]
+        .into_iter()
+        .map(|(w, p)| (w.to_string(), p))
+        .collect();
+    let closed = |words: &str| Closed {
+        words: words.split(' ').map(str::to_string).collect(),
+        fit: 4.2,
+        speech_frames: 100,
+        frames: 150,
+        whole: false,
+    };
+    let weigh = |said: &str| {
+        let (engine, id, open, closed) = (engine.clone(), id.clone(), open.clone(), closed(said));
+        tokio::task::spawn_blocking(move || {
+            let asked = engine.offline_reply("toilets", &id, "where are the toilets", &open);
+            (asked, engine.offline_weigh(&id, &open, Some(&closed)))
+        })
+    };
+    let (asked, coin) = weigh("where are the coin").await.unwrap();
+    assert_eq!(
+        asked.as_deref(),
+        Some("Do you mean toilets?"),
+        "the open pass alone asks about the toilets"
+    );
+    assert!(
+        coin.closed_answers && !coin.believed,
+        "a question about the lockers does not overrule it: {coin:?}"
+    );
+    let (_, toilets) = weigh("where are the toilets").await.unwrap();
+    assert!(toilets.believed, "one about the toilets does: {toilets:?}");
+    rig.stop().await;
+}

@@ -321,6 +321,12 @@ impl Topics {
         })
     }
 
+    /// Whether the topic that answers `said` is the one named `label`.
+    pub fn is_about(&self, said: &str, label: &str) -> bool {
+        self.chosen(said, &[])
+            .is_some_and(|at| self.topics[at].label.as_deref() == Some(label))
+    }
+
     /// The answer to `heard` from the topic named `label` (one `understand` offered).
     pub fn answer_about(&self, label: &str, heard: &str) -> Option<String> {
         let topic = self

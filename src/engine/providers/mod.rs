@@ -445,7 +445,10 @@ impl Engine {
 
     /// How the two passes over one question weigh (see `Weighing`): the closed pass's
     /// question is believed only when the open pass's words answer nothing, the question
-    /// answers, and it fits the speech (`CLOSED_FIT`).
+    /// answers, it fits the speech (`CLOSED_FIT`), and, when the open pass's words would ask
+    /// about one topic ("Do you mean toilets?"), it is about that topic: the open pass heard a
+    /// word of it, and the grammar's nearest sentence fitting loosely is no reason to answer
+    /// about something else ("where are the coin" for "where are the toilets").
     pub fn offline_weigh(
         &self,
         character_id: &str,
@@ -467,14 +470,19 @@ impl Engine {
         w.closed_answers = self.offline_answer(character_id, &said, &[]).is_some();
         w.speech_fit = closed.fit * closed.frames as f64 / closed.speech_frames.max(1) as f64;
         let model = self.recogniser_model(character_id).ok();
+        let mut another_topic = false;
         if let Ok(topics) = self.offline_topics(character_id) {
             w.support = topics.support(&said, &open_text, open);
             if let Some(model) = model {
                 let like = model.sounding_like(open, SOUNDS_ALIKE);
                 w.sound_support = topics.support(&said, &words_of(&like), &like);
             }
+            if let answer::Understood::Confirm(label) = topics.understand(&open_text, open) {
+                another_topic = !topics.is_about(&said, &label);
+            }
         }
-        w.believed = !open_answers && w.closed_answers && closed.fit >= CLOSED_FIT;
+        w.believed =
+            !open_answers && w.closed_answers && closed.fit >= CLOSED_FIT && !another_topic;
         w
     }
 
