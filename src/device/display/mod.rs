@@ -3,7 +3,7 @@
 //! # Use
 //! The device layer calls [`start`] once with the kiosk state channel:
 //!
-//! ```ignore
+//! ```text
 //! let started = display::start(&engine, &config.display, config.devices, console, state_rx);
 //! ```
 //!
