@@ -57,7 +57,7 @@ async fn run() {
     b.goto(&format!("{base}/console/login")).await;
     b.type_into("password", &password).await;
     b.press_enter().await;
-    b.wait_for("location.pathname", json!("/console/")).await;
+    b.wait_for_page("/console/").await;
 
     let w = b.eval(WEIGHT).await;
     println!("\nconsole weight ({where_}), uncompressed:");

@@ -159,8 +159,7 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
 
     // `/` leads to the sign-in page; a wrong password's error is shown on the page.
     b.goto(&s.url("/")).await;
-    b.wait_for("location.pathname", json!("/console/login"))
-        .await;
+    b.wait_for_page("/console/login").await;
     b.submit_wrong_password("not-the-password").await;
     // Once locked out, the page says how long to wait and the button waits it out.
     b.type_into("password", "still-not-it").await;
@@ -344,11 +343,9 @@ async fn a_browser_signs_in_and_sees_the_kiosk_live() {
 
     // Signing out leads back to the sign-in page, and the console is closed again.
     b.eval("document.getElementById('signout').click()").await;
-    b.wait_for("location.pathname", json!("/console/login"))
-        .await;
+    b.wait_for_page("/console/login").await;
     b.goto(&s.url("/console/settings")).await;
-    b.wait_for("location.pathname", json!("/console/login"))
-        .await;
+    b.wait_for_page("/console/login").await;
     // Leaving the Try it page ended its session.
     let start = Instant::now();
     while all_sessions(&s, &cookie).await != open - 1 {
@@ -391,13 +388,11 @@ async fn a_browser_changes_the_first_boot_password_and_reads_the_log() {
     b.goto(&url("/console/login")).await;
     b.type_into("password", FIRST_BOOT).await;
     b.press_enter().await;
-    b.wait_for("location.pathname", json!("/console/password"))
-        .await;
+    b.wait_for_page("/console/password").await;
     b.wait_for("document.querySelectorAll('nav a').length", json!(0))
         .await;
     b.goto(&url("/console/characters")).await;
-    b.wait_for("location.pathname", json!("/console/password"))
-        .await;
+    b.wait_for_page("/console/password").await;
     b.type_into("current", FIRST_BOOT).await;
     b.type_into("new", CHOSEN).await;
     b.type_into("again", "a-different-one").await;
@@ -406,7 +401,7 @@ async fn a_browser_changes_the_first_boot_password_and_reads_the_log() {
     b.screenshot("password-choose").await;
     b.type_into("again", CHOSEN).await;
     b.press_enter().await;
-    b.wait_for("location.pathname", json!("/console/")).await;
+    b.wait_for_page("/console/").await;
 
     // The System page shows the recent log.
     b.goto(&url("/console/system")).await;
@@ -424,14 +419,13 @@ async fn a_browser_changes_the_first_boot_password_and_reads_the_log() {
 
     // Sign out, then the first-boot password no longer opens and the chosen one does.
     b.eval("document.getElementById('signout').click()").await;
-    b.wait_for("location.pathname", json!("/console/login"))
-        .await;
+    b.wait_for_page("/console/login").await;
     b.type_into("password", FIRST_BOOT).await;
     b.press_enter().await;
     b.wait_text("error", "Wrong password.").await;
     b.type_into("password", CHOSEN).await;
     b.press_enter().await;
-    b.wait_for("location.pathname", json!("/console/")).await;
+    b.wait_for_page("/console/").await;
     assert!(
         b.errors.is_empty(),
         "script or console errors: {:?}",

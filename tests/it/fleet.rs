@@ -681,7 +681,7 @@ async fn the_system_page_shows_the_fleet_and_pauses_it() {
     b.goto(&s.url("/console/login")).await;
     b.type_into("password", PASSWORD).await;
     b.press_enter().await;
-    b.wait_for("location.pathname", json!("/console/")).await;
+    b.wait_for_page("/console/").await;
     b.goto(&s.url("/console/system")).await;
     let text = |id: &str| format!("((document.getElementById('{id}') || {{}}).textContent || '')");
     b.wait_within(

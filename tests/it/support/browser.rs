@@ -99,6 +99,13 @@ impl Browser {
 
     /// Sends one command (to the page once attached) and waits for its answer.
     pub async fn call(&mut self, method: &str, params: Value) -> Value {
+        self.send(method, params)
+            .await
+            .unwrap_or_else(|error| panic!("{method}: {error}"))
+    }
+
+    /// Sends one command and waits for its result, or the error DevTools answered.
+    async fn send(&mut self, method: &str, params: Value) -> Result<Value, Value> {
         self.next_id += 1;
         let id = self.next_id;
         let mut msg = json!({"id": id, "method": method, "params": params});
@@ -116,8 +123,10 @@ impl Browser {
             let Message::Text(text) = frame else { continue };
             let v: Value = serde_json::from_str(&text).unwrap();
             if v["id"] == id {
-                assert!(v.get("error").is_none(), "{method}: {v}");
-                return v["result"].clone();
+                return match v.get("error") {
+                    Some(error) => Err(error.clone()),
+                    None => Ok(v["result"].clone()),
+                };
             }
             match v["method"].as_str() {
                 // A confirm() blocks the page (and the command that caused it): accept it.
@@ -172,11 +181,21 @@ impl Browser {
             .await
     }
 
-    /// Evaluates `expression` until it gives `want`, for up to `within`.
+    /// Evaluates `expression` until it gives `want`, for up to `within`. A page that navigates
+    /// while it is asked (a sign-in going to the dashboard) is asked again.
     pub async fn wait_within(&mut self, expression: &str, want: Value, within: Duration) {
         let start = Instant::now();
         loop {
-            let got = self.eval(expression).await;
+            let asked =
+                json!({"expression": expression, "returnByValue": true, "awaitPromise": true});
+            let got = match self.send("Runtime.evaluate", asked).await {
+                Ok(r) => {
+                    assert!(r.get("exceptionDetails").is_none(), "{expression}: {r}");
+                    r["result"]["value"].clone()
+                }
+                Err(error) if navigating(&error) => Value::Null,
+                Err(error) => panic!("Runtime.evaluate: {error}"),
+            };
             if got == want {
                 return;
             }
@@ -186,6 +205,13 @@ impl Browser {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// Waits until the page at `path` has loaded, its scripts run (a form submitted before
+    /// then would not reach the page's handler).
+    pub async fn wait_for_page(&mut self, path: &str) {
+        let loaded = "document.readyState === 'complete' ? location.pathname : ''";
+        self.wait_for(loaded, json!(path)).await;
     }
 
     /// Signs in on the console's sign-in page of the kiosk at `base`.
@@ -198,8 +224,7 @@ impl Browser {
     pub async fn submit_password(&mut self, password: &str) {
         self.type_into("password", password).await;
         self.press_enter().await;
-        self.wait_for("location.pathname", serde_json::json!("/console/"))
-            .await;
+        self.wait_for_page("/console/").await;
     }
 
     /// Submits a wrong `password` on the sign-in page and waits for the page to say so.
@@ -367,6 +392,19 @@ impl Browser {
 
 /// Whether a request of the page (its DevTools resource type) is a call of the API, whose
 /// refusals are answers (a wrong password is a 401), not missing files.
+/// Whether DevTools refused a command because the page was navigating away or had not yet
+/// made its new document's context.
+fn navigating(error: &Value) -> bool {
+    let message = error["message"].as_str().unwrap_or("");
+    [
+        "navigated or closed",
+        "Cannot find context",
+        "context was destroyed",
+    ]
+    .iter()
+    .any(|m| message.contains(m))
+}
+
 fn is_api_call(kind: &Value) -> bool {
     matches!(
         kind.as_str(),
