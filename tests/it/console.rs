@@ -61,6 +61,7 @@ async fn console_pages_carry_the_security_headers_and_need_a_sign_in() {
         assert_secure(&res, page);
         if page == "/console/login" {
             assert_eq!(res.status(), 200, "{page}");
+            assert_forms_post(&res.text().await.unwrap(), page);
         } else {
             assert_eq!(res.status(), 303, "{page}");
             assert_eq!(res.headers()["location"], "/console/login", "{page}");
@@ -88,6 +89,7 @@ async fn console_pages_carry_the_security_headers_and_need_a_sign_in() {
             !body.contains("<script>") && !body.contains("style="),
             "{page}"
         );
+        assert_forms_post(&body, page);
         files.extend(references(&body, &[".js", ".css"]));
     }
     assert!(files.contains("/console/app.css"), "{files:?}");
@@ -99,6 +101,15 @@ async fn console_pages_carry_the_security_headers_and_need_a_sign_in() {
     let missing = http.get(s.url("/console/nope.js")).send().await.unwrap();
     assert_eq!(missing.status(), 404);
     assert_secure(&missing, "a missing file");
+}
+
+/// Every form of a page says `method="post"`: one sent before the page's script took it over
+/// (a fast Enter) must not put a password into a URL, its history and the logs.
+fn assert_forms_post(body: &str, page: &str) {
+    for form in body.split("<form").skip(1) {
+        let tag = &form[..form.find('>').unwrap()];
+        assert!(tag.contains(r#"method="post""#), "{page}: <form{tag}>");
+    }
 }
 
 #[tokio::test]

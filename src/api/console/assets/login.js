@@ -38,3 +38,7 @@ form.addEventListener('submit', async (ev) => {
   }
   button.disabled = false;
 });
+
+// The page's HTML keeps the button off until here: a form sent before this script ran would not
+// reach the kiosk's sign-in.
+button.disabled = false;

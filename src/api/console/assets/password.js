@@ -19,3 +19,6 @@ form.addEventListener('submit', async (ev) => {
   }
   button.disabled = false;
 });
+
+// Off in the page's HTML until the handler above is in place.
+button.disabled = false;
