@@ -289,12 +289,13 @@ impl Topics {
 
     /// The topic that answers `heard`, as `understand` chooses it (`None` when none does).
     fn chosen(&self, heard: &str, sure: &[(String, f64)]) -> Option<usize> {
-        let scores = self.ranked(&self.wanted(heard, sure));
+        let wanted = self.wanted(heard, sure);
+        let scores = self.ranked(&wanted);
         let &(best, at) = scores.first()?;
         let second = scores.get(1).map_or(0.0, |s| s.0);
         (best >= MIN_SCORE * self.rarest
             && best >= MARGIN * second
-            && !self.rests_on_unsure_word(&self.wanted(heard, sure), &self.topics[at]))
+            && !self.rests_on_unsure_word(&wanted, &self.topics[at]))
         .then_some(at)
     }
 
