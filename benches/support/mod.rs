@@ -1,6 +1,6 @@
 //! What the benchmarks share: their runtime, the process's CPU time, the release binary as a
-//! child process, a kiosk in this process, and a JSON GET. Each bench target (and the understanding rig's CI test) includes
-//! this module and uses the part it needs.
+//! child process, a kiosk in this process, and a JSON GET. Each bench target (and the
+//! understanding rig's CI test) includes this module and uses the part it needs.
 #![allow(dead_code)]
 
 use std::future::Future;
