@@ -359,6 +359,46 @@ pub struct PttConfig {
     pub led_line: Option<u32>,
     /// Optional evdev key (e.g. `KEY_SPACE`) as a second trigger.
     pub key: Option<String>,
+    /// The pull docent asks the kernel for on the button's line; absent: the one that reads a
+    /// released button as released (see [`PttConfig::bias`]).
+    pub bias: Option<Bias>,
+}
+
+impl PttConfig {
+    /// The bias the button's line is requested with: `bias` when set, else pull-up for an
+    /// active-low button (pressed connects the line to ground) and pull-down for an active-high
+    /// one, so that a line nothing drives reads as released, never as a press.
+    pub fn bias(&self) -> Bias {
+        self.bias.unwrap_or(if self.active_low {
+            Bias::PullUp
+        } else {
+            Bias::PullDown
+        })
+    }
+}
+
+/// The pull resistor asked for on the button's GPIO line (the GPIO uAPI's bias flags, Linux 5.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Bias {
+    PullUp,
+    PullDown,
+    /// No pull at all (bias off): an external resistor holds the line.
+    Disabled,
+    /// Nothing is asked: the line keeps the pull the firmware or an overlay set.
+    AsIs,
+}
+
+impl Bias {
+    /// The name the configuration gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bias::PullUp => "pull-up",
+            Bias::PullDown => "pull-down",
+            Bias::Disabled => "disabled",
+            Bias::AsIs => "as-is",
+        }
+    }
 }
 
 /// Which devices to use.
@@ -525,6 +565,7 @@ impl Default for PttConfig {
             debounce_ms: 20,
             led_line: None,
             key: None,
+            bias: None,
         }
     }
 }
@@ -666,6 +707,29 @@ mod tests {
         assert_eq!(c.limits.json_bytes, 10);
         assert_eq!(c.limits.image_bytes, 10 << 20);
         assert_eq!(c.ptt.led_line, Some(27));
+    }
+
+    #[test]
+    fn the_buttons_bias_is_named_and_follows_active_low_when_absent() {
+        let bias = |toml: &str| {
+            Config::from_toml(&format!("[ptt]\n{toml}"))
+                .unwrap()
+                .ptt
+                .bias()
+        };
+        assert_eq!(bias(""), Bias::PullUp, "active low by default");
+        assert_eq!(bias("active_low = false"), Bias::PullDown);
+        assert_eq!(bias("bias = \"pull-up\"\nactive_low = false"), Bias::PullUp);
+        assert_eq!(bias("bias = \"pull-down\""), Bias::PullDown);
+        assert_eq!(bias("bias = \"disabled\""), Bias::Disabled);
+        assert_eq!(bias("bias = \"as-is\""), Bias::AsIs);
+        for b in [Bias::PullUp, Bias::PullDown, Bias::Disabled, Bias::AsIs] {
+            assert_eq!(bias(&format!("bias = \"{}\"", b.name())), b);
+        }
+        for wrong in ["\"pullup\"", "\"up\"", "\"PULL-UP\"", "true"] {
+            let err = Config::from_toml(&format!("[ptt]\nbias = {wrong}")).unwrap_err();
+            assert!(err.0.contains("bias"), "{wrong}: {err}");
+        }
     }
 
     #[test]

@@ -29,7 +29,7 @@ use embedded_hal::digital::{ErrorType, InputPin, OutputPin, StatefulOutputPin};
 use tokio::sync::{mpsc, watch};
 
 use super::{Health, HealthBoard, KioskState};
-use crate::config::PttConfig;
+use crate::config::{Bias, PttConfig};
 use crate::engine::live::Status;
 
 /// How often a GPIO line is sampled.
@@ -372,21 +372,68 @@ impl OutputPin for Line {
     }
 }
 
-/// Requests a GPIO character-device line as an input (the button) or an output (the LED, off).
-pub fn gpio_line(chip: &str, offset: u32, output: bool) -> Result<Line, String> {
+/// The GPIO v1 uAPI's bias flags of a line handle request (`GPIOHANDLE_REQUEST_BIAS_*` in
+/// linux/gpio.h, Linux 5.5), which gpio-cdev 0.6's `LineRequestFlags` does not name: its
+/// `request` hands `flags.bits()` to the ioctl as they are, so the bits are set by number.
+pub const BIAS_PULL_UP: u32 = 1 << 5;
+pub const BIAS_PULL_DOWN: u32 = 1 << 6;
+pub const BIAS_DISABLE: u32 = 1 << 7;
+
+/// The bias flag of `bias` (none for `as-is`).
+pub fn bias_bits(bias: Bias) -> u32 {
+    match bias {
+        Bias::PullUp => BIAS_PULL_UP,
+        Bias::PullDown => BIAS_PULL_DOWN,
+        Bias::Disabled => BIAS_DISABLE,
+        Bias::AsIs => 0,
+    }
+}
+
+/// The request flags of the button's line: an input with the bias asked for.
+pub fn input_flags(bias: Bias) -> linux_embedded_hal::gpio_cdev::LineRequestFlags {
+    use linux_embedded_hal::gpio_cdev::LineRequestFlags;
+    LineRequestFlags::from_bits_retain(LineRequestFlags::INPUT.bits() | bias_bits(bias))
+}
+
+/// How a GPIO line is requested: the button (an input, with its bias) or the LED (an output,
+/// off; no bias: it is driven).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    Input(Bias),
+    Output,
+}
+
+/// Requests a GPIO character-device line. A kernel that refuses the button's bias (older than
+/// 5.5: EINVAL) is an error saying so: the line is not used without it, since a line left
+/// floating may read as a press (and a 5 s press in first boot shows the password).
+pub fn gpio_line(chip: &str, offset: u32, request: Request) -> Result<Line, String> {
     use linux_embedded_hal::gpio_cdev::{Chip, LineRequestFlags};
     let mut chip = Chip::new(chip).map_err(|e| format!("{chip}: {e}"))?;
     let line = chip
         .get_line(offset)
         .map_err(|e| format!("line {offset}: {e}"))?;
-    let flags = if output {
-        LineRequestFlags::OUTPUT
-    } else {
-        LineRequestFlags::INPUT
+    let flags = match request {
+        Request::Input(bias) => input_flags(bias),
+        Request::Output => LineRequestFlags::OUTPUT,
     };
-    let handle = line
-        .request(flags, 0, "docent")
-        .map_err(|e| format!("line {offset}: {e}"))?;
+    let handle = match line.request(flags, 0, "docent") {
+        Ok(handle) => handle,
+        Err(e) => {
+            if let Request::Input(bias) = request
+                && bias_bits(bias) != 0
+                // Whether the bias was the trouble: the same request without it (let go at once).
+                && line.request(LineRequestFlags::INPUT, 0, "docent").is_ok()
+            {
+                return Err(format!(
+                    "line {offset}: the kernel refused the bias {} ({e}): a kernel older than \
+                     5.5 knows no bias, and some GPIO controllers refuse one; set [ptt] bias = \
+                     \"as-is\" to use the line with the pull the firmware set",
+                    bias.name()
+                ));
+            }
+            return Err(format!("line {offset}: {e}"));
+        }
+    };
     linux_embedded_hal::CdevPin::new(handle)
         .map(Line::Gpio)
         .map_err(|e| format!("line {offset}: {e}"))
@@ -492,7 +539,7 @@ pub fn real_lines(
     let mut problems = Vec::new();
     let mut sampling = Sampling::OnWake;
     if !cfg.chip.is_empty() {
-        match gpio_line(&cfg.chip, cfg.line, false) {
+        match gpio_line(&cfg.chip, cfg.line, Request::Input(cfg.bias())) {
             Ok(l) => {
                 inputs.push(l);
                 sampling = Sampling::Poll;
@@ -517,14 +564,20 @@ pub fn real_lines(
             problems.join("; ")
         });
     }
+    // The key works; the line that does not is still said.
+    for problem in &problems {
+        tracing::warn!("push-to-talk: {problem}");
+    }
     let led = match cfg.led_line {
-        Some(offset) if sampling == Sampling::Poll => match gpio_line(&cfg.chip, offset, true) {
-            Ok(l) => Some(l),
-            Err(e) => {
-                tracing::warn!("push-to-talk LED: {e}");
-                None
+        Some(offset) if sampling == Sampling::Poll => {
+            match gpio_line(&cfg.chip, offset, Request::Output) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    tracing::warn!("push-to-talk LED: {e}");
+                    None
+                }
             }
-        },
+        }
         _ => None,
     };
     let button = if inputs.len() == 1 {
@@ -851,6 +904,35 @@ mod tests {
         assert_eq!(p.poll(ms(t0, 2000)).unwrap(), None);
         assert_eq!(p.poll(ms(t0, 2002)).unwrap(), Some(PttEvent::Release));
         done(p);
+    }
+
+    /// The button's request carries the bias of its configuration (the uAPI's bit numbers),
+    /// by default the one that reads a released button as released; the LED asks for none.
+    #[test]
+    fn the_buttons_line_asks_for_the_bias_of_its_configuration() {
+        use crate::config::Config;
+        let bits = |toml: &str| {
+            let cfg = Config::from_toml(&format!("[ptt]\n{toml}")).unwrap().ptt;
+            input_flags(cfg.bias()).bits()
+        };
+        const INPUT: u32 = 1;
+        assert_eq!(bits("active_low = true"), INPUT | 1 << 5, "pull-up");
+        assert_eq!(bits("active_low = false"), INPUT | 1 << 6, "pull-down");
+        assert_eq!(
+            bits(""),
+            INPUT | BIAS_PULL_UP,
+            "the default button is active low"
+        );
+        assert_eq!(
+            bits("active_low = true\nbias = \"pull-down\""),
+            INPUT | BIAS_PULL_DOWN
+        );
+        assert_eq!(
+            bits("active_low = false\nbias = \"pull-up\""),
+            INPUT | BIAS_PULL_UP
+        );
+        assert_eq!(bits("bias = \"disabled\""), INPUT | 1 << 7, "bias off");
+        assert_eq!(bits("bias = \"as-is\""), INPUT, "nothing asked");
     }
 
     #[test]
