@@ -199,6 +199,38 @@ fn first_boot(rt: &Runtime, disk: &Disk, dir: &Path) -> (Board, Admin, String) {
     wait_screen(&b, dir, "the first-boot setup screen shows", |s| {
         setup(s) > 0.5 && !password_drawn(s)
     });
+    // Nobody has touched the button. gpio-sim's line starts pulled down, which the active-low
+    // button reads as pressed: only docent's request for the pull-up (the profile's bias) holds
+    // it released. Were it not, the kiosk would see a press from the start and, 5 s on, show
+    // the password to whoever stands in front.
+    let health = rt.block_on(async {
+        let url = format!("http://{}/api/v1/health", b.docent);
+        let reply = health_client().get(url).send().await.unwrap();
+        reply.json::<Value>().await.unwrap()
+    });
+    assert_eq!(
+        health["device"]["ptt"], "ok",
+        "the button's line is requested: {health}"
+    );
+    assert_eq!(
+        b.sh("button get"),
+        "1",
+        "the untouched button's line reads high: docent asked for the pull-up"
+    );
+    // Longer than the 5 s hold, counted from when docent began to serve (its button was
+    // already sampled then).
+    std::thread::sleep(Duration::from_secs(7).saturating_sub(ready.elapsed()));
+    assert_eq!(
+        b.sh("journalctl -u docent.service -o cat --no-pager | grep -c 'the button was held 5 s'"),
+        "0",
+        "the untouched button was never held: {}",
+        b.sh(DOCENT_LOG)
+    );
+    let s = b.screendump(&dir.join("screen.ppm"));
+    assert!(
+        setup(&s) > 0.5 && !password_drawn(&s),
+        "no password on the setup screen while nobody touches the button"
+    );
     b.sh("button press; sleep 2; button release");
     std::thread::sleep(Duration::from_secs(2));
     wait_screen(&b, dir, "no password after a 2 s press", |s| {

@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use docent::config::Bias;
 use docent::config::Config;
 use docent::config::DeviceMode;
 
@@ -54,9 +55,10 @@ fn only_simulated_boards_open_test_hooks() {
         "the simulated board: the appliance test stalls a loop"
     );
     assert_eq!(
-        (c.ptt.line, c.ptt.active_low),
-        (0, false),
-        "the simulated board's gpio-sim button"
+        (c.ptt.line, c.ptt.active_low, c.ptt.bias()),
+        (0, true, Bias::PullUp),
+        "the simulated board's gpio-sim button: active low like the Pi's, with docent's pull-up \
+         (gpio-sim's lines start pulled down, which would read as a press)"
     );
 }
 
