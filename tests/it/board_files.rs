@@ -142,3 +142,53 @@ fn the_unit_sandbox_scores_ok_in_systemd_analyze_security() {
     );
     assert!(score <= 2.0, "exposure {score}:\n{text}");
 }
+
+/// Every ALSA configuration the project ships, loaded by alsa-lib as a board loads its
+/// `/etc/asound.conf` (after alsa.conf): alsa-lib refuses a file it cannot parse as a whole, and
+/// the kiosk would then have no sound. The devices the board's docent.toml names must be among
+/// the PCMs it defines.
+#[test]
+fn every_alsa_configuration_loads_and_names_the_profiles_devices() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let shipped = [
+        ("board/rpi4/asound.conf", Some("rpi4")),
+        ("board/qemu-aarch64/asound.conf", Some("qemu-aarch64")),
+        (
+            "yocto/meta-docent/recipes-kiosk/docent/files/asound.conf",
+            Some("rpi4"),
+        ),
+        ("board/sim/asoundrc", None),
+    ];
+    let home = tempfile::tempdir().unwrap();
+    for (file, board) in shipped {
+        let path = root.join(file);
+        assert!(path.is_file(), "{file}");
+        let out = std::process::Command::new("aplay")
+            .arg("-L")
+            .env("HOME", home.path())
+            .env(
+                "ALSA_CONFIG_PATH",
+                format!("/usr/share/alsa/alsa.conf:{}", path.display()),
+            )
+            .output()
+            .expect("aplay (alsa-utils)");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && !stderr.contains("ALSA lib"),
+            "{file}: alsa-lib refuses it: {stderr}"
+        );
+        let listed = String::from_utf8_lossy(&out.stdout);
+        let pcms: Vec<&str> = listed.lines().filter(|l| !l.starts_with(' ')).collect();
+        if let Some(board) = board {
+            let audio = profile(board).audio;
+            for device in [audio.capture_device, audio.playback_device] {
+                assert!(
+                    pcms.contains(&device.as_str()),
+                    "{file}: {board}'s docent.toml plays or records '{}', which it does not \
+                     define: {pcms:?}",
+                    device.as_str()
+                );
+            }
+        }
+    }
+}
