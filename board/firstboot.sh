@@ -22,8 +22,11 @@ if ! grep -q " $DATA_DIR " /proc/mounts 2>/dev/null; then
 fi
 
 umask 077
-# tr -dc keeps only the alphabet; head -c takes 16 of them (busybox and coreutils alike).
-PASSWORD=$(tr -dc 'A-Za-z0-9' </dev/urandom | head -c 16)
+# tr -dc keeps only the alphabet of 4 KiB of random bytes (about 990 characters) and head -c
+# takes 16 of them (busybox and coreutils alike). tr reads a bounded input, not /dev/urandom
+# itself: else it is still writing when head has taken its 16 and exits, and prints
+# "write error: Broken pipe" into the journal of every first boot.
+PASSWORD=$(head -c 4096 /dev/urandom | tr -dc 'A-Za-z0-9' | head -c 16)
 if [ "${#PASSWORD}" -ne 16 ]; then
     echo "docent-firstboot: could not read 16 random characters" >&2
     exit 1
