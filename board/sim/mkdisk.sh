@@ -84,7 +84,7 @@ mcopy -i "$W/boot.img" "$W/boot.scr" "$W/bootstate.txt" ::
 if [ $SIM = no ]; then
   mcopy -i "$W/boot.img" "$PI/u/usr/lib/u-boot/rpi_arm64/u-boot.bin" "$BOARD/rpi4/config.txt" \
     "$PI/f/usr/lib/raspi-firmware/start4.elf" "$PI/f/usr/lib/raspi-firmware/fixup4.dat" \
-    "$K/usr/lib/linux-image-$KVER/broadcom/bcm2711-rpi-4-b.dtb" ::
+    "$K/usr/lib/linux-image-$KVER/broadcom/$RPI4_DTB" ::
 fi
 mkenvimage -s 0x4000 -o "$W/bootstate.img" "$W/bootstate.txt"
 data_mib=$(awk '$2=="data"{print $4}' "$BOARD/layout/partitions")

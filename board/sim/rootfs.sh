@@ -9,6 +9,11 @@
 #   DOCENT_TOML  /etc/docent/docent.toml (default: the board's profile, board/<board>/docent.toml)
 # What goes into the tree is described in mkdisk.sh's header.
 A=arm64
+# The Raspberry Pi 4's device tree (from Debian's kernel; the firmware hands it to U-Boot, U-Boot
+# to the kernel), the node of its SD card's controller and that of its watchdog.
+RPI4_DTB=bcm2711-rpi-4-b.dtb
+RPI4_ROOT_NODE=/emmc2bus/mmc@7e340000
+RPI4_RESET_NODE=/soc/watchdog@7e100000
 BOARD=$(cd "$BOARD_SIM_DIR/.." && pwd)
 
 root_setup() {
@@ -37,7 +42,8 @@ root_setup() {
     rauc libglib2.0-0 libjson-glib-1.0-0 libcurl3-gnutls libbrotli1 libgnutls30 libgssapi-krb5-2
     libidn2-0 libk5crypto3 libkeyutils1 libkrb5-3 libkrb5support0 libldap-2.5-0 libnghttp2-14
     libpsl5 librtmp1 libsasl2-2 libsasl2-modules-db libssh2-1 libcom-err2 libgmp10 libhogweed6
-    libnettle8 libtasn1-6 libunistring2 libdb5.3)
+    libnettle8 libtasn1-6 libunistring2 libdb5.3
+    fdisk libncursesw6 libreadline8 e2fsprogs libext2fs2 libss2 logsave util-linux)
   # rauc-service: RAUC's D-Bus service (rauc.service, D-Bus activated); its D-Bus policy, which
   # lets anyone call RAUC, is replaced by board/rauc/docent-rauc.conf in root_tree.
   ROOT_ALL=(dbus-system-bus-common dbus-session-bus-common libaudit-common libasound2-data
@@ -51,6 +57,18 @@ root_setup() {
     for p in "${ROOT_ALL[@]}"; do dpkg-deb -x "$(deb_path "$p")" "$BASE"; done
     rm -rf "$BASE"/usr/share/{doc,man,info,locale,lintian,bug,bash-completion,zsh,fish}
     echo "${ROOT_PKGS[*]} ${ROOT_ALL[*]}" > "$BASE/.done"
+  fi
+  # The Pi 4's Wi-Fi chip (CYW43455) loads its firmware from the root: non-free-firmware's
+  # firmware-brcm80211, of which the image keeps that chip's three files, and wireless-regdb's
+  # radio rules.
+  if [ $SIM = no ]; then
+    WIFI=$SIM_HOME/wifi-firmware
+    if [ ! -f "$WIFI/.done" ]; then
+      fetch_debs firmware-brcm80211 wireless-regdb
+      rm -rf "$WIFI"; mkdir -p "$WIFI"; dpkg-deb -x "$(deb_path firmware-brcm80211)" "$WIFI"
+      dpkg-deb -x "$(deb_path wireless-regdb)" "$WIFI"
+      touch "$WIFI/.done"
+    fi
   fi
   S=$SIM_HOME/speech/$A
   if [ ! -f "$S/.done" ]; then
@@ -71,7 +89,7 @@ root_setup() {
 }
 
 root_tree() { # root_tree DIR: the root file system in DIR (made anew), with initramfs in $W
-  local F=$1 R ROOT_KOS INITRD_KOS ROOT_MODS INITRD_MODS RIG APPLETS app t d ko rel
+  local F=$1 R ROOT_KOS INITRD_KOS ROOT_MODS INITRD_MODS RIG CONSOLE APPLETS app t d ko rel
   rm -rf "$F"; mkdir -p "$F"
   cp -a "$BASE/." "$F/"; rm -f "$F/.done"
   cp -a "$S/." "$F/"; rm -f "$F/.done"
@@ -115,13 +133,27 @@ root_tree() { # root_tree DIR: the root file system in DIR (made anew), with ini
       pcie-brcmstb xhci-pci reset-raspberrypi bcm2835_wdt bcm2711_thermal raspberrypi-cpufreq
       clk-raspberrypi hid-generic usbhid evdev brcmfmac i2c-bcm2835 spi-bcm2835 pwm-bcm2835
       bcm2835-rng iproc-rng200 configfs autofs4 $RAUC_MODS"
-    INITRD_MODS="sdhci-iproc ext4"
+    # The initramfs: what the device tree says lies between the kernel and the root's SD card
+    # (emmc2, its regulators and their GPIOs), the watchdog that resets the board when the
+    # root never comes (panic=5 has nothing else to reset it with), and ext4.
+    INITRD_MODS="$(python3 "$BOARD_SIM_DIR/dt-modules.py" "$K/usr/lib/linux-image-$KVER/broadcom/$RPI4_DTB" \
+      "$K" "$KVER" $RPI4_ROOT_NODE $RPI4_RESET_NODE) ext4" || die "cannot read the Pi 4's device tree"
   fi
   ROOT_KOS=$(mods $ROOT_MODS)
   for ko in $ROOT_KOS; do
     rel=${ko#"$K"}; mkdir -p "$F/usr$(dirname "$rel")"; cp "$ko" "$F/usr$rel"
   done
   if [ $SIM = yes ]; then mkdir -p "$F/usr/lib/modules/$KVER/extra"; cp "$GS" "$F/usr/lib/modules/$KVER/extra/"; fi
+  if [ $SIM = no ]; then
+    mkdir -p "$F/usr/lib/firmware/brcm" "$F/usr/lib/firmware/cypress"
+    cp "$WIFI"/lib/firmware/cypress/cyfmac43455-sdio.{bin,clm_blob} "$F/usr/lib/firmware/cypress/"
+    cp -P "$WIFI"/lib/firmware/brcm/brcmfmac43455-sdio.{bin,clm_blob,'raspberrypi,4-model-b.txt'} \
+      "$F/usr/lib/firmware/brcm/"
+    # The radio rules of the country (cfg80211 asks for them when the Wi-Fi driver loads):
+    # Debian's signed copy, which its kernel trusts (what update-alternatives picks).
+    cp "$WIFI"/lib/firmware/regulatory.db-debian "$F/usr/lib/firmware/regulatory.db"
+    cp "$WIFI"/lib/firmware/regulatory.db.p7s-debian "$F/usr/lib/firmware/regulatory.db.p7s"
+  fi
   cp "$K/lib/modules/$KVER"/modules.{order,builtin,builtin.modinfo} "$F/usr/lib/modules/$KVER/"
   depmod -b "$F" "$KVER"
   R=$W/initramfs; rm -rf "$R"; mkdir -p "$R"/{bin,etc,proc,sys,dev,newroot}
@@ -139,13 +171,14 @@ root_tree() { # root_tree DIR: the root file system in DIR (made anew), with ini
   install -m 0644 "$BOARD/systemd/docent.service" "$BOARD/systemd/docent-firstboot.service" \
     "$BOARD/systemd/docent-boot-ok.service" "$BOARD/systemd/docent-reboot.path" \
     "$BOARD/systemd/docent-reboot.service" "$BOARD/systemd/docent-update-gate.service" \
-    "$F/usr/lib/systemd/system/"
+    "$BOARD/systemd/docent-grow-data.service" "$F/usr/lib/systemd/system/"
   install -m 0644 "$BOARD/systemd/docent-tmpfiles.conf" "$F/usr/lib/tmpfiles.d/docent.conf"
   install -m 0644 "$BOARD/systemd/docent-sysusers.conf" "$F/usr/lib/sysusers.d/docent.conf"
   install -m 0644 "$BOARD/udev/70-docent.rules" "$F/usr/lib/udev/rules.d/70-docent.rules"
   install -m 0755 "$BOARD/firstboot.sh" "$F/usr/libexec/docent/firstboot.sh"
   install -m 0755 "$BOARD/boot/boot-ok.sh" "$F/usr/libexec/docent/boot-ok.sh"
   install -m 0755 "$BOARD/rauc/update-gate.sh" "$F/usr/libexec/docent/update-gate.sh"
+  install -m 0755 "$BOARD/grow-data.sh" "$F/usr/libexec/docent/grow-data.sh"
   # RAUC: the board's slots and keyring, who may call it on D-Bus (the package's own policy
   # lets every user install a bundle: it goes), the modules of a verity bundle.
   install -D -m 0644 "$PROFILE/rauc-system.conf" "$F/etc/rauc/system.conf"
@@ -161,7 +194,15 @@ root_tree() { # root_tree DIR: the root file system in DIR (made anew), with ini
   if [ -f /etc/ssl/certs/ca-certificates.crt ]; then      # as the image's ca-certificates
     mkdir -p "$F/etc/ssl/certs"; cp /etc/ssl/certs/ca-certificates.crt "$F/etc/ssl/certs/"
   fi
-  RIG=()
+  RIG=(); CONSOLE=()
+  if [ $SIM = no ]; then
+    # The technician's console: a root shell on the serial line (board/rpi4/README.md, "Console").
+    install -D -m 0644 "$PROFILE/serial-getty.conf" "$F/usr/lib/systemd/system/serial-getty@.service.d/docent.conf"
+    install -m 0755 "$PROFILE/console-shell" "$F/usr/libexec/docent/console-shell"
+  else
+    # The simulated board's serial line is the test rig's shell (board-console.service).
+    CONSOLE=(serial-getty@.service)
+  fi
   if [ $SIM = yes ]; then  # the test rig (simulated board only)
     install -m 0644 "$GUEST/board-gpio-sim.service" "$GUEST/board-console.service" \
       "$GUEST/board-www.service" "$F/usr/lib/systemd/system/"
@@ -198,14 +239,15 @@ EOF
   systemd-sysusers --root="$F" >/dev/null 2>&1
   systemctl --root="$F" set-default multi-user.target >/dev/null 2>&1
   systemctl --root="$F" enable docent.service docent-firstboot.service docent-boot-ok.service \
-    docent-reboot.path docent-update-gate.service systemd-networkd.service "${RIG[@]}" >/dev/null 2>&1
-  # Units that have nothing to do on the board: no login consoles (the test rig's shell is on
-  # the serial line), no clock from a network that does not reach outside, no first-boot wizard
+    docent-reboot.path docent-update-gate.service docent-grow-data.service systemd-networkd.service \
+    "${RIG[@]}" >/dev/null 2>&1
+  # Units that have nothing to do on the board: no login on the display (docent's), none on
+  # the simulated board's serial line (the test rig's shell is there), no clock from a network that does not reach outside, no first-boot wizard
   # (machine-id is made per boot), nothing persistent to seed or commit on a read-only root, no
   # logins (no login sessions, no remount of the root, which stays read-only as the initramfs
   # mounted it), none of the FUSE, hugepage, message-queue or debug file systems, which nothing
   # on the board uses (RAUC's loop and device-mapper modules are loaded by modules-load.d).
-  systemctl --root="$F" mask getty@.service serial-getty@.service getty-static.service \
+  systemctl --root="$F" mask getty@.service "${CONSOLE[@]}" getty-static.service \
     systemd-timesyncd.service systemd-firstboot.service systemd-machine-id-commit.service \
     systemd-random-seed.service systemd-update-utmp.service systemd-update-utmp-runlevel.service \
     systemd-pstore.service systemd-hwdb-update.service systemd-journal-catalog-update.service \
