@@ -11,11 +11,17 @@
 //! restart policy. A second test proves the boot counting: a slot that cannot boot is left, both
 //! counters spent start over, and power cuts during boots do not brick the board.
 //!
+//! The Raspberry Pi 4 image of `./x image` boots on QEMU's emulated Pi 4 (`appliance/rpi4.rs`):
+//! to docent serving with its data partition grown, and, with a root that never comes, reset by
+//! its watchdog into the other slot.
+//!
 //! Ignored by `cargo test`: it needs the board image. `./x appliance` (part of `./x test`)
 //! builds it and runs these tests; `./x appliance-long` the slower ones (`long_`), among them a
 //! fleet update from the fleet tests' fake hawkBit server.
 
 mod board;
+#[path = "appliance/rpi4.rs"]
+mod rpi4;
 // The fleet tests' fake hawkBit server (tests/it/fleet.rs), here on the host for the board.
 #[allow(dead_code)]
 #[path = "it/support/fake_hawkbit.rs"]

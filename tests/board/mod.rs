@@ -32,13 +32,41 @@ pub fn sim_home() -> PathBuf {
 
 /// The board's images: the disk, U-Boot and the partition table.
 pub fn images() -> PathBuf {
-    let dir = sim_home().join("img").join("arm64");
+    images_of("arm64")
+}
+
+/// The images `board/sim/mkdisk.sh` made for `board` (`arm64`: the simulated board; `rpi4`:
+/// the Raspberry Pi 4 image of `./x image`).
+pub fn images_of(board: &str) -> PathBuf {
+    let dir = sim_home().join("img").join(board);
     assert!(
         dir.join("disk.img").is_file(),
-        "no simulated board image in {}: run ./x appliance (board/sim/mkdisk.sh)",
+        "no {board} board image in {}: run ./x appliance (board/sim/mkdisk.sh)",
         dir.display()
     );
     dir
+}
+
+/// Which machine QEMU is.
+pub enum Machine {
+    /// QEMU's aarch64 virt machine with Debian's U-Boot as its firmware: the simulated board,
+    /// with its test rig (the console shell, httpd, gpio-sim) and a network.
+    Virt,
+    /// QEMU's Raspberry Pi 4 B (`raspi4b`, 2 GiB, 4 cores) running the U-Boot of the image's
+    /// own boot partition as its kernel, handed `dtb` (the device tree QEMU can run); the card
+    /// on its SD controller, the console on its first UART. It has no network: the test works
+    /// through the technician's console, as a technician would.
+    Pi4 { uboot: PathBuf, dtb: PathBuf },
+}
+
+impl Machine {
+    /// What the console prints when its shell is ready for commands.
+    fn ready(&self) -> &'static str {
+        match self {
+            Machine::Virt => "BOARD-READY",
+            Machine::Pi4 { .. } => "root shell on the serial console",
+        }
+    }
 }
 
 /// The board's disk (the card): a copy of the image, in the layout of board/layout.
@@ -51,7 +79,11 @@ pub struct Disk {
 impl Disk {
     /// A freshly flashed card in `dir`.
     pub fn flash(dir: &Path) -> Disk {
-        let img = images();
+        Disk::flash_from(&images(), dir)
+    }
+
+    /// A card in `dir` flashed with the image in `img` (a folder of `images_of`).
+    pub fn flash_from(img: &Path, dir: &Path) -> Disk {
         let path = dir.join("disk.img");
         let ok = Command::new("cp")
             .arg("--sparse=always")
@@ -83,6 +115,31 @@ impl Disk {
             .find(|(n, _, _)| n == name)
             .map(|&(_, at, len)| (at, len))
             .unwrap_or_else(|| panic!("no partition {name}: {:?}", self.partitions))
+    }
+
+    /// The card is `bytes` long: larger than the image, as a real card is (the board is off).
+    pub fn grow_to(&self, bytes: u64) {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&self.path)
+            .unwrap();
+        assert!(f.metadata().unwrap().len() <= bytes, "a card only grows");
+        f.set_len(bytes).unwrap();
+    }
+
+    /// Copies `file` out of the FAT partition `name` into `to` (mtools; the board is off).
+    pub fn copy_out(&self, name: &str, file: &str, to: &Path) {
+        let (at, _) = self.partition(name);
+        let ok = Command::new("mcopy")
+            .arg("-n")
+            .arg("-i")
+            .arg(format!("{}@@{at}", self.path.display()))
+            .arg(format!("::{file}"))
+            .arg(to)
+            .status()
+            .expect("mcopy runs")
+            .success();
+        assert!(ok, "{file} copied out of {name}");
     }
 
     /// Zeroes partition `name` (the board is off).
@@ -145,6 +202,8 @@ pub struct HostService {
 /// A running simulated board.
 pub struct Board {
     qemu: Child,
+    /// What the console prints when its shell is ready.
+    ready: &'static str,
     console: ChildStdin,
     transcript: Arc<Mutex<Vec<u8>>>,
     /// Where the next shell command's output starts.
@@ -177,12 +236,36 @@ impl Board {
         Board::power_on_reaching(disk, dir, &[])
     }
 
+    /// Powers `machine` on with `disk` and waits for its console shell.
+    pub fn boot_machine(machine: &Machine, disk: &Disk, dir: &Path) -> Board {
+        let mut board = Board::power_on_machine(machine, disk, dir);
+        board.wait_ready(0);
+        board
+    }
+
+    /// Powers `machine` on and returns at once.
+    pub fn power_on_machine(machine: &Machine, disk: &Disk, dir: &Path) -> Board {
+        let Machine::Pi4 { uboot, dtb } = machine else {
+            return Board::power_on_reaching(disk, dir, &[]);
+        };
+        let mut cmd = Command::new("qemu-system-aarch64");
+        cmd.args(["-machine", "raspi4b", "-accel", "tcg,thread=multi"])
+            .args(["-nodefaults", "-no-user-config", "-display", "none"])
+            .arg("-kernel")
+            .arg(uboot)
+            .arg("-dtb")
+            .arg(dtb)
+            .arg("-drive")
+            .arg(format!("file={},format=raw,if=sd", disk.path.display()))
+            // The console on the first UART (serial0, the PL011); nothing on the mini UART.
+            .args(["-serial", "stdio", "-serial", "null"]);
+        Board::start(cmd, machine.ready(), dir, None, None)
+    }
+
     fn power_on_reaching(disk: &Disk, dir: &Path, services: &[HostService]) -> Board {
         let img = images();
         let docent = free_port();
         let www = free_port();
-        let monitor = dir.join("mon.sock");
-        let _ = std::fs::remove_file(&monitor);
         // restrict=on: the board reaches nothing outside; only the forwarded ports reach it,
         // and it reaches only the named services (socat's own messages go to a log file: its
         // standard error is the connection).
@@ -210,8 +293,21 @@ impl Board {
             .arg(format!("file={},format=raw,if=virtio", disk.path.display()))
             .args(["-device", "virtio-gpu-pci"])
             .args(["-device", "virtio-net-pci,netdev=n0,romfile="])
-            .args(["-netdev", &net, "-serial", "stdio"])
-            .arg("-monitor")
+            .args(["-netdev", &net, "-serial", "stdio"]);
+        Board::start(cmd, Machine::Virt.ready(), dir, Some(docent), Some(www))
+    }
+
+    /// Starts QEMU (`cmd`, without its monitor) with the console on its standard streams.
+    fn start(
+        mut cmd: Command,
+        ready: &'static str,
+        dir: &Path,
+        docent: Option<u16>,
+        www: Option<u16>,
+    ) -> Board {
+        let monitor = dir.join("mon.sock");
+        let _ = std::fs::remove_file(&monitor);
+        cmd.arg("-monitor")
             .arg(format!("unix:{},server=on,wait=off", monitor.display()))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -233,24 +329,26 @@ impl Board {
             }
         });
         let console = qemu.stdin.take().expect("serial in");
+        let forwarded = |port: Option<u16>| SocketAddr::from(([127, 0, 0, 1], port.unwrap_or(0)));
         Board {
             qemu,
+            ready,
             console,
             transcript,
             read_pos: 0,
             commands: 0,
             monitor,
-            docent: SocketAddr::from(([127, 0, 0, 1], docent)),
-            www: SocketAddr::from(([127, 0, 0, 1], www)),
+            docent: forwarded(docent),
+            www: forwarded(www),
             powered_on,
         }
     }
 
-    /// Waits for the console shell's `BOARD-READY` after byte `since` and quiets the shell:
-    /// no echo, no prompt; every command ends with a marker the echo of the command itself
-    /// cannot produce.
+    /// Waits for the console shell's `BOARD-READY` (the Pi 4's: its banner) after byte `since`
+    /// and quiets the shell: no echo, no prompt; every command ends with a marker the echo of
+    /// the command itself cannot produce.
     pub fn wait_ready(&mut self, since: usize) {
-        let ready = self.wait_for("BOARD-READY", since, BOOT_WITHIN);
+        let ready = self.wait_for(self.ready, since, BOOT_WITHIN);
         let prompt = self.wait_for("# ", ready, Duration::from_secs(60));
         self.read_pos = prompt;
         self.send("stty -echo; PS1=''; PS2=''");
