@@ -246,7 +246,8 @@ done
 grep -qx "mc:pi:rpi-bootfiles" "$WORK/build/pn-buildlist" \
   || die "mc:pi:rpi-bootfiles is not in the task graph of ${TARGETS[*]} (pn-buildlist)"
 # What bitbake makes of the update settings, per machine (bitbake-values.py: the kernel's
-# rauc.cfg, system.conf and the bundle's compatible, version, format, RAUC's PACKAGECONFIG);
+# rauc.cfg, system.conf and the bundle's compatible, version, format, RAUC's PACKAGECONFIG; the
+# Pi kernel's docent-boot.cfg; the console's busybox getty and shell; grow-data's packages);
 # one tinfoil session on the warm parse cache.
 cp "$SCRIPTS/bitbake-values.py" "$WORK/bitbake-values.py"
 chmod a+r "$WORK/bitbake-values.py"
@@ -276,18 +277,20 @@ must_fail "a recipe that does not parse" "ParseError" \
 must_fail "an image package nothing provides" "Nothing RPROVIDES 'docent-ci-missing'" \
   "$WORK/meta-docent/recipes-core/images/docent-image.bbappend" \
   'IMAGE_INSTALL:append = " docent-ci-missing"'
-# The update checks fail too: without the Pi kernel's append (meta-rauc's fragment), the values
-# check names the kernel; without the update keys, bitbake stops before parsing and says how to
-# make them.
+# The update checks fail too: without the Pi kernel's append (meta-rauc's fragment and the
+# layer's docent-boot.cfg), the values check names the kernel and both fragments; without the
+# update keys, bitbake stops before parsing and says how to make them.
 append=$WORK/meta-docent/dynamic-layers/raspberrypi/recipes-kernel/linux/linux-raspberrypi_%.bbappend
 mv "$append" "$WORK/kernel.bbappend"
 rc=0
 values >"$WORK/values-must-fail.log" 2>&1 || rc=$?
 mv "$WORK/kernel.bbappend" "$append"
 [ "$rc" != 0 ] || { cat "$WORK/values-must-fail.log" >&2; die "bitbake-values.py passed a Pi kernel without rauc.cfg"; }
-grep -q "raspberrypi4-64: linux-raspberrypi does not fetch rauc.cfg" "$WORK/values-must-fail.log" \
-  || { tail -20 "$WORK/values-must-fail.log" >&2; die "bitbake-values.py failed without naming the Pi kernel's rauc.cfg"; }
-echo "PASS bitbake check: a Pi kernel without meta-rauc's fragment fails (exit $rc, \"does not fetch rauc.cfg\")"
+for frag in rauc.cfg docent-boot.cfg; do
+  grep -q "raspberrypi4-64: linux-raspberrypi does not fetch $frag" "$WORK/values-must-fail.log" \
+    || { tail -20 "$WORK/values-must-fail.log" >&2; die "bitbake-values.py failed without naming the Pi kernel's $frag"; }
+done
+echo "PASS bitbake check: a Pi kernel without meta-rauc's and the layer's fragments fails (exit $rc, \"does not fetch rauc.cfg\", \"does not fetch docent-boot.cfg\")"
 mv "$WORK/build/docent-dev-keys" "$WORK/build/docent-dev-keys.away"
 rc=0
 (cd "$WORK/build" && "${RUN[@]}" env -i "${ENVV[@]}" bitbake -g docent-bundle) >"$WORK/keys-must-fail.log" 2>&1 || rc=$?

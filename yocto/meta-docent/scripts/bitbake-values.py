@@ -9,7 +9,15 @@ raspberrypi4-64:
     and its compatible is docent-bundle's RAUC_BUNDLE_COMPATIBLE;
   - docent-bundle: verity, the rootfs slot from docent-image's ext4, version DISTRO_VERSION,
     which is also os-release's VERSION_ID;
-  - rauc is built without network and streaming, and the image refuses rauc-mark-good.
+  - rauc is built without network and streaming, and the image refuses rauc-mark-good;
+  - the Pi's kernel (linux-raspberrypi) also fetches the layer's docent-boot.cfg, which builds in
+    what lies between it and its root (SD controllers, their regulators, the watchdog, ext4),
+    and no other local fragment of that kernel sets one of those options otherwise;
+  - the technician's console: the image installs docent-console, whose drop-in for
+    serial-getty@ runs busybox getty from where busybox is (${base_bindir}/busybox, built with
+    getty) and console-shell from where the recipe puts it, and root's home is /root;
+  - docent enables docent-grow-data.service and depends on the packages of the programs
+    grow-data.sh runs (sfdisk, partx, resize2fs, dumpe2fs, readlink).
 """
 import os
 import re
@@ -21,13 +29,111 @@ import bb.tinfoil
 MACHINES = {"": "qemuarm64", "mc:pi:": "raspberrypi4-64"}
 FRAGMENT = ("CONFIG_BLK_DEV_LOOP=y", "CONFIG_SQUASHFS=y", "CONFIG_BLK_DEV_DM=y",
             "CONFIG_DM_VERITY=y")
+# The layer's fragment for the Pi's kernel (dynamic-layers/raspberrypi/recipes-kernel/linux/files/):
+# the image has no initramfs, so these must be built in.
+BOOT_FRAGMENT = ("CONFIG_MMC_SDHCI_IPROC=y", "CONFIG_MMC_BCM2835=y",
+                 "CONFIG_REGULATOR_FIXED_VOLTAGE=y", "CONFIG_REGULATOR_GPIO=y",
+                 "CONFIG_GPIO_RASPBERRYPI_EXP=y", "CONFIG_BCM2835_WDT=y", "CONFIG_EXT4_FS=y")
+BOOT_FRAGMENT_MACHINES = ("raspberrypi4-64",)
+# What grow-data.sh runs, by package: sfdisk, partx, resize2fs, dumpe2fs; readlink -f (busybox).
+GROW_DATA_RDEPENDS = ("util-linux-sfdisk", "util-linux-partx", "e2fsprogs-resize2fs",
+                      "e2fsprogs-dumpe2fs", "busybox")
 
 
 def local_path(d, name):
-    """Where the fetcher finds file://NAME of a recipe (its FILESPATH, overrides applied)."""
-    fetcher = bb.fetch2.Fetch([u for u in d.getVar("SRC_URI").split()
-                               if u.split(";")[0] == "file://" + name], d)
+    """Where the fetcher finds file://NAME of a recipe (its FILESPATH, overrides applied); []
+    when the recipe does not fetch it (an empty list would make Fetch take all of SRC_URI)."""
+    urls = [u for u in d.getVar("SRC_URI").split() if u.split(";")[0] == "file://" + name]
+    if not urls:
+        return []
+    fetcher = bb.fetch2.Fetch(urls, d)
     return [fetcher.localpath(u) for u in fetcher.urls]
+
+
+def local_files(d, suffix):
+    """The local files (file://...SUFFIX) a recipe fetches, where the fetcher finds them."""
+    urls = [u for u in d.getVar("SRC_URI").split()
+            if u.startswith("file://") and u.split(";")[0].endswith(suffix)]
+    if not urls:
+        return []
+    fetcher = bb.fetch2.Fetch(urls, d)
+    return [fetcher.localpath(u) for u in fetcher.urls]
+
+
+def config_options(path):
+    """CONFIG_X -> value ("y", "m", "n" for "# CONFIG_X is not set") of a kernel fragment."""
+    options = {}
+    for line in open(path, encoding="utf-8"):
+        m = re.match(r"^(CONFIG_\w+)=(.*)$", line.strip()) \
+            or re.match(r"^# (CONFIG_\w+) is not set$", line.strip())
+        if m:
+            options[m.group(1)] = m.group(2) if m.lastindex == 2 else "n"
+    return options
+
+
+def check_boot_fragment(kernel, err):
+    """The Pi kernel's docent-boot.cfg: fetched from the layer, with BOOT_FRAGMENT, and no other
+    local fragment of the kernel sets those options otherwise."""
+    frags = local_path(kernel, "docent-boot.cfg")
+    want = "/dynamic-layers/raspberrypi/recipes-kernel/linux/files/docent-boot.cfg"
+    if len(frags) != 1 or not frags[0].endswith(want) or not os.path.exists(frags[0]):
+        err(f"{kernel.getVar('PN')} does not fetch docent-boot.cfg (the layer's ...{want}; "
+            f"SRC_URI: {kernel.getVar('SRC_URI')})")
+        return
+    ours = config_options(frags[0])
+    missing = [f for f in BOOT_FRAGMENT if ours.get(f.split("=")[0]) != f.split("=")[1]]
+    if missing:
+        err(f"{frags[0]} lacks {', '.join(missing)}")
+    for other in local_files(kernel, ".cfg"):
+        if other == frags[0] or not os.path.exists(other):
+            continue
+        for name, value in config_options(other).items():
+            if name in ours and value != ours[name]:
+                err(f"{other} sets {name}={value}, docent-boot.cfg {ours[name]}")
+
+
+def check_console(image, docent, busybox, err):
+    """docent-console in the image, and what its drop-in runs where the recipes put it."""
+    if "docent-console" not in image.getVar("IMAGE_INSTALL").split():
+        err("docent-image does not install docent-console (the technician's console)")
+    dropin = docent.expand("${systemd_system_unitdir}/serial-getty@.service.d/docent.conf")
+    if dropin not in (docent.getVar("FILES:docent-console") or "").split():
+        err(f"docent-console does not ship {dropin}")
+    paths = local_path(docent, "serial-getty.conf")
+    if len(paths) != 1 or not os.path.exists(paths[0]):
+        err("docent does not fetch serial-getty.conf (the console's drop-in)")
+        return None
+    starts = [line.split("=", 1)[1].strip() for line in open(paths[0], encoding="utf-8")
+              if line.startswith("ExecStart=")]
+    argv = starts[-1].lstrip("-").split() if starts and starts[-1] else []
+    shell = docent.expand("${libexecdir}/docent/console-shell")
+    want_busybox = busybox.expand("${base_bindir}/busybox")
+    if argv[:2] != [want_busybox, "getty"]:
+        err(f"the serial-getty drop-in runs {argv[:2]}, not {want_busybox} getty (busybox's path)")
+    if "-l" not in argv or argv[argv.index("-l") + 1:][:1] != [shell]:
+        err(f"the serial-getty drop-in does not start {shell} (-l): {argv}")
+    if shell not in (docent.getVar("FILES:docent-console") or "").split():
+        err(f"docent-console does not ship {shell}")
+    getty = [f for f in local_files(busybox, ".cfg")
+             if os.path.exists(f) and config_options(f).get("CONFIG_GETTY") == "y"]
+    if not getty:
+        err("busybox is built without getty (no fetched fragment sets CONFIG_GETTY=y)")
+    base_utils = image.getVar("VIRTUAL-RUNTIME_base-utils")
+    if "busybox" not in (docent.getVar("RDEPENDS:docent-console") or "").split() \
+            and base_utils != "busybox":
+        err(f"nothing installs busybox for the console (base utilities: {base_utils})")
+    if image.getVar("ROOT_HOME") != "/root":
+        err(f"root's home is {image.getVar('ROOT_HOME')}, console-shell starts its shell in /root")
+    return want_busybox
+
+
+def check_grow_data(docent, err):
+    if "docent-grow-data.service" not in docent.getVar("SYSTEMD_SERVICE:docent").split():
+        err("docent does not enable docent-grow-data.service (SYSTEMD_SERVICE)")
+    rdepends = docent.getVar("RDEPENDS:docent").split()
+    missing = [p for p in GROW_DATA_RDEPENDS if p not in rdepends]
+    if missing:
+        err(f"docent does not depend on {', '.join(missing)} (grow-data.sh runs them)")
 
 
 def check(tinfoil, mc, machine, errors):
@@ -46,6 +152,8 @@ def check(tinfoil, mc, machine, errors):
         missing = [f for f in FRAGMENT if f not in text]
         if missing:
             err(f"{frags[0]} lacks {', '.join(missing)}")
+    if machine in BOOT_FRAGMENT_MACHINES:
+        check_boot_fragment(kernel, err)
 
     conf = recipe("rauc-conf")
     paths = local_path(conf, "system.conf")
@@ -83,14 +191,20 @@ def check(tinfoil, mc, machine, errors):
         if pkg not in image.getVar("IMAGE_INSTALL").split():
             err(f"docent-image does not install {pkg}")
 
+    docent = recipe("docent")
+    busybox_path = check_console(image, docent, recipe("busybox"), err)
+    check_grow_data(docent, err)
+
     pkgconfig = recipe("rauc").getVar("PACKAGECONFIG").split()
     for unwanted in ("network", "streaming"):
         if unwanted in pkgconfig:
             err(f"rauc is built with {unwanted} (PACKAGECONFIG {pkgconfig})")
     if "service" not in pkgconfig:
         err(f"rauc is built without its D-Bus service (PACKAGECONFIG {pkgconfig})")
-    return f"{machine}: kernel {kernel.getVar('PN')} with rauc.cfg, compatible {compatible}, " \
-           f"version {version}"
+    boot = " and docent-boot.cfg" if machine in BOOT_FRAGMENT_MACHINES else ""
+    return f"{machine}: kernel {kernel.getVar('PN')} {kernel.getVar('LINUX_VERSION')} with rauc.cfg{boot}, " \
+           f"compatible {compatible}, version {version}, console {busybox_path} getty, " \
+           f"grow-data enabled"
 
 
 def main():

@@ -23,6 +23,10 @@ systemd/docent-update-gate.service:recipes-kiosk/docent/files/docent-update-gate
 rauc/update-gate.sh:recipes-kiosk/docent/files/update-gate.sh
 udev/70-docent.rules:recipes-kiosk/docent/files/70-docent.rules
 firstboot.sh:recipes-kiosk/docent/files/firstboot.sh
+systemd/docent-grow-data.service:recipes-kiosk/docent/files/docent-grow-data.service
+grow-data.sh:recipes-kiosk/docent/files/grow-data.sh
+rpi4/serial-getty.conf:recipes-kiosk/docent/files/serial-getty.conf
+rpi4/console-shell:recipes-kiosk/docent/files/console-shell
 rpi4/docent.toml:recipes-kiosk/docent/files/docent.toml
 rpi4/asound.conf:recipes-kiosk/docent/files/asound.conf
 boot/boot.cmd:recipes-bsp/docent-boot/files/boot.cmd

@@ -20,6 +20,8 @@ IMAGE_LINGUAS = ""
 # then no HTTPS provider can be reached). kernel-image: the kernel lives in each root slot
 # (/boot/Image), where board/boot/boot.cmd loads it from, so an update of a slot updates its
 # kernel too. docent-boot: fw_env.config and the tools that read and write the boot state.
+# docent-console: the technician's root shell on the serial console, without a password (root
+# itself stays locked: nothing else offers a login).
 # rauc, rauc-service (its D-Bus service, which docent calls) and rauc-conf (the board's
 # system.conf, keyring and bus policy: recipes-core/rauc) install updates into the other slot;
 # os-release carries the firmware's version (VERSION_ID = DISTRO_VERSION), which docent reports.
@@ -30,6 +32,7 @@ IMAGE_INSTALL = "packagegroup-core-boot \
                  rauc-conf \
                  os-release \
                  docent-asound-conf \
+                 docent-console \
                  docent-boot \
                  espeak-ng \
                  pocketsphinx \
@@ -89,7 +92,8 @@ QB_DEFAULT_BIOS:qemuarm64 = "u-boot.bin"
 QB_DEFAULT_KERNEL:qemuarm64 = "none"
 
 # No shell login on the display: docent owns it (DRM/fbdev). Only the serial console
-# (SERIAL_CONSOLES, serial-getty@) offers a login. Mask the getty on tty1 and turn autovt off.
+# (SERIAL_CONSOLES, serial-getty@) offers a shell: docent-console's drop-in makes its getty start
+# the technician's root shell. Mask the getty on tty1 and turn autovt off.
 ROOTFS_POSTPROCESS_COMMAND += "docent_no_display_getty"
 
 docent_no_display_getty[doc] = "Masks the getty of the display (tty1, autovt) and turns logind's autovt off"

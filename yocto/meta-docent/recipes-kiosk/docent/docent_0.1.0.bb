@@ -38,6 +38,10 @@ SRC_URI = "git://git.example.invalid/docent.git;protocol=https;branch=main \
            file://docent-reboot.service \
            file://docent-update-gate.service \
            file://update-gate.sh \
+           file://docent-grow-data.service \
+           file://grow-data.sh \
+           file://serial-getty.conf \
+           file://console-shell \
            "
 SRCREV = "0000000000000000000000000000000000000000"
 
@@ -56,8 +60,10 @@ SYSTEMD_PACKAGES = "${PN}"
 # capability; docent-reboot.service, which it starts, is not enabled itself).
 # docent-update-gate.service rolls back an update docent did not take within its deadline
 # (update-gate.sh: outcome.json, `rauc status mark-bad booted`, reboot).
+# docent-grow-data.service grows the data partition (the last one, board/layout/partitions) and
+# its ext4 to the end of the card, at every boot until it reaches it (grow-data.sh).
 SYSTEMD_SERVICE:${PN} = "docent.service docent-firstboot.service docent-reboot.path \
-                         docent-update-gate.service"
+                         docent-update-gate.service docent-grow-data.service"
 SYSTEMD_AUTO_ENABLE:${PN} = "enable"
 
 # docent.service runs as User=docent with SupplementaryGroups=audio video input gpio: the user
@@ -81,10 +87,19 @@ do_install:append() {
     install -m 0644 ${UNPACKDIR}/docent-reboot.path ${D}${systemd_system_unitdir}/docent-reboot.path
     install -m 0644 ${UNPACKDIR}/docent-reboot.service ${D}${systemd_system_unitdir}/docent-reboot.service
     install -m 0644 ${UNPACKDIR}/docent-update-gate.service ${D}${systemd_system_unitdir}/docent-update-gate.service
+    install -m 0644 ${UNPACKDIR}/docent-grow-data.service ${D}${systemd_system_unitdir}/docent-grow-data.service
 
     install -d ${D}${libexecdir}/docent
     install -m 0755 ${UNPACKDIR}/firstboot.sh ${D}${libexecdir}/docent/firstboot.sh
     install -m 0755 ${UNPACKDIR}/update-gate.sh ${D}${libexecdir}/docent/update-gate.sh
+    install -m 0755 ${UNPACKDIR}/grow-data.sh ${D}${libexecdir}/docent/grow-data.sh
+
+    # The technician's console (docent-console): a drop-in for every serial-getty@ instance
+    # (systemd's unit, which SERIAL_CONSOLES enables through systemd-serialgetty) and the shell
+    # it starts.
+    install -d ${D}${systemd_system_unitdir}/serial-getty@.service.d
+    install -m 0644 ${UNPACKDIR}/serial-getty.conf ${D}${systemd_system_unitdir}/serial-getty@.service.d/docent.conf
+    install -m 0755 ${UNPACKDIR}/console-shell ${D}${libexecdir}/docent/console-shell
 
     # The device nodes go to docent's groups; the data partition to docent (at every boot).
     install -d ${D}${nonarch_base_libdir}/udev/rules.d
@@ -98,16 +113,28 @@ do_install:append() {
 }
 
 # /etc/asound.conf for the reference board in its own package (alsa-state also ships one).
-PACKAGES =+ "${PN}-asound-conf"
+# docent-console: the technician's root shell on the serial console (board/rpi4/serial-getty.conf,
+# which says why there is no password: the line is reached only inside the kiosk's case, where
+# the card is too). Its own package, so an image can leave it out. The drop-in runs
+# /usr/bin/busybox getty (-n -l console-shell): busybox is the image's base utilities
+# (packagegroup-core-boot), built with getty (oe-core's login-utilities.cfg), in ${base_bindir},
+# /usr/bin with systemd (usrmerge); root's home is /root (init-manager-systemd.inc), where
+# console-shell starts the shell. bitbake-values.py checks all four.
+PACKAGES =+ "${PN}-asound-conf ${PN}-console"
 
 FILES:${PN}-asound-conf += "${sysconfdir}/asound.conf"
+FILES:${PN}-console += "${systemd_system_unitdir}/serial-getty@.service.d/docent.conf \
+                        ${libexecdir}/docent/console-shell \
+                        "
 FILES:${PN} += "${systemd_system_unitdir}/docent.service \
                 ${systemd_system_unitdir}/docent-firstboot.service \
                 ${systemd_system_unitdir}/docent-reboot.path \
                 ${systemd_system_unitdir}/docent-reboot.service \
                 ${systemd_system_unitdir}/docent-update-gate.service \
+                ${systemd_system_unitdir}/docent-grow-data.service \
                 ${libexecdir}/docent/firstboot.sh \
                 ${libexecdir}/docent/update-gate.sh \
+                ${libexecdir}/docent/grow-data.sh \
                 ${sysconfdir}/docent/docent.toml \
                 ${nonarch_base_libdir}/udev/rules.d/70-docent.rules \
                 ${nonarch_libdir}/tmpfiles.d/docent.conf \
@@ -122,6 +149,12 @@ CONFFILES:${PN}-asound-conf = "${sysconfdir}/asound.conf"
 # the versions Debian 12 ships (which the engine's tests run). alsa-lib is picked up from the
 # binary's shared-library dependencies; it is named here for clarity. rauc: update-gate.sh marks
 # a slot bad with it (docent itself calls RAUC's service, in the image with rauc-conf).
-RDEPENDS:${PN} = "alsa-lib espeak-ng pocketsphinx pocketsphinx-en-us rauc"
+# grow-data.sh: sfdisk and partx (util-linux makes a package of each program: util-linux-sfdisk,
+# util-linux-partx), resize2fs and dumpe2fs (e2fsprogs' own packages), and readlink -f, sed, cat
+# and basename (busybox, the image's base utilities; its readlink has -f).
+RDEPENDS:${PN} = "alsa-lib busybox e2fsprogs-dumpe2fs e2fsprogs-resize2fs espeak-ng pocketsphinx \
+                  pocketsphinx-en-us rauc util-linux-partx util-linux-sfdisk"
+# The console's drop-in runs /usr/bin/busybox getty.
+RDEPENDS:${PN}-console = "busybox"
 
 RCONFLICTS:${PN}-asound-conf = "alsa-state"
