@@ -70,7 +70,11 @@ echo "docent boot: slot ${docent_slot} (attempts left: A ${BOOT_A_LEFT}, B ${BOO
 part number ${devtype} ${devnum} root${docent_slot} docent_root
 setenv bootargs "root=PARTLABEL=root${docent_slot} ro rootwait panic=5 docent.slot=${docent_slot} rauc.slot=${docent_slot} ${docent_bootargs}"
 # The initramfs is optional: a kernel with its disk and ext4 drivers built in needs none.
+# The kernel may be compressed (the Pi 4's is gzip: a third to read from the card): booti
+# unpacks it to kernel_comp_addr_r, 64 MiB above the initramfs, out of everything loaded here.
 if load ${devtype} ${devnum}:${docent_root} ${kernel_addr_r} /boot/Image; then
+  setenv kernel_comp_size ${filesize}
+  setexpr kernel_comp_addr_r ${ramdisk_addr_r} + 0x4000000
   if load ${devtype} ${devnum}:${docent_root} ${ramdisk_addr_r} /boot/initrd.img; then
     booti ${kernel_addr_r} ${ramdisk_addr_r}:${filesize} ${fdtcontroladdr}
   else

@@ -71,7 +71,12 @@ fn rpi4_image_boots_on_an_emulated_pi_4_to_docent_serving_with_its_data_grown() 
         "the button line (GPIO17, pull-up asked) works: {health}"
     );
 
-    // The data partition took the rest of the card, and the table is whole.
+    // The data partition took the rest of the card (beside docent's start), and the table is
+    // whole.
+    b.sh_within(
+        "until systemctl is-active -q docent-grow-data.service; do sleep 1; done",
+        Duration::from_secs(120),
+    );
     let data_kib: u64 = b
         .sh("df -k /data | tail -n 1")
         .split_whitespace()
