@@ -6,12 +6,26 @@
 # The password is 16 characters from [A-Za-z0-9] read from /dev/urandom. docent reads the first
 # line of the file (admin_password_file in /etc/docent/docent.toml); the file is mode 0600 and
 # owned by the user docent runs as.
+#
+# The data directory is docent's: docent could have planted a link at any name in it (and it can
+# delete the password to have this script run again). So root never writes there: every write
+# goes through as_docent, which runs it as the user docent runs as (tests/it/tidy.rs checks it).
 set -eu
 
 DATA_DIR=${DOCENT_DATA_DIR:-/data}
 OWNER=${DOCENT_USER:-docent}
 FILE="$DATA_DIR/admin-password"
 TMP="$FILE.tmp.$$"
+
+# as_docent COMMAND...: COMMAND as $OWNER (setpriv: util-linux, in both images). Where there is
+# no such user (a development machine) or the caller is not root, as the caller.
+as_docent() {
+    if [ "$(id -u)" = 0 ] && id "$OWNER" >/dev/null 2>&1; then
+        setpriv --reuid="$(id -u "$OWNER")" --regid="$(id -g "$OWNER")" --init-groups -- "$@"
+    else
+        "$@"
+    fi
+}
 
 if [ -e "$FILE" ]; then
     exit 0
@@ -32,15 +46,15 @@ if [ "${#PASSWORD}" -ne 16 ]; then
     exit 1
 fi
 
-printf '%s\n' "$PASSWORD" >"$TMP"
-chmod 0600 "$TMP"
-# docent runs as its own user (docent.service: User=docent): the file is its alone. Where there
-# is no such user (a development machine), it stays root's.
-if id "$OWNER" >/dev/null 2>&1; then
-    chown "$OWNER:$OWNER" "$TMP"
-fi
-sync "$TMP" 2>/dev/null || sync
-mv "$TMP" "$FILE"
+# docent runs as its own user (docent.service: User=docent): the file is its alone, made by it.
+# Where there is no such user (a development machine), it is the caller's. Whatever lies at the
+# temporary name (a link docent planted) is removed first; the password goes through a pipe,
+# never onto a command line (which any user can read in /proc).
+as_docent rm -f "$TMP"
+printf '%s\n' "$PASSWORD" | as_docent sh -c 'umask 077; cat >"$1"' sh "$TMP"
+as_docent chmod 0600 "$TMP"
+as_docent sync "$TMP" 2>/dev/null || sync
+as_docent mv "$TMP" "$FILE"
 sync
 # Never printed: /dev/console may be the kiosk's public screen, and the journal is a log. The
 # person at the board holds the button five seconds on the setup screen to see it (docent shows

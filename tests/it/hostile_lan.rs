@@ -643,6 +643,208 @@ fn the_first_boot_step_never_prints_the_password() {
     );
 }
 
+// Issue 34, findings 2 and 3: root scripts that follow a path docent controls ------------------
+//
+// docent-firstboot.service and docent-update-gate.service run their scripts as root, in the data
+// directory, which is docent's: a link docent plants there must not make root write (or chown)
+// what it names. The scripts run as scripts, as root, on a scratch data directory owned by a
+// stand-in for docent (`nobody`); they are skipped when the tests do not run as root (they
+// could not hand a folder to another user).
+
+/// `nobody`'s uid and gid, when the tests run as root and the user exists.
+fn docent_stand_in() -> Option<(u32, u32)> {
+    let id = |args: &[&str]| -> Option<u32> {
+        let out = std::process::Command::new("id").args(args).output().ok()?;
+        String::from_utf8(out.stdout).ok()?.trim().parse().ok()
+    };
+    if id(&["-u"])? != 0 {
+        eprintln!("skipped: the root scripts' tests run as root");
+        return None;
+    }
+    Some((id(&["-u", "nobody"])?, id(&["-g", "nobody"])?))
+}
+
+/// A scratch folder others can enter, holding `data` (docent's, 0700, as /data on the board) and
+/// `outside`, a file of root's that a link planted in `data` names.
+fn scratch_data(uid: u32, gid: u32) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let data = scratch.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::chown(&data, Some(uid), Some(gid)).unwrap();
+    let outside = scratch.path().join("outside");
+    std::fs::write(&outside, "root's own\n").unwrap();
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o644)).unwrap();
+    (scratch, data, outside)
+}
+
+/// docent plants a link from `at` to `target` (the link is its own).
+fn plant_link(target: &std::path::Path, at: &std::path::Path, uid: u32, gid: u32) {
+    std::os::unix::fs::symlink(target, at).unwrap();
+    std::os::unix::fs::lchown(at, Some(uid), Some(gid)).unwrap();
+}
+
+/// `file` is still root's, 0644, with its content.
+fn assert_untouched(file: &std::path::Path, content: &str) {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(file).unwrap();
+    assert!(meta.is_file(), "{file:?}");
+    assert_eq!(std::fs::read_to_string(file).unwrap(), content, "{file:?}");
+    assert_eq!((meta.uid(), meta.mode() & 0o7777), (0, 0o644), "{file:?}");
+}
+
+/// `file` is a plain file of `uid`'s, mode 0600.
+fn assert_docents_own(file: &std::path::Path, uid: u32) {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(file).unwrap();
+    assert!(meta.is_file(), "{file:?} is a file, not a link");
+    assert_eq!((meta.uid(), meta.mode() & 0o7777), (uid, 0o600), "{file:?}");
+}
+
+#[test]
+fn the_first_boot_step_never_writes_through_a_link_docent_planted() {
+    use std::io::Write;
+    let Some((uid, gid)) = docent_stand_in() else {
+        return;
+    };
+    let (_scratch, data, outside) = scratch_data(uid, gid);
+    // The script's temporary name holds its PID: the shell waits for a line, then `exec`s the
+    // script under the same PID, once the link is in place.
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "read _; exec sh \"$0\""])
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("board/firstboot.sh"))
+        .env("DOCENT_DATA_DIR", &data)
+        .env("DOCENT_USER", "nobody")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let tmp = data.join(format!("admin-password.tmp.{}", child.id()));
+    plant_link(&outside, &tmp, uid, gid);
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert_untouched(&outside, "root's own\n");
+    assert!(out.status.success(), "{out:?}");
+    let file = data.join("admin-password");
+    assert_docents_own(&file, uid);
+    let password = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(password.trim().len(), 16);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(password.trim()));
+    assert!(!tmp.exists(), "the temporary name is gone");
+}
+
+/// Stand-ins for what the gate runs: docent.service has failed five times, so the gate rolls
+/// back at once; each records its call in `calls`.
+fn gate_stand_ins(bin: &std::path::Path, calls: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir(bin).unwrap();
+    let calls = calls.display();
+    for (name, body) in [
+        (
+            "systemctl",
+            "case \"$*\" in *NRestarts*) echo 5 ;; show*) echo failed ;; esac",
+        ),
+        ("journalctl", "echo 'docent: the configuration is refused'"),
+        ("rauc", ":"),
+        ("fw_setenv", ":"),
+    ] {
+        let path = bin.join(name);
+        std::fs::write(
+            &path,
+            format!("#!/bin/sh\necho \"{name} $*\" >>'{calls}'\n{body}\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+fn run_gate(scratch: &std::path::Path, data: &std::path::Path) -> std::process::Output {
+    let bin = scratch.join("bin");
+    let calls = scratch.join("calls");
+    gate_stand_ins(&bin, &calls);
+    let cmdline = scratch.join("cmdline");
+    std::fs::write(&cmdline, "root=/dev/mmcblk0p2 rauc.slot=B rootwait\n").unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    std::process::Command::new("sh")
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("board/rauc/update-gate.sh"))
+        .env("PATH", path)
+        .env("DOCENT_DATA_DIR", data)
+        .env("DOCENT_USER", "nobody")
+        .env("DOCENT_CMDLINE", &cmdline)
+        .output()
+        .unwrap()
+}
+
+const PENDING: &str = r#"{"slot":"B","from":"0.1.0","to":"0.2.0","installed_at":1700000000}"#;
+
+#[test]
+fn the_update_gate_never_writes_through_a_link_docent_planted() {
+    let Some((uid, gid)) = docent_stand_in() else {
+        return;
+    };
+    // A link at the outcome's temporary name, to a file of root's.
+    let (scratch, data, outside) = scratch_data(uid, gid);
+    let update = data.join("update");
+    std::fs::create_dir(&update).unwrap();
+    std::os::unix::fs::chown(&update, Some(uid), Some(gid)).unwrap();
+    std::fs::write(update.join("pending.json"), PENDING).unwrap();
+    std::os::unix::fs::chown(update.join("pending.json"), Some(uid), Some(gid)).unwrap();
+    plant_link(&outside, &update.join("outcome.json.tmp"), uid, gid);
+    let out = run_gate(scratch.path(), &data);
+    assert_untouched(&outside, "root's own\n");
+    assert!(out.status.success(), "{out:?}");
+    // The rollback itself as before: the outcome as docent reads it, the slot marked bad.
+    let outcome = update.join("outcome.json");
+    assert_docents_own(&outcome, uid);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&outcome).unwrap()).unwrap();
+    assert_eq!(
+        (&v["result"], &v["from"], &v["to"], &v["installed_at"]),
+        (
+            &json!("rolled_back"),
+            &json!("0.1.0"),
+            &json!("0.2.0"),
+            &json!(1_700_000_000)
+        ),
+        "{v}"
+    );
+    let reason = v["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("failed to start 5 times") && reason.contains("configuration is refused"),
+        "{reason}"
+    );
+    assert!(!update.join("pending.json").exists());
+    let calls = std::fs::read_to_string(scratch.path().join("calls")).unwrap();
+    assert!(
+        calls.contains("rauc status mark-bad booted") && calls.contains("systemctl reboot"),
+        "{calls}"
+    );
+
+    // The update folder itself a link, to a folder of root's (which holds a pending.json, so
+    // that the gate goes as far as it can): root neither writes nor removes anything there.
+    let (scratch, data, _) = scratch_data(uid, gid);
+    let elsewhere = scratch.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("pending.json"), PENDING).unwrap();
+    let readable = std::os::unix::fs::PermissionsExt::from_mode(0o644);
+    std::fs::set_permissions(elsewhere.join("pending.json"), readable).unwrap();
+    plant_link(&elsewhere, &data.join("update"), uid, gid);
+    let out = run_gate(scratch.path(), &data);
+    assert!(out.status.success(), "{out:?}");
+    let mut left: Vec<_> = std::fs::read_dir(&elsewhere)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["pending.json"], "{out:?}");
+    assert_untouched(&elsewhere.join("pending.json"), PENDING);
+}
+
 // Finding 6 -----------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

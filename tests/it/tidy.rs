@@ -365,3 +365,191 @@ fn collect_text_files(dir: &Path, out: &mut Vec<PathBuf>) {
         }
     }
 }
+
+/// The scripts that root runs on the board (their units have no `User=`), as board/ has them and
+/// as the Yocto layer installs them.
+const ROOT_SCRIPTS: &[&str] = &[
+    "board/firstboot.sh",
+    "board/rauc/update-gate.sh",
+    "board/grow-data.sh",
+    "board/boot/boot-ok.sh",
+    "yocto/meta-docent/recipes-kiosk/docent/files/firstboot.sh",
+    "yocto/meta-docent/recipes-kiosk/docent/files/update-gate.sh",
+    "yocto/meta-docent/recipes-kiosk/docent/files/grow-data.sh",
+    "yocto/meta-docent/recipes-bsp/docent-boot/files/boot-ok.sh",
+];
+
+/// Commands that write, move or remove a file, or change its owner or mode.
+const FILE_WRITERS: &[&str] = &[
+    "chown", "chmod", "mv", "cp", "ln", "rm", "touch", "mkdir", "tee", "install", "dd", "truncate",
+];
+
+/// Shells run on a string: this check cannot see what the string does.
+const STRING_SHELLS: &[&str] = &["sh", "bash", "dash", "eval"];
+
+/// Words before a command that leave it the command.
+const PREFIXES: &[&str] = &[
+    "if", "then", "else", "elif", "do", "while", "until", "!", "exec", "command", "env", "nice",
+    "nohup", "time", "busybox",
+];
+
+/// The commands of a shell script with the line each starts on: the script split at newlines
+/// and at `;`, `|`, `&`, `(`, `)`, `{`, `}` (so a `$(...)` is a command of its own), continuation
+/// lines joined, comments left out, and each quoted string (or escaped character) replaced by `_`.
+fn shell_commands(script: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let (mut line, mut start) = (1, 1);
+    let mut chars = script.chars().peekable();
+    let mut push = |cur: &mut String, start: usize| {
+        if !cur.trim().is_empty() {
+            out.push((start, cur.trim().to_string()));
+        }
+        cur.clear();
+    };
+    while let Some(c) = chars.next() {
+        if cur.trim().is_empty() {
+            start = line;
+        }
+        match c {
+            '\\' => match chars.next() {
+                Some('\n') => {
+                    line += 1;
+                    cur.push(' ');
+                }
+                Some(_) => cur.push('_'),
+                None => {}
+            },
+            '\'' => {
+                for c in chars.by_ref() {
+                    match c {
+                        '\'' => break,
+                        '\n' => line += 1,
+                        _ => {}
+                    }
+                }
+                cur.push('_');
+            }
+            '"' => {
+                while let Some(c) = chars.next() {
+                    match c {
+                        // The guard takes the escaped character, whatever it is.
+                        '\\' if chars.next() == Some('\n') => line += 1,
+                        '"' => break,
+                        '\n' => line += 1,
+                        _ => {}
+                    }
+                }
+                cur.push('_');
+            }
+            '#' if cur.is_empty() || cur.ends_with(char::is_whitespace) => {
+                while chars.next_if(|&c| c != '\n').is_some() {}
+            }
+            // `>&2`, `2>&1`: the descriptor's `&` belongs to the redirect.
+            '&' if cur.ends_with('>') => cur.push('&'),
+            '\n' | ';' | '|' | '&' | '(' | ')' | '{' | '}' => {
+                push(&mut cur, start);
+                if c == '\n' {
+                    line += 1;
+                }
+            }
+            c => cur.push(c),
+        }
+    }
+    push(&mut cur, start);
+    out
+}
+
+/// What a command of a root script must not do (see `root_scripts_write_only_as_docent`).
+fn root_write(command: &str) -> Option<String> {
+    // Redirects: `>`, `>>`, `>|`, `<>`, to a file other than /dev/null.
+    let mut rest = command;
+    while let Some(i) = rest.find('>') {
+        let after = rest[i + 1..].trim_start_matches(['>', '|']);
+        if let Some(fd) = after.strip_prefix('&') {
+            if !fd.starts_with(|c: char| c.is_ascii_digit() || c == '-') {
+                return Some(format!("a redirect `>&{fd}`"));
+            }
+        } else {
+            let target = after.split_whitespace().next().unwrap_or("");
+            if target != "/dev/null" {
+                return Some(format!("a redirect into `{target}`"));
+            }
+        }
+        rest = after;
+    }
+    let is_assignment = |w: &str| {
+        w.split_once('=').is_some_and(|(name, _)| {
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+    };
+    let word = command
+        .split_whitespace()
+        .find(|w| !PREFIXES.contains(w) && !is_assignment(w))?;
+    if FILE_WRITERS.contains(&word) {
+        return Some(format!("`{word}` as root"));
+    }
+    if STRING_SHELLS.contains(&word) {
+        return Some(format!("`{word}` on a string as root"));
+    }
+    None
+}
+
+fn root_writes(script: &str) -> Vec<(usize, String)> {
+    shell_commands(script)
+        .into_iter()
+        .filter_map(|(line, command)| root_write(&command).map(|w| (line, w)))
+        .collect()
+}
+
+/// A root script never follows a path docent controls (issue 34, docs/security.md): the data
+/// directory is docent's, so docent can plant a link at any name in it, and root writing there
+/// would write (or chown) whatever the link names. These scripts have nothing of root's own to
+/// write: in each of their commands (`shell_commands`),
+/// - no redirect into a file: `>` and `>>` go only to /dev/null or to a descriptor (`>&2`). A
+///   redirect is made by the root shell, whatever command it is written on;
+/// - the command (after `if`, `!`, `exec`... and assignments) is none of `FILE_WRITERS`, nor a
+///   shell run on a string (`sh -c`, `eval`), whose string this check cannot read.
+///
+/// What must be written goes through the scripts' wrapper, `as_docent COMMAND...` (setpriv to
+/// the user docent runs as): then `as_docent` is the command, and a redirect is written inside
+/// the quoted script of `as_docent sh -c '...'`, where docent's shell makes it.
+#[test]
+fn root_scripts_write_only_as_docent() {
+    let root = root();
+    let mut found = Vec::new();
+    for script in ROOT_SCRIPTS {
+        let text = std::fs::read_to_string(root.join(script)).unwrap();
+        for (line, what) in root_writes(&text) {
+            found.push(format!("{script}:{line}: {what}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "write under the data directory through `as_docent` (or nothing):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn a_planted_root_write_is_found() {
+    let lines = |script: &str| -> Vec<usize> { root_writes(script).iter().map(|f| f.0).collect() };
+    let script = r#"#!/bin/sh
+printf '%s\n' "$x" >"$TMP"
+echo "update gate: $from -> $to" >&2
+cut -d. -f1 /proc/uptime 2>/dev/null
+chown docent:docent "$O.tmp"; chmod 0600 "$O.tmp"
+[ -f "$P" ] && rm -f "$P"
+# rm -f "$P" (a comment)
+echo 'mv a b > c'
+as_docent rm -f "$P"; as_docent mv "$TMP" "$FILE"
+printf x | as_docent sh -c 'cat >"$1"' sh "$TMP"
+as_docent cat >"$TMP"
+printf '{"to":"%s"}\n' \
+    "$(esc "$to")" > "$O.tmp"
+sh -c 'cat > /data/x'
+X=1 exec mv a b
+n=$(cat "$sys/size")
+"#;
+    assert_eq!(lines(script), vec![2, 5, 5, 6, 11, 12, 14, 15]);
+}

@@ -152,8 +152,11 @@ CONFFILES:${PN}-asound-conf = "${sysconfdir}/asound.conf"
 # grow-data.sh: sfdisk and partx (util-linux makes a package of each program: util-linux-sfdisk,
 # util-linux-partx), resize2fs and dumpe2fs (e2fsprogs' own packages), and readlink -f, sed, cat
 # and basename (busybox, the image's base utilities; its readlink has -f).
+# firstboot.sh and update-gate.sh run as root but write to the data partition only as docent,
+# through setpriv (util-linux-setpriv: oe-core builds it for every target; runuser would need
+# PAM), with busybox's id.
 RDEPENDS:${PN} = "alsa-lib busybox e2fsprogs-dumpe2fs e2fsprogs-resize2fs espeak-ng pocketsphinx \
-                  pocketsphinx-en-us rauc util-linux-partx util-linux-sfdisk"
+                  pocketsphinx-en-us rauc util-linux-partx util-linux-setpriv util-linux-sfdisk"
 # The console's drop-in runs /usr/bin/busybox getty.
 RDEPENDS:${PN}-console = "busybox"
 

@@ -8,16 +8,35 @@
 # script rolls back: /data/update/outcome.json says why (docent's console and health show it on
 # the previous slot), RAUC marks the booted slot bad, and the board reboots into the other slot.
 # A pending.json naming the other slot (U-Boot fell back on its own) is docent's to report.
+#
+# /data/update is docent's: docent could have planted a link at any name in it, or in place of
+# the folder itself. So root never reads or writes there: every access goes through as_docent,
+# which runs it as docent (tests/it/tidy.rs checks the writes).
+# DOCENT_DATA_DIR, DOCENT_USER and DOCENT_CMDLINE are for the tests (tests/it/hostile_lan.rs);
+# the unit sets none of them.
 set -u
-P=/data/update/pending.json
-O=/data/update/outcome.json
+DATA_DIR=${DOCENT_DATA_DIR:-/data}
+OWNER=${DOCENT_USER:-docent}
+CMDLINE=${DOCENT_CMDLINE:-/proc/cmdline}
+P=$DATA_DIR/update/pending.json
+O=$DATA_DIR/update/outcome.json
 : "${DEADLINE:=180}" "${MAX_FAILURES:=5}"
-field() { sed -n "s/.*\"$1\" *: *\"\([^\"]*\)\".*/\1/p" "$P" | head -n 1; }
-number() { sed -n "s/.*\"$1\" *: *\([0-9]*\).*/\1/p" "$P" | head -n 1; }
+# as_docent COMMAND...: COMMAND as $OWNER (setpriv: util-linux, in both images). Where there is
+# no such user (a development machine) or the caller is not root, as the caller.
+as_docent() {
+    if [ "$(id -u)" = 0 ] && id "$OWNER" >/dev/null 2>&1; then
+        setpriv --reuid="$(id -u "$OWNER")" --regid="$(id -g "$OWNER")" --init-groups -- "$@"
+    else
+        "$@"
+    fi
+}
+field() { printf '%s\n' "$pending" | sed -n "s/.*\"$1\" *: *\"\([^\"]*\)\".*/\1/p" | head -n 1; }
+number() { printf '%s\n' "$pending" | sed -n "s/.*\"$1\" *: *\([0-9]*\).*/\1/p" | head -n 1; }
 # JSON string content: backslashes and quotes escaped, control characters dropped.
 esc() { printf '%s' "$1" | tr -d '\000-\037' | sed 's/\\/\\\\/g; s/"/\\"/g'; }
-booted=$(sed -n 's/.*rauc\.slot=\([A-Za-z0-9]*\).*/\1/p' /proc/cmdline)
+booted=$(sed -n 's/.*rauc\.slot=\([A-Za-z0-9]*\).*/\1/p' "$CMDLINE")
 [ -f "$P" ] || exit 0
+pending=$(as_docent head -c 65536 "$P") || { echo "update gate: cannot read $P" >&2; exit 0; }
 slot=$(field slot)
 if [ -z "$booted" ] || [ "$slot" != "$booted" ]; then
     echo "update gate: the pending update is for slot ${slot:-?}, slot ${booted:-?} booted: nothing to do"
@@ -51,11 +70,15 @@ echo "update gate: rolling back $to: $reason"
 # docent may have written the outcome itself (its start check failed): keep its reason.
 if [ ! -f "$O" ] || [ "$P" -nt "$O" ]; then
     # installed_at names the install (the fleet client matches its deployment on it).
+    # Written by docent's user, so the file is docent's (where there is no such user, the
+    # caller's); whatever lies at the temporary name is removed first.
+    as_docent rm -f "$O.tmp"
     printf '{"result":"rolled_back","from":"%s","to":"%s","reason":"%s","at":%s,"installed_at":%s}\n' \
-        "$(esc "$from")" "$(esc "$to")" "$(esc "$reason")" "$(date +%s)" "${installed_at:-0}" > "$O.tmp"
-    chown docent:docent "$O.tmp"; chmod 0600 "$O.tmp"
-    sync "$O.tmp"; mv "$O.tmp" "$O"
+        "$(esc "$from")" "$(esc "$to")" "$(esc "$reason")" "$(date +%s)" "${installed_at:-0}" |
+        as_docent sh -c 'umask 077; cat >"$1"' sh "$O.tmp"
+    as_docent chmod 0600 "$O.tmp"
+    as_docent sync "$O.tmp"; as_docent mv "$O.tmp" "$O"
 fi
-rm -f "$P"; sync /data/update
+as_docent rm -f "$P"; as_docent sync "$DATA_DIR/update"
 rauc status mark-bad booted || fw_setenv "BOOT_${booted}_LEFT" 0
 systemctl reboot
