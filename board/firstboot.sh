@@ -17,11 +17,12 @@ OWNER=${DOCENT_USER:-docent}
 FILE="$DATA_DIR/admin-password"
 TMP="$FILE.tmp.$$"
 
-# as_docent COMMAND...: COMMAND as $OWNER (setpriv: util-linux, in both images). Where there is
-# no such user (a development machine) or the caller is not root, as the caller.
+# as_docent COMMAND...: COMMAND as $OWNER (util-linux's setpriv, in both images; by its path:
+# the board's busybox shell runs its own applet of a bare name, whose setpriv has no --reuid).
+# Where there is no such user (a development machine) or the caller is not root, as the caller.
 as_docent() {
     if [ "$(id -u)" = 0 ] && id "$OWNER" >/dev/null 2>&1; then
-        setpriv --reuid="$(id -u "$OWNER")" --regid="$(id -g "$OWNER")" --init-groups -- "$@"
+        /usr/bin/setpriv --reuid="$(id -u "$OWNER")" --regid="$(id -g "$OWNER")" --init-groups -- "$@"
     else
         "$@"
     fi
