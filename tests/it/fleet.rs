@@ -14,6 +14,7 @@ use ring::signature::KeyPair as _;
 use serde_json::{Value, json};
 use sha2::Digest as _;
 
+use crate::support::disk::{Tmpfs, fill};
 use crate::support::fake_hawkbit::{CONTROLLER, FakeHawkbit, TENANT};
 use crate::support::fleet_kiosk::{Kiosk, TestFirmware, bundle, hex, now, token, wait_until};
 
@@ -374,6 +375,223 @@ async fn a_download_cut_by_a_server_that_goes_away_resumes_with_range() {
     assert_eq!(fake.with(|s| s.cut_at), Some(1 << 20));
     assert!(len > 1 << 20);
     kiosk.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_dripped_a_byte_a_second_is_bounded_as_a_whole_and_a_pause_interrupts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeHawkbit::start(&token("drip"), "00:00:01").await;
+    // The root resource (about 100 bytes) at one byte a second: every read is quick, the whole
+    // is not. The kiosk's `request_timeout_secs` is 3.
+    fake.with(|s| s.drip_root = true);
+    let kiosk = Kiosk::start(dir.path(), TestFirmware::new(dir.path(), "0.1.0", "A")).await;
+    kiosk.join_fleet(&fake, json!({})).await;
+    wait_until("the first poll", 10, || fake.with(|s| !s.seen.is_empty())).await;
+    let asked = fake.with(|s| s.seen[0].at);
+    wait_until("the poll given up", 8, || {
+        fake.with(|s| !s.drips_dropped.is_empty())
+    })
+    .await;
+    let given_up = fake.with(|s| s.drips_dropped[0]) - asked;
+    assert!(given_up < Duration::from_secs(5), "{given_up:?}");
+    let mut status = kiosk.get("/api/v1/fleet").await;
+    for _ in 0..20 {
+        if status["last_error"].is_string() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        status = kiosk.get("/api/v1/fleet").await;
+    }
+    assert!(
+        status["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("in time")),
+        "{status}"
+    );
+
+    // A download (1 MiB announced: a bound of 3 s plus 16 s at 64 KiB/s) dripped: a pause
+    // ends it at once.
+    fake.offer(
+        "30",
+        "os",
+        "0.2.0",
+        "b.raucb",
+        bundle("0.2.0", 1 << 20),
+        json!({}),
+    );
+    fake.with(|s| {
+        s.drip_root = false;
+        s.drip_artifact = true;
+        s.drips_dropped.clear();
+    });
+    // Without an answer the kiosk waits hawkBit's default five minutes: settings wake it.
+    kiosk.join_fleet(&fake, json!({})).await;
+    let downloads = || {
+        fake.with(|s| {
+            s.seen
+                .iter()
+                .filter(|r| r.path.contains("/artifacts/"))
+                .map(|r| r.at)
+                .collect::<Vec<_>>()
+        })
+    };
+    wait_until("the download", 15, || !downloads().is_empty()).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(fake.with(|s| s.drips_dropped.is_empty()), "still dripping");
+    let res = kiosk
+        .http
+        .post(kiosk.url("/api/v1/fleet/pause"))
+        .json(&json!({"paused": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let paused = std::time::Instant::now();
+    wait_until("the download ended by the pause", 5, || {
+        fake.with(|s| !s.drips_dropped.is_empty())
+    })
+    .await;
+    let ended = fake.with(|s| s.drips_dropped[0]) - paused;
+    assert!(ended < Duration::from_secs(4), "{ended:?}");
+    let count = fake.with(|s| s.seen.len());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(fake.with(|s| s.seen.len()), count, "paused");
+
+    // Announced as 1,000 bytes: the download's bound is 4 s (3 s, and a second for the bytes at
+    // 64 KiB/s), whatever trickles after.
+    fake.declare_size(1000);
+    fake.with(|s| s.drips_dropped.clear());
+    let before = downloads().len();
+    let res = kiosk
+        .http
+        .post(kiosk.url("/api/v1/fleet/pause"))
+        .json(&json!({"paused": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    wait_until("the download again", 10, || downloads().len() > before).await;
+    let started = downloads()[before];
+    wait_until("the download given up", 10, || {
+        fake.with(|s| !s.drips_dropped.is_empty())
+    })
+    .await;
+    let lasted = fake.with(|s| s.drips_dropped[0]) - started;
+    assert!(lasted < Duration::from_secs(6), "{lasted:?}");
+    kiosk.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_servers_text_never_forges_a_line_of_the_log() {
+    const FORGED: &str = "2026-01-01T00:00:00Z  INFO docent: slot marked good";
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeHawkbit::start(&token("forge"), "00:00:01").await;
+    // A JSON enum value the kiosk does not know: quoted in the warning about the answer.
+    fake.offer(
+        "40",
+        "os",
+        "0.2.0",
+        "b.raucb",
+        bundle("0.2.0", 1000),
+        json!({"download": format!("forced\n{FORGED}")}),
+    );
+    let firmware = TestFirmware::new(dir.path(), "0.1.0", "A");
+    let kiosk = Kiosk::start(dir.path(), firmware.clone()).await;
+    kiosk.join_fleet(&fake, json!({})).await;
+    wait_until("the deployment read", 10, || {
+        fake.with(|s| s.seen.iter().any(|r| r.path.contains("deploymentBase/40")))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // A sha256 that is no hash: quoted in the failure.
+    fake.offer(
+        "41",
+        "os",
+        "0.2.0",
+        "b.raucb",
+        bundle("0.2.0", 1000),
+        json!({}),
+    );
+    fake.with(|s| {
+        let (_, d) = s.deployment.as_mut().unwrap();
+        d["chunks"][0]["artifacts"][0]["hashes"]["sha256"] =
+            json!(format!("{}\n{FORGED}", "00".repeat(32)));
+        s.generation += 1;
+    });
+    wait_until("the failure", 20, || fake.closed("41").is_some()).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let lines = docent::logs::recent(docent::logs::LINES);
+    for line in &lines {
+        assert!(!line.starts_with("2026-01-01"), "a forged line: {line}");
+    }
+    let quoted: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("slot marked good"))
+        .collect();
+    assert!(
+        quoted.iter().any(|l| l.contains("unknown variant"))
+            && quoted.iter().any(|l| l.contains("sha256 mismatch")),
+        "both are logged, escaped: {quoted:?}"
+    );
+    assert!(firmware.calls().is_empty());
+    kiosk.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_download_past_the_data_reserve_is_refused_midway_and_removed() {
+    let Some(fs) = Tmpfs::mount(64) else {
+        return;
+    };
+    let root = fs.path.clone();
+    let fake = FakeHawkbit::start(&token("reserve"), "00:00:01").await;
+    // Announced as 1,024 bytes, 24 MiB sent.
+    fake.offer(
+        "50",
+        "os",
+        "0.2.0",
+        "b.raucb",
+        bundle("0.2.0", 24 << 20),
+        json!({}),
+    );
+    fake.declare_size(1024);
+    let firmware = TestFirmware::new(&root, "0.1.0", "A");
+    let kiosk = Kiosk::start(&root, firmware.clone()).await;
+    // The default reserve is 8 MiB: 6 MiB more are free, far more than the announced size.
+    let reserve: u64 = 8 << 20;
+    fill(&root, reserve + (6 << 20));
+    // The least free space seen while the kiosk works.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (done, root) = (done.clone(), root.clone());
+        std::thread::spawn(move || {
+            let mut least = u64::MAX;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                least = least.min(docent::store::free_bytes(&root).unwrap());
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            least
+        })
+    };
+    kiosk.join_fleet(&fake, json!({})).await;
+    wait_until("the refusal", 30, || fake.closed("50").is_some()).await;
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let least = watcher.join().unwrap();
+    assert!(
+        least >= reserve,
+        "the download went into the reserve: {least} bytes were left"
+    );
+    let (status, details) = fake.closed("50").unwrap();
+    assert_eq!(status, "closed/failure");
+    assert!(details.contains("no room"), "{details}");
+    assert!(
+        !root.join("fleet/download/artifact").exists(),
+        "the partial file is removed"
+    );
+    let free = docent::store::free_bytes(&root).unwrap();
+    assert!(free > reserve + (5 << 20), "{free}");
+    assert!(firmware.calls().is_empty());
+    kiosk.stop().await;
+    drop(fs);
 }
 
 #[tokio::test(flavor = "multi_thread")]

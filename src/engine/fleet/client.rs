@@ -17,7 +17,9 @@ use super::ddi::{
     AssignedVersion, ConfigData, ControllerBase, Ddi, DeploymentBase, Execution, Feedback,
     Finished, Handling, Polled, Window,
 };
-use super::{ActionStatus, Firmware, FleetSettings, Kind, OutcomeKind, Pending, State, unix_now};
+use super::{
+    ActionStatus, Escaped, Firmware, FleetSettings, Kind, OutcomeKind, Pending, State, unix_now,
+};
 use crate::engine::Engine;
 use crate::engine::error::{Error, Result};
 
@@ -67,11 +69,11 @@ impl Client {
         self.interval = 300;
         let mut server = None;
         loop {
+            if stop.is_cancelled() {
+                return;
+            }
             let settings = self.engine.settings().fleet.clone();
-            let id = match settings.controller_id.as_str() {
-                "" => self.default_id.clone(),
-                id => id.to_string(),
-            };
+            let id = controller_id(&settings, &self.default_id);
             let state = State::load(&self.engine.config.data_dir);
             self.engine.fleet.update(|s| {
                 s.enabled = settings.enabled;
@@ -86,36 +88,68 @@ impl Client {
             } else {
                 // Another server, target or token: a new client (one connection kept across
                 // polls), and the last answer says nothing of this one.
-                let this = (
-                    settings.server_url.clone(),
-                    settings.tenant.clone(),
-                    id.clone(),
-                    settings.target_token.clone(),
-                );
+                let this = server_key(&settings, &self.default_id);
                 if server.as_ref().map(|(key, _)| key) != Some(&this) {
                     self.etag = None;
                     let timeout = Duration::from_secs(limits.request_timeout_secs.max(1));
                     server = match Ddi::new(&settings, &id, timeout) {
-                        Ok(ddi) => Some((this, Arc::new(ddi))),
+                        Ok(ddi) => Some((this.clone(), Arc::new(ddi))),
                         Err(e) => {
-                            tracing::warn!("fleet: {e}");
+                            tracing::warn!("fleet: {}", Escaped(&e));
                             None
                         }
                     };
                 }
                 let ddi = server.as_ref().map(|(_, ddi)| ddi.clone());
+                // A pause, another server, target or token, or the end: the request in flight
+                // ends at once (`Ddi::bounded`) and the cycle with it; what was done is kept
+                // (a download goes on from where it stopped).
+                let interrupt = CancellationToken::new();
+                if let Some(ddi) = &ddi {
+                    ddi.set_interrupt(interrupt.clone());
+                }
+                let engine = self.engine.clone();
+                let default_id = self.default_id.clone();
+                let woken = std::sync::atomic::AtomicBool::new(false);
+                let watch = async {
+                    loop {
+                        tokio::select! {
+                            _ = stop.cancelled() => break,
+                            _ = engine.fleet.wake.notified() => {}
+                        }
+                        woken.store(true, std::sync::atomic::Ordering::Relaxed);
+                        let now = engine.settings().fleet.clone();
+                        if !now.enabled
+                            || now.paused
+                            || now.server_url.is_empty()
+                            || server_key(&now, &default_id) != this
+                        {
+                            break;
+                        }
+                    }
+                    interrupt.cancel();
+                    std::future::pending::<()>().await;
+                };
                 let cycle = async {
                     let ddi = ddi.ok_or_else(|| Error::Internal("no HTTP client".into()))?;
                     self.cycle(&ddi, &settings, &stop).await
                 };
-                match cycle.await {
+                let done = tokio::select! {
+                    done = cycle => done,
+                    _ = watch => unreachable!("the watch never ends"),
+                };
+                match done {
                     Ok(()) => self.engine.fleet.update(|s| s.last_error = None),
                     Err(e) => {
-                        tracing::warn!("fleet: {e}");
+                        tracing::warn!("fleet: {}", Escaped(&e));
                         self.engine
                             .fleet
                             .update(|s| s.last_error = Some(e.to_string()));
                     }
+                }
+                // Woken while working: the settings are read again at once.
+                if woken.load(std::sync::atomic::Ordering::Relaxed) {
+                    continue;
                 }
                 let interval = self
                     .interval
@@ -280,7 +314,10 @@ impl Client {
                             "installedBase".into(),
                             format!("{} {}", version.name, version.version),
                         );
-                        tracing::info!("fleet: reported {} installed from the console", o.to);
+                        tracing::info!(
+                            "fleet: reported {} installed from the console",
+                            Escaped(&o.to)
+                        );
                     }
                     state.outcome_seen = o.installed_at;
                     state.save(&dir)?;
@@ -348,7 +385,7 @@ impl Client {
         } else {
             discard_download(&dir);
             self.engine.fleet.update(|s| s.action = None);
-            tracing::info!("fleet: action {stop} cancelled by the server");
+            tracing::info!("fleet: action {} cancelled by the server", Escaped(&stop));
             Feedback::new(
                 Execution::Canceled,
                 Finished::Success,
@@ -379,7 +416,11 @@ impl Client {
         ddi.deployment_feedback(id, &feedback).await?;
         let details = feedback.status.details.join("; ");
         if feedback.status.execution == Execution::Closed {
-            tracing::info!("fleet: action {id} {summary}: {details}");
+            tracing::info!(
+                "fleet: action {} {summary}: {}",
+                Escaped(id),
+                Escaped(&details)
+            );
         }
         self.engine
             .fleet
@@ -478,10 +519,21 @@ impl Client {
         let fleet = &self.engine.fleet;
         // Downloaded at an earlier poll (waiting for the window or the update).
         let complete = size.is_some_and(|s| s == have && s > 0);
+        // The announced size is advice: free space is looked at again as the bytes arrive.
+        let reserve = self.engine.config.data_reserve_bytes;
+        let space = || {
+            let free = crate::store::free_bytes(&dir)?;
+            if free < reserve.saturating_add(super::ddi::SPACE_CHECK_BYTES) {
+                return Err(Error::InsufficientStorage(
+                    "the data partition has no room for the rest of the artifact".into(),
+                ));
+            }
+            Ok(())
+        };
         let got = if complete {
             Ok(have)
         } else {
-            ddi.download(href, &file, max, |n| {
+            ddi.download(href, &file, max, remaining, space, |n| {
                 let percent = size.map_or(0, |s| (n * 100 / s.max(1)).min(100) as u8);
                 fleet.update(|s| {
                     if let Some(a) = s.action.as_mut() {
@@ -493,8 +545,11 @@ impl Client {
         };
         match got {
             Ok(_) => {}
-            Err(Error::TooLarge(why)) => return self.fail(ddi, &id, why).await,
-            // Cut or stalled: the next poll resumes where it stopped.
+            // Abandoned: the partial file goes with the action (`fail`).
+            Err(Error::TooLarge(why) | Error::InsufficientStorage(why)) => {
+                return self.fail(ddi, &id, why).await;
+            }
+            // Cut, stalled, out of time or interrupted: the next poll resumes where it stopped.
             Err(e) => return Err(e),
         }
         // Checked once: a deployment waiting for its window comes back at every poll.
@@ -597,7 +652,7 @@ impl Client {
                             .with_progress(p.percent);
                         // Progress is a courtesy: a lost message does not stop the install.
                         if let Err(e) = ddi.deployment_feedback(id, &f).await {
-                            tracing::debug!("fleet: progress not reported: {e}");
+                            tracing::debug!("fleet: progress not reported: {}", Escaped(&e));
                         }
                     }
                 }
@@ -614,12 +669,18 @@ impl Client {
             "installed; waiting to reboot",
             100,
         );
-        self.proceeding(
-            ddi,
-            id,
-            format!("{version} installed; the result follows the reboot and the start check"),
-        )
-        .await?;
+        // A courtesy as well: the install is done and the reboot must follow, even when this
+        // message is lost or interrupted (the result follows the reboot in any case).
+        if let Err(e) = self
+            .proceeding(
+                ddi,
+                id,
+                format!("{version} installed; the result follows the reboot and the start check"),
+            )
+            .await
+        {
+            tracing::warn!("fleet: not reported as installed: {}", Escaped(&e));
+        }
         // `attempt`: not in the middle of a visit.
         if update != Some(Handling::Forced) {
             loop {
@@ -637,7 +698,7 @@ impl Client {
             }
         }
         self.stage(id, Kind::Firmware, &version, "rebooting", 100);
-        tracing::info!("fleet: {version} installed; rebooting");
+        tracing::info!("fleet: {} installed; rebooting", Escaped(&version));
         let firmware = self.firmware.clone();
         tokio::task::spawn_blocking(move || firmware.reboot())
             .await
@@ -657,20 +718,43 @@ impl Client {
         };
         self.pending(id, Kind::Content, &version, unix_now())?;
         self.stage(id, Kind::Content, &version, "restarting", 100);
-        self.feedback(
-            ddi,
-            id,
-            Feedback::new(
-                Execution::Proceeding,
-                Finished::None,
-                format!("content {version} checked and staged; restarting"),
-            ),
-        )
-        .await?;
-        tracing::info!("fleet: content {version} staged; restarting");
+        // Staged: the restart must follow even when this message is lost or interrupted.
+        if let Err(e) = self
+            .feedback(
+                ddi,
+                id,
+                Feedback::new(
+                    Execution::Proceeding,
+                    Finished::None,
+                    format!("content {version} checked and staged; restarting"),
+                ),
+            )
+            .await
+        {
+            tracing::warn!("fleet: not reported as staged: {}", Escaped(&e));
+        }
+        tracing::info!("fleet: content {} staged; restarting", Escaped(&version));
         self.engine.request_restart();
         Ok(())
     }
+}
+
+/// The target's controller id: the setting, or the kiosk's own name.
+fn controller_id(settings: &FleetSettings, default_id: &str) -> String {
+    match settings.controller_id.as_str() {
+        "" => default_id.to_string(),
+        id => id.to_string(),
+    }
+}
+
+/// Who this kiosk is to which server: another value needs another client.
+fn server_key(settings: &FleetSettings, default_id: &str) -> (String, String, String, String) {
+    (
+        settings.server_url.clone(),
+        settings.tenant.clone(),
+        controller_id(settings, default_id),
+        settings.target_token.clone(),
+    )
 }
 
 fn download_dir(data_dir: &Path) -> PathBuf {

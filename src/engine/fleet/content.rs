@@ -193,7 +193,10 @@ impl Engine {
             self.restore_with(&archive, |staging| {
                 Ok(self.store.keep_own(staging, merged_settings)?)
             })?;
-            tracing::info!(version = %manifest.content_version, "content bundle staged");
+            tracing::info!(
+                version = %super::Escaped(&manifest.content_version),
+                "content bundle staged"
+            );
             Ok(manifest.content_version)
         })();
         let _ = std::fs::remove_dir_all(&work);

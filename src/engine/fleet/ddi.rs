@@ -8,11 +8,13 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
 
 use super::FleetSettings;
 use crate::engine::error::{Error, Result};
@@ -268,6 +270,20 @@ pub enum Polled {
 /// Largest JSON document read from the server.
 const JSON_BYTES: usize = 1 << 20;
 
+/// The slowest download the kiosk waits for, in bytes a second: an artifact's download is
+/// bounded as a whole by `request_timeout_secs` plus its announced size at this rate (400 MiB:
+/// under two hours). A download cut at its bound is resumed at the next poll.
+pub const MIN_DOWNLOAD_RATE: u64 = 64 << 10;
+
+/// Free space is looked at again after this many bytes of a download (as for an upload in the
+/// console): the data partition must keep its reserve plus this much.
+pub const SPACE_CHECK_BYTES: u64 = 4 << 20;
+
+/// The bound of a whole download of `bytes` announced bytes.
+pub fn download_bound(timeout: Duration, bytes: u64) -> Duration {
+    timeout + Duration::from_secs(bytes.div_ceil(MIN_DOWNLOAD_RATE))
+}
+
 /// A connection to one server as one target.
 pub struct Ddi {
     http: reqwest::Client,
@@ -277,6 +293,9 @@ pub struct Ddi {
     root: String,
     token: String,
     timeout: Duration,
+    /// Ends every request in flight when cancelled (pause, other settings, shutdown); the
+    /// polling loop gives one to each cycle.
+    interrupt: Mutex<CancellationToken>,
 }
 
 impl Ddi {
@@ -295,7 +314,33 @@ impl Ddi {
             root: format!("/{}/controller/v1/{}", settings.tenant, controller_id),
             token: settings.target_token.clone(),
             timeout,
+            interrupt: Mutex::new(CancellationToken::new()),
         })
+    }
+
+    /// Requests from now on end when `token` is cancelled.
+    pub fn set_interrupt(&self, token: CancellationToken) {
+        *self.interrupt.lock().expect("fleet interrupt") = token;
+    }
+
+    /// Runs one whole request, its answer read, within `within`, or until interrupted.
+    async fn bounded<T>(
+        &self,
+        within: Duration,
+        request: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let interrupt = self.interrupt.lock().expect("fleet interrupt").clone();
+        tokio::select! {
+            done = tokio::time::timeout(within, request) => done.map_err(|_| {
+                Error::Timeout(format!(
+                    "the fleet server did not answer in time ({} s)",
+                    within.as_secs()
+                ))
+            })?,
+            _ = interrupt.cancelled() => Err(Error::Unavailable(
+                "the request was interrupted (paused, new settings or stopping)".into(),
+            )),
+        }
     }
 
     /// A URL on the configured server: `path` is ours, or a link's path and query.
@@ -343,13 +388,11 @@ impl Ddi {
             )
     }
 
+    /// Sends a request; the caller bounds it (`bounded`).
     async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
-        let res = tokio::time::timeout(self.timeout, req.send())
-            .await
-            .map_err(|_| Error::Timeout("the fleet server did not answer in time".into()))?
-            .map_err(|e| {
-                Error::Unavailable(format!("the fleet server is unreachable: {}", plain(&e)))
-            })?;
+        let res = req.send().await.map_err(|e| {
+            Error::Unavailable(format!("the fleet server is unreachable: {}", plain(&e)))
+        })?;
         let status = res.status();
         if status.is_success() || status == reqwest::StatusCode::NOT_MODIFIED {
             return Ok(res);
@@ -363,7 +406,7 @@ impl Ddi {
     }
 
     async fn json<T: for<'de> Deserialize<'de>>(&self, res: reqwest::Response) -> Result<T> {
-        let body = read_bounded(res, JSON_BYTES, self.timeout).await?;
+        let body = read_bounded(res, JSON_BYTES).await?;
         serde_json::from_slice(&body).map_err(|e| {
             Error::ProviderFailed(format!("the fleet server's answer is unreadable: {e}"))
         })
@@ -375,69 +418,106 @@ impl Ddi {
         if let Some(etag) = etag {
             req = req.header(reqwest::header::IF_NONE_MATCH, etag);
         }
-        let res = self.send(req).await?;
-        if res.status() == reqwest::StatusCode::NOT_MODIFIED {
-            return Ok(Polled::Unchanged);
-        }
-        let etag = res
-            .headers()
-            .get(reqwest::header::ETAG)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        Ok(Polled::Changed(self.json(res).await?, etag))
+        self.bounded(self.timeout, async {
+            let res = self.send(req).await?;
+            if res.status() == reqwest::StatusCode::NOT_MODIFIED {
+                return Ok(Polled::Unchanged);
+            }
+            let etag = res
+                .headers()
+                .get(reqwest::header::ETAG)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            Ok(Polled::Changed(self.json(res).await?, etag))
+        })
+        .await
+    }
+
+    /// A GET of a link the server gave, its JSON answer read, within the request bound.
+    async fn get_json<T: for<'de> Deserialize<'de>>(&self, href: &str) -> Result<T> {
+        let req = self.request(reqwest::Method::GET, &self.link(href)?);
+        self.bounded(self.timeout, async {
+            self.json(self.send(req).await?).await
+        })
+        .await
+    }
+
+    /// A request whose answer is only its status, within the request bound.
+    async fn call(&self, req: reqwest::RequestBuilder) -> Result<()> {
+        self.bounded(self.timeout, async { self.send(req).await.map(drop) })
+            .await
     }
 
     pub async fn deployment(&self, href: &str) -> Result<DeploymentBase> {
-        let res = self
-            .send(self.request(reqwest::Method::GET, &self.link(href)?))
-            .await?;
-        self.json(res).await
+        self.get_json(href).await
     }
 
     pub async fn cancel_action(&self, href: &str) -> Result<CancelAction> {
-        let res = self
-            .send(self.request(reqwest::Method::GET, &self.link(href)?))
-            .await?;
-        self.json(res).await
+        self.get_json(href).await
     }
 
     /// `POST .../deploymentBase/{id}/feedback`.
     pub async fn deployment_feedback(&self, id: &str, feedback: &Feedback) -> Result<()> {
         let path = format!("{}/deploymentBase/{}/feedback", self.root, segment(id)?);
-        self.send(self.request(reqwest::Method::POST, &path).json(feedback))
+        self.call(self.request(reqwest::Method::POST, &path).json(feedback))
             .await
-            .map(drop)
     }
 
     /// `POST .../cancelAction/{id}/feedback`.
     pub async fn cancel_feedback(&self, id: &str, feedback: &Feedback) -> Result<()> {
         let path = format!("{}/cancelAction/{}/feedback", self.root, segment(id)?);
-        self.send(self.request(reqwest::Method::POST, &path).json(feedback))
+        self.call(self.request(reqwest::Method::POST, &path).json(feedback))
             .await
-            .map(drop)
     }
 
     pub async fn config_data(&self, data: &ConfigData) -> Result<()> {
         let path = format!("{}/configData", self.root);
-        self.send(self.request(reqwest::Method::PUT, &path).json(data))
+        self.call(self.request(reqwest::Method::PUT, &path).json(data))
             .await
-            .map(drop)
     }
 
     pub async fn installed_base(&self, version: &AssignedVersion) -> Result<()> {
         let path = format!("{}/installedBase", self.root);
-        self.send(self.request(reqwest::Method::PUT, &path).json(version))
+        self.call(self.request(reqwest::Method::PUT, &path).json(version))
             .await
-            .map(drop)
     }
 
     /// Downloads `href` into `file`, resuming after the bytes it already holds (`Range`);
-    /// at most `max` bytes in all. `on_bytes` hears the total after every chunk.
+    /// at most `max` bytes in all, within `download_bound` of the `expected` bytes (the
+    /// server's announcement, only advice: the other bounds hold whatever it sends).
+    /// `space` is asked before the first byte and after every `SPACE_CHECK_BYTES` whether the
+    /// data partition has room (its error ends the download); `on_bytes` hears the total after
+    /// every chunk.
     pub async fn download(
         &self,
         href: &str,
         file: &Path,
         max: u64,
+        expected: u64,
+        space: impl FnMut() -> Result<()>,
+        on_bytes: impl FnMut(u64),
+    ) -> Result<u64> {
+        let within = download_bound(self.timeout, expected);
+        self.bounded(
+            within,
+            self.download_within(href, file, max, space, on_bytes),
+        )
+        .await
+        .map_err(|e| match e {
+            Error::Timeout(_) => Error::Timeout(format!(
+                "the download did not end within {} s; it goes on at the next poll",
+                within.as_secs()
+            )),
+            e => e,
+        })
+    }
+
+    async fn download_within(
+        &self,
+        href: &str,
+        file: &Path,
+        max: u64,
+        mut space: impl FnMut() -> Result<()>,
         mut on_bytes: impl FnMut(u64),
     ) -> Result<u64> {
         let have = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
@@ -445,7 +525,9 @@ impl Ddi {
         if have > 0 {
             req = req.header(reqwest::header::RANGE, format!("bytes={have}-"));
         }
-        let res = self.send(req).await?;
+        let res = tokio::time::timeout(self.timeout, self.send(req))
+            .await
+            .map_err(|_| Error::Timeout("the fleet server did not answer in time".into()))??;
         let resumed = res.status() == reqwest::StatusCode::PARTIAL_CONTENT
             && content_range_start(&res) == Some(have);
         let mut out = std::fs::OpenOptions::new()
@@ -455,6 +537,7 @@ impl Ddi {
             .truncate(!resumed)
             .open(file)?;
         let mut total = if resumed { have } else { 0 };
+        let mut next_check = total;
         let mut stream = res.bytes_stream();
         loop {
             let next = tokio::time::timeout(self.timeout, stream.next())
@@ -469,6 +552,11 @@ impl Ddi {
                     "the artifact is larger than {max} bytes"
                 )));
             }
+            if total >= next_check {
+                space()?;
+                next_check = total + SPACE_CHECK_BYTES;
+            }
+            // A full partition is `InsufficientStorage`, as the reserve's refusal.
             out.write_all(&chunk)?;
             on_bytes(total);
         }
@@ -503,14 +591,11 @@ fn content_range_start(res: &reqwest::Response) -> Option<u64> {
     range.split('-').next()?.trim().parse().ok()
 }
 
-async fn read_bounded(res: reqwest::Response, max: usize, timeout: Duration) -> Result<Vec<u8>> {
+/// Reads an answer of at most `max` bytes (its time is bounded by the caller).
+async fn read_bounded(res: reqwest::Response, max: usize) -> Result<Vec<u8>> {
     let mut body = Vec::new();
     let mut stream = res.bytes_stream();
-    loop {
-        let next = tokio::time::timeout(timeout, stream.next())
-            .await
-            .map_err(|_| Error::Timeout("the fleet server stalled".into()))?;
-        let Some(chunk) = next else { break };
+    while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| Error::Unavailable(plain(&e)))?;
         if body.len() + chunk.len() > max {
             return Err(Error::ProviderFailed(
@@ -559,6 +644,14 @@ mod tests {
         for bad in ["", "5", "00:60:00", "1:2", "a:b:c", "00:00:00:00"] {
             assert_eq!(parse_sleep(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_download_is_bounded_by_its_announced_size() {
+        let t = Duration::from_secs(30);
+        assert_eq!(download_bound(t, 0), t);
+        assert_eq!(download_bound(t, 1), Duration::from_secs(31));
+        assert_eq!(download_bound(t, 400 << 20), Duration::from_secs(30 + 6400));
     }
 
     #[test]

@@ -51,6 +51,13 @@ pub struct Script {
     pub stall_after: Option<usize>,
     /// Bytes sent by downloads that were cut.
     pub cut_at: Option<usize>,
+    /// The root resource's answer is sent one byte a second.
+    pub drip_root: bool,
+    /// Artifact downloads are sent one byte a second.
+    pub drip_artifact: bool,
+    /// Answers sent one byte a second that the client abandoned (their body was dropped
+    /// before its end), with when.
+    pub drips_dropped: Vec<Instant>,
     pub seen: Vec<Seen>,
     /// Action, body, and when it arrived.
     pub feedback: Vec<(String, Value, Instant)>,
@@ -184,6 +191,15 @@ impl FakeHawkbit {
         self.with(|s| {
             s.artifacts.insert(file.into(), bytes);
             s.deployment = Some((id.into(), deployment));
+            s.generation += 1;
+        });
+    }
+
+    /// Declares another size for the offered artifact than its bytes have.
+    pub fn declare_size(&self, size: u64) {
+        self.with(|s| {
+            let (_, d) = s.deployment.as_mut().unwrap();
+            d["chunks"][0]["artifacts"][0]["size"] = json!(size);
             s.generation += 1;
         });
     }
@@ -344,14 +360,15 @@ async fn root(State(s): State<Shared>, Path(id): Path<String>, headers: HeaderMa
         );
     }
     let body = json!({"config": {"polling": {"sleep": script.sleep}}, "_links": links});
-    (
-        [
-            (header::ETAG, etag),
-            (header::CONTENT_TYPE, "application/hal+json".into()),
-        ],
-        Json(body),
-    )
-        .into_response()
+    let headers = [
+        (header::ETAG, etag),
+        (header::CONTENT_TYPE, "application/hal+json".into()),
+    ];
+    if script.drip_root {
+        let bytes = Bytes::from(serde_json::to_vec(&body).unwrap());
+        return (headers, drip(bytes, s.script.clone())).into_response();
+    }
+    (headers, Json(body)).into_response()
 }
 
 async fn deployment(
@@ -479,12 +496,12 @@ async fn artifact(
     if let Err(status) = admit(&s, "GET", path, &headers, &id) {
         return status.into_response();
     }
-    let (bytes, stall) = {
+    let (bytes, stall, dripping) = {
         let mut script = s.script.lock().unwrap();
         let Some(bytes) = script.artifacts.get(&file).cloned() else {
             return StatusCode::NOT_FOUND.into_response();
         };
-        (bytes, script.stall_after.take())
+        (bytes, script.stall_after.take(), script.drip_artifact)
     };
     let len = bytes.len();
     let start = headers
@@ -510,6 +527,7 @@ async fn artifact(
         ));
     }
     let body = match stall {
+        None if dripping => drip(body, s.script.clone()),
         None => Body::from(body),
         Some(n) => {
             let first = body.slice(..n.min(body.len()));
@@ -527,6 +545,32 @@ async fn artifact(
         res.headers_mut().insert(k, v.parse().unwrap());
     }
     res
+}
+
+/// A body sent one byte a second; if the client goes away before its end, the time is recorded
+/// in `drips_dropped` (the body is dropped unfinished).
+fn drip(bytes: Bytes, script: Arc<Mutex<Script>>) -> Body {
+    struct Dropped(Option<Arc<Mutex<Script>>>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            if let Some(script) = self.0.take() {
+                script.lock().unwrap().drips_dropped.push(Instant::now());
+            }
+        }
+    }
+    let stream = futures_util::stream::unfold(
+        (bytes, Dropped(Some(script))),
+        |(mut rest, mut guard)| async move {
+            if rest.is_empty() {
+                guard.0.take(); // sent to its end
+                return None;
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            let byte = rest.split_to(1);
+            Some((Ok::<_, std::io::Error>(byte), (rest, guard)))
+        },
+    );
+    Body::from_stream(stream)
 }
 
 /// A body that sends `first`, then waits until the server stops and ends with an error (the
