@@ -28,6 +28,18 @@ fn installed_at(data_dir: &Path) -> u64 {
 }
 
 /// Nothing that docent logged, showed or stored in clear outside its settings holds `secret`.
+/// Pauses or resumes the fleet client as the console does.
+async fn pause(kiosk: &Kiosk, paused: bool) {
+    let res = kiosk
+        .http
+        .post(kiosk.url("/api/v1/fleet/pause"))
+        .json(&json!({ "paused": paused }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+}
+
 async fn assert_secret_kept(kiosk: &Kiosk, secret: &str) {
     for line in docent::logs::recent(docent::logs::LINES) {
         assert!(
@@ -438,14 +450,7 @@ async fn a_request_dripped_a_byte_a_second_is_bounded_as_a_whole_and_a_pause_int
     wait_until("the download", 15, || !downloads().is_empty()).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(fake.with(|s| s.drips_dropped.is_empty()), "still dripping");
-    let res = kiosk
-        .http
-        .post(kiosk.url("/api/v1/fleet/pause"))
-        .json(&json!({"paused": true}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
+    pause(&kiosk, true).await;
     let paused = std::time::Instant::now();
     wait_until("the download ended by the pause", 5, || {
         fake.with(|s| !s.drips_dropped.is_empty())
@@ -462,14 +467,7 @@ async fn a_request_dripped_a_byte_a_second_is_bounded_as_a_whole_and_a_pause_int
     fake.declare_size(1000);
     fake.with(|s| s.drips_dropped.clear());
     let before = downloads().len();
-    let res = kiosk
-        .http
-        .post(kiosk.url("/api/v1/fleet/pause"))
-        .json(&json!({"paused": false}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
+    pause(&kiosk, false).await;
     wait_until("the download again", 10, || downloads().len() > before).await;
     let started = downloads()[before];
     wait_until("the download given up", 10, || {
@@ -627,14 +625,7 @@ async fn the_servers_polling_interval_is_obeyed_with_etags() {
     assert_eq!(status["interval_secs"], 2);
     assert!(status["last_poll"].is_u64());
     // Paused: no more polls until resumed.
-    let res = kiosk
-        .http
-        .post(kiosk.url("/api/v1/fleet/pause"))
-        .json(&json!({"paused": true}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
+    pause(&kiosk, true).await;
     let count = fake.with(|s| s.seen.len());
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(fake.with(|s| s.seen.len()), count, "paused");
@@ -644,14 +635,7 @@ async fn the_servers_polling_interval_is_obeyed_with_etags() {
         s.sleep = "00:00:00".into();
         s.generation += 1;
     });
-    let res = kiosk
-        .http
-        .post(kiosk.url("/api/v1/fleet/pause"))
-        .json(&json!({"paused": false}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
+    pause(&kiosk, false).await;
     let from = fake.with(|s| s.seen.len());
     tokio::time::sleep(Duration::from_millis(4_500)).await;
     let fast: Vec<_> = fake.with(|s| s.seen[from..].to_vec());
