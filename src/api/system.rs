@@ -224,6 +224,8 @@ async fn restore(_: Admin, State(s): State<AppState>, body: Body) -> ApiResult<J
         .map_err(crate::engine::Error::from)?;
     let mut stream = body.into_data_stream();
     let mut size = 0u64;
+    // The reserve is kept all along, not only at the first byte (issue 34, finding 5).
+    let mut room = s.engine.headroom();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| ApiError::bad(format!("upload cut short: {e}")))?;
         size += chunk.len() as u64;
@@ -233,6 +235,8 @@ async fn restore(_: Admin, State(s): State<AppState>, body: Body) -> ApiResult<J
                 format!("a backup may be at most {limit} bytes"),
             ));
         }
+        room.before_write(chunk.len() as u64)
+            .map_err(|e| crate::engine::Error::no_room(e, "this backup"))?;
         file.write_all(&chunk)
             .await
             .map_err(crate::engine::Error::from)?;

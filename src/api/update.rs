@@ -27,9 +27,6 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/system/reboot", post(reboot))
 }
 
-/// Free space is looked at again after this many bytes of an upload.
-const SPACE_CHECK_BYTES: u64 = 4 << 20;
-
 /// The bundle is streamed to the data partition (never held in memory), then RAUC checks its
 /// signature and manifest. Nothing is installed: the answer says whether it may be.
 #[utoipa::path(
@@ -74,7 +71,6 @@ async fn upload_update(
     if declared.is_some_and(|n| n > limit) {
         return Err(too_large());
     }
-    let reserve = s.engine.config.data_reserve_bytes;
     s.engine.check_reserve()?;
     updates.available().await?;
     let path = updates.bundle_path();
@@ -84,24 +80,16 @@ async fn upload_update(
         .map_err(crate::engine::Error::from)?;
     let received = async {
         let mut stream = body.into_data_stream();
-        let (mut size, mut next_check) = (0u64, 0u64);
+        let mut size = 0u64;
+        let mut room = s.engine.headroom();
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| ApiError::bad(format!("upload cut short: {e}")))?;
             size += chunk.len() as u64;
             if size > limit {
                 return Err(too_large());
             }
-            if size >= next_check {
-                let free = crate::store::free_bytes(&s.engine.config.data_dir)
-                    .map_err(crate::engine::Error::from)?;
-                if free < reserve + SPACE_CHECK_BYTES {
-                    return Err(ApiError::new(
-                        StatusCode::INSUFFICIENT_STORAGE,
-                        "the data partition has no room for this update",
-                    ));
-                }
-                next_check = size + SPACE_CHECK_BYTES;
-            }
+            room.before_write(chunk.len() as u64)
+                .map_err(|e| crate::engine::Error::no_room(e, "this update"))?;
             file.write_all(&chunk)
                 .await
                 .map_err(crate::engine::Error::from)?;

@@ -143,7 +143,13 @@ impl Engine {
             fs::remove_dir_all(&staging)?;
         }
         fs::create_dir_all(staging.join("blobs"))?;
-        let staged = stage(archive, &staging, self.config.limits.backup_entries);
+        let mut room = self.headroom();
+        let staged = stage(
+            archive,
+            &staging,
+            self.config.limits.backup_entries,
+            &mut room,
+        );
         let restored = staged.and_then(
             |Staged {
                  created,
@@ -197,6 +203,12 @@ impl Engine {
     /// this before it keeps the upload, as every write does before it writes.
     pub fn check_reserve(&self) -> Result<()> {
         Ok(self.store.blobs().check_space()?)
+    }
+
+    /// Keeps the reserve during a long write on the data partition (an upload, a download, a
+    /// restore's staged copy): told every chunk before it is written.
+    pub fn headroom(&self) -> store::Headroom {
+        store::Headroom::new(&self.config.data_dir, self.config.data_reserve_bytes)
     }
 
     fn maintenance_lock(&self) -> Result<std::sync::MutexGuard<'_, ()>> {
@@ -266,7 +278,13 @@ struct Staged {
 
 /// Reads the archive and writes its members into `staging`. Only the three kinds of member are
 /// accepted, each once, regular files only.
-fn stage(archive: &Path, staging: &Path, max_entries: usize) -> Result<Staged> {
+/// The staged copy keeps the data partition's reserve (`room`).
+fn stage(
+    archive: &Path,
+    staging: &Path,
+    max_entries: usize,
+    room: &mut store::Headroom,
+) -> Result<Staged> {
     let mut tar = tar::Archive::new(File::open(archive)?);
     let mut blobs = HashMap::new();
     let mut created = None;
@@ -321,14 +339,14 @@ fn stage(archive: &Path, staging: &Path, max_entries: usize) -> Result<Staged> {
             created = Some(manifest.created);
         } else if name == DATABASE && !seen_db {
             seen_db = true;
-            copy_exact(&mut entry, &staging.join(DATABASE))?;
+            copy_exact(&mut entry, &staging.join(DATABASE), room)?;
         } else if let Some(id) = name.strip_prefix("blobs/").filter(|id| is_blob_id(id)) {
             if blobs.contains_key(id) {
                 return Err(bad(format!("blob {id} is in the archive twice")));
             }
             // The file name is the checked id, never the archive's name as such.
             let id = id.to_string();
-            let (size, sha) = copy_exact(&mut entry, &staging.join("blobs").join(&id))?;
+            let (size, sha) = copy_exact(&mut entry, &staging.join("blobs").join(&id), room)?;
             blobs.insert(id, (size, sha));
         } else {
             return Err(bad(format!(
@@ -347,7 +365,11 @@ fn stage(archive: &Path, staging: &Path, max_entries: usize) -> Result<Staged> {
 
 /// Copies a member to `dest` and fsyncs it; a member shorter than its header says (a truncated
 /// archive) is an error. Returns the size and hex SHA-256.
-fn copy_exact(entry: &mut tar::Entry<'_, File>, dest: &Path) -> Result<(u64, String)> {
+fn copy_exact(
+    entry: &mut tar::Entry<'_, File>,
+    dest: &Path,
+    room: &mut store::Headroom,
+) -> Result<(u64, String)> {
     let want = entry.header().size().map_err(|e| bad(e.to_string()))?;
     let mut out = File::create(dest)?;
     let mut hasher = Sha256::new();
@@ -361,6 +383,8 @@ fn copy_exact(entry: &mut tar::Entry<'_, File>, dest: &Path) -> Result<(u64, Str
             break;
         }
         hasher.update(&buf[..n]);
+        room.before_write(n as u64)
+            .map_err(|e| Error::no_room(e, "this backup's staged copy"))?;
         out.write_all(&buf[..n])?;
         got += n as u64;
     }

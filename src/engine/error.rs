@@ -65,6 +65,19 @@ impl From<std::io::Error> for Error {
     }
 }
 
+impl Error {
+    /// A long write's refusal by `store::Headroom`: `InsufficientStorage` saying what had no
+    /// room; any other storage failure as usual.
+    pub fn no_room(e: StoreError, what: &str) -> Error {
+        match e {
+            StoreError::Full => Error::InsufficientStorage(format!(
+                "the data partition has no room for {what} above its reserve"
+            )),
+            e => e.into(),
+        }
+    }
+}
+
 /// What a client is told when the data partition is full.
 pub const FULL: &str = "the kiosk's storage is full: nothing was saved; free space (delete clips, images, knowledge or history) and try again";
 

@@ -11,6 +11,7 @@ pub mod backup;
 pub mod blobs;
 pub mod content;
 pub mod records;
+pub mod space;
 pub mod tables;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use blobs::{BlobRef, Blobs};
+pub use space::Headroom;
 use tables::*;
 
 /// The schema this build writes. Older databases are migrated by `migrate` at open.

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::support::disk::{Tmpfs, fill};
 use crate::support::{PNG, Process, Server, assert_admin_only, furnished, hash_tree, sign_in};
 
 const PASSWORD: &str = "maintenance-test-password";
@@ -410,4 +411,142 @@ async fn restart_runs_the_program_again_and_the_log_is_kept() {
         .unwrap();
     assert_eq!(res.status(), 200);
     assert_eq!(p.exited(Duration::from_secs(30)).await.code(), Some(75));
+}
+
+/// The least free space on the file system holding `root` until the returned flag is set.
+fn watch_free_space(
+    root: &Path,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<u64>,
+) {
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (done, root) = (done.clone(), root.to_path_buf());
+        std::thread::spawn(move || {
+            let mut least = u64::MAX;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                least = least.min(docent::store::free_bytes(&root).unwrap());
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            least
+        })
+    };
+    (done, watcher)
+}
+
+/// Files left in the scratch directory (where an upload is kept) and the restore's staging.
+fn leftovers(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(dir) = std::fs::read_dir(root.join("tmp")) {
+        out.extend(dir.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()));
+    }
+    if root.join("restore-staging").exists() {
+        out.push("restore-staging".into());
+    }
+    out
+}
+
+/// Issue 34, finding 5: the upload is refused midway when the free space comes near the
+/// reserve (looked at every 4 MiB, as a firmware upload), not only before its first byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_upload_past_the_data_reserve_is_refused_midway_and_removed() {
+    let Some(mut fs) = Tmpfs::mount(64) else {
+        return;
+    };
+    let root = fs.path.clone();
+    let s = Server::start_in(fs.take_dir(), |c| {
+        c.admin_password = Some(PASSWORD.into());
+        c.devices = docent::config::DeviceMode::None;
+    })
+    .await;
+    let cookie = sign_in(&s, PASSWORD).await;
+    // The default reserve is 8 MiB: 6 MiB more are free, and 24 MiB are sent.
+    let reserve = docent::config::Config::default().data_reserve_bytes;
+    assert_eq!(reserve, 8 << 20);
+    fill(&root, reserve + (6 << 20));
+    let (done, watcher) = watch_free_space(&root);
+    let chunks = (0..384).map(|_| Ok::<_, std::io::Error>(vec![0x5au8; 64 << 10]));
+    let sent = write(&s, reqwest::Method::POST, "/api/v1/system/restore", &cookie)
+        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(
+            chunks,
+        )))
+        .send()
+        .await;
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let least = watcher.join().unwrap();
+    assert!(
+        least >= reserve,
+        "the upload went into the reserve: {least} bytes were left"
+    );
+    // The kiosk may answer before the client is done sending, which then sees the cut.
+    if let Ok(res) = sent {
+        let status = res.status().as_u16();
+        let body: Value = res.json().await.unwrap_or(Value::Null);
+        assert_eq!(status, 507, "{body}");
+        assert!(
+            body["error"].as_str().unwrap().contains("no room"),
+            "{body}"
+        );
+    }
+    assert!(leftovers(&root).is_empty(), "{:?}", leftovers(&root));
+    let free = docent::store::free_bytes(&root).unwrap();
+    assert!(free > reserve + (5 << 20), "{free}");
+    s.get_json("/api/v1/health", 200).await;
+    drop(s);
+    drop(fs);
+}
+
+/// Issue 34, finding 5: an archive that fits as an upload but not a second time as its staged
+/// copy is refused while it is staged, before the copy reaches the reserve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_staged_past_the_data_reserve_is_refused_midway_and_removed() {
+    let Some(mut fs) = Tmpfs::mount(64) else {
+        return;
+    };
+    let root = fs.path.clone();
+    let s = Server::start_in(fs.take_dir(), |c| {
+        c.admin_password = Some(PASSWORD.into());
+        c.devices = docent::config::DeviceMode::None;
+    })
+    .await;
+    let cookie = sign_in(&s, PASSWORD).await;
+    // A backup of this kiosk with one more blob of 8 MiB at its end.
+    let good = backup(&s, &cookie).await;
+    let mut archive = Vec::new();
+    for e in tar::Archive::new(good.as_slice()).entries().unwrap() {
+        let mut e = e.unwrap();
+        let name = e.path().unwrap().display().to_string();
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut e, &mut data).unwrap();
+        raw_member(&mut archive, &name, tar::EntryType::Regular, &data);
+    }
+    let blob = vec![0xa5u8; 8 << 20];
+    let id = "0123456789abcdef0123456789abcdef";
+    raw_member(
+        &mut archive,
+        &format!("blobs/{id}"),
+        tar::EntryType::Regular,
+        &blob,
+    );
+    archive.extend_from_slice(&[0; 1024]);
+    // 14 MiB above the reserve: the upload fits, its staged copy does not.
+    let reserve = docent::config::Config::default().data_reserve_bytes;
+    fill(&root, reserve + (14 << 20));
+    let (done, watcher) = watch_free_space(&root);
+    let (status, body) = restore(&s, &cookie, archive).await;
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let least = watcher.join().unwrap();
+    assert!(
+        least >= reserve,
+        "the staged copy went into the reserve: {least} bytes were left"
+    );
+    assert_eq!(status, 507, "{body}");
+    assert!(leftovers(&root).is_empty(), "{:?}", leftovers(&root));
+    assert!(!root.join("restore-pending").exists());
+    let free = docent::store::free_bytes(&root).unwrap();
+    assert!(free > reserve + (13 << 20), "{free}");
+    s.get_json("/api/v1/health", 200).await;
+    drop(s);
+    drop(fs);
 }

@@ -520,15 +520,10 @@ impl Client {
         // Downloaded at an earlier poll (waiting for the window or the update).
         let complete = size.is_some_and(|s| s == have && s > 0);
         // The announced size is advice: free space is looked at again as the bytes arrive.
-        let reserve = self.engine.config.data_reserve_bytes;
-        let space = || {
-            let free = crate::store::free_bytes(&dir)?;
-            if free < reserve.saturating_add(super::ddi::SPACE_CHECK_BYTES) {
-                return Err(Error::InsufficientStorage(
-                    "the data partition has no room for the rest of the artifact".into(),
-                ));
-            }
-            Ok(())
+        let mut room = self.engine.headroom();
+        let space = |len| {
+            room.before_write(len)
+                .map_err(|e| Error::no_room(e, "the rest of the artifact"))
         };
         let got = if complete {
             Ok(have)

@@ -275,10 +275,6 @@ const JSON_BYTES: usize = 1 << 20;
 /// under two hours). A download cut at its bound is resumed at the next poll.
 pub const MIN_DOWNLOAD_RATE: u64 = 64 << 10;
 
-/// Free space is looked at again after this many bytes of a download (as for an upload in the
-/// console): the data partition must keep its reserve plus this much.
-pub const SPACE_CHECK_BYTES: u64 = 4 << 20;
-
 /// The bound of a whole download of `bytes` announced bytes.
 pub fn download_bound(timeout: Duration, bytes: u64) -> Duration {
     timeout + Duration::from_secs(bytes.div_ceil(MIN_DOWNLOAD_RATE))
@@ -485,16 +481,16 @@ impl Ddi {
     /// Downloads `href` into `file`, resuming after the bytes it already holds (`Range`);
     /// at most `max` bytes in all, within `download_bound` of the `expected` bytes (the
     /// server's announcement, only advice: the other bounds hold whatever it sends).
-    /// `space` is asked before the first byte and after every `SPACE_CHECK_BYTES` whether the
-    /// data partition has room (its error ends the download); `on_bytes` hears the total after
-    /// every chunk.
+    /// `space` is told every chunk's length before it is written (a `store::Headroom`, which
+    /// keeps the data partition's reserve; its error ends the download); `on_bytes` hears the
+    /// total after every chunk.
     pub async fn download(
         &self,
         href: &str,
         file: &Path,
         max: u64,
         expected: u64,
-        space: impl FnMut() -> Result<()>,
+        space: impl FnMut(u64) -> Result<()>,
         on_bytes: impl FnMut(u64),
     ) -> Result<u64> {
         let within = download_bound(self.timeout, expected);
@@ -517,7 +513,7 @@ impl Ddi {
         href: &str,
         file: &Path,
         max: u64,
-        mut space: impl FnMut() -> Result<()>,
+        mut space: impl FnMut(u64) -> Result<()>,
         mut on_bytes: impl FnMut(u64),
     ) -> Result<u64> {
         let have = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
@@ -537,7 +533,6 @@ impl Ddi {
             .truncate(!resumed)
             .open(file)?;
         let mut total = if resumed { have } else { 0 };
-        let mut next_check = total;
         let mut stream = res.bytes_stream();
         loop {
             let next = tokio::time::timeout(self.timeout, stream.next())
@@ -552,10 +547,7 @@ impl Ddi {
                     "the artifact is larger than {max} bytes"
                 )));
             }
-            if total >= next_check {
-                space()?;
-                next_check = total + SPACE_CHECK_BYTES;
-            }
+            space(chunk.len() as u64)?;
             // A full partition is `InsufficientStorage`, as the reserve's refusal.
             out.write_all(&chunk)?;
             on_bytes(total);
