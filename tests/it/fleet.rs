@@ -14,7 +14,7 @@ use ring::signature::KeyPair as _;
 use serde_json::{Value, json};
 use sha2::Digest as _;
 
-use crate::support::disk::{Tmpfs, fill};
+use crate::support::disk::{Tmpfs, fill, watch_free_space};
 use crate::support::fake_hawkbit::{CONTROLLER, FakeHawkbit, TENANT};
 use crate::support::fleet_kiosk::{Kiosk, TestFirmware, bundle, hex, now, token, wait_until};
 
@@ -558,18 +558,7 @@ async fn a_download_past_the_data_reserve_is_refused_midway_and_removed() {
     let reserve: u64 = 8 << 20;
     fill(&root, reserve + (6 << 20));
     // The least free space seen while the kiosk works.
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watcher = {
-        let (done, root) = (done.clone(), root.clone());
-        std::thread::spawn(move || {
-            let mut least = u64::MAX;
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                least = least.min(docent::store::free_bytes(&root).unwrap());
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            least
-        })
-    };
+    let (done, watcher) = watch_free_space(&root);
     kiosk.join_fleet(&fake, json!({})).await;
     wait_until("the refusal", 30, || fake.closed("50").is_some()).await;
     done.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::disk::{Tmpfs, fill};
+use crate::support::disk::{Tmpfs, fill, watch_free_space};
 use crate::support::{PNG, Process, Server, assert_admin_only, furnished, hash_tree, sign_in};
 
 const PASSWORD: &str = "maintenance-test-password";
@@ -411,28 +411,6 @@ async fn restart_runs_the_program_again_and_the_log_is_kept() {
         .unwrap();
     assert_eq!(res.status(), 200);
     assert_eq!(p.exited(Duration::from_secs(30)).await.code(), Some(75));
-}
-
-/// The least free space on the file system holding `root` until the returned flag is set.
-fn watch_free_space(
-    root: &Path,
-) -> (
-    std::sync::Arc<std::sync::atomic::AtomicBool>,
-    std::thread::JoinHandle<u64>,
-) {
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watcher = {
-        let (done, root) = (done.clone(), root.to_path_buf());
-        std::thread::spawn(move || {
-            let mut least = u64::MAX;
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                least = least.min(docent::store::free_bytes(&root).unwrap());
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            least
-        })
-    };
-    (done, watcher)
 }
 
 /// Files left in the scratch directory (where an upload is kept) and the restore's staging.

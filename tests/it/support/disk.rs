@@ -1,5 +1,6 @@
 //! A data partition that fills up for real: a tmpfs of a few MB (mounting one needs root) and
-//! a filler file that leaves it a given number of free bytes.
+//! a filler file that leaves it a given number of free bytes, and a watch of the least free
+//! space while a test writes.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -80,4 +81,26 @@ pub fn fill(dir: &Path, leave: u64) {
 
 pub fn unfill(dir: &Path) {
     std::fs::remove_file(dir.join("filler")).unwrap();
+}
+
+/// The least free space on the file system holding `root` until the returned flag is set.
+pub fn watch_free_space(
+    root: &Path,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<u64>,
+) {
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (done, root) = (done.clone(), root.to_path_buf());
+        std::thread::spawn(move || {
+            let mut least = u64::MAX;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                least = least.min(docent::store::free_bytes(&root).unwrap());
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            least
+        })
+    };
+    (done, watcher)
 }
