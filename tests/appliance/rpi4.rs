@@ -56,10 +56,7 @@ fn rpi4_image_boots_on_an_emulated_pi_4_to_docent_serving_with_its_data_grown() 
 
     // docent serves, and the slot is marked good.
     let served = wait_served(&mut b);
-    b.sh_within(
-        "until systemctl is-active -q docent-boot-ok.service; do sleep 1; done",
-        Duration::from_secs(180),
-    );
+    until_active(&mut b, "docent-boot-ok.service", 180);
     let left = b.sh("fw_printenv BOOT_A_LEFT");
     assert!(
         left.contains("BOOT_A_LEFT=3"),
@@ -73,10 +70,7 @@ fn rpi4_image_boots_on_an_emulated_pi_4_to_docent_serving_with_its_data_grown() 
 
     // The data partition took the rest of the card (beside docent's start), and the table is
     // whole.
-    b.sh_within(
-        "until systemctl is-active -q docent-grow-data.service; do sleep 1; done",
-        Duration::from_secs(120),
-    );
+    until_active(&mut b, "docent-grow-data.service", 120);
     let data_kib: u64 = b
         .sh("df -k /data | tail -n 1")
         .split_whitespace()
@@ -159,10 +153,7 @@ fn rpi4_a_root_that_never_comes_resets_the_board_by_its_watchdog_and_slot_b_serv
     b.sh("export SYSTEMD_PAGER= PAGER=cat");
     assert!(b.sh("cat /proc/cmdline").contains("docent.slot=B"));
     let served = wait_served(&mut b);
-    b.sh_within(
-        "until systemctl is-active -q docent-boot-ok.service; do sleep 1; done",
-        Duration::from_secs(180),
-    );
+    until_active(&mut b, "docent-boot-ok.service", 180);
     let state = b.sh("fw_printenv BOOT_A_LEFT BOOT_B_LEFT");
     assert!(
         state.contains("BOOT_A_LEFT=0") && state.contains("BOOT_B_LEFT=3"),
@@ -332,4 +323,12 @@ fn wait_served(b: &mut Board) -> Duration {
         Duration::from_secs(300),
     );
     b.powered_on.elapsed()
+}
+
+/// Waits until `unit` is active (a oneshot: has run through) on the board.
+fn until_active(b: &mut Board, unit: &str, within_secs: u64) {
+    b.sh_within(
+        &format!("until systemctl is-active -q {unit}; do sleep 1; done"),
+        Duration::from_secs(within_secs),
+    );
 }
