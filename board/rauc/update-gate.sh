@@ -60,8 +60,12 @@ while [ -f "$P" ]; do
     sleep 1
 done
 [ -n "$reason" ] || { echo "update gate: docent took the update"; exit 0; }
-# docent's own last words (its error), else what systemd knows of the unit.
-last=$(journalctl _SYSTEMD_UNIT=docent.service -o cat -n 1 --no-pager 2>/dev/null | tail -n 1 | cut -c1-300)
+# docent's own last words (its error), else what systemd knows of the unit. 300 bytes of them,
+# less a character the cut split (a lead byte without all its continuation bytes): docent reads
+# the outcome as UTF-8.
+C=$(printf '[\200-\277]')
+last=$(journalctl _SYSTEMD_UNIT=docent.service -o cat -n 1 --no-pager 2>/dev/null | tail -n 1 |
+    head -c 300 | LC_ALL=C sed "s/$(printf '[\300-\377]')\$//; s/$(printf '[\340-\377]')$C\$//; s/$(printf '[\360-\377]')$C$C\$//")
 if [ -n "$last" ]; then
     reason="$reason: $last"
 else

@@ -738,18 +738,25 @@ fn the_first_boot_step_never_writes_through_a_link_docent_planted() {
     assert!(!tmp.exists(), "the temporary name is gone");
 }
 
+/// docent's last line in the journal, in the gate's stand-in for journalctl.
+const LAST_WORDS: &[u8] = b"docent: the configuration is refused";
+
 /// Stand-ins for what the gate runs: docent.service has failed five times, so the gate rolls
-/// back at once; each records its call in `calls`.
-fn gate_stand_ins(bin: &std::path::Path, calls: &std::path::Path) {
+/// back at once, and its last line in the journal is `last_words`; each records its call in
+/// `calls`.
+fn gate_stand_ins(bin: &std::path::Path, calls: &std::path::Path, last_words: &[u8]) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir(bin).unwrap();
+    let words = bin.join("last-words");
+    std::fs::write(&words, [last_words, b"\n"].concat()).unwrap();
+    let journalctl = format!("cat '{}'", words.display());
     let calls = calls.display();
     for (name, body) in [
         (
             "systemctl",
             "case \"$*\" in *NRestarts*) echo 5 ;; show*) echo failed ;; esac",
         ),
-        ("journalctl", "echo 'docent: the configuration is refused'"),
+        ("journalctl", journalctl.as_str()),
         ("rauc", ":"),
         ("fw_setenv", ":"),
     ] {
@@ -764,9 +771,17 @@ fn gate_stand_ins(bin: &std::path::Path, calls: &std::path::Path) {
 }
 
 fn run_gate(scratch: &std::path::Path, data: &std::path::Path) -> std::process::Output {
+    run_gate_with(scratch, data, LAST_WORDS)
+}
+
+fn run_gate_with(
+    scratch: &std::path::Path,
+    data: &std::path::Path,
+    last_words: &[u8],
+) -> std::process::Output {
     let bin = scratch.join("bin");
     let calls = scratch.join("calls");
-    gate_stand_ins(&bin, &calls);
+    gate_stand_ins(&bin, &calls, last_words);
     let cmdline = scratch.join("cmdline");
     std::fs::write(&cmdline, "root=/dev/mmcblk0p2 rauc.slot=B rootwait\n").unwrap();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
@@ -843,6 +858,43 @@ fn the_update_gate_never_writes_through_a_link_docent_planted() {
     left.sort();
     assert_eq!(left, ["pending.json"], "{out:?}");
     assert_untouched(&elsewhere.join("pending.json"), PENDING);
+}
+
+/// An update folder of docent's in a scratch data directory, with a pending update of slot B.
+fn pending_update(uid: u32, gid: u32) -> (tempfile::TempDir, std::path::PathBuf) {
+    let (scratch, data, _) = scratch_data(uid, gid);
+    let update = data.join("update");
+    std::fs::create_dir(&update).unwrap();
+    std::os::unix::fs::chown(&update, Some(uid), Some(gid)).unwrap();
+    std::fs::write(update.join("pending.json"), PENDING).unwrap();
+    std::os::unix::fs::chown(update.join("pending.json"), Some(uid), Some(gid)).unwrap();
+    (scratch, data)
+}
+
+/// Issue 34, finding 7: the gate keeps 300 bytes of docent's last line; a cut through a
+/// character left a lone byte in the outcome, docent could not read it and never reported the
+/// rollback. The gate now cuts at a character's end (docent reads the outcome leniently too:
+/// `engine::update::tests::an_outcome_with_a_bad_byte_is_still_read`).
+#[test]
+fn the_update_gate_cuts_docents_last_words_between_characters() {
+    let Some((uid, gid)) = docent_stand_in() else {
+        return;
+    };
+    // 299 bytes, then "é" (2 bytes) across the 300th, then more.
+    let mut words = vec![b'x'; 299];
+    words.extend_from_slice("é and what follows".as_bytes());
+    let (scratch, data) = pending_update(uid, gid);
+    let out = run_gate_with(scratch.path(), &data, &words);
+    assert!(out.status.success(), "{out:?}");
+    let bytes = std::fs::read(data.join("update/outcome.json")).unwrap();
+    let text = String::from_utf8(bytes).expect("the outcome is UTF-8");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["result"], "rolled_back", "{v}");
+    let reason = v["reason"].as_str().unwrap();
+    assert!(
+        reason.ends_with(&format!(": {}", "x".repeat(299))),
+        "the line cut before the character it would split: {reason}"
+    );
 }
 
 // Finding 6 -----------------------------------------------------------------------------------

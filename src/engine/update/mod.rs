@@ -650,9 +650,11 @@ impl Updates {
     }
 }
 
+/// Read leniently: a byte that is not UTF-8 (the gate's shell writes the outcome on a rollback)
+/// is replaced rather than losing the whole file, and with it the rollback's report.
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
     let bytes = std::fs::read(path).ok()?;
-    serde_json::from_slice(&bytes).ok()
+    serde_json::from_str(&String::from_utf8_lossy(&bytes)).ok()
 }
 
 /// Written to a temporary file, synced and renamed: a power cut leaves the old file or the new.
@@ -721,6 +723,27 @@ mod tests {
             "not firmware"
         );
         assert_eq!(os_release_version("ID=docent\n"), None);
+    }
+
+    /// The gate's shell cut docent's last words at 300 bytes, once through a character: a
+    /// rollback whose outcome holds a bad byte is still reported (the byte replaced).
+    #[test]
+    fn an_outcome_with_a_bad_byte_is_still_read() {
+        let data = tempfile::tempdir().unwrap();
+        std::fs::create_dir(data.path().join("update")).unwrap();
+        std::fs::write(
+            data.path().join("update").join(OUTCOME),
+            b"{\"result\":\"rolled_back\",\"from\":\"0.1.0\",\"to\":\"0.2.0\",\
+              \"reason\":\"docent failed to start 5 times: caf\xc3\",\"at\":1,\"installed_at\":2}\n",
+        )
+        .unwrap();
+        let updates = Updates::open(&UpdateConfig::default(), data.path()).unwrap();
+        let outcome = updates.outcome().expect("the rollback is reported");
+        assert_eq!(outcome.result, OutcomeKind::RolledBack);
+        assert_eq!(
+            outcome.reason.as_deref(),
+            Some("docent failed to start 5 times: caf\u{fffd}")
+        );
     }
 
     #[test]
