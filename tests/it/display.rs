@@ -472,9 +472,9 @@ fn first_boot_shows_the_password_only_when_the_kiosk_says_so_until_the_first_log
         .unwrap();
     }
     assert!(setup(&f));
-    let scale = drawn_line(&f.pixels, (SW, SH), FIRST_BOOT_PASSWORD, PASSWORD_TEXT)
+    let size = drawn_line(&f.pixels, (SW, SH), FIRST_BOOT_PASSWORD, PASSWORD_TEXT)
         .expect("the password is drawn, whole, on one line");
-    assert!(scale >= 4, "password glyphs {} pixels high", scale * 8);
+    assert!(size >= 32, "the password set at {size} pixels");
     assert!(f.pixels.contains(&FINGERPRINT_TEXT));
 
     // A visitor talking sees the character; idle again, the password again.
