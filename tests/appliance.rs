@@ -1061,6 +1061,8 @@ fn long_a_fleet_update_succeeds_after_the_mark_good_and_a_bad_one_fails_after_th
     let fleet = json!({
         "enabled": true,
         "server_url": format!("http://{FLEET_SERVER}"),
+        // The fake server speaks plain HTTP.
+        "allow_insecure_http": true,
         "tenant": TENANT,
         "controller_id": CONTROLLER,
         "target_token": token,

@@ -394,6 +394,15 @@ impl Settings {
         {
             doc["fleet"]["target_token"] = Value::String(String::new());
         }
+        // And the allowance of plain HTTP: accepted for one address, asked again for another.
+        if doc["fleet"]["server_url"] != before["fleet"]["server_url"]
+            && patch
+                .get("fleet")
+                .and_then(|f| f.get("allow_insecure_http"))
+                .is_none()
+        {
+            doc["fleet"]["allow_insecure_http"] = Value::Bool(false);
+        }
         let s: Settings =
             serde_json::from_value(doc).map_err(|e| bad(format!("invalid settings: {e}")))?;
         s.validate()?;

@@ -664,6 +664,64 @@ async fn an_update_installed_from_the_console_is_reported_as_installed_base() {
     kiosk.stop().await;
 }
 
+/// A plain `http://` server sends the target token in clear: refused unless the administrator
+/// says `allow_insecure_http = true` beside the address (issue 34, finding 7); with it, the
+/// client works, and a new address needs the allowance again, as it needs the token again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plain_http_server_needs_an_explicit_allowance() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeHawkbit::start(&token("plain"), "00:00:01").await;
+    let kiosk = Kiosk::start(dir.path(), TestFirmware::new(dir.path(), "0.1.0", "A")).await;
+    let put = |patch: Value| {
+        let req = kiosk.http.put(kiosk.url("/api/v1/settings")).json(&patch);
+        async move {
+            let res = req.send().await.unwrap();
+            (res.status().as_u16(), res.text().await.unwrap())
+        }
+    };
+    let plain = json!({"fleet": {"enabled": true, "server_url": fake.url(), "tenant": TENANT,
+        "controller_id": CONTROLLER, "target_token": fake.token}});
+    let (status, text) = put(plain.clone()).await;
+    assert_eq!(status, 400, "{text}");
+    assert!(
+        text.contains("allow_insecure_http") && text.contains("in clear"),
+        "{text}"
+    );
+    assert_eq!(
+        kiosk.get("/api/v1/settings").await["fleet"]["enabled"],
+        false
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(fake.with(|s| s.seen.is_empty()), "nothing was asked");
+
+    let mut allowed = plain;
+    allowed["fleet"]["allow_insecure_http"] = json!(true);
+    let (status, text) = put(allowed).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(
+        kiosk.get("/api/v1/settings").await["fleet"]["allow_insecure_http"],
+        true
+    );
+    wait_until("a poll", 20, || fake.with(|s| !s.seen.is_empty())).await;
+    let (status, text) = put(json!({"fleet": {"server_url": "http://10.0.0.9:8080",
+        "target_token": "tt-another-server-123456"}}))
+    .await;
+    assert_eq!(
+        status, 400,
+        "a new address needs the allowance again: {text}"
+    );
+    let (status, text) = put(json!({"fleet": {"server_url": "https://fleet.example:8443",
+        "target_token": "tt-another-server-123456"}}))
+    .await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(
+        kiosk.get("/api/v1/settings").await["fleet"]["allow_insecure_http"],
+        false,
+        "the allowance stays with the address it was given for"
+    );
+    kiosk.stop().await;
+}
+
 /// A fleet key pair as base64: its 32-byte private key and its public key.
 fn fleet_key(seed: u8) -> (String, String) {
     let seed = [seed; 32];
@@ -864,8 +922,9 @@ async fn the_system_page_shows_the_fleet_and_pauses_it() {
         .default_headers(headers)
         .build()
         .unwrap();
-    let fleet = json!({"fleet": {"enabled": true, "server_url": fake.url(), "tenant": TENANT,
-        "controller_id": CONTROLLER, "target_token": fake.token}});
+    let fleet = json!({"fleet": {"enabled": true, "server_url": fake.url(),
+        "allow_insecure_http": true, "tenant": TENANT, "controller_id": CONTROLLER,
+        "target_token": fake.token}});
     s.put_json("/api/v1/settings", fleet, 200).await;
 
     let mut b = crate::support::browser::Browser::launch().await;
@@ -934,6 +993,22 @@ async fn the_system_page_shows_the_fleet_and_pauses_it() {
         json!(true),
     )
     .await;
+
+    // The settings say what the plain-HTTP server of this test costs.
+    b.goto(&s.url("/console/settings")).await;
+    b.wait_for(
+        "!!document.getElementById('s-fleet-allow_insecure_http')",
+        json!(true),
+    )
+    .await;
+    let warning = b.eval(&text("fleet-insecure")).await;
+    assert!(
+        warning
+            .as_str()
+            .unwrap()
+            .contains("target token crosses the network in clear"),
+        "{warning}"
+    );
     drop(b);
     s.stop().await;
 }

@@ -217,6 +217,7 @@ async fn settings_have_the_documented_shape() {
         (
             "fleet",
             &[
+                "allow_insecure_http",
                 "content_public_key",
                 "controller_id",
                 "distribution",

@@ -296,6 +296,7 @@ pub struct Ddi {
 
 impl Ddi {
     pub fn new(settings: &FleetSettings, controller_id: &str, timeout: Duration) -> Result<Ddi> {
+        settings.check_transport()?;
         // As `Engine::open` does; the first installation wins.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
@@ -671,5 +672,18 @@ mod tests {
         assert_eq!(ddi.link("http://x/other/a").unwrap(), "/other/a");
         assert!(segment("3/../x").is_err());
         assert!(segment("42").is_ok());
+    }
+
+    /// Settings saved before the allowance existed (or written by hand) meet the same rule.
+    #[test]
+    fn a_plain_http_server_needs_its_allowance_before_any_request() {
+        let mut s = FleetSettings {
+            server_url: "http://fleet.example".into(),
+            ..FleetSettings::default()
+        };
+        let refused = Ddi::new(&s, "k1", Duration::from_secs(1)).err().unwrap();
+        assert!(refused.to_string().contains("in clear"), "{refused}");
+        s.allow_insecure_http = true;
+        assert!(Ddi::new(&s, "k1", Duration::from_secs(1)).is_ok());
     }
 }

@@ -27,6 +27,9 @@ pub struct FleetSettings {
     pub enabled: bool,
     /// `https://hawkbit.example:8443` (the DDI paths are added to it).
     pub server_url: String,
+    /// A plain `http://` server_url is refused unless this says so: the target token (and
+    /// every bundle) then crosses the network in clear. Cleared when the address changes.
+    pub allow_insecure_http: bool,
     pub tenant: String,
     /// The target's controller id on the server; empty: the kiosk's mDNS host name.
     pub controller_id: String,
@@ -46,6 +49,7 @@ impl Default for FleetSettings {
         FleetSettings {
             enabled: false,
             server_url: String::new(),
+            allow_insecure_http: false,
             tenant: "DEFAULT".into(),
             controller_id: String::new(),
             target_token: String::new(),
@@ -91,6 +95,23 @@ impl FleetSettings {
         }
         if self.enabled && self.server_url.is_empty() {
             return Err(bad("fleet.server_url is needed to turn the fleet on"));
+        }
+        self.check_transport()
+    }
+
+    /// A plain-HTTP server only when the administrator accepted what it costs. Checked when
+    /// the settings are saved and again before a request (settings saved by an older version).
+    pub(crate) fn check_transport(&self) -> Result<()> {
+        let plain = self
+            .server_url
+            .get(..7)
+            .is_some_and(|s| s.eq_ignore_ascii_case("http://"));
+        if plain && !self.allow_insecure_http {
+            return Err(bad(
+                "fleet.server_url is plain http://: the target token and every bundle would cross \
+                 the network in clear, for anyone on it to read the token and pose as this kiosk; \
+                 use https://, or set fleet.allow_insecure_http = true to accept that",
+            ));
         }
         Ok(())
     }
@@ -369,6 +390,8 @@ mod tests {
             json!({"fleet": {"server_url": "https://user:pw@fleet.example"}}),
             json!({"fleet": {"enabled": true}}),
             json!({"fleet": {"content_public_key": "c2hvcnQ="}}),
+            json!({"fleet": {"server_url": "http://fleet.example"}}),
+            json!({"fleet": {"server_url": "HTTP://fleet.example"}}),
         ] {
             assert!(s.merged(&bad).is_err(), "{bad}");
         }
@@ -389,5 +412,20 @@ mod tests {
             moved.fleet.target_token, "",
             "the token never follows a new address"
         );
+        let plain = s
+            .merged(&json!({"fleet": {"server_url": "http://10.0.0.5:8080",
+                "allow_insecure_http": true}}))
+            .unwrap();
+        assert!(plain.fleet.allow_insecure_http);
+        assert!(
+            plain
+                .merged(&json!({"fleet": {"server_url": "http://10.0.0.6:8080"}}))
+                .is_err(),
+            "the allowance never follows a new address"
+        );
+        let secure = plain
+            .merged(&json!({"fleet": {"server_url": "https://fleet.example"}}))
+            .unwrap();
+        assert!(!secure.fleet.allow_insecure_http);
     }
 }

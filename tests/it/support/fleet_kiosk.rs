@@ -191,6 +191,8 @@ impl Kiosk {
         let mut fleet = json!({
             "enabled": true,
             "server_url": fake.url(),
+            // The fake server speaks plain HTTP.
+            "allow_insecure_http": true,
             "tenant": TENANT,
             "controller_id": CONTROLLER,
             "target_token": fake.token,

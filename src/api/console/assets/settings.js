@@ -28,10 +28,14 @@ const SECTIONS = [
   ['fleet', 'Fleet server (for technicians)', "The museum's Eclipse hawkBit server, which sends this kiosk updates and content; the System page shows what it does."],
 ];
 
+/** What a plain-HTTP fleet server costs, said beside its allowance and while it is set. */
+const INSECURE_HTTP = "Over http:// this kiosk's target token crosses the network in clear: anyone on it can read the token and pose as this kiosk to the server, or stand between them. Only for a test network; use https:// otherwise.";
+
 /** Each field's label and one line of help. */
 const FIELDS = {
   character_id: ['Character on the kiosk', 'The one visitors talk to; edit characters on the Characters page.'],
   volume: ['Speaker volume', 'Applied within a second of saving; also a launch setting of the audio section below.'],
+  assistive_volume: ['Assistive speaker volume', 'The hearing loop or headphone socket, when the kiosk has one (the audio section below names it); it plays every answer and the test sound at this volume.'],
   language: ['Language', 'The language visitors speak, as a code such as en or en-US.'],
   provider: ['Provider', 'Who does this part.'],
   base_url: ['Server address (URL)', 'Where the provider is reached, such as http://10.0.0.5:8000/v1.'],
@@ -49,6 +53,7 @@ const FIELDS = {
   access_token: ['Access token', ''],
   'fleet.enabled': ['Follow the fleet server', 'No: this kiosk asks no server for updates or content.'],
   server_url: ['Server address (URL)', 'Where hawkBit is reached, such as https://fleet.museum.lan:8443.'],
+  allow_insecure_http: ['Allow plain http://', `Yes: a server address of http:// is accepted. ${INSECURE_HTTP}`],
   tenant: ['Tenant', "The server's tenant, DEFAULT unless it has several."],
   controller_id: ['Target name', "This kiosk's controller id on the server; empty: its name on the network."],
   target_token: ['Target token', "This kiosk's security token from the server; sent only to the address above."],
@@ -69,10 +74,11 @@ function input(section, key, value, secret) {
   if (key === 'provider' && PROVIDERS.includes(value)) {
     return h('select', attrs, PROVIDERS.map((p) => h('option', { value: p, text: PROVIDER_NAMES[p], selected: p === value })));
   }
-  if (section === 'kiosk' && key === 'volume') {
+  if (section === 'kiosk' && (key === 'volume' || key === 'assistive_volume')) {
     const shown = h('output', { for: id, id: `${id}-shown`, text: `${value}%` });
     const slider = h('input', { ...attrs, type: 'range', min: 0, max: 100, step: 1, value: String(value),
       oninput: () => { shown.textContent = `${slider.value}%`; } });
+    if (key === 'assistive_volume') return h('p', { class: 'row' }, slider, shown);
     const said = h('span', { id: `${id}-result`, class: 'hint', 'aria-live': 'polite' });
     const test = h('button', { type: 'button', class: 'secondary', id: `${id}-test`, text: 'Test sound',
       onclick: async () => {
@@ -120,7 +126,9 @@ function section(name, values) {
     onclick: () => runTest(name, result),
   }) : null;
   if (name === 'hours') rows.push(...weekRows(values));
-  return h('fieldset', { id: `section-${name}` }, h('legend', { text: meta[1] }), h('p', { class: 'hint', text: meta[2] }), rows,
+  const insecure = name === 'fleet' && values.allow_insecure_http
+    ? h('p', { class: 'warn', id: 'fleet-insecure', text: `Plain http:// is allowed. ${INSECURE_HTTP}` }) : null;
+  return h('fieldset', { id: `section-${name}` }, h('legend', { text: meta[1] }), h('p', { class: 'hint', text: meta[2] }), insecure, rows,
     test ? h('div', { class: 'row' }, test) : null, result);
 }
 
