@@ -17,6 +17,7 @@ use super::statuses;
 use super::{AppState, blocking, files};
 use crate::config::Limits;
 use crate::engine::characters::{Activation, CharacterInput, CharacterView, ImageView};
+use crate::engine::knowledge::screen::ScreenChoice;
 use crate::engine::knowledge::{Upload, extract::mime_for};
 use crate::engine::turn::Asked;
 use crate::store::BlobRef;
@@ -53,6 +54,10 @@ pub fn routes(limits: &Limits) -> Router<AppState> {
             post(upload_knowledge).layer(DefaultBodyLimit::max(limits.knowledge_request_bytes)),
         )
         .route("/api/v1/characters/{id}/knowledge/ask", post(ask))
+        .route(
+            "/api/v1/characters/{id}/screen-questions",
+            get(screen_questions).put(set_screen_questions),
+        )
         .route(
             "/api/v1/characters/{id}/knowledge/{source_id}",
             axum::routing::delete(delete_source),
@@ -648,4 +653,57 @@ async fn ask(
     JsonBody(q): JsonBody<Question>,
 ) -> ApiResult<Json<Asked>> {
     Ok(Json(s.engine.ask_knowledge(&id, &q.question).await?))
+}
+
+/// The questions on the kiosk's screen and the FAQ questions they are chosen from.
+#[utoipa::path(get, path = "/api/v1/characters/{id}/screen-questions", tag = "knowledge",
+    params(("id" = String, Path, description = "Character id")),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The questions on the screen, in order, and the FAQ questions", body = ScreenChoice),
+        statuses::AdminCharacterRead,
+    ))]
+async fn screen_questions(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+) -> ApiResult<Json<ScreenChoice>> {
+    Ok(Json(blocking(&s, move |e| e.screen_choice(&id)).await?))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+struct OnScreen {
+    /// The questions to show, in order: each an FAQ question of the knowledge (or one already
+    /// on the screen); at most 30, each at most 120 characters.
+    questions: Vec<String>,
+}
+
+/// Puts FAQ questions on the kiosk's screen, in the order given (an empty list clears it).
+#[utoipa::path(put, path = "/api/v1/characters/{id}/screen-questions", tag = "knowledge",
+    params(("id" = String, Path, description = "Character id")),
+    request_body(content = OnScreen, content_type = "application/json"),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The questions now on the screen, and the FAQ questions", body = ScreenChoice),
+        statuses::AdminAction,
+        statuses::NoSuchCharacter,
+        statuses::TooLarge,
+        statuses::NotJson,
+        (
+            status = 400,
+            description = "Invalid body, too many or too long questions, a question twice, or one \
+                that is not an FAQ question of the knowledge",
+            body = crate::api::openapi::ErrorBody,
+        ),
+    ))]
+async fn set_screen_questions(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+    JsonBody(q): JsonBody<OnScreen>,
+) -> ApiResult<Json<ScreenChoice>> {
+    Ok(Json(
+        blocking(&s, move |e| e.set_on_screen(&id, &q.questions)).await?,
+    ))
 }

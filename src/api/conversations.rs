@@ -254,7 +254,7 @@ async fn statistics(
     let Some(Format::Csv) = q.format else {
         return Ok(Json(stats).into_response());
     };
-    let mut out = String::from("day,visits,questions,answered,unanswered,asked_again\r\n");
+    let mut out = String::from("day,visits,questions,answered,unanswered,asked_again,by_touch\r\n");
     for d in &stats.days {
         let row = [
             d.day.clone(),
@@ -263,6 +263,7 @@ async fn statistics(
             d.answered.to_string(),
             d.unanswered.to_string(),
             d.asked_again.to_string(),
+            d.by_touch.to_string(),
         ];
         for (i, field) in row.iter().enumerate() {
             if i > 0 {

@@ -104,6 +104,8 @@ use super::{
         characters::delete_source,
         characters::reindex,
         characters::ask,
+        characters::screen_questions,
+        characters::set_screen_questions,
         characters::get_clip,
         characters::put_clip,
         characters::delete_clip,

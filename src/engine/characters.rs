@@ -125,7 +125,7 @@ struct Listed {
 }
 
 impl ListCache {
-    fn invalidate(&self) {
+    pub(super) fn invalidate(&self) {
         let mut cache = self.0.lock().expect("cache lock");
         cache.0 += 1;
         cache.1 = None;
@@ -669,6 +669,7 @@ fn insert_character(tx: &WriteTransaction, input: CharacterInput) -> Result<Char
         image_mode: String::new(),
         active_image: String::new(),
         next_image: 0,
+        on_screen: Vec::new(),
         created_at: now.clone(),
         updated_at: now,
     };

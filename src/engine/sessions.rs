@@ -217,7 +217,7 @@ impl Engine {
             };
             if !text.trim().is_empty() {
                 let staff = self.is_staff(&session);
-                append_message(&tx, &session, role, text.trim(), 0, false, staff)?;
+                append_message(&tx, &session, role, text.trim(), 0, Mark::Plain, staff)?;
             }
         }
         self.retain_history(&tx, &session.character_id)?;
@@ -345,7 +345,7 @@ impl Engine {
         let (seq, cancel) = live.next_turn();
         // A full data partition does not silence the kiosk: the turn runs, tries to store the
         // question again and reports once that it could not.
-        let stored = match self.record_message(session_id, "user", text, seq, false) {
+        let stored = match self.record_message(session_id, "user", text, seq, Mark::Plain) {
             Ok(()) => true,
             Err(Error::InsufficientStorage(_)) => false,
             Err(e) => {
@@ -528,6 +528,8 @@ pub struct Day {
     pub unanswered: usize,
     /// Questions the visitor had already asked in the same visit (the same words).
     pub asked_again: usize,
+    /// Of the questions, those chosen on the kiosk's screen (touch or buttons).
+    pub by_touch: usize,
 }
 
 /// A question visitors ask often.
@@ -585,6 +587,7 @@ impl Engine {
             if m.role == "user" {
                 let key = question_key(&m.content);
                 days[at].questions += 1;
+                days[at].by_touch += usize::from(m.touch);
                 if !asked_in_visit.insert((m.session_id.clone(), key.clone())) {
                     days[at].asked_again += 1;
                 }
@@ -722,6 +725,16 @@ impl Engine {
     }
 }
 
+/// What a stored message is marked as, beyond its role: the statistics count by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    Plain,
+    /// A reply the knowledge did not answer.
+    Unmatched,
+    /// A question chosen on the kiosk's screen (touch or buttons), not said or typed.
+    Touch,
+}
+
 /// Appends to the history of `session`'s character under the next global message number, so the
 /// order of keys is the order in which messages were said. `staff`: said in a staff test
 /// ([`Engine::is_staff`]).
@@ -731,7 +744,7 @@ pub fn append_message(
     role: &str,
     content: &str,
     turn_seq: u64,
-    unmatched: bool,
+    mark: Mark,
     staff: bool,
 ) -> Result<()> {
     let seq = store::next_counter(tx, "message_seq")?;
@@ -741,8 +754,9 @@ pub fn append_message(
         content: content.into(),
         timestamp: store::now(),
         turn_seq,
-        unmatched,
+        unmatched: mark == Mark::Unmatched,
         staff,
+        touch: mark == Mark::Touch,
     };
     tx.open_table(MESSAGES)?.insert(
         (session.character_id.as_str(), seq),

@@ -49,8 +49,21 @@ pub struct Character {
     /// Number of the next `img_NNN` name; never reused, so names are never recycled.
     #[serde(default)]
     pub next_image: u32,
+    /// FAQ questions staff put on the kiosk's screen, in the order shown, for visitors who ask
+    /// by touch or buttons (see `engine::knowledge::screen`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on_screen: Vec<ScreenQuestion>,
     pub created_at: String,
     pub updated_at: String,
+}
+
+/// A question on the kiosk's screen: chosen there, it is asked as if the visitor had said it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct ScreenQuestion {
+    /// Stable while the question stays on the screen (a reorder keeps it), so a choice made on
+    /// a screen drawn before a change still names the question it showed.
+    pub id: String,
+    pub text: String,
 }
 
 /// An avatar image of a character.
@@ -127,6 +140,10 @@ pub struct Message {
     /// visitors' visits. Absent (false) in records written before it existed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub staff: bool,
+    /// A visitor's question chosen on the screen (touch or buttons), not said or typed.
+    /// Absent (false) in records written before it existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub touch: bool,
 }
 
 /// Declares a struct with the fields of a task that the API shows (then the struct's own), for

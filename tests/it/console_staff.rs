@@ -1018,7 +1018,7 @@ async fn statistics_count_visits_and_questions_and_draw_them() {
     let today = &docent::store::now()[..10];
     assert_eq!(
         stats["days"],
-        json!([{"day": today, "visits": 1, "questions": 3, "answered": 1, "unanswered": 2, "asked_again": 1}]),
+        json!([{"day": today, "visits": 1, "questions": 3, "answered": 1, "unanswered": 2, "asked_again": 1, "by_touch": 0}]),
         "{stats}"
     );
     assert_eq!(
@@ -1060,7 +1060,7 @@ async fn statistics_count_visits_and_questions_and_draw_them() {
     assert_eq!(
         res.text().await.unwrap(),
         format!(
-            "day,visits,questions,answered,unanswered,asked_again\r\n\"{today}\",\"1\",\"3\",\"1\",\"2\",\"1\"\r\n"
+            "day,visits,questions,answered,unanswered,asked_again,by_touch\r\n\"{today}\",\"1\",\"3\",\"1\",\"2\",\"1\",\"0\"\r\n"
         )
     );
     assert!(b.errors.is_empty(), "{:?}", b.errors);

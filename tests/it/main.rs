@@ -29,6 +29,7 @@ mod mdns;
 mod openapi;
 mod realtime_provider;
 mod realtime_smoke;
+mod screen_questions;
 mod sessions_tasks;
 mod site_admin;
 mod smoke;

@@ -1483,6 +1483,8 @@ const ROUTES: &[(&str, &str, Access)] = &[
         Admin,
     ),
     ("POST", "/api/v1/characters/{id}/knowledge/ask", Admin),
+    ("GET", "/api/v1/characters/{id}/screen-questions", Admin),
+    ("PUT", "/api/v1/characters/{id}/screen-questions", Admin),
     ("GET", "/api/v1/settings", Admin),
     ("PUT", "/api/v1/settings", Admin),
     ("POST", "/api/v1/settings/test", Admin),
@@ -1716,6 +1718,9 @@ fn route_request(s: &Server, fx: &Fixture, m: &str, template: &str) -> reqwest::
         }
         ("PUT", t) if t.contains("/idle-videos/") => req.body(mp4_h264()),
         ("PUT", "/api/v1/characters/{id}/images/{filename}/activate") => req,
+        ("PUT", "/api/v1/characters/{id}/screen-questions") => {
+            req.json(&json!({ "questions": [] }))
+        }
         ("PUT", "/api/v1/settings") => req.json(&json!({ "kiosk": { "volume": 70 } })),
         ("PUT", "/api/v1/config/launch") => req.json(&json!({ "params": [] })),
         ("PUT", "/api/data") => req.json(&site_doc()),
@@ -1749,8 +1754,8 @@ async fn every_route_is_listed_once_and_guarded_as_listed() {
         .count();
     assert_eq!(ROUTES.len(), CYBERVERSE_ROUTES.len() + added);
     assert_eq!(
-        added, 23,
-        "4 idle-clip routes, 3 of /api/data, 3 of /api/img, 4 of /api/auth, 3 of client keys, the history purge, its export, the unmatched questions, the knowledge ask, the voices, the statistics"
+        added, 25,
+        "4 idle-clip routes, 3 of /api/data, 3 of /api/img, 4 of /api/auth, 3 of client keys, the history purge, its export, the unmatched questions, the knowledge ask, the voices, the statistics, the questions on the screen (2)"
     );
 
     let (s, token) = with_password().await;

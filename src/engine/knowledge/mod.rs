@@ -10,6 +10,7 @@
 pub mod chunk;
 pub mod extract;
 pub mod index;
+pub mod screen;
 pub mod tokenize;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -575,14 +575,14 @@ fn qualifier_terms() -> &'static BTreeSet<String> {
 }
 
 #[derive(Clone, Copy, PartialEq, Debug)]
-enum Side {
+pub(crate) enum Side {
     Question,
     Answer,
 }
 
 /// Which side of a knowledge file's question/answer pair a line is, and its text: FAQ files
 /// write each pair as a line `Q: question` followed by a line `A: answer`.
-fn faq_line(line: &str) -> Option<(Side, &str)> {
+pub(crate) fn faq_line(line: &str) -> Option<(Side, &str)> {
     for (marker, side) in [('Q', Side::Question), ('A', Side::Answer)] {
         if let Some(rest) = line
             .strip_prefix(marker)

@@ -9,7 +9,7 @@ use crate::engine::Engine;
 use crate::engine::error::{Error, Result};
 use crate::engine::live::LiveSession;
 use crate::engine::providers::ChatMessage;
-use crate::engine::sessions::append_message;
+use crate::engine::sessions::{Mark, append_message};
 use crate::store;
 use crate::store::records::{Message, Session};
 use crate::store::tables::{MESSAGES, SESSIONS};
@@ -65,11 +65,11 @@ impl Engine {
         role: &'static str,
         text: String,
         seq: u64,
-        unmatched: bool,
+        mark: Mark,
     ) -> Result<()> {
         let engine = self.clone();
         let id = live.id.clone();
-        tokio::task::spawn_blocking(move || engine.record_message(&id, role, &text, seq, unmatched))
+        tokio::task::spawn_blocking(move || engine.record_message(&id, role, &text, seq, mark))
             .await
             .unwrap_or_else(|e| Err(Error::Internal(format!("history write: {e}"))))
     }
@@ -81,7 +81,7 @@ impl Engine {
         role: &str,
         text: &str,
         seq: u64,
-        unmatched: bool,
+        mark: Mark,
     ) -> Result<()> {
         let tx = self.store.write()?;
         {
@@ -93,7 +93,7 @@ impl Engine {
             s.last_active_at = store::now();
             sessions.insert(session_id, store::to_json(&s).as_slice())?;
             let staff = self.is_staff(&s);
-            append_message(&tx, &s, role, text, seq, unmatched, staff)?;
+            append_message(&tx, &s, role, text, seq, mark, staff)?;
             self.retain_history(&tx, &s.character_id)?;
         }
         tx.commit()?;
@@ -174,7 +174,7 @@ mod tests {
         let page = e.history(&cid, Some(500), None, None).unwrap();
         assert_eq!(page.messages.len(), 100);
         assert_eq!(page.messages[99].content, "flood 299", "the newest stay");
-        e.record_message(&sid, "user", "one more", 1, false)
+        e.record_message(&sid, "user", "one more", 1, Mark::Plain)
             .unwrap();
         assert_eq!(count(&e, &cid), 100);
     }
@@ -211,7 +211,8 @@ mod tests {
             tx.commit().unwrap();
         }
         assert_eq!(count(&e, &cid), 3);
-        e.record_message(&sid, "user", "new", 1, false).unwrap();
+        e.record_message(&sid, "user", "new", 1, Mark::Plain)
+            .unwrap();
         let page = e.history(&cid, Some(500), None, None).unwrap();
         assert_eq!(page.messages.len(), 1);
         assert_eq!(page.messages[0].content, "new");

@@ -29,6 +29,7 @@ use super::live::{ErrorCode, Event, LiveSession, Overrides, Status};
 use super::providers::{
     Choice, Foreign, NOT_ON_THIS_KIOSK, Provider, ProviderError, Stage, StreamBounds,
 };
+use super::sessions::Mark;
 use super::voice::{Voice, offline_voices};
 use crate::store::records::Character;
 use audio_out::AudioOut;
@@ -427,9 +428,14 @@ impl Turn {
     }
 
     async fn store_marked(&self, role: &'static str, text: String, unmatched: bool) {
+        let mark = if unmatched {
+            Mark::Unmatched
+        } else {
+            Mark::Plain
+        };
         let stored = self
             .engine
-            .store_message(&self.live, role, text, self.seq, unmatched)
+            .store_message(&self.live, role, text, self.seq, mark)
             .await;
         if let Err(e) = stored
             && !self.unsaved.swap(true, Ordering::Relaxed)

@@ -34,7 +34,55 @@ async function sources() {
     timer = setTimeout(() => guarded(sources), POLL_MS);
   } else {
     polls = 0;
+    await screen(); // the FAQ questions change with the indexed knowledge
   }
+}
+
+const SCREEN_MAX = 30;
+const SCREEN_MAX_CHARS = 120;
+let onScreen = [];
+
+/** Draws the questions on the screen (in order, each movable) and the other FAQ questions. */
+function drawScreen(choice) {
+  onScreen = choice.on_screen.map((q) => q.text);
+  const full = onScreen.length >= SCREEN_MAX;
+  const n = onScreen.length;
+  $('on-screen').replaceChildren(...(n ? onScreen.map((text, i) => h('li', { 'data-question': text },
+    h('label', { class: 'grow' }, h('input', { type: 'checkbox', checked: true, onchange: () => saveScreen(onScreen.filter((t) => t !== text)) }),
+      ` ${i + 1}. ${text}`),
+    h('button', { type: 'button', class: 'secondary', text: '↑', 'aria-label': `Move up: ${text}`, disabled: i === 0, onclick: () => saveScreen(moved(i, i - 1)) }),
+    h('button', { type: 'button', class: 'secondary', text: '↓', 'aria-label': `Move down: ${text}`, disabled: i === n - 1, onclick: () => saveScreen(moved(i, i + 1)) })))
+    : [h('li', { class: 'hint', text: 'None: the screen offers no questions.' })]));
+  const others = choice.faq.filter((t) => !onScreen.includes(t));
+  $('faq').replaceChildren(...(others.length ? others.map((text) => {
+    const long = [...text].length > SCREEN_MAX_CHARS;
+    return h('li', { 'data-question': text },
+      h('label', { class: 'grow' }, h('input', { type: 'checkbox', disabled: full || long, onchange: () => saveScreen([...onScreen, text]) }), ` ${text}`),
+      long ? h('span', { class: 'hint', text: 'too long for the screen' }) : null);
+  }) : [h('li', { class: 'hint', text: 'No other FAQ question in the knowledge.' })]));
+}
+
+/** The questions on the screen with the one at `from` moved to `to`. */
+function moved(from, to) {
+  const next = [...onScreen];
+  next.splice(to, 0, next.splice(from, 1)[0]);
+  return next;
+}
+
+/** Saves the questions on the screen; refused, it draws again what is saved. */
+async function saveScreen(questions) {
+  $('screen-result').textContent = '';
+  const choice = await guarded(() => api('PUT', `${base()}/screen-questions`, { questions }), $('screen-error'));
+  if (choice) {
+    drawScreen(choice);
+    $('screen-result').textContent = 'Saved.';
+  } else {
+    await guarded(screen);
+  }
+}
+
+async function screen() {
+  drawScreen(await api('GET', `${base()}/screen-questions`));
 }
 
 async function unmatched() {
