@@ -10,6 +10,9 @@
 //!    wall clock also counts waiting for a core.
 //! 2. CPU share while idling: the real player thread loops a 25 fps clip on an in-memory
 //!    screen for a few seconds; the process's CPU time (getrusage) over the wall time.
+//! 3. The upload's flash check (`engine::media::flash::check`, docs/clips-flash.md) of a calm
+//!    10 s clip at 25 fps, 480p to 1080p: thread CPU and wall time, beside decoding the same
+//!    frames alone. `cargo bench --bench display -- flash` runs only this part.
 
 mod support;
 
@@ -18,12 +21,13 @@ use std::time::{Duration, Instant};
 
 use docent::config::Config;
 use docent::device::KioskState;
-use docent::device::display::clip::{Clip, ClipDecoder};
 use docent::device::display::scale::YuvScaler;
 use docent::device::display::{self, MemoryScreen, testclip};
 use docent::engine::Engine;
 use docent::engine::characters::{CharacterInput, image_base};
 use docent::engine::live::Status;
+use docent::engine::media::clip::{Clip, ClipDecoder};
+use docent::engine::media::flash;
 
 const FRAMES: usize = 50;
 const PASSES: usize = 4;
@@ -173,8 +177,43 @@ fn idle_cpu(clip_size: (u16, u16), screen: (u32, u32), mp4: &[u8]) -> f64 {
     share
 }
 
+/// The flash check of a 10 s, 25 fps clip at each size: (size, check CPU s, check wall s,
+/// decode-only CPU s).
+fn flash_check_figures() {
+    println!(
+        "\n| flash check, calm 10 s clip at 25 fps | check CPU s | wall s | decode alone CPU s |"
+    );
+    println!("|---|---|---|---|");
+    for size in [(854u16, 480u16), (1280, 720), (1920, 1080)] {
+        let mp4 = testclip::moving_clip(size.0, size.1, 25, 250, false).unwrap();
+        let (cpu, wall) = (thread_cpu(), Instant::now());
+        let verdict = flash::check(Clip::from_bytes(mp4.clone()).unwrap());
+        let (cpu, wall) = (thread_cpu() - cpu, wall.elapsed());
+        assert_eq!(verdict, Ok(()), "the calm clip passes");
+        // The check decodes the clip and its first second again: 275 frames.
+        let mut dec = ClipDecoder::new(Clip::from_bytes(mp4).unwrap()).unwrap();
+        let decode = thread_cpu();
+        for _ in 0..275 {
+            dec.next_frame(|_| {}).unwrap();
+        }
+        let decode = thread_cpu() - decode;
+        println!(
+            "| {}x{} | {:.2} | {:.2} | {:.2} |",
+            size.0,
+            size.1,
+            cpu.as_secs_f64(),
+            wall.as_secs_f64(),
+            decode.as_secs_f64()
+        );
+    }
+}
+
 fn main() {
-    // `cargo bench` passes `--bench`; nothing to parse.
+    // `cargo bench` passes `--bench`; `flash` runs only the flash check's figures.
+    if std::env::args().any(|a| a == "flash") {
+        flash_check_figures();
+        return;
+    }
     let cases = [
         ((854u16, 480u16), (800u32, 480u32)),
         ((854, 480), (1280, 720)),
@@ -242,4 +281,5 @@ fn main() {
             clip.1, screen.0, screen.1
         );
     }
+    flash_check_figures();
 }

@@ -532,7 +532,8 @@ impl Engine {
         })
     }
 
-    /// Stores an idle clip for one of the character's images, replacing a clip of that name.
+    /// Stores an idle clip for one of the character's images, replacing a clip of that name. A
+    /// clip that flashes (`media::flash`, WCAG 2.3.1) is refused, naming the second.
     pub fn put_clip(
         &self,
         id: &str,
@@ -557,6 +558,15 @@ impl Engine {
             ));
         }
         let blob = self.store.blobs().put(bytes, "video/mp4")?;
+        // Checked from the stored file, so that the upload is not held in memory twice.
+        let flashes = match self.store.blobs().open_file(&blob) {
+            Ok(file) => media::flash::check_file(file).map_err(|r| bad(r.to_string())),
+            Err(e) => Err(e.into()),
+        };
+        if let Err(e) = flashes {
+            self.store.blobs().remove_all(&[blob]);
+            return Err(e);
+        }
         let clip = Clip {
             imgbase: imgbase.into(),
             variant: variant.into(),

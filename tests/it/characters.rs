@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
 use crate::support::{PNG, Server, mp4_h264, upload_avatar};
+use docent::device::display::testclip;
 use futures_util::future::join_all;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::multipart::{Form, Part};
@@ -1288,6 +1289,92 @@ async fn idle_clips_over_the_bound_are_refused_with_413() {
         send(s.get(path)).await.expect_plain_error(404, path);
     }
     assert_eq!(blob_files(&s), 2, "only the avatar and the clip that fits");
+}
+
+/// Frames of `w`x`h` (YUV 4:2:0), black with a white rectangle over the top-left `share` of each
+/// side when `on`.
+fn boxed(w: usize, h: usize, share: (f32, f32), on: bool) -> Vec<u8> {
+    let mut yuv = testclip::solid_yuv(w, h, (0, 0, 0));
+    let (bw, bh) = ((w as f32 * share.0) as usize, (h as f32 * share.1) as usize);
+    if on {
+        for row in yuv[..w * h].chunks_mut(w).take(bh) {
+            row[..bw].fill(235);
+        }
+    }
+    yuv
+}
+
+/// An MP4 of `frames` (true: the rectangle lit) at 10 frames a second, encoded by the encoder the
+/// test clips use.
+fn flashing_clip(share: (f32, f32), frames: &[bool]) -> Vec<u8> {
+    let (w, h) = (160, 96);
+    let aus = testclip::encode(w, h, 10.0, frames.iter().map(|&on| boxed(w, h, share, on)))
+        .expect("encode");
+    let samples: Vec<_> = aus.into_iter().map(|au| (au, 100)).collect();
+    testclip::mux(w as u16, h as u16, 1000, &samples).expect("mux")
+}
+
+/// WCAG 2.3.1 (issue 31, point 5): a clip that flashes more than three times in one second over
+/// more than a quarter of the frame is refused with the second named; slower or smaller flashes,
+/// and calm clips, are stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_clips_that_flash_are_refused_naming_the_second() {
+    let s = Server::start().await;
+    let id = s.character("Strobe").await;
+    upload_avatar(&s, &id, PNG, 200).await;
+    let full = (1.0, 1.0);
+
+    // 2 s black, then black and white every 100 ms for 2 s (5 flashes a second), then black.
+    let mut strobe = vec![false; 20];
+    strobe.extend((0..20).map(|i| i % 2 == 0));
+    strobe.extend([false; 20]);
+    let path = clip_path(&id, "img_001", Some("idle"), "strobe.mp4");
+    let r = put_clip(&s, &path, flashing_clip(full, &strobe))
+        .await
+        .expect_json_error(400, "a 10 Hz strobe");
+    let error = r.json()["error"].as_str().unwrap().to_string();
+    assert!(
+        error.contains("flashes 5 times between 2.0 s and 3.0 s over 100 % of the frame"),
+        "{error}"
+    );
+    send(s.get(&path))
+        .await
+        .expect_plain_error(404, "never stored");
+    assert_eq!(
+        blob_files(&s),
+        1,
+        "only the avatar: the refused clip left no file"
+    );
+
+    // Two frames, black and white: calm on its own, a strobe as it loops.
+    let r = put_clip(&s, &path, flashing_clip(full, &[false, true]))
+        .await
+        .expect_json_error(400, "a strobe across the loop");
+    let error = r.json()["error"].as_str().unwrap().to_string();
+    assert!(error.contains("between 0.1 s and 1.1 s"), "{error}");
+    assert!(error.contains("loops back to its start"), "{error}");
+
+    // Stored: the same strobe at 2.5 flashes a second, the 10 Hz strobe over a fifth of the
+    // frame, the moving test clip of the display bench and slow solid colours.
+    let slow: Vec<bool> = (0..60).map(|i| (i / 2) % 2 == 0).collect();
+    let calm = [
+        ("slow.mp4", flashing_clip(full, &slow)),
+        ("small.mp4", flashing_clip((0.4, 0.5), &strobe)),
+        (
+            "moving.mp4",
+            testclip::moving_clip(320, 192, 25, 100, true).unwrap(),
+        ),
+        (
+            "colours.mp4",
+            testclip::solid_clip(64, 48, 400, &[(255, 0, 0), (0, 255, 0), (0, 0, 255)]).unwrap(),
+        ),
+    ];
+    for (name, mp4) in calm {
+        let path = clip_path(&id, "img_001", None, name);
+        put_clip(&s, &path, mp4.clone()).await.expect(201, name);
+        assert_serves(&s, &path, &mp4, "video/mp4").await;
+    }
+    assert_eq!(blob_files(&s), 5);
 }
 
 // =============================================================================================

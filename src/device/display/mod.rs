@@ -29,12 +29,12 @@
 //! - `none`: no display.
 //!
 //! # Modules
-//! `screen` (the [`Screen`] trait and [`MemoryScreen`]), `fb` (fbdev), `drm` (DRM/KMS), `clip`
-//! (MP4 demuxing and H.264 decoding), `scale` (letterboxing, colour conversion), `still`
-//! (PNG/JPEG), `text` (embedded bitmap font), `player` (the thread that decides what to show),
-//! `testclip` (encoding test clips; tests and benchmarks only).
+//! `screen` (the [`Screen`] trait and [`MemoryScreen`]), `fb` (fbdev), `drm` (DRM/KMS), `scale`
+//! (letterboxing, colour conversion), `still` (PNG/JPEG), `text` (embedded bitmap font), `player`
+//! (the thread that decides what to show), `testclip` (encoding test clips; tests and benchmarks
+//! only). Clips are demuxed and decoded by `engine::media::clip`, which the upload's flash check
+//! uses too.
 
-pub mod clip;
 pub mod drm;
 pub mod fb;
 pub mod player;

@@ -45,7 +45,7 @@ use crate::device::KioskState;
 use crate::engine::BlobRef;
 use crate::engine::Engine;
 use crate::engine::live::Status;
-use super::clip::{Clip, ClipDecoder};
+use crate::engine::media::clip::{Clip, ClipDecoder};
 
 /// How often the plan is made again without a state change.
 const RECHECK: Duration = Duration::from_secs(1);

@@ -4,6 +4,8 @@
 //!
 //! Colours follow BT.601 limited range (what H.264 encoders emit unless told otherwise).
 
+use crate::engine::media::clip::YuvPlanes;
+
 /// A rectangle on the screen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rect {
@@ -153,18 +155,6 @@ pub struct YuvScaler {
     cxs: Vec<u32>,
     /// Luma row for each destination row of the rectangle.
     ys: Vec<u32>,
-}
-
-/// The planes of one decoded picture.
-#[derive(Debug, Clone, Copy)]
-pub struct YuvPlanes<'a> {
-    pub y: &'a [u8],
-    pub u: &'a [u8],
-    pub v: &'a [u8],
-    /// Row strides of Y, U and V in bytes.
-    pub strides: (usize, usize, usize),
-    /// Picture width and height (luma samples).
-    pub size: (u32, u32),
 }
 
 impl YuvScaler {

@@ -1,4 +1,9 @@
-//! Recognising uploaded media by content, never by the name or type a client claims.
+//! Recognising uploaded media by content, never by the name or type a client claims; `clip`
+//! demuxes and decodes idle clips (the display plays them with it) and `flash` checks an uploaded
+//! clip for flashes that could cause seizures.
+
+pub mod clip;
+pub mod flash;
 
 /// The image types an avatar may have, with their MIME type and file extension.
 pub fn sniff_image(bytes: &[u8]) -> Option<(&'static str, &'static str)> {

@@ -37,7 +37,7 @@ pub fn extract(data: &[u8]) {
 /// The idle clip reader: MP4 parsing, the H.264 check of uploads, and the first frames decoded
 /// as the display would (enough to pass the parameter sets and loop once on short clips).
 pub fn clip(data: &[u8]) {
-    use docent::device::display::clip::{Clip, ClipDecoder};
+    use docent::engine::media::clip::{Clip, ClipDecoder};
     const FRAMES: usize = 4;
     let _ = docent::engine::media::is_h264_mp4(data);
     let Ok(clip) = Clip::from_bytes(data.to_vec()) else {
