@@ -1375,6 +1375,26 @@ async fn idle_clips_that_flash_are_refused_naming_the_second() {
         assert_serves(&s, &path, &mp4, "video/mp4").await;
     }
     assert_eq!(blob_files(&s), 5);
+
+    // More frames than the check decodes (7200): refused before decoding any, at once.
+    let au = testclip::encode(16, 16, 25.0, [testclip::solid_yuv(16, 16, (9, 9, 9))]).unwrap();
+    let samples = vec![(au[0].clone(), 40); 7201];
+    let long = testclip::mux(16, 16, 1000, &samples).unwrap();
+    let started = Instant::now();
+    let r = put_clip(&s, &path, long)
+        .await
+        .expect_json_error(400, "too many frames");
+    let error = r.json()["error"].as_str().unwrap().to_string();
+    assert!(
+        error.contains("too long to check for flashes: 7201 frames"),
+        "{error}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(blob_files(&s), 5);
 }
 
 // =============================================================================================

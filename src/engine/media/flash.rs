@@ -33,8 +33,10 @@ const MAX_AREA: f32 = 0.25;
 const KEPT: usize = 64;
 /// Frames decoded again after the end, at most (1 s of 1000 fps).
 const MAX_LOOPED: usize = 1000;
-/// Decoding bound: frames times pixels, about 120 s of 1080p at 30 fps. A clip larger than this
-/// is refused unchecked rather than kept unchecked.
+/// Decoding bounds: frames (120 s at 60 fps; each costs the grid's 65,536 samples whatever its
+/// size) and frames times pixels (about 120 s of 1080p at 30 fps). A clip larger than these is
+/// refused unchecked rather than kept unchecked.
+pub const MAX_FRAMES: u64 = 120 * 60;
 pub const MAX_PIXELS: u64 = 120 * 30 * 1920 * 1080;
 
 /// Why a clip is refused.
@@ -50,8 +52,8 @@ pub enum Refusal {
         /// The second runs past the clip's end into its start again (it loops).
         across_loop: bool,
     },
-    /// It has more frames times pixels than the check decodes.
-    TooLong { pixels: u64 },
+    /// It has more frames, or frames times pixels, than the check decodes.
+    TooLong { frames: u64, pixels: u64 },
 }
 
 impl std::fmt::Display for Refusal {
@@ -87,10 +89,11 @@ impl std::fmt::Display for Refusal {
                     area * 100.0
                 )
             }
-            Refusal::TooLong { pixels } => write!(
+            Refusal::TooLong { frames, pixels } => write!(
                 f,
-                "the clip is too long to check for flashes: {:.1} gigapixels of frames, the \
-                 check decodes at most {:.1} (about 120 s of 1080p at 30 fps)",
+                "the clip is too long to check for flashes: {frames} frames, {:.1} gigapixels; \
+                 the check decodes at most {MAX_FRAMES} frames and {:.1} gigapixels (about 120 s \
+                 of 1080p at 30 fps)",
                 *pixels as f64 / 1e9,
                 MAX_PIXELS as f64 / 1e9
             ),
@@ -383,8 +386,11 @@ pub fn check(clip: Clip) -> Result<(), Refusal> {
         .count();
     let max_frames = (durations.len() + looped) as u64;
     let pixels = max_frames * w as u64 * h as u64;
-    if pixels > MAX_PIXELS {
-        return Err(Refusal::TooLong { pixels });
+    if durations.len() as u64 > MAX_FRAMES || pixels > MAX_PIXELS {
+        return Err(Refusal::TooLong {
+            frames: durations.len() as u64,
+            pixels,
+        });
     }
     let end = total + WINDOW;
     let Ok(mut decoder) = ClipDecoder::new(clip) else {
