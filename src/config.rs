@@ -16,7 +16,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Address of the one listener (HTTP, WebSocket, gRPC; plain and TLS on the same port).
     pub listen: SocketAddr,
-    /// Connections open at once; one more is closed as soon as it is accepted.
+    /// Connections open at once. At this cap or the two below, a newcomer takes the place of
+    /// an idle connection of whoever holds the most; with none idle, it is closed at once.
     pub max_connections: usize,
     /// Connections open at once from one client address (loopback included).
     pub max_connections_per_peer: usize,

@@ -1,7 +1,9 @@
 //! The one listener: plain HTTP and HTTPS on the same port, told apart by the first byte of
 //! each connection (0x16 opens a TLS handshake), under bounds a LAN client cannot stretch:
-//! connections at once (in all and per client address), time to send headers or finish the
-//! handshake, and time without a byte either way.
+//! connections at once (in all, per client address and per client network), time to send
+//! headers or finish the handshake, and time without a byte either way. When a cap is reached, a
+//! newcomer takes the place of an idle connection of whoever holds the most, so no address or
+//! network can keep the others out by holding the last places.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -126,23 +128,42 @@ async fn connection(
     shared: Arc<Shared>,
     stop: CancellationToken,
 ) {
+    // A connection whose place went to a newcomer (it had no request in progress) ends here,
+    // whatever it was doing: reading a header, a handshake, waiting.
+    let evicted = permit.conn.evicted.clone();
+    tokio::select! {
+        () = serve_tcp(tcp, peer, permit, shared, stop) => {}
+        () = evicted.cancelled() => tracing::debug!(%peer, "idle connection closed for a newcomer"),
+    }
+}
+
+async fn serve_tcp(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    permit: Permit,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+) {
     // A client that connects and sends nothing is bounded like one that sends half a header.
     let mut first = [0u8; 1];
     let tls = match tokio::time::timeout(shared.header_timeout, tcp.peek(&mut first)).await {
         Ok(Ok(1)) => first[0] == TLS_HANDSHAKE,
         _ => return,
     };
+    let requests = permit.conn.clone();
     let io = Metered::new(tcp, permit);
     let activity = io.activity.clone();
     if tls {
         let handshake = shared.acceptor.accept(io);
         match tokio::time::timeout(shared.header_timeout, handshake).await {
-            Ok(Ok(stream)) => serve_http(stream, peer, true, activity, shared, stop).await,
+            Ok(Ok(stream)) => {
+                serve_http(stream, peer, true, activity, requests, shared, stop).await
+            }
             Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
             Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
         }
     } else {
-        serve_http(io, peer, false, activity, shared, stop).await;
+        serve_http(io, peer, false, activity, requests, shared, stop).await;
     }
 }
 
@@ -151,12 +172,12 @@ async fn serve_http<I>(
     peer: SocketAddr,
     tls: bool,
     activity: Arc<Activity>,
+    requests: Arc<Conn>,
     shared: Arc<Shared>,
     stop: CancellationToken,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let requests = Arc::new(Requests::default());
     let counted = requests.clone();
     let handle = shared.clone();
     let service = hyper::service::service_fn(move |mut req: hyper::Request<_>| {
@@ -164,8 +185,13 @@ async fn serve_http<I>(
         // The request is in progress until its response body is done (a stream's too).
         let guard = counted.start();
         let shared = handle.clone();
+        let upgrading = counted.clone();
         async move {
             let response = shared.app.answer(req.map(axum::body::Body::new)).await;
+            if response.status() == hyper::StatusCode::SWITCHING_PROTOCOLS {
+                // A WebSocket: busy for as long as the socket is open.
+                upgrading.upgraded();
+            }
             Ok::<_, std::convert::Infallible>(response.map(|body| Counted {
                 body,
                 _guard: guard,
@@ -237,40 +263,63 @@ fn stop_signal(stop: CancellationToken) -> tokio::sync::oneshot::Receiver<()> {
     rx
 }
 
-/// The requests in progress on one connection, and since when there has been none.
+/// One open connection: who opened it, its requests in progress (and since when there has been
+/// none), and the token that closes it when its place goes to a newcomer.
+struct Conn {
+    ip: IpAddr,
+    /// Counted in all and per network (not the kiosk's own).
+    shared: bool,
+    state: Mutex<Requests>,
+    evicted: CancellationToken,
+}
+
 struct Requests {
-    state: Mutex<(usize, Instant)>,
+    open: usize,
+    since: Instant,
+    /// Upgraded to a WebSocket: never idle again.
+    upgraded: bool,
 }
 
-impl Default for Requests {
-    fn default() -> Self {
-        Requests {
-            state: Mutex::new((0, Instant::now())),
-        }
+impl Conn {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Requests> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
 
-impl Requests {
     fn start(self: &Arc<Self>) -> RequestGuard {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).0 += 1;
+        self.lock().open += 1;
         RequestGuard(self.clone())
+    }
+
+    fn upgraded(&self) {
+        self.lock().upgraded = true;
     }
 
     /// When the last request ended, if none is in progress.
     fn idle_since(&self) -> Option<Instant> {
-        let (open, since) = *self.state.lock().unwrap_or_else(|e| e.into_inner());
-        (open == 0).then_some(since)
+        let r = self.lock();
+        (r.open == 0 && !r.upgraded).then_some(r.since)
+    }
+
+    /// Closes the connection if it is still idle (decided under the lock a request's start
+    /// takes, so a request that has begun is never cut).
+    fn evict_if_idle(&self) -> bool {
+        let r = self.lock();
+        let idle = r.open == 0 && !r.upgraded;
+        if idle {
+            self.evicted.cancel();
+        }
+        idle
     }
 }
 
 /// One request in progress; dropped with its response body.
-struct RequestGuard(Arc<Requests>);
+struct RequestGuard(Arc<Conn>);
 
 impl Drop for RequestGuard {
     fn drop(&mut self) {
-        let mut state = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.0 -= 1;
-        state.1 = Instant::now();
+        let mut r = self.0.lock();
+        r.open -= 1;
+        r.since = Instant::now();
     }
 }
 
@@ -315,6 +364,8 @@ struct Open {
     total: usize,
     per_peer: HashMap<IpAddr, usize>,
     per_subnet: HashMap<IpAddr, usize>,
+    conns: HashMap<u64, Arc<Conn>>,
+    next: u64,
 }
 
 /// The network of an address: its IPv4 /24, its IPv6 /64.
@@ -335,40 +386,129 @@ fn release(map: &mut HashMap<IpAddr, usize>, key: IpAddr) {
     }
 }
 
+/// The cap a newcomer meets, and so among whose connections one makes room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Full {
+    /// Its own address: one of its own idle connections.
+    Peer,
+    /// Its network: one of the address of the network that holds the most.
+    Subnet,
+    /// All places: one of the network that holds the most, of its address that holds the most.
+    Total,
+}
+
+impl Open {
+    fn count(map: &HashMap<IpAddr, usize>, key: IpAddr) -> usize {
+        map.get(&key).copied().unwrap_or(0)
+    }
+
+    /// Frees the counts of connection `id`, if it still holds a place.
+    fn remove(&mut self, id: u64) -> Option<Arc<Conn>> {
+        let conn = self.conns.remove(&id)?;
+        release(&mut self.per_peer, conn.ip);
+        if conn.shared {
+            self.total -= 1;
+            release(&mut self.per_subnet, subnet(conn.ip));
+        }
+        Some(conn)
+    }
+
+    /// The idle connection whose place goes to a newcomer from `ip` that meets `full`: of the
+    /// holder (address, or network then address) with the most, the one idle longest. A holder
+    /// other than the newcomer's own gives a place only if it holds more than the newcomer's.
+    fn victim(&self, ip: IpAddr, full: Full) -> Option<u64> {
+        let net = subnet(ip);
+        let own_peer = Self::count(&self.per_peer, ip);
+        let own_net = Self::count(&self.per_subnet, net);
+        self.conns
+            .iter()
+            .filter(|(_, c)| match full {
+                Full::Peer => c.ip == ip,
+                Full::Subnet => {
+                    c.shared
+                        && subnet(c.ip) == net
+                        && (c.ip == ip || Self::count(&self.per_peer, c.ip) > own_peer)
+                }
+                Full::Total => {
+                    c.shared
+                        && (subnet(c.ip) == net
+                            || Self::count(&self.per_subnet, subnet(c.ip)) > own_net)
+                }
+            })
+            .filter_map(|(id, c)| {
+                let since = c.idle_since()?;
+                let from_net = match full {
+                    Full::Total => Self::count(&self.per_subnet, subnet(c.ip)),
+                    Full::Peer | Full::Subnet => 0,
+                };
+                let from_peer = Self::count(&self.per_peer, c.ip);
+                // The most places held first, then the longest idle.
+                Some(((from_net, from_peer, std::cmp::Reverse(since)), *id))
+            })
+            .max()
+            .map(|(_, id)| id)
+    }
+}
+
 impl Admission {
-    /// A permit for one more connection from `ip`, or None when a cap is reached.
+    /// A permit for one more connection from `ip`; when a cap is reached, the place of an idle
+    /// connection of whoever holds the most (closed for it), or None when every such
+    /// connection has a request in progress.
     fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<Permit> {
         let ip = ip.to_canonical();
         let shared = !(self.loopback_reserved && ip.is_loopback());
         let net = subnet(ip);
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        let from_peer = open.per_peer.get(&ip).copied().unwrap_or(0);
-        let from_net = open.per_subnet.get(&net).copied().unwrap_or(0);
-        if from_peer >= self.per_peer
-            || (shared && (open.total >= self.total || from_net >= self.per_subnet))
-        {
-            return None;
+        // Each eviction frees a place under the cap the newcomer meets, until none is met.
+        loop {
+            let full = if Open::count(&open.per_peer, ip) >= self.per_peer {
+                Full::Peer
+            } else if shared && Open::count(&open.per_subnet, net) >= self.per_subnet {
+                Full::Subnet
+            } else if shared && open.total >= self.total {
+                Full::Total
+            } else {
+                break;
+            };
+            let id = open.victim(ip, full)?;
+            let conn = open.conns.get(&id).expect("a victim is open").clone();
+            // One that began a request since it was chosen is idle no longer: not chosen again.
+            if conn.evict_if_idle() {
+                open.remove(id);
+            }
         }
         *open.per_peer.entry(ip).or_default() += 1;
         if shared {
             *open.per_subnet.entry(net).or_default() += 1;
             open.total += 1;
         }
-        Some(Permit {
-            admission: self.clone(),
+        let id = open.next;
+        open.next += 1;
+        let conn = Arc::new(Conn {
             ip,
             shared,
+            state: Mutex::new(Requests {
+                open: 0,
+                since: Instant::now(),
+                upgraded: false,
+            }),
+            evicted: CancellationToken::new(),
+        });
+        open.conns.insert(id, conn.clone());
+        Some(Permit {
+            admission: self.clone(),
+            id,
+            conn,
         })
     }
 }
 
 /// One open connection; dropping it (when the socket is closed, also after a WebSocket
-/// upgrade) frees its place.
+/// upgrade) frees its place, unless a newcomer took it already.
 struct Permit {
     admission: Arc<Admission>,
-    ip: IpAddr,
-    /// Counted in all and per network (not the kiosk's own).
-    shared: bool,
+    id: u64,
+    conn: Arc<Conn>,
 }
 
 impl Drop for Permit {
@@ -378,11 +518,7 @@ impl Drop for Permit {
             .open
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        release(&mut open.per_peer, self.ip);
-        if self.shared {
-            open.total -= 1;
-            release(&mut open.per_subnet, subnet(self.ip));
-        }
+        open.remove(self.id);
     }
 }
 
