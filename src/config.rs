@@ -159,6 +159,10 @@ pub struct Limits {
 pub struct AudioConfig {
     pub capture_device: PcmName,
     pub playback_device: PcmName,
+    /// A second speaker for visitors with limited hearing (the 3.5 mm jack to a hearing loop's
+    /// amplifier, a headphone socket): it plays the same speech at `kiosk.assistive_volume`.
+    /// None by default.
+    pub assistive_playback_device: Option<PcmName>,
     /// Simple mixer control that sets the volume (`kiosk.volume`); when the card has none, the
     /// volume is applied to the samples instead.
     pub mixer_control: String,
@@ -539,6 +543,7 @@ impl Default for AudioConfig {
         AudioConfig {
             capture_device: PcmName::default(),
             playback_device: PcmName::default(),
+            assistive_playback_device: None,
             mixer_control: "Master".into(),
             period_frames: 800,
             buffer_frames: 8000,

@@ -81,6 +81,7 @@ async fn device(_: Internal, State(s): State<AppState>) -> Json<Value> {
         "sim_audio": d.sim_audio.as_ref().map(|a| json!({
             "mic": a.mic, "mic_rate": crate::device::SimAudio::MIC_RATE,
             "speaker": a.speaker, "speaker_rate": crate::device::SimAudio::SPEAKER_RATE,
+            "assistive": a.assistive,
         })),
     }))
 }

@@ -20,6 +20,13 @@
 //!   works, so health clears without a press. See docs/audio.md.
 //! - Volume (`kiosk.volume`, 0..100): the card's mixer control (`audio.mixer_control`) when it has
 //!   one, else a gain on the samples.
+//! - Assistive speaker (`audio.assistive_playback_device`, optional: a hearing loop's amplifier,
+//!   headphones): a second playback thread of its own plays every reply the first one plays, at
+//!   `kiosk.assistive_volume`, always as a gain on the samples (its card may be the speaker's,
+//!   whose mixer is the speaker's volume). The [`Audio`] handle sends every command to both, so
+//!   the kiosk loop does not know of it; only the first speaker's end of a reply is reported
+//!   (`Played`), and a second speaker that fails is reported in health and never holds up the
+//!   first.
 //! - Simulation: the PCMs of `board/sim/asoundrc` (alsa-lib's `file` plugin over `null`). That
 //!   file is loaded into alsa-lib's global configuration tree (`snd_config_load` after
 //!   `snd_config_update`), so the ordinary `snd_pcm_open` path finds its PCMs; the null plugin
@@ -30,6 +37,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::{CString, c_char};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -309,6 +317,8 @@ fn set_mixer_volume(card: &str, control: &str, volume: u8) -> Result<(), String>
 pub struct AudioSetup {
     pub capture: String,
     pub playback: String,
+    /// The assistive speaker, which plays the same speech at its own volume.
+    pub assistive: Option<String>,
     /// Card and control of the hardware volume; `None`: volume on the samples.
     pub mixer: Option<(String, String)>,
     pub period: u32,
@@ -330,6 +340,7 @@ enum CaptureCmd {
     Stop,
 }
 
+#[derive(Clone)]
 enum PlayCmd {
     /// Plays the reply of turn `seq` (any other one stops).
     Begin {
@@ -368,41 +379,58 @@ pub enum AudioEvent {
     Finished { seq: u64, at: Instant },
 }
 
-/// Health of each direction, combined into `DeviceHealth::audio`.
+/// A device of the audio threads, as health names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Playback,
+    /// The assistive speaker.
+    Assistive,
+    Capture,
+}
+
+impl Part {
+    /// In the order health lists them.
+    const ALL: [Part; 3] = [Part::Playback, Part::Assistive, Part::Capture];
+
+    /// How health and the log name it, so staff can tell which speaker failed.
+    fn name(self) -> &'static str {
+        match self {
+            Part::Playback => "playback",
+            Part::Assistive => "assistive playback",
+            Part::Capture => "capture",
+        }
+    }
+}
+
+/// Health of each device, combined into `DeviceHealth::audio`.
 struct AudioHealth {
     board: Arc<HealthBoard>,
     ok: Health,
-    capture: Mutex<Option<String>>,
-    playback: Mutex<Option<String>>,
+    /// The problem of each `Part`, by its index.
+    problems: Mutex<[Option<String>; 3]>,
 }
 
 impl AudioHealth {
     /// Whether a problem of the microphone is reported.
     fn capture_failing(&self) -> bool {
-        self.capture.lock().expect("audio health lock").is_some()
+        self.problems.lock().expect("audio health lock")[Part::Capture as usize].is_some()
     }
 
-    fn set(&self, capture: bool, problem: Option<String>) {
-        let slot = if capture {
-            &self.capture
+    fn set(&self, part: Part, problem: Option<String>) {
+        let mut problems = self.problems.lock().expect("audio health lock");
+        problems[part as usize] = problem;
+        let listed: Vec<String> = Part::ALL
+            .iter()
+            .filter_map(|p| {
+                problems[*p as usize]
+                    .as_ref()
+                    .map(|why| format!("{}: {why}", p.name()))
+            })
+            .collect();
+        let health = if listed.is_empty() {
+            self.ok.clone()
         } else {
-            &self.playback
-        };
-        *slot.lock().expect("audio health lock") = problem;
-        let c = self.capture.lock().expect("audio health lock").clone();
-        let p = self.playback.lock().expect("audio health lock").clone();
-        let health = match (p, c) {
-            (None, None) => self.ok.clone(),
-            (p, c) => Health::Problem(
-                [
-                    p.map(|p| format!("playback: {p}")),
-                    c.map(|c| format!("capture: {c}")),
-                ]
-                .into_iter()
-                .flatten()
-                .collect::<Vec<_>>()
-                .join("; "),
-            ),
+            Health::Problem(listed.join("; "))
         };
         self.board.set(|h| h.audio = health);
     }
@@ -412,6 +440,10 @@ impl AudioHealth {
 pub struct Audio {
     capture: Mutex<Option<Sender<CaptureCmd>>>,
     playback: Mutex<Option<Sender<PlayCmd>>>,
+    /// The assistive speaker's thread, when there is one.
+    assistive: Mutex<Option<Sender<PlayCmd>>>,
+    /// `kiosk.assistive_volume`, which every reply begins at on the assistive speaker.
+    assistive_volume: AtomicU8,
     events: broadcast::Sender<AudioEvent>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     pub setup: AudioSetup,
@@ -431,10 +463,9 @@ impl Audio {
         let health = Arc::new(AudioHealth {
             board,
             ok: Health::working(setup.sim),
-            capture: Mutex::new(None),
-            playback: Mutex::new(None),
+            problems: Mutex::default(),
         });
-        health.set(true, None);
+        health.set(Part::Capture, None);
         let (cap_tx, cap_rx) = std::sync::mpsc::channel();
         let (play_tx, play_rx) = std::sync::mpsc::channel();
         let (captured_tx, captured) = mpsc::unbounded_channel();
@@ -451,15 +482,40 @@ impl Audio {
             std::thread::Builder::new()
                 .name("docent-playback".into())
                 .spawn(move || {
-                    Player::new(setup, play_rx, played_tx, events, health).run();
+                    let reports = Some((played_tx, events));
+                    Player::new(setup, Part::Playback, play_rx, reports, health).run();
                 })?
+        };
+        let mut threads = vec![capture, playback];
+        let assistive = match &setup.assistive {
+            Some(device) => {
+                // Its own copy of the setup: its device, and never the speaker's mixer.
+                let setup = AudioSetup {
+                    playback: device.clone(),
+                    mixer: None,
+                    ..setup.clone()
+                };
+                let health = health.clone();
+                let (tx, rx) = std::sync::mpsc::channel();
+                threads.push(
+                    std::thread::Builder::new()
+                        .name("docent-assistive".into())
+                        .spawn(move || {
+                            Player::new(setup, Part::Assistive, rx, None, health).run();
+                        })?,
+                );
+                Some(tx)
+            }
+            None => None,
         };
         Ok((
             Audio {
                 capture: Mutex::new(Some(cap_tx)),
                 playback: Mutex::new(Some(play_tx)),
+                assistive: Mutex::new(assistive),
+                assistive_volume: AtomicU8::new(100),
                 events,
-                threads: Mutex::new(vec![capture, playback]),
+                threads: Mutex::new(threads),
                 setup,
             },
             captured,
@@ -473,7 +529,23 @@ impl Audio {
         }
     }
 
+    /// Sends `cmd` to the speaker and, but for the speaker's volume, to the assistive speaker
+    /// (a reply begins there at its own volume). Both sends are at once: neither thread waits
+    /// for the other.
     fn play_cmd(&self, cmd: PlayCmd) {
+        if let Some(tx) = &*self.assistive.lock().expect("audio lock") {
+            let second = match &cmd {
+                PlayCmd::Volume(_) => None,
+                PlayCmd::Begin { seq, .. } => Some(PlayCmd::Begin {
+                    seq: *seq,
+                    volume: self.assistive_volume.load(Ordering::Relaxed),
+                }),
+                other => Some(other.clone()),
+            };
+            if let Some(second) = second {
+                let _ = tx.send(second);
+            }
+        }
         if let Some(tx) = &*self.playback.lock().expect("audio lock") {
             let _ = tx.send(cmd);
         }
@@ -509,16 +581,33 @@ impl Audio {
         self.play_cmd(PlayCmd::Volume(volume));
     }
 
+    /// The assistive speaker's volume (0..100), at once and for every reply after.
+    pub fn set_assistive_volume(&self, volume: u8) {
+        let volume = volume.min(100);
+        if self.assistive_volume.swap(volume, Ordering::Relaxed) == volume {
+            return;
+        }
+        if let Some(tx) = &*self.assistive.lock().expect("audio lock") {
+            let _ = tx.send(PlayCmd::Volume(volume));
+        }
+    }
+
+    /// Whether there is an assistive speaker.
+    pub fn has_assistive(&self) -> bool {
+        self.assistive.lock().expect("audio lock").is_some()
+    }
+
     /// Reports of the speaker, with times.
     pub fn subscribe(&self) -> broadcast::Receiver<AudioEvent> {
         self.events.subscribe()
     }
 
-    /// Stops both threads and waits for them (blocking, short: they wake at least every 50 ms
+    /// Stops the threads and waits for them (blocking, short: they wake at least every 50 ms
     /// of audio or on a command).
     pub fn shutdown(&self) {
         self.capture.lock().expect("audio lock").take();
         self.playback.lock().expect("audio lock").take();
+        self.assistive.lock().expect("audio lock").take();
         let threads = std::mem::take(&mut *self.threads.lock().expect("audio lock"));
         for t in threads {
             let _ = t.join();
@@ -543,7 +632,7 @@ fn capture_thread(
     // visitor's press finds it.
     if let Err(e) = open_pcm(&setup.capture, Direction::Capture, false, setup.sim) {
         tracing::warn!("microphone: {e}");
-        health.set(true, Some(e));
+        health.set(Part::Capture, Some(e));
     }
     let mut next = idle(&setup, &rx, &health);
     while let Some(cmd) = next.take() {
@@ -569,10 +658,10 @@ fn idle(setup: &AudioSetup, rx: &Receiver<CaptureCmd>, health: &AudioHealth) -> 
             Ok(pcm) => {
                 drop(pcm);
                 tracing::info!(device = %setup.capture, "microphone back");
-                health.set(true, None);
+                health.set(Part::Capture, None);
             }
             Err(e) => {
-                health.set(true, Some(e));
+                health.set(Part::Capture, Some(e));
                 delay = (delay * 2).min(REOPEN_MAX);
             }
         }
@@ -602,7 +691,7 @@ fn capture(
                 if !health.capture_failing() {
                     tracing::warn!("microphone: {e}; retrying");
                 }
-                health.set(true, Some(e));
+                health.set(Part::Capture, Some(e));
                 // Keep trying while the visitor holds the button.
                 match rx.recv_timeout(delay) {
                     Ok(cmd) => return Some(cmd),
@@ -613,7 +702,7 @@ fn capture(
                 continue;
             }
         };
-        health.set(true, None);
+        health.set(Part::Capture, None);
         let _ = pcm.start();
         let mut pacer = Pacer::new(s.rate, s.period);
         let mut buf = vec![0i16; (s.period * s.channels) as usize];
@@ -660,7 +749,7 @@ fn capture(
                     }
                     let problem = format!("{} failed: {}", setup.capture, why(&e));
                     tracing::warn!("microphone: {problem}; opening it again");
-                    health.set(true, Some(problem));
+                    health.set(Part::Capture, Some(problem));
                     break;
                 }
             }
@@ -678,9 +767,12 @@ fn capture(
 /// The playback thread's state.
 struct Player {
     setup: AudioSetup,
+    /// Which speaker it is (health and the log name it).
+    part: Part,
     rx: Receiver<PlayCmd>,
-    played: mpsc::UnboundedSender<Played>,
-    events: broadcast::Sender<AudioEvent>,
+    /// Where the kiosk loop and watchers hear what it played: the speaker's only (the kiosk
+    /// follows the speaker; the assistive speaker just plays along).
+    reports: Option<(mpsc::UnboundedSender<Played>, broadcast::Sender<AudioEvent>)>,
     health: Arc<AudioHealth>,
     pcm: Option<(PCM, Setup)>,
     /// When to try opening the device again, and the delay after that.
@@ -702,16 +794,16 @@ struct Player {
 impl Player {
     fn new(
         setup: AudioSetup,
+        part: Part,
         rx: Receiver<PlayCmd>,
-        played: mpsc::UnboundedSender<Played>,
-        events: broadcast::Sender<AudioEvent>,
+        reports: Option<(mpsc::UnboundedSender<Played>, broadcast::Sender<AudioEvent>)>,
         health: Arc<AudioHealth>,
     ) -> Player {
         Player {
             setup,
+            part,
             rx,
-            played,
-            events,
+            reports,
             health,
             pcm: None,
             reopen_at: Instant::now(),
@@ -725,6 +817,18 @@ impl Player {
             volume: 100,
             hardware_volume: false,
             running: true,
+        }
+    }
+
+    fn played(&self, p: Played) {
+        if let Some((played, _)) = &self.reports {
+            let _ = played.send(p);
+        }
+    }
+
+    fn event(&self, e: AudioEvent) {
+        if let Some((_, events)) = &self.reports {
+            let _ = events.send(e);
         }
     }
 
@@ -807,20 +911,21 @@ impl Player {
                     channels = s.channels,
                     period = s.period,
                     buffer = s.buffer,
-                    "speaker open"
+                    "{} open",
+                    self.part.name()
                 );
                 self.resampler = Resampler::new(OUTPUT_RATE, s.rate);
                 self.pacer = Pacer::new(s.rate, s.buffer);
                 self.pcm = Some((pcm, s));
                 self.reopen_delay = REOPEN_FIRST;
-                self.health.set(false, None);
+                self.health.set(self.part, None);
                 self.apply_volume();
             }
             Err(e) => {
                 if self.reopen_delay == REOPEN_FIRST {
-                    tracing::warn!("speaker: {e}; retrying");
+                    tracing::warn!("{}: {e}; retrying", self.part.name());
                 }
-                self.health.set(false, Some(format!("{e}; retrying")));
+                self.health.set(self.part, Some(format!("{e}; retrying")));
                 self.reopen_at = Instant::now() + self.reopen_delay;
                 self.reopen_delay = (self.reopen_delay * 2).min(REOPEN_MAX);
             }
@@ -830,15 +935,15 @@ impl Player {
     /// The device failed beyond recovery (unplugged): close it and open it again later.
     fn lost(&mut self, why: &str) {
         let problem = format!("{} failed: {why}", self.setup.playback);
-        tracing::warn!("speaker: {problem}; opening it again");
-        self.health.set(false, Some(problem));
+        tracing::warn!("{}: {problem}; opening it again", self.part.name());
+        self.health.set(self.part, Some(problem));
         self.pcm = None;
         self.reopen_at = Instant::now() + self.reopen_delay;
         self.reopen_delay = (self.reopen_delay * 2).min(REOPEN_MAX);
         // What was queued cannot be played; the turn is over as far as the speaker goes.
         if let Some(seq) = self.current.take() {
             self.queue.clear();
-            let _ = self.played.send(Played::Finished { seq });
+            self.played(Played::Finished { seq });
         }
     }
 
@@ -909,7 +1014,7 @@ impl Player {
                 if self.pcm.is_none() {
                     self.current = None;
                     self.queue.clear();
-                    let _ = self.played.send(Played::Finished { seq });
+                    self.played(Played::Finished { seq });
                 }
             }
             PlayCmd::End { .. } => {}
@@ -937,7 +1042,7 @@ impl Player {
             let _ = pcm.drop();
             let _ = pcm.prepare();
         }
-        let _ = self.events.send(AudioEvent::Stopped {
+        self.event(AudioEvent::Stopped {
             seq,
             at: Instant::now(),
         });
@@ -981,7 +1086,7 @@ impl Player {
                     self.pacer.advance(done as u64, now);
                     if !self.written && done > 0 {
                         self.written = true;
-                        let _ = self.events.send(AudioEvent::Playing {
+                        self.event(AudioEvent::Playing {
                             seq,
                             at: Instant::now(),
                         });
@@ -1030,8 +1135,8 @@ impl Player {
         self.pacer.reset();
         self.current = None;
         self.ending = false;
-        let _ = self.played.send(Played::Finished { seq });
-        let _ = self.events.send(AudioEvent::Finished { seq, at: now });
+        self.played(Played::Finished { seq });
+        self.event(AudioEvent::Finished { seq, at: now });
     }
 }
 
@@ -1119,6 +1224,7 @@ mod tests {
         let setup = AudioSetup {
             capture: sim_pcm("mic", &mic).unwrap(),
             playback: sim_pcm("speaker", &speaker).unwrap(),
+            assistive: None,
             mixer: None,
             period: 800,
             buffer: 8000,
@@ -1185,6 +1291,7 @@ mod tests {
         let setup = AudioSetup {
             capture: sim_pcm("mic", &mic).unwrap(),
             playback: sim_pcm("speaker", &dir.path().join("speaker.raw")).unwrap(),
+            assistive: None,
             mixer: None,
             period: 800,
             buffer: 8000,
@@ -1192,7 +1299,6 @@ mod tests {
         };
         let board = Arc::new(HealthBoard::default());
         let (audio, mut captured, _played) = Audio::start(setup, board.clone()).unwrap();
-        wait_health(&board, Duration::from_secs(5), |h| *h == Health::Sim);
         audio.start_capture(1);
         let problem = |h: &Health| matches!(h, Health::Problem(p) if p.starts_with("capture: "));
         wait_health(&board, Duration::from_secs(5), problem);
@@ -1217,6 +1323,47 @@ mod tests {
         audio.stop_capture();
         assert_eq!(c.id, 2);
         assert!(c.samples.starts_with(&[5; 100]), "the mic file is captured");
+    }
+
+    /// Issue 31: an assistive speaker whose card is missing is named in health (apart from
+    /// the speaker), and the speaker plays the whole reply in its own time.
+    #[test]
+    fn a_missing_assistive_speaker_is_reported_and_the_speaker_plays_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let speaker = dir.path().join("speaker.raw");
+        let setup = AudioSetup {
+            capture: sim_pcm("mic", &dir.path().join("mic.raw")).unwrap(),
+            playback: sim_pcm("speaker", &speaker).unwrap(),
+            assistive: Some("hw:CARD=DocentNoSuchCard".into()),
+            mixer: None,
+            period: 800,
+            buffer: 8000,
+            sim: true,
+        };
+        std::fs::write(dir.path().join("mic.raw"), b"").unwrap();
+        let board = Arc::new(HealthBoard::default());
+        let (audio, _captured, mut played) = Audio::start(setup, board.clone()).unwrap();
+        let missing = |h: &Health| {
+            matches!(h, Health::Problem(p)
+                if p.starts_with("assistive playback: cannot open hw:CARD=DocentNoSuchCard")
+                    && !p.contains("; playback"))
+        };
+        wait_health(&board, Duration::from_secs(2), missing);
+
+        let reply: Vec<i16> = (0..12_000).map(|i| (i % 50) as i16 + 1).collect();
+        let started = Instant::now();
+        audio.begin(3, 100);
+        audio.play(3, Bytes::from(pcm_util::samples_to_le(&reply)));
+        audio.end(3);
+        assert_eq!(played.blocking_recv(), Some(Played::Finished { seq: 3 }));
+        let took = started.elapsed();
+        assert!(
+            (Duration::from_millis(450)..Duration::from_millis(900)).contains(&took),
+            "0.5 s of audio played in {took:?}"
+        );
+        let out = pcm_util::samples_from_le(&std::fs::read(&speaker).unwrap());
+        assert_eq!(out, reply, "the whole reply on the speaker");
+        assert!(missing(&board.get().audio), "{:?}", board.get().audio);
     }
 
     #[test]

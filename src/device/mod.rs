@@ -10,7 +10,8 @@
 //! - audio: real when ALSA lists a sound card (`auto`) or always (`real`); else simulated: the
 //!   PCMs of `board/sim/asoundrc` over `DATA_DIR/sim/mic.raw` (read from its start at every
 //!   press; 16 kHz mono S16_LE) and `DATA_DIR/sim/speaker.raw` (everything played; 24 kHz mono
-//!   S16_LE).
+//!   S16_LE); with `audio.assistive_playback_device` set, the assistive speaker is
+//!   `DATA_DIR/sim/assistive.raw` (the same form).
 //! - button: real when the GPIO chip exists or an evdev key is configured (`auto`), or always
 //!   (`real`); else the in-memory `SimPin`s (button and LED).
 //! - display: see `display`.
@@ -140,6 +141,8 @@ pub struct SimAudio {
     pub mic: PathBuf,
     /// Raw 24 kHz mono S16_LE samples: everything the kiosk played since it started.
     pub speaker: PathBuf,
+    /// The assistive speaker's file (the same form), when one is configured.
+    pub assistive: Option<PathBuf>,
 }
 
 impl SimAudio {
@@ -270,6 +273,13 @@ impl Devices {
         health.set(|h| h.display = display.health);
 
         let stop = CancellationToken::new();
+        if let Some(a) = audio.as_ref().filter(|a| a.has_assistive()) {
+            tokio::spawn(follow_assistive_volume(
+                Arc::downgrade(engine),
+                a.clone(),
+                stop.clone(),
+            ));
+        }
         let heartbeat = Arc::new(Heartbeat::default());
         let stall = Arc::new(Notify::new());
         let (test_sounds, test_sounds_rx) = mpsc::unbounded_channel();
@@ -384,16 +394,40 @@ fn has_sound_card() -> bool {
     alsa::card::Iter::new().next().is_some_and(|c| c.is_ok())
 }
 
+/// Keeps the assistive speaker at `kiosk.assistive_volume`, looked at every second as the kiosk
+/// loop looks at `kiosk.volume`, until `stop` or the engine is gone (held weakly: the devices
+/// must not keep it alive).
+async fn follow_assistive_volume(
+    engine: std::sync::Weak<Engine>,
+    audio: Arc<audio::Audio>,
+    stop: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let Some(engine) = engine.upgrade() else {
+            return;
+        };
+        audio.set_assistive_volume(engine.settings().kiosk.assistive_volume);
+    }
+}
+
 fn start_audio(engine: &Engine, mode: DeviceMode, health: &Arc<HealthBoard>) -> AudioParts {
     let cfg = &engine.config.audio;
     let period = cfg.period_frames.max(16);
     let buffer = cfg.buffer_frames.max(period * 2);
+    let wants_assistive = cfg.assistive_playback_device.is_some();
     let (setup, files) = if mode.simulates(has_sound_card) {
-        match sim_audio_files(&engine.config.data_dir) {
-            Ok((capture, playback, files)) => (
+        match sim_audio_files(&engine.config.data_dir, wants_assistive) {
+            Ok((capture, playback, assistive, files)) => (
                 audio::AudioSetup {
                     capture,
                     playback,
+                    assistive,
                     mixer: None,
                     period,
                     buffer,
@@ -417,6 +451,10 @@ fn start_audio(engine: &Engine, mode: DeviceMode, health: &Arc<HealthBoard>) -> 
         let setup = audio::AudioSetup {
             capture: cfg.capture_device.as_str().to_string(),
             playback: cfg.playback_device.as_str().to_string(),
+            assistive: cfg
+                .assistive_playback_device
+                .as_ref()
+                .map(|d| d.as_str().to_string()),
             mixer,
             period,
             buffer,
@@ -425,12 +463,15 @@ fn start_audio(engine: &Engine, mode: DeviceMode, health: &Arc<HealthBoard>) -> 
         (setup, None)
     };
     match audio::Audio::start(setup, health.clone()) {
-        Ok((a, captured, played)) => AudioParts {
-            audio: Some(Arc::new(a)),
-            captured: Some(captured),
-            played: Some(played),
-            sim: files,
-        },
+        Ok((a, captured, played)) => {
+            a.set_assistive_volume(engine.settings().kiosk.assistive_volume);
+            AudioParts {
+                audio: Some(Arc::new(a)),
+                captured: Some(captured),
+                played: Some(played),
+                sim: files,
+            }
+        }
         Err(e) => {
             health
                 .set(|h| h.audio = Health::Problem(format!("cannot start the audio threads: {e}")));
@@ -440,24 +481,35 @@ fn start_audio(engine: &Engine, mode: DeviceMode, health: &Arc<HealthBoard>) -> 
 }
 
 /// Prepares `DATA_DIR/sim`: the microphone file (empty unless a test or a person put samples
-/// in it), a fresh speaker file, and a copy of the ALSA configuration for reference.
-/// Returns the capture and playback PCM names and the files.
-fn sim_audio_files(data_dir: &std::path::Path) -> Result<(String, String, SimAudio), String> {
+/// in it), a fresh speaker file (and assistive speaker file, with `assistive`), and a copy of
+/// the ALSA configuration for reference. Returns the capture, playback and assistive PCM names
+/// and the files. (The assistive speaker is the speaker's PCM over its own file.)
+fn sim_audio_files(
+    data_dir: &std::path::Path,
+    assistive: bool,
+) -> Result<(String, String, Option<String>, SimAudio), String> {
     let dir = data_dir.join("sim");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let files = SimAudio {
         mic: dir.join("mic.raw"),
         speaker: dir.join("speaker.raw"),
+        assistive: assistive.then(|| dir.join("assistive.raw")),
     };
     if !files.mic.exists() {
         std::fs::write(&files.mic, b"").map_err(|e| format!("{}: {e}", files.mic.display()))?;
     }
     // Created by the first sample played; an old one would mislead.
-    let _ = std::fs::remove_file(&files.speaker);
+    for played in std::iter::once(&files.speaker).chain(&files.assistive) {
+        let _ = std::fs::remove_file(played);
+    }
     let _ = std::fs::write(dir.join("asoundrc"), audio::SIM_ASOUNDRC);
     let capture = audio::sim_pcm("mic", &files.mic)?;
     let playback = audio::sim_pcm("speaker", &files.speaker)?;
-    Ok((capture, playback, files))
+    let assistive = match &files.assistive {
+        Some(f) => Some(audio::sim_pcm("speaker", f)?),
+        None => None,
+    };
+    Ok((capture, playback, assistive, files))
 }
 
 /// What `start_ptt` started.

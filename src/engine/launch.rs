@@ -2,8 +2,8 @@
 //! the web, saved in the store and applied over the config file at the next start.
 //!
 //! Most parameters map to a key of `Config`, so the type rules are the config file's own, and
-//! take effect at the next start. A few map to a setting instead (the speaker volume,
-//! `kiosk.volume`): those apply at once and need no restart.
+//! take effect at the next start. A few map to a setting instead (the speakers' volumes,
+//! `kiosk.volume` and `kiosk.assistive_volume`): those apply at once and need no restart.
 
 use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
@@ -69,6 +69,11 @@ const SECTIONS: &[Section] = &[
                 "audio.playback_device",
             ),
             p(
+                "audio.assistive_playback_device",
+                "Assistive speaker PCM: hearing loop, headphones (empty: none)",
+                "audio.assistive_playback_device",
+            ),
+            p(
                 "audio.mixer_control",
                 "Volume mixer control (empty: volume on the samples)",
                 "audio.mixer_control",
@@ -84,6 +89,11 @@ const SECTIONS: &[Section] = &[
                 "audio.buffer_frames",
             ),
             live("audio.volume", "Speaker volume (0-100)", "kiosk.volume"),
+            live(
+                "audio.assistive_volume",
+                "Assistive speaker volume (0-100)",
+                "kiosk.assistive_volume",
+            ),
         ],
     },
     Section {
@@ -353,7 +363,10 @@ mod tests {
             let mut probe = doc.clone();
             let current = get_key(&doc, p.config_key).clone();
             assert!(
-                !current.is_null() || p.path.ends_with("led_line") || p.path.ends_with("key"),
+                !current.is_null()
+                    || p.path.ends_with("led_line")
+                    || p.path.ends_with("key")
+                    || p.path.ends_with("assistive_playback_device"),
                 "{}",
                 p.path
             );

@@ -96,6 +96,9 @@ pub struct Doubao {
 pub struct Kiosk {
     pub character_id: String,
     pub volume: u8,
+    /// The assistive speaker's volume (`audio.assistive_playback_device`), 0..100: a hearing
+    /// loop or headphones want another level than the room's speaker.
+    pub assistive_volume: u8,
     pub language: String,
 }
 
@@ -141,6 +144,7 @@ impl Default for Kiosk {
         Kiosk {
             character_id: String::new(),
             volume: 80,
+            assistive_volume: 80,
             language: "en".into(),
         }
     }
@@ -463,6 +467,9 @@ impl Settings {
         if self.kiosk.volume > 100 {
             return Err(bad("kiosk.volume must be between 0 and 100"));
         }
+        if self.kiosk.assistive_volume > 100 {
+            return Err(bad("kiosk.assistive_volume must be between 0 and 100"));
+        }
         for (name, lang) in [
             ("asr.language", &self.asr.language),
             ("kiosk.language", &self.kiosk.language),
@@ -601,6 +608,8 @@ mod tests {
             json!({"llm": {"model": "a\u{7}b"}}),
             json!({"llm": {"api_key": "sk-…zzzz"}}),
             json!({"kiosk": {"volume": 101}}),
+            json!({"kiosk": {"assistive_volume": 101}}),
+            json!({"kiosk": {"assistive_volume": -1}}),
             json!({"llm": {"provider": "acme"}}),
             json!([1]),
         ] {

@@ -578,3 +578,124 @@ async fn a_watcher_of_the_kiosk_session_cannot_steer_it() {
     assert_eq!(refused["code"], "forbidden", "{refused}");
     assert_eq!(device(&s).await["status"], "speaking", "the kiosk goes on");
 }
+
+/// Configures the assistive speaker (simulated: `DATA_DIR/sim/assistive.raw`).
+fn with_assistive(c: &mut Config) {
+    c.audio.assistive_playback_device = Some("default".to_string().try_into().unwrap());
+}
+
+fn assistive_path(d: &Value) -> PathBuf {
+    PathBuf::from(
+        d["sim_audio"]["assistive"]
+            .as_str()
+            .expect("an assistive file"),
+    )
+}
+
+fn samples(path: &Path) -> Vec<i16> {
+    audio::samples_from_le(&std::fs::read(path).unwrap_or_default())
+}
+
+/// Polls until `path` holds `want` bytes (the assistive speaker's end is not reported: it plays
+/// along, at the wall clock's pace like the speaker).
+async fn wait_len(path: &Path, want: u64, within: Duration) {
+    let start = Instant::now();
+    while len(path) != want {
+        assert!(
+            start.elapsed() < within,
+            "{}: {} bytes, not {want}",
+            path.display(),
+            len(path)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Issue 31, limited hearing: the assistive speaker plays what the speaker plays (the test
+/// sound, a reply) sample for sample, at `kiosk.assistive_volume` (a gain of volume² on the
+/// samples, as the speaker's volume without a mixer), and a press silences both at once.
+#[tokio::test]
+async fn the_assistive_speaker_plays_every_reply_at_its_own_volume_and_a_press_stops_both() {
+    let s = sim_server(with_assistive).await;
+    let d = device(&s).await;
+    assert_eq!(d["health"]["audio"], "sim");
+    let (mic, speaker) = sim_paths(&d);
+    let assistive = assistive_path(&d);
+    let v = s
+        .put_json(
+            "/api/v1/settings",
+            json!({"kiosk": {"assistive_volume": 40}}),
+            200,
+        )
+        .await;
+    assert_eq!(v["settings"]["kiosk"]["assistive_volume"], 40);
+    assert_eq!(v["settings"]["kiosk"]["volume"], 80);
+    // The devices follow the settings within a second.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+
+    // The test sound at 100 %: the speaker has the chime as it is, the assistive speaker the
+    // same chime at 40 % (a gain of 0.16).
+    s.post_json("/api/v1/kiosk/test-sound", json!({"volume": 100}), 200)
+        .await;
+    wait_status(&s, "speaking", Duration::from_secs(2)).await;
+    follow_until_idle(&s, Duration::from_secs(5)).await;
+    let chime = len(&speaker);
+    assert_eq!(chime, SPEAKER_BPS * 6 / 10, "0.6 s of chime");
+    wait_len(&assistive, chime, Duration::from_secs(2)).await;
+    let (loud, quiet) = (samples(&speaker), samples(&assistive));
+    let expected: Vec<i16> = loud.iter().map(|&v| (v as f32 * 0.16) as i16).collect();
+    assert_eq!(quiet, expected, "the same samples at the assistive volume");
+    let ratio = audio::rms(&quiet) / audio::rms(&loud);
+    println!("test sound: assistive/speaker RMS ratio {ratio:.4} (0.16 asked)");
+    assert!((ratio - 0.16).abs() < 0.005, "{ratio}");
+
+    // A visitor's reply, played to its end: the speaker at 80 % (0.64), the assistive speaker
+    // at 40 % (0.16), a quarter of the speaker's amplitude.
+    let (question, spoken_for) = spoken("What time does the museum open today?");
+    std::fs::write(&mic, &question).unwrap();
+    press(&s, true).await;
+    wait_status(&s, "listening", Duration::from_secs(2)).await;
+    tokio::time::sleep(spoken_for + Duration::from_millis(200)).await;
+    press(&s, false).await;
+    follow_until_idle(&s, Duration::from_secs(40)).await;
+    let full = len(&speaker);
+    assert!(
+        full > chime + SPEAKER_BPS,
+        "a reply of over a second played"
+    );
+    wait_len(&assistive, full, Duration::from_secs(2)).await;
+    let loud = &samples(&speaker)[chime as usize / 2..];
+    let quiet = &samples(&assistive)[chime as usize / 2..];
+    let ratio = audio::rms(quiet) / audio::rms(loud);
+    println!("reply: assistive/speaker RMS ratio {ratio:.4} (0.25 asked)");
+    assert!((ratio - 0.25).abs() < 0.01, "{ratio}");
+
+    // The next reply, cut by a press: both speakers stop at once.
+    press(&s, true).await;
+    wait_status(&s, "listening", Duration::from_secs(2)).await;
+    tokio::time::sleep(spoken_for + Duration::from_millis(200)).await;
+    press(&s, false).await;
+    wait_status(&s, "speaking", Duration::from_secs(30)).await;
+    let start = Instant::now();
+    while len(&assistive) < full + SPEAKER_BPS / 2 {
+        assert!(start.elapsed() < Duration::from_secs(5), "the reply plays");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    press(&s, true).await;
+    wait_status(&s, "listening", Duration::from_secs(1)).await;
+    press(&s, false).await;
+    follow_until_idle(&s, Duration::from_secs(2)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cut = (len(&speaker), len(&assistive));
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(
+        (len(&speaker), len(&assistive)),
+        cut,
+        "both stopped: neither file grows"
+    );
+    let (a, b) = (cut.0 - full, cut.1 - full);
+    println!("cut reply: speaker {a} bytes, assistive speaker {b} bytes");
+    assert!(a < full / 2 && b < full / 2, "{cut:?} of {full}");
+    // Cut at the same moment: within a tenth of a second of each other.
+    assert!(a.abs_diff(b) <= SPEAKER_BPS / 10, "{a} and {b} bytes");
+}
