@@ -1170,11 +1170,26 @@ async fn the_volume_is_a_slider_with_a_test_sound_that_saves_its_value() {
         80,
         "a test saves nothing"
     );
+    // The assistive speaker's volume (issue 31: a hearing loop, headphones) is a slider too,
+    // saved with the form.
+    assert_eq!(
+        b.eval("document.getElementById('s-kiosk-assistive_volume').type")
+            .await,
+        json!("range")
+    );
+    b.eval("(() => { const v = document.getElementById('s-kiosk-assistive_volume'); v.value = '30'; v.dispatchEvent(new Event('input')); })()")
+        .await;
+    assert_eq!(
+        b.eval("document.getElementById('s-kiosk-assistive_volume-shown').textContent")
+            .await,
+        json!("30%")
+    );
     b.click("#providers button[type=submit]").await;
     b.wait_text("settings-result", "Saved: kiosk.").await;
+    let kiosk = &s.get_json("/api/v1/settings", 200).await["kiosk"];
     assert_eq!(
-        s.get_json("/api/v1/settings", 200).await["kiosk"]["volume"],
-        42
+        (&kiosk["volume"], &kiosk["assistive_volume"]),
+        (&json!(42), &json!(30))
     );
     // Only an administrator may make the kiosk play.
     let anyone = reqwest::Client::new()
