@@ -1,5 +1,6 @@
-//! The fleet routes (admin only): the fleet client's state, pausing its polling, and this
-//! kiosk's content exported as a signed content bundle for the other kiosks.
+//! The fleet routes (admin only): the fleet client's state, pausing its polling, this kiosk's
+//! content exported as a signed content bundle for the other kiosks, and a bundle applied by
+//! hand (the only way to force an older one).
 
 use axum::body::Body;
 use axum::extract::State;
@@ -11,16 +12,18 @@ use serde::Deserialize;
 
 use super::auth::Admin;
 use super::error::ApiResult;
-use super::extract::JsonBody;
+use super::extract::{JsonBody, QueryArgs};
 use super::openapi::ErrorBody;
 use super::{AppState, blocking, statuses};
 use crate::engine::fleet::Status;
+use crate::engine::fleet::content::Replay;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/v1/fleet", get(status))
         .route("/api/v1/fleet/pause", post(pause))
         .route("/api/v1/fleet/content/export", post(export))
+        .route("/api/v1/fleet/content/apply", post(apply))
 }
 
 /// What the fleet client does: the server, the last poll, the action in progress and the last
@@ -115,4 +118,68 @@ async fn export(
         Body::from_stream(stream),
     )
         .into_response())
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct ApplyQuery {
+    /// Apply a bundle that is not newer than the last one applied (rolls the content back).
+    #[serde(default)]
+    force: bool,
+}
+
+/// What an apply staged.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct Applied {
+    status: &'static str,
+    content_version: String,
+    restarting: bool,
+}
+
+/// Applies a content bundle signed with the fleet's key (`fleet.content_public_key`), as a
+/// deployment does: checked, staged, then the kiosk restarts into it. A bundle not newer than
+/// the last one applied is refused (409) unless `force` says to roll the content back.
+#[utoipa::path(post, path = "/api/v1/fleet/content/apply", tag = "fleet",
+    params(ApplyQuery),
+    request_body(
+        content = crate::api::openapi::Binary,
+        description = "A content bundle (tar) from `POST /api/v1/fleet/content/export`",
+        content_type = "application/octet-stream",
+    ),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Staged; the kiosk restarts into it", body = Applied),
+        statuses::NotAdmin,
+        (status = 400, description = "Not a content bundle, or not one this kiosk can apply", body = ErrorBody),
+        (status = 403, description = "Not signed with the fleet's key or no key is configured, or a write authenticated by the session cookie from another origin", body = ErrorBody),
+        (status = 409, description = "Not newer than the bundle applied last (without `force`), or a backup or restore is under way", body = ErrorBody),
+        (status = 413, description = "Larger than `limits.backup_bytes`", body = ErrorBody),
+        (status = 507, description = "The data partition is below its reserve, or has no room for the bundle", body = ErrorBody),
+    ))]
+async fn apply(
+    _: Admin,
+    State(s): State<AppState>,
+    QueryArgs(q): QueryArgs<ApplyQuery>,
+    body: Body,
+) -> ApiResult<Json<Applied>> {
+    let upload = super::system::Upload::receive(&s, body, "content", "content bundle").await?;
+    let key = s.engine.settings().fleet.content_public_key.clone();
+    let replay = if q.force {
+        Replay::Force
+    } else {
+        Replay::Refuse
+    };
+    let version = blocking(&s, move |e| {
+        let applied = e.apply_content(&upload.0, &key, replay);
+        drop(upload);
+        applied
+    })
+    .await?;
+    s.engine.request_restart();
+    Ok(Json(Applied {
+        status: "applied",
+        content_version: version,
+        restarting: true,
+    }))
 }

@@ -121,6 +121,7 @@ use super::{
         fleet::status,
         fleet::pause,
         fleet::export,
+        fleet::apply,
     ),
     components(schemas(ErrorBody)),
     modifiers(&Security),

@@ -212,38 +212,7 @@ impl std::io::Write for ChannelWriter {
         ),
     ))]
 async fn restore(_: Admin, State(s): State<AppState>, body: Body) -> ApiResult<Json<Restored>> {
-    let limit = s.engine.config.limits.backup_bytes;
-    let path = s
-        .engine
-        .scratch_dir()
-        .join(format!("restore-{}.tar", crate::engine::new_id()));
-    s.engine.check_reserve()?;
-    let upload = Upload(path.clone());
-    let mut file = tokio::fs::File::create(&path)
-        .await
-        .map_err(crate::engine::Error::from)?;
-    let mut stream = body.into_data_stream();
-    let mut size = 0u64;
-    // The reserve is kept all along, not only at the first byte (issue 34, finding 5).
-    let mut room = s.engine.headroom();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| ApiError::bad(format!("upload cut short: {e}")))?;
-        size += chunk.len() as u64;
-        if size > limit {
-            return Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("a backup may be at most {limit} bytes"),
-            ));
-        }
-        room.before_write(chunk.len() as u64)
-            .map_err(|e| crate::engine::Error::no_room(e, "this backup"))?;
-        file.write_all(&chunk)
-            .await
-            .map_err(crate::engine::Error::from)?;
-    }
-    // A write that failed after its last chunk was handed over shows here, not at the drop.
-    file.flush().await.map_err(crate::engine::Error::from)?;
-    drop(file);
+    let upload = Upload::receive(&s, body, "restore", "backup").await?;
     let restored = blocking(&s, move |e| {
         let restored = e.restore_backup(&upload.0);
         drop(upload);
@@ -276,8 +245,52 @@ pub struct Restored {
     restarting: bool,
 }
 
-/// The uploaded archive, removed when the restore is done with it.
-struct Upload(std::path::PathBuf);
+/// An uploaded archive in the scratch directory, removed when the route is done with it.
+pub(super) struct Upload(pub(super) std::path::PathBuf);
+
+impl Upload {
+    /// Receives an archive (at most `limits.backup_bytes`), keeping the data partition's
+    /// reserve all along, not only at the first byte (issue 34, finding 5). `what` names it in
+    /// the refusals ("a backup may be...").
+    pub(super) async fn receive(
+        s: &AppState,
+        body: Body,
+        name: &str,
+        what: &str,
+    ) -> ApiResult<Upload> {
+        let limit = s.engine.config.limits.backup_bytes;
+        let path = s
+            .engine
+            .scratch_dir()
+            .join(format!("{name}-{}.tar", crate::engine::new_id()));
+        s.engine.check_reserve()?;
+        let upload = Upload(path.clone());
+        let mut file = tokio::fs::File::create(&path)
+            .await
+            .map_err(crate::engine::Error::from)?;
+        let mut stream = body.into_data_stream();
+        let mut size = 0u64;
+        let mut room = s.engine.headroom();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| ApiError::bad(format!("upload cut short: {e}")))?;
+            size += chunk.len() as u64;
+            if size > limit {
+                return Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("a {what} may be at most {limit} bytes"),
+                ));
+            }
+            room.before_write(chunk.len() as u64)
+                .map_err(|e| crate::engine::Error::no_room(e, &format!("this {what}")))?;
+            file.write_all(&chunk)
+                .await
+                .map_err(crate::engine::Error::from)?;
+        }
+        // A write that failed after its last chunk was handed over shows here, not at the drop.
+        file.flush().await.map_err(crate::engine::Error::from)?;
+        Ok(upload)
+    }
+}
 
 impl Drop for Upload {
     fn drop(&mut self) {

@@ -732,12 +732,17 @@ fn fleet_key(seed: u8) -> (String, String) {
 
 /// Kiosk A's content, exported as a bundle signed with `seed`.
 async fn exported_content(seed: u8) -> Vec<u8> {
+    exported(seed, "2026.11-1", "Ada Lovelace").await
+}
+
+/// A kiosk's content with one character, `name`, exported as `version` signed with `seed`.
+async fn exported(seed: u8, version: &str, name: &str) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let kiosk = Kiosk::start(dir.path(), TestFirmware::new(dir.path(), "0.1.0", "A")).await;
     let res = kiosk
         .http
         .post(kiosk.url("/api/v1/characters"))
-        .json(&json!({"name": "Ada Lovelace"}))
+        .json(&json!({ "name": name }))
         .send()
         .await
         .unwrap();
@@ -751,7 +756,7 @@ async fn exported_content(seed: u8) -> Vec<u8> {
     let res = kiosk
         .http
         .post(kiosk.url("/api/v1/fleet/content/export"))
-        .json(&json!({"version": "2026.11-1", "signing_key": key}))
+        .json(&json!({"version": version, "signing_key": key}))
         .send()
         .await
         .unwrap();
@@ -761,6 +766,10 @@ async fn exported_content(seed: u8) -> Vec<u8> {
     assert!(!text.contains("sk-of-kiosk-a-123456"), "no secret travels");
     kiosk.stop().await;
     bytes
+}
+
+async fn has(kiosk: &Kiosk, name: &str) -> bool {
+    character_names(kiosk).await.iter().any(|n| n == name)
 }
 
 async fn character_names(kiosk: &Kiosk) -> Vec<String> {
@@ -864,6 +873,85 @@ async fn content_bundles_apply_with_the_kiosks_own_kept_and_are_refused_unsigned
     let data = fake.with(|s| s.config_data.last().unwrap().clone());
     assert_eq!(data["data"]["content_version"], "2026.11-1");
     assert_secret_kept(&kiosk, &secret).await;
+    kiosk.stop().await;
+}
+
+/// A content bundle's version is its signed creation time: an older or the same one would roll
+/// the content back (a replay by the server or a man in the middle), so it is refused; the
+/// fleet never forces, an administrator may in the console (issue 34, finding 7).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_older_content_bundle_is_refused_unless_an_administrator_forces_it() {
+    let older = exported(7, "2026.11-1", "Ada Lovelace").await;
+    let newer = exported(7, "2026.12-1", "Grace Hopper").await;
+    let (_, public) = fleet_key(7);
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeHawkbit::start(&token("replay"), "00:00:01").await;
+    let kiosk = Kiosk::start(dir.path(), TestFirmware::new(dir.path(), "0.1.0", "A")).await;
+
+    fake.offer(
+        "30",
+        "docent-content",
+        "2026.12-1",
+        "content.tar",
+        newer.clone(),
+        json!({}),
+    );
+    kiosk
+        .join_fleet(&fake, json!({"content_public_key": public}))
+        .await;
+    wait_until("the newer content", 40, || fake.closed("30").is_some()).await;
+    assert_eq!(fake.closed("30").unwrap().0, "closed/success");
+    assert!(has(&kiosk, "Grace Hopper").await);
+
+    // The server offers the older bundle again: refused, nothing changes.
+    fake.offer(
+        "31",
+        "docent-content",
+        "2026.11-1",
+        "content.tar",
+        older.clone(),
+        json!({}),
+    );
+    wait_until("the refusal", 40, || fake.closed("31").is_some()).await;
+    let (status, details) = fake.closed("31").unwrap();
+    assert_eq!(status, "closed/failure", "{details}");
+    assert!(details.contains("not newer"), "{details}");
+    assert!(has(&kiosk, "Grace Hopper").await);
+    assert!(!has(&kiosk, "Ada Lovelace").await);
+    pause(&kiosk, true).await;
+
+    // In the console: the same bundle again or the older one are refused, the older one
+    // forced is applied.
+    let apply = |bundle: Vec<u8>, query: &str| {
+        let req = kiosk
+            .http
+            .post(kiosk.url(&format!("/api/v1/fleet/content/apply{query}")))
+            .header("content-type", "application/octet-stream")
+            .body(bundle);
+        async move {
+            let res = req.send().await.unwrap();
+            (res.status().as_u16(), res.text().await.unwrap())
+        }
+    };
+    let (status, text) = apply(newer, "").await;
+    assert_eq!(status, 409, "the same bundle again: {text}");
+    let (status, text) = apply(older.clone(), "?force=false").await;
+    assert_eq!(status, 409, "{text}");
+    assert!(text.contains("not newer"), "{text}");
+    let (status, text) = apply(older, "?force=true").await;
+    assert_eq!(status, 200, "{text}");
+    let mut applied = false;
+    for _ in 0..300 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if let Ok(res) = kiosk.http.get(kiosk.url("/api/v1/characters")).send().await
+            && res.status() == 200
+            && res.text().await.unwrap().contains("Ada Lovelace")
+        {
+            applied = true;
+            break;
+        }
+    }
+    assert!(applied, "the forced bundle is applied at the restart");
     kiosk.stop().await;
 }
 

@@ -704,9 +704,12 @@ impl Client {
         let key = self.engine.settings().fleet.content_public_key.clone();
         let engine = self.engine.clone();
         let path = file.to_path_buf();
-        let applied = tokio::task::spawn_blocking(move || engine.apply_content(&path, &key))
-            .await
-            .map_err(|e| Error::Internal(e.to_string()))?;
+        let applied = tokio::task::spawn_blocking(move || {
+            // The fleet never forces: a replayed older bundle is a failure.
+            engine.apply_content(&path, &key, super::content::Replay::Refuse)
+        })
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))?;
         let version = match applied {
             Ok(v) => v,
             Err(e) => return self.fail(ddi, id, format!("content refused: {e}")).await,

@@ -30,6 +30,60 @@ const ARCHIVE: &str = "content.tar";
 const FORMAT: &str = "docent-content";
 const FORMAT_VERSION: u32 = 1;
 const MANIFEST_BYTES: u64 = 16 << 10;
+/// The newest bundle applied, in `fleet/` of the data directory (see [`Applied`]).
+const APPLIED: &str = "content-applied.json";
+
+/// Whether an administrator applies a bundle that is not newer than the last one applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay {
+    /// The fleet's deployments: an older or the same bundle is refused.
+    Refuse,
+    /// The console's `force`: the administrator rolls the content back on purpose.
+    Force,
+}
+
+/// The newest bundle this kiosk applied. A bundle's version is its signed `created` time: an
+/// older or equal one would roll the content back (a replay), so it is refused unless forced.
+/// The newest is kept, not the last: a forced older bundle does not lower it.
+#[derive(Debug, Serialize, Deserialize)]
+struct Applied {
+    created: String,
+    content_version: String,
+}
+
+impl Applied {
+    fn path(data_dir: &Path) -> std::path::PathBuf {
+        data_dir.join("fleet").join(APPLIED)
+    }
+
+    fn load(data_dir: &Path) -> Option<Applied> {
+        std::fs::read(Self::path(data_dir))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+    }
+
+    /// Written to a temporary file, fsynced and renamed over the old one.
+    fn save(&self, data_dir: &Path) -> Result<()> {
+        let path = Self::path(data_dir);
+        let dir = path.parent().expect("applied has a parent");
+        std::fs::create_dir_all(dir)?;
+        let tmp = dir.join(format!("{APPLIED}.tmp"));
+        {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&serde_json::to_vec_pretty(self).expect("applied serialises"))?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, &path)?;
+        File::open(dir)?.sync_all()?;
+        Ok(())
+    }
+}
+
+/// A manifest's signed creation time.
+fn created(manifest: &Manifest) -> Result<std::time::SystemTime> {
+    humantime::parse_rfc3339(&manifest.created)
+        .map_err(|_| bad("the bundle's manifest has no readable creation time"))
+}
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -181,18 +235,42 @@ impl Engine {
         result
     }
 
-    /// Checks the bundle at `path` against the fleet's `public_key` (base64), then stages it
-    /// through the restore's checks with this kiosk's own records kept. Returns its content
-    /// version; the caller restarts the kiosk to apply it.
-    pub fn apply_content(&self, path: &Path, public_key: &str) -> Result<String> {
+    /// Checks the bundle at `path` against the fleet's `public_key` (base64) and against the
+    /// newest bundle applied (`replay`), then stages it through the restore's checks with this
+    /// kiosk's own records kept. Returns its content version; the caller restarts the kiosk to
+    /// apply it.
+    pub fn apply_content(&self, path: &Path, public_key: &str, replay: Replay) -> Result<String> {
         let key = public_key_of(public_key)?;
+        let data_dir = &self.config.data_dir;
         let work = self.content_work_dir()?;
         let result = (|| {
             let archive = work.join(ARCHIVE);
             let manifest = open_bundle(path, &key, &archive)?;
+            let made = created(&manifest)?;
+            let newest = Applied::load(data_dir);
+            let last = newest
+                .as_ref()
+                .and_then(|a| humantime::parse_rfc3339(&a.created).ok());
+            if let (Some(a), Some(last)) = (&newest, last)
+                && made <= last
+                && replay == Replay::Refuse
+            {
+                return Err(Error::Conflict(format!(
+                    "this content bundle ({}, made {}) is not newer than the one applied last \
+                     ({}, made {}): it would roll the content back; an administrator can force it",
+                    manifest.content_version, manifest.created, a.content_version, a.created
+                )));
+            }
             self.restore_with(&archive, |staging| {
                 Ok(self.store.keep_own(staging, merged_settings)?)
             })?;
+            if last.is_none_or(|last| made > last) {
+                Applied {
+                    created: manifest.created.clone(),
+                    content_version: manifest.content_version.clone(),
+                }
+                .save(data_dir)?;
+            }
             tracing::info!(
                 version = %super::Escaped(&manifest.content_version),
                 "content bundle staged"

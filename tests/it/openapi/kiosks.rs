@@ -348,6 +348,14 @@ pub async fn logins() -> Outcome {
         409,
     )
     .await;
+    p.expect(
+        "POST choose, the touch screen and buttons are real 409",
+        p.request("post", "/api/v1/internal/device/choose")
+            .bearer_auth(INTERNAL_TOKEN)
+            .json(&json!("next")),
+        409,
+    )
+    .await;
     let new = "another-statuses-password";
     p.expect(
         "PUT /api/auth/password 200",
@@ -382,6 +390,26 @@ pub async fn logins() -> Outcome {
     outcome(p)
 }
 
+/// A kiosk that applies its own content bundle (larger than the probe's bounds) and restarts
+/// into it.
+pub async fn content() -> Outcome {
+    let mut p = Probe::launch(
+        Process::new().args(["--devices", "none"]),
+        "loopback_is_trusted = false\nallow_plain_http_login = true\n",
+    )
+    .await;
+    let bundle = p.content_bundle().await;
+    p.expect(
+        "POST /api/v1/fleet/content/apply 200",
+        p.admin(Method::POST, "/api/v1/fleet/content/apply")
+            .header("content-type", "application/octet-stream")
+            .body(bundle),
+        200,
+    )
+    .await;
+    outcome(p)
+}
+
 /// A kiosk with a backup larger than every buffer between its writer and a client that does
 /// not read: while that backup is under way another is 409 and so is a restore; then a whole
 /// backup is restored (200), and the kiosk restarts into it.
@@ -392,6 +420,7 @@ pub async fn maintenance() -> Outcome {
     )
     .await;
     let c = p.new_character().await;
+    let bundle = p.content_bundle().await;
     let big = [crate::support::PNG, &vec![0u8; 8 << 20]].concat();
     let avatar = reqwest::multipart::Form::new().part(
         "avatar",
@@ -434,6 +463,14 @@ pub async fn maintenance() -> Outcome {
                 409,
             )
             .await;
+            p.expect(
+                "POST /api/v1/fleet/content/apply, a backup under way 409",
+                p.admin(Method::POST, "/api/v1/fleet/content/apply")
+                    .header("content-type", "application/octet-stream")
+                    .body(bundle),
+                409,
+            )
+            .await;
             drop(unread);
         }
         other => p
@@ -472,6 +509,31 @@ pub async fn maintenance() -> Outcome {
 
 /// A fleet signing key (base64 of a 32-byte Ed25519 seed) for the content export.
 const FLEET_SEED: &str = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
+
+impl Probe {
+    /// This kiosk's content exported as a bundle, and the kiosk told the fleet's key that
+    /// signed it, so that the bundle applies.
+    async fn content_bundle(&mut self) -> Vec<u8> {
+        use base64::Engine as _;
+        use ring::signature::KeyPair as _;
+        let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(&[7; 32]).unwrap();
+        let public = base64::engine::general_purpose::STANDARD.encode(pair.public_key().as_ref());
+        self.expect(
+            "PUT the fleet's public key 200",
+            self.admin(Method::PUT, "/api/v1/settings")
+                .json(&json!({"fleet": {"content_public_key": public}})),
+            200,
+        )
+        .await;
+        let res = self
+            .admin(Method::POST, "/api/v1/fleet/content/export")
+            .json(&json!({"version": "1", "signing_key": FLEET_SEED}))
+            .send()
+            .await
+            .unwrap();
+        res.bytes().await.unwrap().to_vec()
+    }
+}
 
 /// Free space on the kiosk's partition while it is full.
 const RESERVE: u64 = 1 << 20;
@@ -526,6 +588,14 @@ pub async fn full_disk() -> Outcome {
         "POST /api/v1/fleet/content/export on a full disk 507",
         p.admin(Method::POST, "/api/v1/fleet/content/export")
             .json(&json!({"version": "1", "signing_key": FLEET_SEED})),
+        507,
+    )
+    .await;
+    p.expect(
+        "POST /api/v1/fleet/content/apply on a full disk 507",
+        p.admin(Method::POST, "/api/v1/fleet/content/apply")
+            .header("content-type", "application/octet-stream")
+            .body(vec![0u8; 1024]),
         507,
     )
     .await;

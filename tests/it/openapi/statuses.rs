@@ -220,18 +220,28 @@ pub async fn provoke_all(doc: &Value) -> (BTreeSet<Pair>, Vec<String>) {
         in_setup_mode(&mut p).await;
         (p.answered(), p.wrong)
     };
-    let (probe, setup, providers, logins, maintenance, full, updates) = tokio::join!(
+    let (probe, setup, providers, logins, maintenance, content, full, updates) = tokio::join!(
         probe,
         setup,
         kiosks::providers(),
         kiosks::logins(),
         kiosks::maintenance(),
+        kiosks::content(),
         kiosks::full_disk(),
         kiosks::updates()
     );
     let mut pairs = BTreeSet::new();
     let mut wrong = Vec::new();
-    for (answered, missed) in [probe, setup, providers, logins, maintenance, full, updates] {
+    for (answered, missed) in [
+        probe,
+        setup,
+        providers,
+        logins,
+        maintenance,
+        content,
+        full,
+        updates,
+    ] {
         pairs.extend(answered);
         wrong.extend(missed);
     }
@@ -532,6 +542,18 @@ async fn specific(p: &mut Probe) {
         404,
     )
     .await;
+    for m in [Method::GET, Method::PUT] {
+        let path = format!("/api/v1/characters/{UNKNOWN}/screen-questions");
+        let req = admin(p, m.clone(), &path).json(&json!({ "questions": [] }));
+        p.expect(&format!("{m} screen-questions 404"), req, 404)
+            .await;
+    }
+    p.expect(
+        "GET screen-questions of an id that is not one 400",
+        admin(p, Method::GET, "/api/v1/characters/%FF/screen-questions"),
+        400,
+    )
+    .await;
     for (m, path) in [
         (Method::GET, format!("/api/v1/tasks/{UNKNOWN}")),
         (Method::GET, format!("/api/v1/tasks/{UNKNOWN}/events")),
@@ -722,6 +744,13 @@ async fn in_setup_mode(p: &mut Probe) {
         "POST ptt without devices 503",
         p.request("post", "/api/v1/internal/device/ptt")
             .json(&json!({ "pressed": true })),
+        503,
+    )
+    .await;
+    p.expect(
+        "POST choose without devices 503",
+        p.request("post", "/api/v1/internal/device/choose")
+            .json(&json!("next")),
         503,
     )
     .await;
