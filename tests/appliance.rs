@@ -836,7 +836,9 @@ fn updates_install_roll_back_and_refuse_foreign_bundles() {
     );
     on_slot(&mut b, "B", "0.2.0");
     marked_good(&mut b, "B");
-    let firmware = rt.block_on(firmware_health(&b, |f| !f["update"].is_null()));
+    let firmware = rt.block_on(firmware_health(&admin.clone().on(&b), |f| {
+        !f["update"].is_null()
+    }));
     assert_eq!(
         (&firmware["version"], &firmware["update"]),
         (&json!("0.2.0"), &json!("updated from 0.1.0 to 0.2.0")),
@@ -878,7 +880,9 @@ fn updates_install_roll_back_and_refuse_foreign_bundles() {
     let serving = rt.block_on(wait_health(&b, Duration::from_secs(180)));
     on_slot(&mut b, "B", "0.2.0");
     assert_eq!(boot_status(&mut b, "A"), "bad", "slot A is marked bad");
-    let firmware = rt.block_on(firmware_health(&b, |f| !f["update"].is_null()));
+    let firmware = rt.block_on(firmware_health(&admin.clone().on(&b), |f| {
+        !f["update"].is_null()
+    }));
     println!(
         "update 0.2.0 -> 0.3.0 (docent refuses its configuration): the gate rolled back {:.0} s \
          after it started; serving on 0.2.0 again {:.0} s after that; health: {firmware}",
@@ -1009,7 +1013,9 @@ fn long_after_a_migration_and_a_fallback_the_old_version_opens_its_copy() {
     admin_reboot(&mut b, &rt, &admin);
     rt.block_on(wait_health(&b, Duration::from_secs(180)));
     on_slot(&mut b, "A", "0.1.0");
-    let firmware = rt.block_on(firmware_health(&b, |f| !f["data"].is_null()));
+    let firmware = rt.block_on(firmware_health(&admin.clone().on(&b), |f| {
+        !f["data"].is_null()
+    }));
     let said = firmware["data"].as_str().unwrap_or_default();
     assert!(
         said.contains("schema 2") && said.contains("copy"),
@@ -1379,19 +1385,12 @@ fn admin_reboot(b: &mut Board, rt: &Runtime, admin: &Admin) {
     b.wait_ready(mark);
 }
 
-/// Health's `firmware`, once it passes `ok` (docent settles an update shortly after it serves).
-async fn firmware_health(b: &Board, ok: impl Fn(&Value) -> bool) -> Value {
-    let client = health_client();
+/// Health's `firmware` as the administrator sees it (the LAN is not told it), once it passes
+/// `ok` (docent settles an update shortly after it serves).
+async fn firmware_health(admin: &Admin, ok: impl Fn(&Value) -> bool) -> Value {
     let start = Instant::now();
     loop {
-        let health: Value = client
-            .get(format!("http://{}/api/v1/health", b.docent))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let health = admin.get("/api/v1/health").await;
         if ok(&health["firmware"]) {
             return health["firmware"].clone();
         }

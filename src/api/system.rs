@@ -428,9 +428,15 @@ fn no_tls() -> ApiError {
 }
 
 #[utoipa::path(get, path = "/api/v1/health", tag = "system",
+    description = "Public: whether the kiosk serves and what its providers and devices do. \
+        `version` and `firmware` (the exact version, the last update's outcome with a rollback's \
+        reason, the data copy opened) only for the administrator (a session cookie or token).",
+    security((), ("admin_session" = []), ("bearer" = [])),
     responses((status = 200, description = "Health, providers and devices", body = Object)))]
-async fn health(State(s): State<AppState>) -> ApiResult<Response> {
+async fn health(admin: Result<Admin, ApiError>, State(s): State<AppState>) -> ApiResult<Response> {
     let e = &s.engine;
+    // The exact version and a rollback's reason tell the LAN which flaws the kiosk has.
+    let admin = admin.is_ok();
     let probes = e.reachability().await;
     let inputs = HealthInputs {
         admin_password: e.has_admin_password(),
@@ -438,6 +444,7 @@ async fn health(State(s): State<AppState>) -> ApiResult<Response> {
         device: s.devices.health.get(),
         inference_connected: probes.iter().all(|c| c.ok),
         outcome: e.updates.outcome(),
+        admin,
         sessions: e.session_count().unwrap_or(0),
         stages: e.provider_health(&probes),
         uptime_s: e.started.elapsed().as_secs(),
@@ -463,6 +470,8 @@ struct HealthInputs {
     device: crate::device::DeviceHealth,
     inference_connected: bool,
     outcome: Option<crate::engine::update::Outcome>,
+    /// The caller is the administrator: the answer says `version` and `firmware`.
+    admin: bool,
     sessions: usize,
     stages: Vec<crate::engine::providers::StageHealth>,
     uptime_s: u64,
@@ -482,11 +491,11 @@ impl HealthInputs {
                 .map(|(id, name, fields)| ForeignCharacter { fields, id, name })
                 .collect(),
             device: &self.device,
-            firmware: Firmware {
+            firmware: self.admin.then(|| Firmware {
                 data: e.data_fell_back(),
                 update: self.outcome.as_ref().map(|o| o.sentence()),
                 version: e.updates.firmware_version(),
-            },
+            }),
             inference_connected: self.inference_connected,
             providers: self
                 .stages
@@ -513,14 +522,14 @@ impl HealthInputs {
                 .collect(),
             sessions: self.sessions,
             uptime_s: self.uptime_s,
-            version: env!("CARGO_PKG_VERSION"),
+            version: self.admin.then_some(env!("CARGO_PKG_VERSION")),
         }
     }
 }
 
-/// The last health answer and what it was made of.
+/// The last health answers and what they were made of: the public one and the administrator's.
 #[derive(Default)]
-pub(super) struct HealthCache(std::sync::Mutex<Option<(HealthInputs, Bytes)>>);
+pub(super) struct HealthCache(std::sync::Mutex<[Option<(HealthInputs, Bytes)>; 2]>);
 
 impl HealthCache {
     /// The answer for `inputs`: the last one when they are the same, else `serialise`'s.
@@ -530,13 +539,14 @@ impl HealthCache {
         serialise: impl FnOnce(&HealthInputs) -> Bytes,
     ) -> Bytes {
         let lock = || self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((last, body)) = &*lock()
+        let slot = usize::from(inputs.admin);
+        if let Some((last, body)) = &lock()[slot]
             && *last == inputs
         {
             return body.clone();
         }
         let body = serialise(&inputs);
-        *lock() = Some((inputs, body.clone()));
+        lock()[slot] = Some((inputs, body.clone()));
         body
     }
 }
@@ -548,14 +558,16 @@ struct Health<'a> {
     admin_auth: &'static str,
     characters_not_on_this_kiosk: Vec<ForeignCharacter<'a>>,
     device: &'a crate::device::DeviceHealth,
-    firmware: Firmware<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    firmware: Option<Firmware<'a>>,
     inference_connected: bool,
     providers: std::collections::BTreeMap<&'static str, StageState<'a>>,
     reasons: Vec<&'a str>,
     sessions: usize,
     status: &'static str,
     uptime_s: u64,
-    version: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version: Option<&'static str>,
 }
 
 /// What runs, what the last update did, and whether the data is a copy from before a migration.

@@ -118,14 +118,23 @@ async fn a_reboot_is_asked_of_the_board_through_its_request_file() {
     assert_eq!(res.status(), 503);
 }
 
+/// Health as the administrator sees it (the session cookie).
+async fn admin_health(s: &Server, cookie: &str) -> Value {
+    let res = s.get("/api/v1/health").header("cookie", cookie);
+    res.send().await.unwrap().json().await.unwrap()
+}
+
+/// Health tells the administrator what runs and what the last update did; anyone else on the
+/// LAN neither the exact version nor the rollback's reason (issue 34, finding 7).
 #[tokio::test]
-async fn health_says_what_the_last_update_did() {
-    let (s, _cookie, etc) = kiosk("ID=docent\nVERSION_ID=0.2.0\n").await;
-    let health = s.get_json("/api/v1/health", 200).await;
+async fn health_tells_the_administrator_what_the_last_update_did_and_the_lan_nothing() {
+    let (s, cookie, etc) = kiosk("ID=docent\nVERSION_ID=0.2.0\n").await;
+    let health = admin_health(&s, &cookie).await;
     assert_eq!(
         health["firmware"],
         json!({ "version": "0.2.0", "update": null, "data": null })
     );
+    assert_eq!(health["version"], env!("CARGO_PKG_VERSION"));
     // As the update gate of a failed 0.3.0 leaves it for the version that starts after the
     // reboot.
     let dir = s.stop().await;
@@ -137,12 +146,29 @@ async fn health_says_what_the_last_update_did() {
     )
     .unwrap();
     let os_release = etc.path().join("os-release");
-    let s = Server::start_in(dir, move |c| c.update.os_release = os_release).await;
-    let health = s.get_json("/api/v1/health", 200).await;
+    let s = Server::start_in(dir, move |c| {
+        c.admin_password = Some(PASSWORD.into());
+        c.update.os_release = os_release;
+    })
+    .await;
+    let cookie = sign_in(&s, PASSWORD).await;
+    let health = admin_health(&s, &cookie).await;
     assert_eq!(
         health["firmware"]["update"],
         "0.3.0 failed its start check (docent did not start within 90 s) and was rolled back; running 0.2.0"
     );
+    // Without a session: what a visitor's device and the kiosk's own checks use, nothing of
+    // the firmware.
+    let public = s.get_json("/api/v1/health", 200).await;
+    for key in ["status", "uptime_s", "sessions", "admin_auth", "device"] {
+        assert!(public.get(key).is_some(), "{key} missing in {public}");
+    }
+    assert_eq!(public.get("firmware"), None, "{public}");
+    assert_eq!(public.get("version"), None, "{public}");
+    let text = public.to_string();
+    for secret in ["0.2.0", "0.3.0", "90 s", env!("CARGO_PKG_VERSION")] {
+        assert!(!text.contains(secret), "{secret} in {public}");
+    }
 }
 
 /// `docent serve` talking to the rig's RAUC, running firmware 0.1.0.
@@ -348,12 +374,10 @@ async fn the_start_check_marks_the_booted_slot_and_settles_an_update() {
         json!({"slot": "A", "from": "0.0.9", "to": "0.1.0", "installed_at": 1}).to_string(),
     )
     .unwrap();
-    let (mut server, _, _) = with_rauc(&rig, data.path()).await;
+    let (mut server, _, cookie) = with_rauc(&rig, data.path()).await;
     settled(&server, || !update.join("pending.json").exists()).await;
     assert_eq!(rig.slot_state("A").as_deref(), Some("good"));
-    let health = Server::attach(&server)
-        .get_json("/api/v1/health", 200)
-        .await;
+    let health = admin_health(&Server::attach(&server), &cookie).await;
     assert_eq!(health["firmware"]["update"], "updated from 0.0.9 to 0.1.0");
     // Reaped, so that the next start can open the data directory.
     server.kill().await;
@@ -364,11 +388,9 @@ async fn the_start_check_marks_the_booted_slot_and_settles_an_update() {
         json!({"slot": "B", "from": "0.1.0", "to": "0.2.0", "installed_at": 1}).to_string(),
     )
     .unwrap();
-    let (server, _, _) = with_rauc(&rig, data.path()).await;
+    let (server, _, cookie) = with_rauc(&rig, data.path()).await;
     settled(&server, || !update.join("pending.json").exists()).await;
-    let health = Server::attach(&server)
-        .get_json("/api/v1/health", 200)
-        .await;
+    let health = admin_health(&Server::attach(&server), &cookie).await;
     assert_eq!(
         health["firmware"]["update"],
         "0.2.0 failed its start check (slot B did not come up) and was rolled back; running 0.1.0"
@@ -527,9 +549,10 @@ async fn after_a_fallback_the_old_version_opens_its_copy_of_the_data() {
             .status(),
         201
     );
-    assert_eq!(
-        s.get_json("/api/v1/health", 200).await["firmware"]["data"],
-        Value::Null
+    let firmware = admin_health(&s, &cookie).await["firmware"].clone();
+    assert!(
+        firmware.is_object() && firmware["data"].is_null(),
+        "{firmware}"
     );
     new.kill().await;
     assert!(
@@ -539,7 +562,8 @@ async fn after_a_fallback_the_old_version_opens_its_copy_of_the_data() {
 
     let back = start(false).await;
     let s = Server::attach(&back);
-    let health = s.get_json("/api/v1/health", 200).await;
+    let cookie = sign_in(&s, PASSWORD).await;
+    let health = admin_health(&s, &cookie).await;
     let note = health["firmware"]["data"]
         .as_str()
         .unwrap_or_default()
