@@ -5,6 +5,8 @@
 #   NAME     the board: qemu-aarch64 (the simulated board, with its test rig) or rpi4
 #   BIN      the static aarch64 docent binary
 #   VERSION  the image's version: VERSION_ID in /etc/os-release, the bundle's version
+#   DOCENT_MIN_VERSION  optional: the oldest version docent installs over this image, forced or
+#            not (docs/updates.md); empty: none
 #   KEYRING  the CA certificate(s) a bundle must be signed under: /etc/rauc/keyring.pem
 #   DOCENT_TOML  /etc/docent/docent.toml (default: the board's profile, board/<board>/docent.toml)
 # What goes into the tree is described in mkdisk.sh's header.
@@ -29,6 +31,7 @@ root_setup() {
   [ -f "$BIN" ] || die "--docent BIN: no such file '$BIN'"
   [ -f "$KEYRING" ] || die "no keyring '$KEYRING'"
   case "$VERSION" in ""|*[!0-9A-Za-z.+~-]*) die "--version: digits, letters and . + ~ - only (got '$VERSION')" ;; esac
+  case "${DOCENT_MIN_VERSION:-}" in *[!0-9A-Za-z.+~-]*) die "DOCENT_MIN_VERSION: digits, letters and . + ~ - only (got '$DOCENT_MIN_VERSION')" ;; esac
 
   # --- Debian's packages, unpacked once (the speech engine's with their own dependencies) ---
   # The root's packages and what they need at run time; maintainer-script-only dependencies
@@ -226,6 +229,7 @@ ID=docent
 ID_LIKE=debian
 VERSION="$VERSION"
 VERSION_ID=$VERSION
+DOCENT_MIN_VERSION=${DOCENT_MIN_VERSION:-}
 VERSION_CODENAME=bookworm
 EOF
   ln -sfn ../usr/lib/os-release "$F/etc/os-release"

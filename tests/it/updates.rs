@@ -173,8 +173,17 @@ async fn health_tells_the_administrator_what_the_last_update_did_and_the_lan_not
 
 /// `docent serve` talking to the rig's RAUC, running firmware 0.1.0.
 async fn with_rauc(rig: &RaucRig, data: &Path) -> (Running, reqwest::Client, String) {
+    running(rig, data, "ID=docent\nVERSION_ID=0.1.0\n").await
+}
+
+/// `docent serve` talking to the rig's RAUC, running the firmware `os_release` describes.
+async fn running(
+    rig: &RaucRig,
+    data: &Path,
+    os_release: &str,
+) -> (Running, reqwest::Client, String) {
     let etc = rig.dir.path();
-    std::fs::write(etc.join("os-release"), "ID=docent\nVERSION_ID=0.1.0\n").unwrap();
+    std::fs::write(etc.join("os-release"), os_release).unwrap();
     let server = Process::new()
         .args(["--devices", "none"])
         .data_dir(data)
@@ -341,6 +350,83 @@ async fn rauc_judges_each_bundle_before_anything_is_written_and_an_install_repor
         }
         other => panic!("unexpected operation {other:?}: {status}"),
     }
+}
+
+/// The same version again, or an older one, needs the administrator's force; below the running
+/// firmware's minimum version (`DOCENT_MIN_VERSION` in its os-release: a release that fixed a
+/// security fault says nothing before it comes back) not even force installs it (issue 34,
+/// finding 7).
+#[tokio::test]
+async fn the_same_or_an_older_version_needs_force_and_none_goes_below_the_minimum() {
+    let rig = RaucRig::start();
+    let same = rig.bundle("same", COMPATIBLE, "0.3.0", Signer::Kiosk);
+    let older = rig.bundle("older", COMPATIBLE, "0.2.1", Signer::Kiosk);
+    let below = rig.bundle("below", COMPATIBLE, "0.1.9", Signer::Kiosk);
+    let data = tempfile::tempdir().unwrap();
+    let (server, http, cookie) = running(
+        &rig,
+        data.path(),
+        "ID=docent\nVERSION_ID=0.3.0\nDOCENT_MIN_VERSION=\"0.2.0\"\n",
+    )
+    .await;
+    let slot_b = rig.slot_image("B");
+    let install = |force: bool| {
+        http.post(format!("{}/api/v1/system/update/install", server.base()))
+            .header("cookie", &cookie)
+            .header("origin", server.base())
+            .json(&json!({ "force": force }))
+            .send()
+    };
+
+    let v = upload(&server, &http, &cookie, &same).await;
+    assert_eq!(
+        (v["accepted"].as_bool(), v["older"].as_bool()),
+        (Some(false), Some(true)),
+        "the same version: {v}"
+    );
+    assert!(
+        v["reason"].as_str().unwrap().contains("already runs"),
+        "{v}"
+    );
+    assert_eq!(install(false).await.unwrap().status(), 409);
+
+    let v = upload(&server, &http, &cookie, &below).await;
+    assert_eq!(
+        (v["accepted"].as_bool(), v["older"].as_bool()),
+        (Some(false), Some(false)),
+        "below the minimum: {v}"
+    );
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("minimum version 0.2.0"),
+        "{v}"
+    );
+    assert_eq!(
+        install(true).await.unwrap().status(),
+        409,
+        "no force goes below the minimum"
+    );
+    assert!(
+        !data.path().join("update/bundle.raucb").exists(),
+        "it is not kept"
+    );
+    assert_eq!(rig.slot_image("B"), slot_b, "nothing was written");
+
+    let v = upload(&server, &http, &cookie, &older).await;
+    assert_eq!(
+        (v["accepted"].as_bool(), v["older"].as_bool()),
+        (Some(false), Some(true)),
+        "older, above the minimum: {v}"
+    );
+    assert_eq!(install(false).await.unwrap().status(), 409, "needs force");
+    assert_eq!(rig.slot_image("B"), slot_b, "nothing was written");
+    assert_eq!(
+        install(true).await.unwrap().status(),
+        202,
+        "forced, above the minimum"
+    );
 }
 
 /// Waits for the start check (5 s after the start) to leave its mark.

@@ -38,7 +38,8 @@ pub struct Verdict {
     pub accepted: bool,
     /// Why not (a bad signature, another board, an older version).
     pub reason: Option<String>,
-    /// Refused only because it is older than what runs: `force` installs it anyway.
+    /// Refused only because it is not newer than what runs (the same version or an older one,
+    /// at or above the running firmware's minimum version): `force` installs it anyway.
     pub older: bool,
 }
 
@@ -172,9 +173,12 @@ fn compare_versions(a: &str, b: &str) -> Ordering {
     a.len().cmp(&b.len())
 }
 
-/// `VERSION_ID` of an os-release file written by a docent image (`ID=docent…`): a developer's
-/// machine has an os-release too, whose version is not firmware's.
-fn os_release_version(text: &str) -> Option<String> {
+/// A field of an os-release file written by a docent image (`ID=docent…`): a developer's
+/// machine has an os-release too, whose fields are not firmware's. `VERSION_ID` is the
+/// firmware's version; `DOCENT_MIN_VERSION` its minimum version, below which nothing is
+/// installed, forced or not (docs/updates.md: a release that fixed a security fault names
+/// itself, and the root file system it lives in is signed and read-only).
+fn os_release_field(text: &str, name: &str) -> Option<String> {
     let field = |name: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(name)?.strip_prefix('='))
@@ -182,7 +186,11 @@ fn os_release_version(text: &str) -> Option<String> {
             .filter(|v| !v.is_empty())
     };
     field("ID").filter(|id| id.starts_with("docent"))?;
-    field("VERSION_ID")
+    field(name)
+}
+
+fn os_release_version(text: &str) -> Option<String> {
+    os_release_field(text, "VERSION_ID")
 }
 
 fn now() -> u64 {
@@ -247,6 +255,8 @@ pub struct Updates {
     config: UpdateConfig,
     dir: PathBuf,
     firmware: Option<String>,
+    /// The running firmware's minimum version (`DOCENT_MIN_VERSION`): no force goes below it.
+    floor: Option<String>,
     state: std::sync::Mutex<State>,
     /// Held while a bundle is received, checked or installed: one at a time.
     busy: tokio::sync::Mutex<()>,
@@ -262,13 +272,14 @@ impl Updates {
         // A bundle left by a crash is not installed behind anyone's back.
         let _ = std::fs::remove_file(dir.join(BUNDLE));
         let outcome = read_json(&dir.join(OUTCOME));
-        let firmware = std::fs::read_to_string(&config.os_release)
-            .ok()
-            .and_then(|t| os_release_version(&t));
+        let release = std::fs::read_to_string(&config.os_release).unwrap_or_default();
+        let firmware = os_release_version(&release);
+        let floor = os_release_field(&release, "DOCENT_MIN_VERSION");
         Ok(Updates {
             config: config.clone(),
             dir,
             firmware,
+            floor,
             state: std::sync::Mutex::new(State {
                 operation: Operation::Idle,
                 progress: Progress {
@@ -347,14 +358,26 @@ impl Updates {
                 older: false,
             },
             Ok((compatible, version)) => {
-                let older = current
+                let order = current.as_deref().map(|c| compare_versions(&version, c));
+                let below = self
+                    .floor
                     .as_deref()
-                    .is_some_and(|c| compare_versions(&version, c) == Ordering::Less);
+                    .filter(|f| compare_versions(&version, f) == Ordering::Less);
                 let reason = if compatible != system {
                     Some(format!(
                         "this update is for {compatible}; this kiosk is {system}"
                     ))
-                } else if older {
+                } else if let Some(floor) = below {
+                    Some(format!(
+                        "{version} is below this firmware's minimum version {floor} (what came \
+                         before it has known security faults): it is never installed, even \
+                         with force"
+                    ))
+                } else if order == Some(Ordering::Equal) {
+                    Some(format!(
+                        "{version} already runs; install it again anyway with force"
+                    ))
+                } else if order == Some(Ordering::Less) {
                     Some(format!(
                         "{version} is older than the running {}; install it anyway with force",
                         current.as_deref().unwrap_or("")
@@ -364,7 +387,9 @@ impl Updates {
                 };
                 Verdict {
                     accepted: reason.is_none(),
-                    older: older && compatible == system,
+                    older: compatible == system
+                        && below.is_none()
+                        && order.is_some_and(|o| o != Ordering::Greater),
                     compatible: bounded(compatible),
                     version: bounded(version),
                     current_version: current,
@@ -723,6 +748,12 @@ mod tests {
             "not firmware"
         );
         assert_eq!(os_release_version("ID=docent\n"), None);
+        let floor = "ID=docent\nVERSION_ID=0.3.0\nDOCENT_MIN_VERSION=\"0.2.0\"\n";
+        assert_eq!(
+            os_release_field(floor, "DOCENT_MIN_VERSION").as_deref(),
+            Some("0.2.0")
+        );
+        assert_eq!(os_release_field(text, "DOCENT_MIN_VERSION"), None);
     }
 
     /// The gate's shell cut docent's last words at 300 bytes, once through a character: a
