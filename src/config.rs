@@ -130,6 +130,10 @@ pub struct Config {
     pub devices: DeviceMode,
     pub audio: AudioConfig,
     pub ptt: PttConfig,
+    /// A touch screen to choose questions on without speaking (docs/touch.md).
+    pub touch: TouchConfig,
+    /// Up to three buttons to choose questions on without speaking (docs/touch.md).
+    pub choice_buttons: ChoiceButtonsConfig,
     pub display: DisplayConfig,
     pub kiosk: KioskConfig,
     pub mdns: MdnsConfig,
@@ -370,15 +374,92 @@ pub struct PttConfig {
 }
 
 impl PttConfig {
-    /// The bias the button's line is requested with: `bias` when set, else pull-up for an
-    /// active-low button (pressed connects the line to ground) and pull-down for an active-high
-    /// one, so that a line nothing drives reads as released, never as a press.
+    /// The bias the button's line is requested with: see [`Bias::for_button`].
     pub fn bias(&self) -> Bias {
-        self.bias.unwrap_or(if self.active_low {
-            Bias::PullUp
-        } else {
-            Bias::PullDown
-        })
+        Bias::for_button(self.bias, self.active_low)
+    }
+}
+
+/// The touch screen, read from evdev (single- or multi-touch).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct TouchConfig {
+    /// A `/dev/input/...` device; "" finds the first one that reports touches (and one plugged
+    /// in later).
+    pub device: String,
+    /// How far clockwise the picture is turned on the panel, as the display shows it.
+    pub rotation: Rotation,
+}
+
+/// A quarter-turn of the screen: 0, 90, 180 or 270 degrees clockwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(try_from = "u16", into = "u16")]
+pub enum Rotation {
+    #[default]
+    R0,
+    R90,
+    R180,
+    R270,
+}
+
+impl TryFrom<u16> for Rotation {
+    type Error = String;
+    fn try_from(degrees: u16) -> Result<Rotation, String> {
+        match degrees {
+            0 => Ok(Rotation::R0),
+            90 => Ok(Rotation::R90),
+            180 => Ok(Rotation::R180),
+            270 => Ok(Rotation::R270),
+            _ => Err(format!("rotation is 0, 90, 180 or 270, not {degrees}")),
+        }
+    }
+}
+
+impl From<Rotation> for u16 {
+    fn from(r: Rotation) -> u16 {
+        match r {
+            Rotation::R0 => 0,
+            Rotation::R90 => 90,
+            Rotation::R180 => 180,
+            Rotation::R270 => 270,
+        }
+    }
+}
+
+/// The previous / next / choose buttons: GPIO character-device lines of one chip, each
+/// optional, wired and requested as the push-to-talk button is.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChoiceButtonsConfig {
+    /// "" (the default): no buttons.
+    pub chip: String,
+    pub previous: Option<u32>,
+    pub next: Option<u32>,
+    pub choose: Option<u32>,
+    pub active_low: bool,
+    pub debounce_ms: u32,
+    /// As `[ptt] bias`; absent: see [`Bias::for_button`].
+    pub bias: Option<Bias>,
+}
+
+impl Default for ChoiceButtonsConfig {
+    /// No buttons; once a chip is named, active-low with 20 ms of debounce like `[ptt]`.
+    fn default() -> Self {
+        ChoiceButtonsConfig {
+            chip: String::new(),
+            previous: None,
+            next: None,
+            choose: None,
+            active_low: true,
+            debounce_ms: 20,
+            bias: None,
+        }
+    }
+}
+
+impl ChoiceButtonsConfig {
+    pub fn bias(&self) -> Bias {
+        Bias::for_button(self.bias, self.active_low)
     }
 }
 
@@ -395,6 +476,17 @@ pub enum Bias {
 }
 
 impl Bias {
+    /// The bias a button's line is requested with: `bias` when set, else pull-up for an
+    /// active-low button (pressed connects the line to ground) and pull-down for an active-high
+    /// one, so that a line nothing drives reads as released, never as a press.
+    pub fn for_button(bias: Option<Bias>, active_low: bool) -> Bias {
+        bias.unwrap_or(if active_low {
+            Bias::PullUp
+        } else {
+            Bias::PullDown
+        })
+    }
+
     /// The name the configuration gives it.
     pub fn name(self) -> &'static str {
         match self {
@@ -514,6 +606,8 @@ impl Default for Config {
             devices: DeviceMode::Auto,
             audio: AudioConfig::default(),
             ptt: PttConfig::default(),
+            touch: TouchConfig::default(),
+            choice_buttons: ChoiceButtonsConfig::default(),
             display: DisplayConfig::default(),
             kiosk: KioskConfig::default(),
             mdns: MdnsConfig::default(),

@@ -660,7 +660,11 @@ async fn ask(
     params(("id" = String, Path, description = "Character id")),
     security(("admin_session" = []), ("bearer" = [])),
     responses(
-        (status = 200, description = "The questions on the screen, in order, and the FAQ questions", body = ScreenChoice),
+        (
+            status = 200,
+            description = "The questions on the screen, in order, and the FAQ questions",
+            body = ScreenChoice,
+        ),
         statuses::AdminCharacterRead,
     ))]
 async fn screen_questions(

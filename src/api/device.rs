@@ -1,5 +1,5 @@
-//! Internal routes of the kiosk's own devices: the simulated push-to-talk button (tests, a
-//! laptop) and a look at the kiosk loop.
+//! Internal routes of the kiosk's own devices: the simulated push-to-talk button and choices
+//! (tests, a laptop) and a look at the kiosk loop.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -14,11 +14,13 @@ use super::error::{ApiError, ApiResult};
 use super::extract::JsonBody;
 use super::statuses;
 use crate::device::PressError;
+use crate::device::choice::Choose;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/v1/internal/device", get(device))
         .route("/api/v1/internal/device/ptt", post(ptt))
+        .route("/api/v1/internal/device/choose", post(choose))
         .route("/api/v1/internal/device/snapshot", get(snapshot))
 }
 
@@ -53,6 +55,49 @@ async fn ptt(
         Err(PressError::NotSimulated) => Err(ApiError::new(
             StatusCode::CONFLICT,
             "the push-to-talk button is not simulated",
+        )),
+        Err(PressError::NoDevices) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the kiosk runs without devices",
+        )),
+    }
+}
+
+/// A simulated choice without speaking: a touch at `{"touch": {"x", "y"}}` (0..1 of the
+/// picture from its top-left corner) or a button, `"previous"`, `"next"` or `"choose"`. It goes
+/// where a real touch screen's or button's would. 409 when those are real, 503 without devices.
+#[utoipa::path(post, path = "/api/v1/internal/device/choose", tag = "internal",
+    request_body(content = Choose, description = "JSON body", content_type = "application/json"),
+    security(("bearer" = []), ()),
+    responses(
+        (status = 200, description = "Chosen", body = Object),
+        statuses::InvalidBody,
+        statuses::NotInternal,
+        statuses::TooLarge,
+        statuses::NotJson,
+        (
+            status = 409,
+            description = "The touch screen and buttons are real ones",
+            body = crate::api::openapi::ErrorBody,
+        ),
+        (status = 503, description = "The kiosk runs without devices", body = crate::api::openapi::ErrorBody),
+    ))]
+async fn choose(
+    _: Internal,
+    State(s): State<AppState>,
+    JsonBody(c): JsonBody<Choose>,
+) -> ApiResult<Json<Value>> {
+    if !c.is_valid() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "a touch is at x and y from 0 to 1",
+        ));
+    }
+    match s.devices.choose(c) {
+        Ok(()) => Ok(Json(json!({ "chosen": true }))),
+        Err(PressError::NotSimulated) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "the touch screen and buttons are not simulated",
         )),
         Err(PressError::NoDevices) => Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,

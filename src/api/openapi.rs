@@ -85,6 +85,7 @@ use super::{
         tasks::search,
         device::device,
         device::ptt,
+        device::choose,
         device::snapshot,
         ws::upgrade,
         characters::list,

@@ -15,16 +15,21 @@
 //! - button: real when the GPIO chip exists or an evdev key is configured (`auto`), or always
 //!   (`real`); else the in-memory `SimPin`s (button and LED).
 //! - display: see `display`.
+//! - choosing without speaking (`choice`, docs/touch.md): a touch screen (evdev) and up to
+//!   three GPIO buttons, real when one is present or configured (`auto`); else the internal
+//!   route's simulated choices.
 //!
 //! A device that is missing in `real` mode is reported in health and the kiosk goes on without
 //! it.
 
 pub mod audio;
 pub mod audio_check;
+pub mod choice;
 pub mod display;
 pub mod kiosk;
 pub mod presence;
 pub mod ptt;
+pub mod touch;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -118,6 +123,8 @@ pub struct DeviceHealth {
     pub audio: Health,
     pub ptt: Health,
     pub display: Health,
+    /// The touch screen and the choice buttons together.
+    pub choice: Health,
 }
 
 /// Shared, updatable device health.
@@ -173,6 +180,8 @@ pub struct Devices {
     stall: Option<Arc<Notify>>,
     /// The kiosk loop's test sound requests (none without a kiosk loop).
     test_sounds: Option<mpsc::UnboundedSender<u8>>,
+    /// The touch screen and the choice buttons (see `take_choices`).
+    choice: choice::Inputs,
     running: Mutex<Option<Running>>,
 }
 
@@ -211,6 +220,7 @@ impl Devices {
             heartbeat: None,
             stall: None,
             test_sounds: None,
+            choice: choice::Inputs::none(),
             running: Mutex::new(Some(Running {
                 stop: CancellationToken::new(),
                 kiosk: None,
@@ -271,6 +281,12 @@ impl Devices {
         );
         let sim_screen = display.sim_screen;
         health.set(|h| h.display = display.health);
+        let choice = choice::Inputs::start(
+            mode,
+            &engine.config.touch,
+            &engine.config.choice_buttons,
+            &health,
+        );
 
         let stop = CancellationToken::new();
         if let Some(a) = audio.as_ref().filter(|a| a.has_assistive()) {
@@ -300,7 +316,7 @@ impl Devices {
         }));
         let test_sounds = audio.is_some().then_some(test_sounds);
         let h = health.get();
-        tracing::info!(audio = %h.audio, ptt = %h.ptt, display = %h.display, "devices started");
+        tracing::info!(audio = %h.audio, ptt = %h.ptt, display = %h.display, choice = %h.choice, "devices started");
         Arc::new(Devices {
             mode,
             health,
@@ -313,6 +329,7 @@ impl Devices {
             heartbeat: Some(heartbeat),
             stall: Some(stall),
             test_sounds,
+            choice,
             running: Mutex::new(Some(Running {
                 stop,
                 kiosk: Some(kiosk),
@@ -329,6 +346,24 @@ impl Devices {
         match (&self.sim_button, self.mode) {
             (Some(b), _) => {
                 b.set(pressed);
+                Ok(())
+            }
+            (None, DeviceMode::None) => Err(PressError::NoDevices),
+            (None, _) => Err(PressError::NotSimulated),
+        }
+    }
+
+    /// The visitor's choices without speaking (touch, buttons, the simulated route), once: the
+    /// kiosk loop takes the receiver; `None` after that, or without devices.
+    pub fn take_choices(&self) -> Option<mpsc::Receiver<choice::Choose>> {
+        self.choice.take()
+    }
+
+    /// A simulated choice (the internal route): into the same channel as a real touch.
+    pub fn choose(&self, c: choice::Choose) -> Result<(), PressError> {
+        match (&self.choice.sim, self.mode) {
+            (Some(tx), _) => {
+                choice::offer(tx, c);
                 Ok(())
             }
             (None, DeviceMode::None) => Err(PressError::NoDevices),
@@ -367,9 +402,10 @@ impl Devices {
         r.ptt_stop.store(true, Ordering::SeqCst);
         r.ptt_wake.notify();
         let thread = r.ptt_thread.take();
+        let choice_thread = self.choice.stop();
         let audio = self.audio.clone();
         let _ = tokio::task::spawn_blocking(move || {
-            if let Some(t) = thread {
+            for t in thread.into_iter().chain(choice_thread) {
                 let _ = t.join();
             }
             if let Some(a) = audio {

@@ -426,8 +426,9 @@ pub fn gpio_line(chip: &str, offset: u32, request: Request) -> Result<Line, Stri
             {
                 return Err(format!(
                     "line {offset}: the kernel refused the bias {} ({e}): a kernel older than \
-                     5.5 knows no bias, and some GPIO controllers refuse one; set [ptt] bias = \
-                     \"as-is\" to use the line with the pull the firmware set",
+                     5.5 knows no bias, and some GPIO controllers refuse one; set bias = \
+                     \"as-is\" (in [ptt] or [choice_buttons]) to use the line with the pull the \
+                     firmware set",
                     bias.name()
                 ));
             }
@@ -652,16 +653,22 @@ pub fn key_code(name: &str) -> Option<u16> {
 }
 
 /// `struct input_event`: a `struct timeval` (two C longs), then type, code and value.
-const EVENT_SIZE: usize = 2 * size_of::<std::ffi::c_long>() + 8;
+pub const EVENT_SIZE: usize = 2 * size_of::<std::ffi::c_long>() + 8;
 const EV_KEY: u16 = 1;
 
-/// The key state an `input_event` record sets, if it is about `code`.
-pub fn key_event(record: &[u8], code: u16) -> Option<bool> {
+/// The type, code and value of an `input_event` record (also read by `touch`).
+pub fn input_event(record: &[u8]) -> Option<(u16, u16, i32)> {
     let at = 2 * size_of::<std::ffi::c_long>();
     let r = record.get(at..at + 8)?;
     let kind = u16::from_ne_bytes([r[0], r[1]]);
-    let c = u16::from_ne_bytes([r[2], r[3]]);
+    let code = u16::from_ne_bytes([r[2], r[3]]);
     let value = i32::from_ne_bytes([r[4], r[5], r[6], r[7]]);
+    Some((kind, code, value))
+}
+
+/// The key state an `input_event` record sets, if it is about `code`.
+pub fn key_event(record: &[u8], code: u16) -> Option<bool> {
+    let (kind, c, value) = input_event(record)?;
     (kind == EV_KEY && c == code && value != 2).then_some(value != 0)
 }
 

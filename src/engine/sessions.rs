@@ -532,8 +532,10 @@ pub struct Day {
     pub by_touch: usize,
 }
 
-/// A question visitors ask often.
+/// A question visitors ask often. Named `MostAsked` in the OpenAPI document: the knowledge
+/// ask's answer is `turn::Asked`, and one name for both gave one of them the other's schema.
 #[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
+#[schema(as = MostAsked)]
 pub struct Asked {
     /// Its latest wording.
     pub question: String,

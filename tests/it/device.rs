@@ -146,7 +146,7 @@ async fn an_in_person_turn_is_heard_and_a_press_cuts_the_reply() {
     assert_eq!(d["mode"], "sim");
     assert_eq!(
         d["health"],
-        json!({"audio": "sim", "ptt": "sim", "display": "sim"})
+        json!({"audio": "sim", "ptt": "sim", "display": "sim", "choice": "sim"})
     );
     assert_eq!(
         s.get_json("/api/v1/health", 200).await["device"],
@@ -413,7 +413,7 @@ async fn the_button_route_needs_a_simulated_button() {
     crate::support::assert_error(&v);
     assert_eq!(
         none.get_json("/api/v1/health", 200).await["device"],
-        json!({"audio": "absent", "ptt": "absent", "display": "absent"})
+        json!({"audio": "absent", "ptt": "absent", "display": "absent", "choice": "absent"})
     );
     none.post_json(
         "/api/v1/internal/device/ptt",

@@ -7,6 +7,7 @@ mod support;
 mod access;
 mod board_files;
 mod characters;
+mod choosing;
 mod console;
 mod console_staff;
 mod conversations;
