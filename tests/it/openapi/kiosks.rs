@@ -356,14 +356,6 @@ pub async fn logins() -> Outcome {
         409,
     )
     .await;
-    p.expect(
-        "POST choose, the touch screen and buttons are real 409",
-        p.request("post", "/api/v1/internal/device/choose")
-            .bearer_auth(INTERNAL_TOKEN)
-            .json(&json!("next")),
-        409,
-    )
-    .await;
     let new = "another-statuses-password";
     p.expect(
         "PUT /api/auth/password 200",

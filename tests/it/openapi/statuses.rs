@@ -554,18 +554,6 @@ async fn specific(p: &mut Probe) {
         400,
     )
     .await;
-    for m in [Method::GET, Method::PUT] {
-        let path = format!("/api/v1/characters/{UNKNOWN}/screen-questions");
-        let req = admin(p, m.clone(), &path).json(&json!({ "questions": [] }));
-        p.expect(&format!("{m} screen-questions 404"), req, 404)
-            .await;
-    }
-    p.expect(
-        "GET screen-questions of an id that is not one 400",
-        admin(p, Method::GET, "/api/v1/characters/%FF/screen-questions"),
-        400,
-    )
-    .await;
     for (m, path) in [
         (Method::GET, format!("/api/v1/tasks/{UNKNOWN}")),
         (Method::GET, format!("/api/v1/tasks/{UNKNOWN}/events")),
@@ -756,13 +744,6 @@ async fn in_setup_mode(p: &mut Probe) {
         "POST ptt without devices 503",
         p.request("post", "/api/v1/internal/device/ptt")
             .json(&json!({ "pressed": true })),
-        503,
-    )
-    .await;
-    p.expect(
-        "POST choose without devices 503",
-        p.request("post", "/api/v1/internal/device/choose")
-            .json(&json!("next")),
         503,
     )
     .await;
