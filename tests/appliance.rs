@@ -119,6 +119,76 @@ fn board_serves_a_visitor_survives_unplugs_and_a_power_cut_and_restarts_a_stuck_
     }
 }
 
+/// Issue 31, limited hearing: the board's assistive speaker (`assistive_playback_device`,
+/// snd-aloop's third cable) plays what the speaker plays, at its own volume. The test sound is
+/// recorded from both cables' capture sides at once; with `kiosk.volume` 100 and
+/// `kiosk.assistive_volume` 50 (a gain of 0.25) the assistive recording is a quarter of the
+/// speaker's.
+#[test]
+#[ignore = "boots the simulated board: run by ./x appliance"]
+fn the_assistive_speaker_plays_along_at_its_own_volume() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Disk::flash(dir.path());
+    let (mut b, admin, _) = first_boot(&rt, &disk, dir.path());
+    assert!(
+        rt.block_on(devices_ok(&b, Duration::from_secs(20))),
+        "the board's audio (both speakers), button and display work"
+    );
+    rt.block_on(
+        admin.expect(
+            admin
+                .request(reqwest::Method::PUT, "/api/v1/settings")
+                .json(&json!({"kiosk": {"volume": 100, "assistive_volume": 50}})),
+            200,
+        ),
+    );
+    // The devices follow the settings within a second.
+    std::thread::sleep(Duration::from_secs(2));
+    for (tap, wav) in [("speaker_tap", "speaker"), ("assistive_tap", "assistive")] {
+        b.sh(&format!(
+            "sh -c '(docent audio record /run/www/{wav}.wav --device {tap} --rate {TAP_RATE} \
+             --seconds 8; echo recorder done) > /run/record-{wav}.log 2>&1 &'"
+        ));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    rt.block_on(
+        admin.expect(
+            admin
+                .request(reqwest::Method::POST, "/api/v1/kiosk/test-sound")
+                .json(&json!({"volume": 100})),
+            200,
+        ),
+    );
+    let mut levels = Vec::new();
+    for wav in ["speaker", "assistive"] {
+        b.sh_within(
+            &format!("until grep -q 'recorder done' /run/record-{wav}.log; do sleep 0.5; done"),
+            Duration::from_secs(60),
+        );
+        let bytes = rt.block_on(fetch(&format!("http://{}/{wav}.wav", b.www)));
+        let tap = audio::parse_wav(&bytes).expect("the recording is a WAV file");
+        // The chime: the samples above the loopback's noise, from the first to the last.
+        let loud = |s: &&i16| s.unsigned_abs() > 300;
+        let first = tap.samples.iter().position(|s| loud(&s));
+        let last = tap.samples.iter().rposition(|s| loud(&s));
+        let (Some(first), Some(last)) = (first, last) else {
+            panic!("the {wav} played nothing: {}", b.sh(DOCENT_LOG));
+        };
+        let level = audio::rms(&tap.samples[first..=last]);
+        let secs = (last - first) as f64 / f64::from(TAP_RATE);
+        println!("{wav}: the chime for {secs:.2} s, rms {level:.0}");
+        assert!(
+            (0.4..1.0).contains(&secs),
+            "{wav}: the 0.6 s chime lasts {secs:.2} s"
+        );
+        levels.push(level);
+    }
+    let ratio = levels[1] / levels[0];
+    println!("assistive/speaker RMS ratio on the board: {ratio:.3} (0.25 asked)");
+    assert!((ratio - 0.25).abs() < 0.03, "{ratio}");
+}
+
 /// The booted board is the image it claims to be: systemd is PID 1 with nothing failed, the
 /// root is read-only and the data partition is /data, docent runs under its unit's sandbox
 /// (`systemd-analyze security` on the board gives the exposure of the offline check), and

@@ -181,7 +181,10 @@ fn every_alsa_configuration_loads_and_names_the_profiles_devices() {
         let pcms: Vec<&str> = listed.lines().filter(|l| !l.starts_with(' ')).collect();
         if let Some(board) = board {
             let audio = profile(board).audio;
-            for device in [audio.capture_device, audio.playback_device] {
+            let devices = [audio.capture_device, audio.playback_device]
+                .into_iter()
+                .chain(audio.assistive_playback_device);
+            for device in devices {
                 assert!(
                     pcms.contains(&device.as_str()),
                     "{file}: {board}'s docent.toml plays or records '{}', which it does not \
