@@ -248,6 +248,9 @@ pub struct KioskConfig {
     pub max_speaking_ms: u64,
     /// Presses released sooner than this start no turn (they still stop the kiosk speaking).
     pub min_press_ms: u64,
+    /// How long the last reply stays written on the screen after its speech ends (or until
+    /// the next press), so nobody has to read fast.
+    pub caption_linger_ms: u64,
 }
 
 /// How the kiosk announces itself on the LAN (mDNS/DNS-SD), so that an administrator can type
@@ -533,6 +536,9 @@ pub struct DisplayConfig {
     pub backend: DisplayBackend,
     /// `/dev/dri/cardN` or `/dev/fbN` (empty: the first found); for `sim`, `WIDTHxHEIGHT`.
     pub device: String,
+    /// Caption lines that fit in the screen's height: each line is this fraction of it (20: a
+    /// twentieth, 24 pixels on 480 lines; read from 1.5 m). Fewer lines, larger type; 8 to 40.
+    pub caption_lines: u32,
 }
 
 /// The kind of screen the clips are drawn on.
@@ -652,6 +658,7 @@ impl Default for KioskConfig {
             max_processing_ms: 30_000,
             max_speaking_ms: 120_000,
             min_press_ms: 300,
+            caption_linger_ms: 20_000,
         }
     }
 }
@@ -675,6 +682,7 @@ impl Default for DisplayConfig {
         DisplayConfig {
             backend: DisplayBackend::Auto,
             device: String::new(),
+            caption_lines: 20,
         }
     }
 }

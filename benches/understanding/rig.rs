@@ -155,6 +155,11 @@ pub struct Asked {
 
 impl Rig {
     pub async fn start() -> Rig {
+        Rig::start_with(|_| {}).await
+    }
+
+    /// A rig whose kiosk's configuration `tweak` adjusts (its devices are simulated).
+    pub async fn start_with(tweak: impl FnOnce(&mut docent::config::Config)) -> Rig {
         if std::env::var_os("UNDERSTANDING_VERBOSE").is_some() {
             // How each question's two recognition passes were weighed.
             let _ = tracing_subscriber::fmt()
@@ -162,7 +167,11 @@ impl Rig {
                 .try_init();
         }
         let dir = tempfile::tempdir().expect("temp dir");
-        let kiosk = Kiosk::start(dir.path(), |c| c.devices = DeviceMode::Sim).await;
+        let kiosk = Kiosk::start(dir.path(), |c| {
+            c.devices = DeviceMode::Sim;
+            tweak(c);
+        })
+        .await;
         let ready = &kiosk.ready;
         let site = kiosk.site();
         let character = make_character(&reqwest::Client::new(), &site).await;
@@ -215,6 +224,12 @@ impl Rig {
     #[allow(dead_code)] // The CI test's, not the benchmark's.
     pub fn engine(&self) -> std::sync::Arc<docent::engine::Engine> {
         self.kiosk.ready.engine.clone()
+    }
+
+    /// The kiosk's devices (its simulated screen, audio and state).
+    #[allow(dead_code)] // The CI test's, not the benchmark's.
+    pub fn devices(&self) -> std::sync::Arc<Devices> {
+        self.devices.clone()
     }
 
     /// Asks `q` in `voice`, the recording changed by the next variation in turn.

@@ -120,6 +120,11 @@ async fn device(_: Internal, State(s): State<AppState>) -> Json<Value> {
         "mode": d.mode,
         "status": state.status,
         "character_id": state.character_id,
+        "captions": {
+            "level": state.captions.level,
+            "heard": state.captions.heard,
+            "said": state.captions.said,
+        },
         "health": d.health.get(),
         "button": d.sim_button.as_ref().map(|b| b.get()),
         "led": d.led(),

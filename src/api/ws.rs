@@ -441,6 +441,7 @@ fn frame_of(event: &Event, wants_audio: bool) -> Option<(Option<u64>, Message)> 
         | Event::AudioEnd { .. }
         | Event::Audio { .. }
         | Event::UserSpeech { .. }
+        | Event::Caption { .. }
         | Event::Closed => return None,
     };
     Some((None, text(v)))

@@ -60,6 +60,9 @@ const REOPEN_FIRST: Duration = Duration::from_millis(100);
 const REOPEN_MAX: Duration = Duration::from_secs(2);
 /// Longest sleep of the playback thread while it has audio to write or a reply to finish.
 const PLAY_TICK: Duration = Duration::from_millis(5);
+/// How often marks still ahead of the speaker are looked at while nothing else wakes the
+/// thread (captions follow the speech within this).
+const MARK_TICK: Duration = Duration::from_millis(20);
 
 /// alsa-lib's configuration tree is global: opens (which read it) and the loading of the
 /// simulated devices (which changes it) take turns.
@@ -356,6 +359,13 @@ enum PlayCmd {
     End {
         seq: u64,
     },
+    /// Report `Played::Reached { seq, mark }` once sample `at` of turn `seq` (24 kHz, from
+    /// its beginning) is on its way out of the speaker.
+    Mark {
+        seq: u64,
+        at: u64,
+        mark: u64,
+    },
     /// Stops at once, dropping what is queued.
     Stop,
     Volume(u8),
@@ -366,6 +376,8 @@ enum PlayCmd {
 pub enum Played {
     /// Every sample of turn `seq` has been played (or the speaker is gone).
     Finished { seq: u64 },
+    /// The speaker reached the sample of a `mark` (the start of a captioned sentence).
+    Reached { seq: u64, mark: u64 },
 }
 
 /// What the speaker did, with times, for whoever watches (tests, benchmarks).
@@ -535,7 +547,8 @@ impl Audio {
     fn play_cmd(&self, cmd: PlayCmd) {
         if let Some(tx) = &*self.assistive.lock().expect("audio lock") {
             let second = match &cmd {
-                PlayCmd::Volume(_) => None,
+                // The speaker's marks: only its reports are followed.
+                PlayCmd::Volume(_) | PlayCmd::Mark { .. } => None,
                 PlayCmd::Begin { seq, .. } => Some(PlayCmd::Begin {
                     seq: *seq,
                     volume: self.assistive_volume.load(Ordering::Relaxed),
@@ -566,6 +579,12 @@ impl Audio {
 
     pub fn play(&self, seq: u64, pcm: Bytes) {
         self.play_cmd(PlayCmd::Chunk { seq, pcm });
+    }
+
+    /// Asks for `Played::Reached { seq, mark }` when the speaker reaches sample `at` of turn
+    /// `seq` (24 kHz, counted from the turn's first sample).
+    pub fn mark(&self, seq: u64, at: u64, mark: u64) {
+        self.play_cmd(PlayCmd::Mark { seq, at, mark });
     }
 
     pub fn end(&self, seq: u64) {
@@ -783,6 +802,10 @@ struct Player {
     queue: VecDeque<i16>,
     ending: bool,
     written: bool,
+    /// Frames of the turn written to the device, and the marks still ahead of the speaker
+    /// (device frame, mark).
+    frames_written: u64,
+    marks: VecDeque<(u64, u64)>,
     resampler: Resampler,
     pacer: Pacer,
     volume: u8,
@@ -812,6 +835,8 @@ impl Player {
             queue: VecDeque::new(),
             ending: false,
             written: false,
+            frames_written: 0,
+            marks: VecDeque::new(),
             resampler: Resampler::new(OUTPUT_RATE, OUTPUT_RATE),
             pacer: Pacer::new(OUTPUT_RATE, 0),
             volume: 100,
@@ -847,6 +872,7 @@ impl Player {
             }
             if self.current.is_some() {
                 self.write();
+                self.report_marks();
                 self.finish_if_done();
             }
             let timeout = self.sleep_time();
@@ -886,6 +912,7 @@ impl Player {
                 }
             }
             (Some(_), Some(_)) if self.ending => PLAY_TICK,
+            (Some(_), Some(_)) if !self.marks.is_empty() => MARK_TICK,
             _ => Duration::from_secs(1),
         };
         reopen.min(work)
@@ -943,7 +970,32 @@ impl Player {
         // What was queued cannot be played; the turn is over as far as the speaker goes.
         if let Some(seq) = self.current.take() {
             self.queue.clear();
+            self.marks.clear();
             self.played(Played::Finished { seq });
+        }
+    }
+
+    /// Reports the marks the speaker has reached: the frames written but those still in the
+    /// device's buffer (simulated: still ahead of the wall clock).
+    fn report_marks(&mut self) {
+        let (Some(seq), Some((pcm, _))) = (self.current, &self.pcm) else {
+            return;
+        };
+        if self.marks.is_empty() || !self.written {
+            return;
+        }
+        let waiting = if self.setup.sim {
+            self.pacer.ahead(Instant::now())
+        } else {
+            pcm.delay().map_or(0, |d| d.max(0) as u64)
+        };
+        let out = self.frames_written.saturating_sub(waiting);
+        while let Some(&(frame, mark)) = self.marks.front() {
+            if frame > out {
+                break;
+            }
+            self.marks.pop_front();
+            self.played(Played::Reached { seq, mark });
         }
     }
 
@@ -988,6 +1040,8 @@ impl Player {
                 self.current = Some(seq);
                 self.ending = false;
                 self.written = false;
+                self.frames_written = 0;
+                self.marks.clear();
                 self.queue.clear();
                 let rate = self.pcm.as_ref().map_or(OUTPUT_RATE, |(_, s)| s.rate);
                 self.resampler = Resampler::new(OUTPUT_RATE, rate);
@@ -1018,6 +1072,13 @@ impl Player {
                 }
             }
             PlayCmd::End { .. } => {}
+            PlayCmd::Mark { seq, at, mark } if self.current == Some(seq) => {
+                let rate = self.pcm.as_ref().map_or(OUTPUT_RATE, |(_, s)| s.rate);
+                let frame = at * rate as u64 / OUTPUT_RATE as u64;
+                self.marks.push_back((frame, mark));
+                self.report_marks();
+            }
+            PlayCmd::Mark { .. } => {}
             PlayCmd::Stop => {
                 if self.current.is_some() {
                     self.stop();
@@ -1036,6 +1097,7 @@ impl Player {
     fn stop(&mut self) {
         let seq = self.current.take().unwrap_or_default();
         self.queue.clear();
+        self.marks.clear();
         self.ending = false;
         self.pacer.reset();
         if let Some((pcm, _)) = &self.pcm {
@@ -1084,6 +1146,7 @@ impl Player {
                 Ok(done) => {
                     self.queue.drain(..done * channels);
                     self.pacer.advance(done as u64, now);
+                    self.frames_written += done as u64;
                     if !self.written && done > 0 {
                         self.written = true;
                         self.event(AudioEvent::Playing {

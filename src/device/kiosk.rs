@@ -26,6 +26,12 @@
 //!
 //! The microphone is open only while listening, so the kiosk never hears (and answers) itself;
 //! the one way to talk over it is a press (barge-in), which silences it first.
+//!
+//! Captions (`KioskState::captions`, which the display writes): while listening, the
+//! microphone's level; then what the recogniser heard (`UserSpeech`); then each sentence of the
+//! reply (`Caption`) once the speaker reaches its first sample (the playback thread reports the
+//! mark, `Played::Reached`), so the words on the screen are the words being said. After the
+//! reply they stay `caption_linger_ms`, or until the next press.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,10 +40,10 @@ use tokio::sync::{Notify, broadcast, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::KioskState;
 use super::audio::{self, Audio, Captured, Played};
 use super::presence::{self, Presence};
 use super::ptt::{PttEvent, Wake};
+use super::{Captions, KioskState};
 use crate::config::KioskConfig;
 use crate::engine::Engine;
 use crate::engine::access::Owner;
@@ -107,7 +113,21 @@ struct Kiosk {
     announcement: Option<u64>,
     announcements: u64,
     announced: mpsc::UnboundedSender<(u64, Option<Vec<i16>>)>,
+    /// The closed line being said, captioned when it plays.
+    announcement_text: String,
+    /// What the screen writes of the visit now.
+    captions: Captions,
+    /// The turn's sentences and the sample each starts at, in order: `captions.said` shows
+    /// those the speaker has reached.
+    sentences: Vec<(String, u64)>,
+    /// When the last reply's captions leave the screen.
+    linger: Option<Instant>,
+    /// When the microphone's level was last published (a few times a second is enough).
+    level_shown: Instant,
 }
+
+/// How often, at most, the microphone's level is published while listening.
+const LEVEL_EVERY: Duration = Duration::from_millis(100);
 
 /// Runs the loop until `stop`.
 pub async fn run(parts: KioskParts) {
@@ -155,6 +175,11 @@ pub async fn run(parts: KioskParts) {
         announcement: None,
         announcements: 0,
         announced,
+        announcement_text: String::new(),
+        captions: Captions::default(),
+        sentences: Vec::new(),
+        linger: None,
+        level_shown: Instant::now(),
     };
     k.housekeeping().await;
     let mut events: Option<broadcast::Receiver<Event>> = None;
@@ -165,6 +190,7 @@ pub async fn run(parts: KioskParts) {
     loop {
         heartbeat.beat();
         let deadline = k.deadline;
+        let linger = k.linger;
         let presence_due = k.presence.next().map(Instant::from_std);
         tokio::select! {
             biased;
@@ -192,10 +218,12 @@ pub async fn run(parts: KioskParts) {
             },
             Some(c) = recv(&mut captured) => {
                 if k.status == Status::Listening && c.id == k.utterance {
+                    k.hear_level(&c.samples);
                     k.parts.push(c);
                 }
             }
             _ = sleep_until(deadline) => k.timeout(),
+            _ = sleep_until(linger) => k.end_linger(),
             _ = sleep_until(presence_due) => k.presence_tick(),
             _ = tick.tick() => k.housekeeping().await,
             _ = beat.tick() => {}
@@ -248,6 +276,7 @@ impl Kiosk {
                 .as_ref()
                 .map(|v| v.live.id.clone())
                 .unwrap_or_default(),
+            captions: self.captions.clone(),
         };
         self.state.send_if_modified(|s| {
             if *s == next {
@@ -288,6 +317,7 @@ impl Kiosk {
                 }
                 self.parts.clear();
                 self.turn = None;
+                self.clear_captions();
                 self.enter(Status::Listening, Some(self.config.max_utterance_ms));
                 self.opening = self.visit.is_none();
                 if self.opening {
@@ -378,6 +408,20 @@ impl Kiosk {
                 Some(a) => a.end(turn),
                 None => self.finish(),
             },
+            Event::UserSpeech { text, turn_seq } if turn_seq == turn => {
+                self.captions.heard = text;
+                self.publish();
+            }
+            Event::Caption { text, at, turn_seq } if turn_seq == turn => {
+                let mark = self.sentences.len() as u64;
+                self.sentences.push((text, at));
+                match &self.audio {
+                    Some(a) if self.status == Status::Speaking => a.mark(turn, at, mark),
+                    // Marked when the speech begins (`speak`).
+                    Some(_) => {}
+                    None => self.reached(mark),
+                }
+            }
             // The turn ended without a word spoken (text only, or it failed silently).
             Event::Status {
                 status: Status::Idle,
@@ -391,6 +435,9 @@ impl Kiosk {
     fn speak(&mut self, turn: u64) {
         if let Some(a) = &self.audio {
             a.begin(turn, self.volume);
+            for (mark, (_, at)) in self.sentences.iter().enumerate() {
+                a.mark(turn, *at, mark as u64);
+            }
         }
         self.enter(Status::Speaking, Some(self.config.max_speaking_ms));
     }
@@ -398,14 +445,69 @@ impl Kiosk {
     fn finish(&mut self) {
         self.turn = None;
         self.announcement = None;
+        // Whatever was not marked on the speaker (cut short, or no speaker) is written now.
+        if let Some(last) = self.sentences.len().checked_sub(1) {
+            self.reached(last as u64);
+        }
+        self.sentences.clear();
+        self.captions.level = 0;
+        self.linger = (!self.captions.is_empty())
+            .then(|| Instant::now() + Duration::from_millis(self.config.caption_linger_ms));
         self.enter(Status::Idle, None);
     }
 
+    /// The speaker reached sentence `mark`: it and every one before it are written.
+    fn reached(&mut self, mark: u64) {
+        let upto = (mark as usize + 1).min(self.sentences.len());
+        let before = self.captions.said.len();
+        for (text, _) in self.sentences.iter().take(upto).skip(before) {
+            self.captions.said.push(text.clone());
+        }
+        if self.captions.said.len() != before {
+            self.publish();
+        }
+    }
+
+    fn clear_captions(&mut self) {
+        self.captions = Captions::default();
+        self.sentences.clear();
+        self.linger = None;
+    }
+
+    /// The last reply has been on the screen long enough.
+    fn end_linger(&mut self) {
+        self.linger = None;
+        if self.status == Status::Idle {
+            self.captions = Captions::default();
+            self.publish();
+        }
+    }
+
+    /// Publishes the microphone's level (0-100 over -60 to 0 dBFS) a few times a second.
+    fn hear_level(&mut self, samples: &[i16]) {
+        if self.level_shown.elapsed() < LEVEL_EVERY || samples.is_empty() {
+            return;
+        }
+        let power = samples.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / samples.len() as f64;
+        let dbfs = 10.0 * (power.max(1.0) / (i16::MAX as f64).powi(2)).log10();
+        let level = ((dbfs + 60.0) / 60.0 * 100.0).clamp(0.0, 100.0) as u8;
+        if level != self.captions.level {
+            self.captions.level = level;
+            self.level_shown = Instant::now();
+            self.publish();
+        }
+    }
+
     fn played(&mut self, p: Played) {
-        let Played::Finished { seq } = p;
-        let ours = self.turn == Some(seq) || self.announcement == Some(seq);
-        if ours && self.status == Status::Speaking {
-            self.finish();
+        match p {
+            Played::Finished { seq } => {
+                let ours = self.turn == Some(seq) || self.announcement == Some(seq);
+                if ours && self.status == Status::Speaking {
+                    self.finish();
+                }
+            }
+            Played::Reached { seq, mark } if self.turn == Some(seq) => self.reached(mark),
+            Played::Reached { .. } => {}
         }
     }
 
@@ -461,6 +563,7 @@ impl Kiosk {
     /// The session was deleted or expired: the next press opens a new one.
     fn session_gone(&mut self) {
         self.visit = None;
+        self.clear_captions();
         self.publish();
         if self.status != Status::Idle {
             if let Some(a) = &self.audio {
@@ -541,6 +644,7 @@ impl Kiosk {
         self.enter(Status::Processing, Some(self.config.max_processing_ms));
         let engine = self.engine.clone();
         let text = self.hours.closed_line();
+        self.announcement_text = text.clone();
         let done = self.announced.clone();
         tokio::spawn(async move {
             let line = match engine.speak_line(&text).await {
@@ -581,6 +685,8 @@ impl Kiosk {
                 a.begin(seq, self.volume);
                 a.play(seq, crate::engine::audio::samples_to_le(&pcm).into());
                 a.end(seq);
+                self.clear_captions();
+                self.captions.said = vec![self.announcement_text.clone()];
                 self.enter(Status::Speaking, Some(self.config.max_speaking_ms));
             }
             _ => self.finish(),

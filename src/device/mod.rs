@@ -59,6 +59,27 @@ pub struct KioskState {
     pub password_shown: bool,
     /// Whether the kiosk is open (the opening hours in the settings, at the kiosk loop's clock).
     pub opening: Opening,
+    /// What the screen writes of the visit, for a visitor who cannot hear it.
+    pub captions: Captions,
+}
+
+/// The captions of the visit in progress: the kiosk loop keeps them in step with the button,
+/// the recogniser and the speaker; the display writes them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Captions {
+    /// The microphone's level while listening (0-100), so a visitor sees they are heard.
+    pub level: u8,
+    /// What the kiosk understood the visitor to ask ("" until the recogniser answers).
+    pub heard: String,
+    /// The reply's sentences whose speech has reached the speaker, in order: the last is the
+    /// one being said. After the reply they stay for `kiosk.caption_linger_ms`.
+    pub said: Vec<String>,
+}
+
+impl Captions {
+    pub fn is_empty(&self) -> bool {
+        self.heard.is_empty() && self.said.is_empty()
+    }
 }
 
 impl KioskState {
@@ -70,6 +91,7 @@ impl KioskState {
             session_id: String::new(),
             password_shown: false,
             opening: Opening::always(),
+            captions: Captions::default(),
         }
     }
 }

@@ -24,9 +24,10 @@ use crate::store::records::TaskEvent;
 const EVENT_BUFFER: usize = 512;
 
 /// What a session's turn is doing, as clients see it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
+    #[default]
     Idle,
     Listening,
     Processing,
@@ -69,6 +70,13 @@ pub enum Event {
     /// Speech the kiosk starts itself.
     AssistantMessage {
         text: String,
+        turn_seq: u64,
+    },
+    /// A sentence of the reply whose speech starts at sample `at` of the turn's audio (24 kHz,
+    /// from `AudioStart`): what a screen shows, in step with the speaker, as captions.
+    Caption {
+        text: String,
+        at: u64,
         turn_seq: u64,
     },
     AudioStart {

@@ -7,6 +7,9 @@
 mod rig;
 #[path = "../../benches/support/mod.rs"]
 mod support;
+// The captions are read through the same rig's kiosk.
+#[path = "captions.rs"]
+mod captions;
 
 use std::time::Duration;
 

@@ -30,11 +30,13 @@
 //!
 //! # Modules
 //! `screen` (the [`Screen`] trait and [`MemoryScreen`]), `fb` (fbdev), `drm` (DRM/KMS), `scale`
-//! (letterboxing, colour conversion), `still` (PNG/JPEG), `text` (embedded bitmap font), `player`
+//! (letterboxing, colour conversion), `still` (PNG/JPEG), `text` (the outline font, lines by
+//! width), `captions` (the caption panel), `player`
 //! (the thread that decides what to show), `testclip` (encoding test clips; tests and benchmarks
 //! only). Clips are demuxed and decoded by `engine::media::clip`, which the upload's flash check
 //! uses too.
 
+pub mod captions;
 pub mod drm;
 pub mod fb;
 pub mod player;
@@ -409,6 +411,7 @@ mod tests {
         let cfg = DisplayConfig {
             backend: DisplayBackend::Sim,
             device: "320x200".into(),
+            ..DisplayConfig::default()
         };
         let opened = open_screen(&cfg, DeviceMode::Auto);
         assert!(opened.screen.is_some());
@@ -420,6 +423,7 @@ mod tests {
         let none = DisplayConfig {
             backend: DisplayBackend::None,
             device: String::new(),
+            ..DisplayConfig::default()
         };
         assert_eq!(open_screen(&none, DeviceMode::Auto).health, Health::Absent);
         assert_eq!(open_screen(&cfg, DeviceMode::None).health, Health::Absent);
@@ -427,6 +431,7 @@ mod tests {
         let fb = DisplayConfig {
             backend: DisplayBackend::Fbdev,
             device: "/nonexistent/fb7".into(),
+            ..DisplayConfig::default()
         };
         let opened = open_screen(&fb, DeviceMode::Real);
         assert!(opened.screen.is_none());

@@ -3,7 +3,7 @@
 //!
 //! What is shown, first that works wins (a source that fails to decode is remembered and
 //! skipped until it changes):
-//! 1. While idle, in first boot (the password came from `admin_password_file` and no
+//! 1. While idle (and no reply's captions linger), in first boot (the password came from `admin_password_file` and no
 //!    administrator has logged in yet, `Engine::first_boot_password`): the setup screen with the
 //!    admin URL, the certificate's fingerprint (short form) and "hold the button for 5 seconds
 //!    to show the password"; the password itself, in large type, only while the kiosk state
@@ -21,10 +21,11 @@
 //! 4. The active image (PNG/JPEG), letterboxed.
 //! 5. A plain card with the character's name.
 //!
-//! A bottom band shows the name and the status over clips and images. The plan is made again
-//! on every state change (the wait for the next frame ends at once, so a new clip starts within
-//! a frame) and once a second (new uploads, another active image, the end of first boot, a new
-//! network address).
+//! The caption panel (`captions`) covers the bottom of clips, images and the name card: the
+//! name and what to do, what is heard, what is said. The plan is made again on every state
+//! change but the captions' own (the wait for the next frame ends at once, so a new clip starts
+//! within a frame) and once a second (new uploads, another active image, the end of first boot, a
+//! new network address); a change of the captions only draws the panel again.
 //!
 //! Decoding runs on this thread, never on the async runtime; a small current-thread runtime
 //! only waits on the watch channel. The thread ends when the state sender or the engine is gone.
@@ -36,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use super::captions::{self, Panel, View};
 use super::scale::{Rect, YuvScaler, draw_rgb_bilinear};
 use super::screen::Screen;
 use super::still;
@@ -123,11 +125,10 @@ enum Source {
     Card(String),
 }
 
-/// What to show for one state: sources in order of preference, and the overlay text.
+/// What to show for one state: sources in order of preference, and the character's name.
 struct Plan {
     sources: Vec<(Source, Option<BlobRef>)>,
     name: String,
-    status: Status,
 }
 
 enum Showing {
@@ -166,9 +167,13 @@ struct Player {
     frame: Vec<u32>,
     showing: Showing,
     bad: HashSet<Source>,
-    /// Overlay text in force (name, status).
-    name: String,
-    status: Status,
+    /// The state the plan was made for.
+    planned_for: Option<KioskState>,
+    /// What the caption panel shows, and the panel drawn.
+    view: View,
+    panel: Panel,
+    /// `display.caption_lines`: the caption's line box is this part of the height.
+    caption_lines: u32,
     present_failed: bool,
 }
 
@@ -181,6 +186,9 @@ impl Player {
         state: watch::Receiver<KioskState>,
     ) -> Player {
         let size = screen.size();
+        let caption_lines = engine
+            .upgrade()
+            .map_or(20, |e| e.config.display.caption_lines);
         Player {
             engine,
             screen,
@@ -192,8 +200,10 @@ impl Player {
             frame: vec![0; (size.0 * size.1) as usize],
             showing: Showing::Nothing,
             bad: HashSet::new(),
-            name: String::new(),
-            status: Status::Idle,
+            planned_for: None,
+            view: View::default(),
+            panel: Panel::default(),
+            caption_lines,
             present_failed: false,
         }
     }
@@ -208,17 +218,32 @@ impl Player {
         loop {
             if replan || planned.elapsed() >= RECHECK {
                 let state = self.state.borrow_and_update().clone();
-                let Some(engine) = self.engine.upgrade() else {
-                    return;
-                };
-                let size = self.size;
-                let plan = plan(&engine, &state, size, &mut || self.admin_url_text());
-                if self.apply(&engine, plan) {
-                    due = Instant::now();
-                    dirty = true;
+                let same_plan = self.planned_for.as_ref().is_some_and(|p| {
+                    KioskState {
+                        captions: state.captions.clone(),
+                        ..p.clone()
+                    } == state
+                });
+                if replan && same_plan {
+                    // Only the captions moved: the panel, not the plan.
+                    if self.caption(state.status, &state.captions) {
+                        dirty = true;
+                    }
+                } else {
+                    let Some(engine) = self.engine.upgrade() else {
+                        return;
+                    };
+                    let size = self.size;
+                    let plan = plan(&engine, &state, size, &mut || self.admin_url_text());
+                    let panel_changed = self.name(plan.name.clone(), &state);
+                    if self.apply(&engine, plan) || panel_changed {
+                        due = Instant::now();
+                        dirty = true;
+                    }
+                    drop(engine);
+                    planned = Instant::now();
+                    self.planned_for = Some(state);
                 }
-                drop(engine);
-                planned = Instant::now();
                 replan = false;
             }
             let step = match &mut self.showing {
@@ -306,18 +331,35 @@ impl Player {
         text
     }
 
-    /// Switches to the first usable source of `plan`; true when what is shown changed (the
-    /// overlay text included).
+    /// The panel for the character `name` and the state; true when it changed.
+    fn name(&mut self, name: String, state: &KioskState) -> bool {
+        let renamed = name != self.view.name;
+        self.view.name = name;
+        self.caption(state.status, &state.captions) || renamed
+    }
+
+    /// Draws the caption panel again if what it shows changed; true when it did.
+    fn caption(&mut self, status: Status, captions: &crate::device::Captions) -> bool {
+        if self.view.status == status
+            && self.view.captions == *captions
+            && !self.panel.px.is_empty()
+        {
+            return false;
+        }
+        self.view.status = status;
+        self.view.captions = captions.clone();
+        self.panel = captions::draw(&self.view, self.size, self.caption_lines);
+        true
+    }
+
+    /// Switches to the first usable source of `plan`; true when what is shown changed.
     fn apply(&mut self, engine: &Engine, plan: Plan) -> bool {
-        let overlay_changed = plan.name != self.name || plan.status != self.status;
-        self.name = plan.name;
-        self.status = plan.status;
         for (source, blob) in plan.sources {
             if self.bad.contains(&source) {
                 continue;
             }
             if self.showing.source() == Some(&source) {
-                return overlay_changed;
+                return false;
             }
             match self.load(engine, &source, blob.as_ref()) {
                 Ok(showing) => {
@@ -385,8 +427,9 @@ impl Player {
             Showing::Still { base, source } => {
                 self.frame.copy_from_slice(base);
                 match source {
-                    Source::Setup(_) | Source::FirstBoot { .. } | Source::Closed(_) => {}
-                    Source::Card(_) => self.draw_status_only(),
+                    Source::Setup(_) | Source::FirstBoot { .. } => {}
+                    // The closed line, while it is said.
+                    Source::Closed(_) if self.view.captions.said.is_empty() => {}
                     _ => self.draw_overlay(None),
                 }
             }
@@ -394,28 +437,13 @@ impl Player {
         }
     }
 
-    /// Text size of the overlay on this screen: a line box of about a twentieth of its
-    /// height, read from 1.5 m.
-    fn overlay_size(&self) -> u32 {
-        (self.size.1 / 24).max(10)
-    }
-
-    /// The bottom band with the name and the status. `video` is where clip frames are drawn:
-    /// band pixels outside it are cleared, as nothing else redraws them.
+    /// The caption panel over the bottom of the frame. `video` is where clip frames are drawn:
+    /// pixels outside it are cleared, as nothing else redraws them (the panel covers its own).
     fn draw_overlay(&mut self, video: Option<Rect>) {
         let (w, h) = self.size;
-        let size = self.overlay_size();
-        let line = text::line_height(size);
-        let pad = line / 4;
-        let band_h = (line * 2 + pad * 2).min(h);
-        let band = Rect {
-            x: 0,
-            y: h - band_h,
-            w,
-            h: band_h,
-        };
         if let Some(v) = video {
-            for row in band.y..h {
+            // The letterbox: a larger panel before may have been drawn there.
+            for row in 0..self.panel.top.min(h) {
                 let start = (row * w) as usize;
                 let line_px = &mut self.frame[start..start + w as usize];
                 if row < v.y || row >= v.y + v.h {
@@ -426,36 +454,7 @@ impl Player {
                 }
             }
         }
-        let x = (line / 2) as i32;
-        let name = text::ellipsize(&self.name, w - 2 * x as u32, size, Weight::Bold);
-        let status = status_text(self.status);
-        let mut c = Canvas {
-            px: &mut self.frame,
-            w,
-            h,
-        };
-        c.darken(band);
-        let y = (band.y + pad) as i32;
-        c.text_shadowed(x, y, &name, Style::new(size, Weight::Bold, CARD_TEXT));
-        c.text_shadowed(
-            x,
-            y + line as i32,
-            status,
-            Style::new(size, Weight::Regular, ACCENT),
-        );
-    }
-
-    fn draw_status_only(&mut self) {
-        let (w, h) = self.size;
-        let size = self.overlay_size();
-        let status = status_text(self.status);
-        let mut c = Canvas {
-            px: &mut self.frame,
-            w,
-            h,
-        };
-        let y = h as i32 - (text::line_height(size) * 2) as i32;
-        c.text_centered(y, status, Style::new(size, Weight::Regular, ACCENT));
+        self.panel.cover(&mut self.frame, w);
     }
 
     fn present(&mut self) {
@@ -495,15 +494,6 @@ enum Wake {
     Closed,
 }
 
-fn status_text(status: Status) -> &'static str {
-    match status {
-        Status::Idle => "Hold the button to talk",
-        Status::Listening => "Listening...",
-        Status::Processing => "Thinking...",
-        Status::Speaking => "Speaking",
-    }
-}
-
 /// The sources for a state, in order of preference. `admin_url` gives the setup screens'
 /// address line; it is called only when one of them is planned.
 fn plan(
@@ -522,7 +512,8 @@ fn plan(
         .as_ref()
         .map(|c| c.name.clone())
         .unwrap_or_default();
-    if state.status == Status::Idle {
+    // The setup screens wait while the last reply is still written for the visitor.
+    if state.status == Status::Idle && state.captions.said.is_empty() {
         if engine.in_first_boot() {
             sources.push((
                 Source::FirstBoot {
@@ -566,11 +557,7 @@ fn plan(
         }
     }
     sources.push((Source::Card(name.clone()), None));
-    Plan {
-        sources,
-        name,
-        status: state.status,
-    }
+    Plan { sources, name }
 }
 
 /// A soft dark colour picked from the name, so each character's card looks its own.

@@ -420,6 +420,43 @@ fn drawn_line_at(px: &[u32], w: u32, line: &str, colour: u32, x: Option<i32>) ->
         })
 }
 
+/// Where the pixels of `colour` are exactly the fully covered pixels of `lines` set from `x` at
+/// `style`'s size and weight, one line every `pitch` pixels: the top of the first line's box.
+pub fn drawn_lines(
+    px: &[u32],
+    w: u32,
+    x: i32,
+    lines: &[String],
+    style: Style,
+    pitch: u32,
+) -> Option<u32> {
+    let mut want: Vec<(u32, u32)> = lines
+        .iter()
+        .enumerate()
+        .flat_map(|(i, l)| {
+            solid_pixels(l, style, w, x)
+                .into_iter()
+                .map(move |(px, py)| (px, py + i as u32 * pitch))
+        })
+        .collect();
+    want.sort_by_key(|&(x, y)| (y, x));
+    want.dedup();
+    let ink: Vec<(u32, u32)> = px
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| **p == style.colour)
+        .map(|(i, _)| (i as u32 % w, i as u32 / w))
+        .collect();
+    let (&(_, wy0), &(_, iy0)) = (want.first()?, ink.first()?);
+    let top = iy0.checked_sub(wy0)?;
+    (want.len() == ink.len()
+        && want
+            .iter()
+            .zip(&ink)
+            .all(|(&(x, y), &(ix, iy))| x == ix && y + top == iy))
+    .then_some(top)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

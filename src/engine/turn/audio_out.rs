@@ -17,6 +17,8 @@ pub(super) struct AudioOut<'a> {
     turn: &'a Turn,
     started: bool,
     pending: Vec<i16>,
+    /// Samples published so far: where the next sentence's speech starts.
+    sent: u64,
     /// Whether the turn is still the current one (it may publish).
     current: bool,
 }
@@ -27,6 +29,7 @@ impl<'a> AudioOut<'a> {
             turn,
             started: false,
             pending: Vec::with_capacity(AUDIO_CHUNK_SAMPLES),
+            sent: 0,
             current: true,
         }
     }
@@ -47,6 +50,22 @@ impl<'a> AudioOut<'a> {
         }
     }
 
+    /// Samples published or waiting to be: where speech pushed next starts.
+    pub(super) fn position(&self) -> u64 {
+        self.sent + self.pending.len() as u64
+    }
+
+    /// Captions `text` as the speech from sample `at` on.
+    pub(super) fn caption(&self, text: &str, at: u64) {
+        if self.current && !text.trim().is_empty() {
+            self.turn.publish(Event::Caption {
+                text: text.trim().to_string(),
+                at,
+                turn_seq: self.turn.seq,
+            });
+        }
+    }
+
     /// Publishes `samples` at once, in chunks (speech that arrives in pieces of its own).
     pub(super) fn send_all(&mut self, samples: &[i16]) {
         for chunk in samples.chunks(AUDIO_CHUNK_SAMPLES) {
@@ -55,6 +74,7 @@ impl<'a> AudioOut<'a> {
     }
 
     fn send(&mut self, chunk: &[i16]) {
+        self.sent += chunk.len() as u64;
         self.current = self.current
             && self.turn.publish(Event::Audio {
                 pcm: Bytes::from(audio::samples_to_le(chunk)),
@@ -73,9 +93,11 @@ impl<'a> AudioOut<'a> {
 }
 
 impl Speech for AudioOut<'_> {
-    /// The speech of `text` starts: the turn is speaking, and `text` counts as said.
+    /// The speech of `text` starts: the turn is speaking, `text` counts as said, and its
+    /// caption goes with its first sample.
     fn begin(&mut self, text: &str) {
         self.start();
+        self.caption(text, self.position());
         self.turn.said_sentence(text);
     }
 

@@ -4,6 +4,7 @@
 use tokio::sync::mpsc;
 
 use super::audio_out::AudioOut;
+use super::sentences::Sentences;
 use super::{Turn, TurnInput};
 use crate::engine::live::{ErrorCode, Event, Status};
 use crate::engine::providers::{OmniContext, OmniEvent, OmniInput};
@@ -56,6 +57,10 @@ impl Turn {
         let relay = async {
             let mut whole = String::new();
             let mut out = AudioOut::new(self);
+            // The reply's text comes beside its audio: each sentence is captioned from the
+            // audio that had come when its first words did.
+            let mut sentences = Sentences::default();
+            let mut sentence_at: Option<u64> = None;
             while let Some(event) = rx.recv().await {
                 match event {
                     OmniEvent::UserText(text) if !text.is_empty() => {
@@ -65,6 +70,14 @@ impl Turn {
                     OmniEvent::UserText(_) => {}
                     OmniEvent::Delta(d) => {
                         whole.push_str(&d);
+                        let at = *sentence_at.get_or_insert(out.position());
+                        for sentence in sentences.push(&d) {
+                            out.caption(&sentence, at);
+                            sentence_at = None;
+                        }
+                        if sentence_at.is_none() && sentences.pending() {
+                            sentence_at = Some(out.position());
+                        }
                         self.said_delta(&d);
                         self.publish(Event::Transcript {
                             speaker: "assistant",
@@ -79,6 +92,9 @@ impl Turn {
                     }
                     OmniEvent::Audio(_) => {}
                 }
+            }
+            for sentence in sentences.finish() {
+                out.caption(&sentence, sentence_at.unwrap_or_else(|| out.position()));
             }
             out.end();
             whole.trim().to_string()

@@ -116,6 +116,11 @@ impl Sentences {
         out
     }
 
+    /// Whether text of a sentence not yet complete is held.
+    pub(super) fn pending(&self) -> bool {
+        !self.buf.trim().is_empty()
+    }
+
     pub(super) fn finish(&mut self) -> Vec<String> {
         let rest = std::mem::take(&mut self.buf);
         let rest = rest.trim();
