@@ -152,10 +152,13 @@ pub struct Applied {
         (status = 200, description = "Staged; the kiosk restarts into it", body = Applied),
         statuses::NotAdmin,
         (status = 400, description = "Not a content bundle, or not one this kiosk can apply", body = ErrorBody),
-        (status = 403, description = "Not signed with the fleet's key or no key is configured, or a write authenticated by the session cookie from another origin", body = ErrorBody),
-        (status = 409, description = "Not newer than the bundle applied last (without `force`), or a backup or restore is under way", body = ErrorBody),
+        (status = 403, description = "Not signed with the fleet's key or no key is configured, \
+            or a write authenticated by the session cookie from another origin", body = ErrorBody),
+        (status = 409, description = "Not newer than the bundle applied last (without `force`), \
+            or a backup or restore is under way", body = ErrorBody),
         (status = 413, description = "Larger than `limits.backup_bytes`", body = ErrorBody),
-        (status = 507, description = "The data partition is below its reserve, or has no room for the bundle", body = ErrorBody),
+        (status = 507, description = "The data partition is below its reserve, \
+            or has no room for the bundle", body = ErrorBody),
     ))]
 async fn apply(
     _: Admin,
