@@ -58,6 +58,7 @@ async fn put_launch(s: &Server, params: Value, status: u16) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_has_its_shape_and_counts_sessions() {
     let s = Server::start().await;
+    // In setup mode the trusted loopback is the administrator: `version` is in the answer.
     let health = s.get_json("/api/v1/health", 200).await;
     for key in [
         "status",
@@ -79,7 +80,10 @@ async fn health_has_its_shape_and_counts_sessions() {
     assert_eq!(health["sessions"], 0);
     assert_eq!(health["admin_auth"], "setup");
     assert!(health["providers"].is_object(), "{health}");
-    assert_eq!(keys(&health["device"]), ["audio", "display", "ptt"]);
+    assert_eq!(
+        keys(&health["device"]),
+        ["audio", "choice", "display", "ptt"]
+    );
 
     s.post_json("/api/v1/sessions", json!({}), 201).await;
     assert_eq!(s.get_json("/api/v1/health", 200).await["sessions"], 1);
@@ -212,7 +216,10 @@ async fn settings_have_the_documented_shape() {
             ],
         ),
         ("doubao", &["access_token", "access_token_set", "app_id"]),
-        ("kiosk", &["character_id", "language", "volume"]),
+        (
+            "kiosk",
+            &["assistive_volume", "character_id", "language", "volume"],
+        ),
         ("hours", &["closed_days", "enabled", "week", "when_closed"]),
         (
             "fleet",
