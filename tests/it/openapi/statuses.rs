@@ -542,6 +542,67 @@ async fn specific(p: &mut Probe) {
         404,
     )
     .await;
+    // What is not there: an unknown character, image, clip or session (generated ids reach
+    // these only by chance, and the seeded ids pinned for the run never do).
+    let nobody = format!("/api/v1/characters/{UNKNOWN}");
+    for (m, path) in [
+        (Method::GET, nobody.clone()),
+        (Method::GET, format!("{nobody}/images")),
+        (Method::GET, format!("{nobody}/knowledge")),
+        (Method::GET, format!("{nobody}/statistics")),
+        (Method::GET, format!("{nobody}/conversations/messages")),
+        (Method::GET, format!("{nobody}/conversations/unmatched")),
+        (Method::GET, format!("{nobody}/conversations/export")),
+        (Method::GET, format!("/api/v1/avatars/{UNKNOWN}_{image}")),
+        (Method::GET, format!("{chr}/images/absent.png")),
+        (Method::PUT, format!("{chr}/images/absent.png/activate")),
+        (
+            Method::GET,
+            format!("{chr}/idle-videos/{imgbase}/idle/absent.mp4"),
+        ),
+    ] {
+        p.expect(&format!("{m} {path} 404"), admin(p, m.clone(), &path), 404)
+            .await;
+    }
+    p.expect(
+        "POST knowledge/ask unknown character 404",
+        admin(p, Method::POST, &format!("{nobody}/knowledge/ask"))
+            .json(&json!({ "question": "When do you open?" })),
+        404,
+    )
+    .await;
+    p.expect(
+        "POST message unknown session 404",
+        admin(
+            p,
+            Method::POST,
+            &format!("/api/v1/sessions/{UNKNOWN}/message"),
+        )
+        .json(&json!({ "text": "hello" })),
+        404,
+    )
+    .await;
+    let avatar = reqwest::multipart::Form::new().part(
+        "avatar",
+        reqwest::multipart::Part::bytes(crate::support::PNG.to_vec()).file_name("face.png"),
+    );
+    p.expect(
+        "POST avatar unknown character 404",
+        admin(p, Method::POST, &format!("{nobody}/avatar")).multipart(avatar),
+        404,
+    )
+    .await;
+    let file = reqwest::multipart::Form::new().part(
+        "file",
+        reqwest::multipart::Part::bytes(b"# Hours\n\nNine to five.\n".to_vec())
+            .file_name("hours.md"),
+    );
+    p.expect(
+        "POST knowledge file unknown character 404",
+        admin(p, Method::POST, &format!("{nobody}/knowledge/files")).multipart(file),
+        404,
+    )
+    .await;
     for m in [Method::GET, Method::PUT] {
         let path = format!("/api/v1/characters/{UNKNOWN}/screen-questions");
         let req = admin(p, m.clone(), &path).json(&json!({ "questions": [] }));
