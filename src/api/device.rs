@@ -125,6 +125,10 @@ async fn device(_: Internal, State(s): State<AppState>) -> Json<Value> {
             "heard": state.captions.heard,
             "said": state.captions.said,
         },
+        "can_choose": state.can_choose,
+        "questions": state.questions.as_ref().map(|p| json!({
+            "rows": p.rows, "page": p.page, "pages": p.pages, "selected": p.selected,
+        })),
         "health": d.health.get(),
         "button": d.sim_button.as_ref().map(|b| b.get()),
         "led": d.led(),

@@ -1,7 +1,7 @@
 //! Choosing without speaking (EN 301 549 4.2.9): what a visitor does to choose one of the
 //! questions on the screen, from a touch screen (`touch`), up to three GPIO buttons (previous,
 //! next, choose) or, simulated, the internal route. Every source feeds one bounded channel of
-//! [`Choose`], which the kiosk loop takes from [`super::Devices::take_choices`].
+//! [`Choose`], which the kiosk loop reads (`KioskParts::choices`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -27,6 +27,13 @@
 //! The microphone is open only while listening, so the kiosk never hears (and answers) itself;
 //! the one way to talk over it is a press (barge-in), which silences it first.
 //!
+//! Choosing without speaking (docs/touch.md): a touch or a choice button while idle opens the
+//! question screen (`KioskState::questions`: the character's questions on the screen, a page at
+//! a time); a touch on a question, or "choose" on the one the buttons point at, asks it as a
+//! spoken question would be (a turn of the visit; captions; cut by a press or a touch). A touch
+//! while the kiosk thinks or speaks cuts the reply and opens the question screen. The screen
+//! closes by its "Close", a press, or after `QUESTIONS_IDLE` without a choice.
+//!
 //! Captions (`KioskState::captions`, which the display writes): while listening, the
 //! microphone's level; then what the recogniser heard (`UserSpeech`); then each sentence of the
 //! reply (`Caption`) once the speaker reaches its first sample (the playback thread reports the
@@ -41,11 +48,14 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::audio::{self, Audio, Captured, Played};
+use super::choice::Choose;
+use super::display::questions::{self, Hit, Page};
 use super::presence::{self, Presence};
 use super::ptt::{PttEvent, Wake};
 use super::{Captions, KioskState};
 use crate::config::KioskConfig;
 use crate::engine::Engine;
+use crate::engine::ScreenQuestion;
 use crate::engine::access::Owner;
 use crate::engine::hours::{Clock, Opening, WhenClosed};
 use crate::engine::live::{AudioWanted, Event, LiveSession, Status};
@@ -76,7 +86,13 @@ pub struct KioskParts {
     pub clock: Arc<dyn Clock>,
     /// The console's "test sound" requests, each at a volume (0-100).
     pub test_sounds: mpsc::UnboundedReceiver<u8>,
+    /// Touches and choice buttons (`None`: the kiosk has neither).
+    pub choices: Option<mpsc::Receiver<Choose>>,
 }
+
+/// The question screen closes after this long without a choice (the next visitor finds the
+/// kiosk as it should be).
+const QUESTIONS_IDLE: Duration = Duration::from_secs(45);
 
 /// The visitor's session as the kiosk holds it.
 struct Visit {
@@ -124,6 +140,12 @@ struct Kiosk {
     linger: Option<Instant>,
     /// When the microphone's level was last published (a few times a second is enough).
     level_shown: Instant,
+    /// The character's questions on the screen (read at housekeeping), whether a visitor has
+    /// a way to choose them, and the question screen while open (page, row pointed at, when
+    /// it closes by itself).
+    screen_questions: Vec<ScreenQuestion>,
+    can_choose: bool,
+    choosing: Option<(usize, usize, Instant)>,
 }
 
 /// How often, at most, the microphone's level is published while listening.
@@ -145,7 +167,10 @@ pub async fn run(parts: KioskParts) {
         stall,
         clock,
         mut test_sounds,
+        choices,
     } = parts;
+    let can_choose = choices.is_some();
+    let mut choices = choices;
     let (announced, mut announced_rx) = mpsc::unbounded_channel();
     let mut captured = captured;
     let mut played = played;
@@ -180,6 +205,9 @@ pub async fn run(parts: KioskParts) {
         sentences: Vec::new(),
         linger: None,
         level_shown: Instant::now(),
+        screen_questions: Vec::new(),
+        can_choose,
+        choosing: None,
     };
     k.housekeeping().await;
     let mut events: Option<broadcast::Receiver<Event>> = None;
@@ -191,6 +219,7 @@ pub async fn run(parts: KioskParts) {
         heartbeat.beat();
         let deadline = k.deadline;
         let linger = k.linger;
+        let questions_close = k.choosing.map(|(_, _, until)| until);
         let presence_due = k.presence.next().map(Instant::from_std);
         tokio::select! {
             biased;
@@ -206,6 +235,8 @@ pub async fn run(parts: KioskParts) {
             Some(p) = recv(&mut played) => k.played(p),
             Some((seq, line)) = announced_rx.recv() => k.announce(seq, line),
             Some(volume) = test_sounds.recv() => k.test_sound(volume),
+            Some(c) = recv_bounded(&mut choices) => k.choose(c, &mut events).await,
+            _ = sleep_until(questions_close) => k.close_questions(),
             event = next_event(&mut events) => match event {
                 Ok(e) => k.event(e),
                 Err(broadcast::error::RecvError::Lagged(n)) => {
@@ -236,6 +267,13 @@ pub async fn run(parts: KioskParts) {
 }
 
 async fn recv<T>(rx: &mut Option<mpsc::UnboundedReceiver<T>>) -> Option<T> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn recv_bounded<T>(rx: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
     match rx {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
@@ -277,6 +315,10 @@ impl Kiosk {
                 .map(|v| v.live.id.clone())
                 .unwrap_or_default(),
             captions: self.captions.clone(),
+            questions: self
+                .choosing
+                .map(|(page, selected, _)| self.page(page, selected)),
+            can_choose: self.can_choose && !self.screen_questions.is_empty(),
         };
         self.state.send_if_modified(|s| {
             if *s == next {
@@ -298,6 +340,7 @@ impl Kiosk {
             PttEvent::Release | PttEvent::Tap => self.presence.release(),
         }
         if e == PttEvent::Press {
+            self.choosing = None;
             self.follow_hours();
             if !self.hours.open {
                 self.closed_press();
@@ -693,6 +736,130 @@ impl Kiosk {
         }
     }
 
+    /// Page `page` of the question screen, `selected` its row the buttons point at.
+    fn page(&self, page: usize, selected: usize) -> Page {
+        let pages = self.screen_questions.len().div_ceil(questions::ROWS).max(1);
+        Page {
+            rows: self
+                .screen_questions
+                .iter()
+                .skip(page * questions::ROWS)
+                .take(questions::ROWS)
+                .map(|q| q.text.clone())
+                .collect(),
+            page,
+            pages,
+            selected,
+        }
+    }
+
+    /// A touch or a choice button.
+    async fn choose(&mut self, c: Choose, events: &mut Option<broadcast::Receiver<Event>>) {
+        self.follow_hours();
+        if self.screen_questions.is_empty() || !self.hours.open || self.engine.in_first_boot() {
+            return;
+        }
+        let Some((page, selected, _)) = self.choosing else {
+            // The first touch opens the question screen; one while the kiosk listens, thinks
+            // or speaks cuts that first, as a press does.
+            match self.status {
+                Status::Idle => {}
+                Status::Listening => return,
+                Status::Processing | Status::Speaking => self.cut(),
+            }
+            self.clear_captions();
+            self.open_questions(0, 0);
+            return;
+        };
+        let count = self.screen_questions.len();
+        let pages = count.div_ceil(questions::ROWS).max(1);
+        let rows = self.page(page, selected).rows.len();
+        let index = |page: usize, row: usize| page * questions::ROWS + row;
+        match c {
+            Choose::Touch { x, y } => match questions::hit(x, y, rows) {
+                Hit::Row(row) => self.ask_question(index(page, row), events).await,
+                Hit::Previous => self.open_questions((page + pages - 1) % pages, 0),
+                Hit::Next => self.open_questions((page + 1) % pages, 0),
+                Hit::Close => self.close_questions(),
+                Hit::Nothing => self.open_questions(page, selected),
+            },
+            // The buttons walk the questions one by one, across pages.
+            Choose::Previous | Choose::Next => {
+                let at = index(page, selected);
+                let to = if c == Choose::Next {
+                    (at + 1) % count
+                } else {
+                    (at + count - 1) % count
+                };
+                self.open_questions(to / questions::ROWS, to % questions::ROWS);
+            }
+            Choose::Choose => self.ask_question(index(page, selected), events).await,
+        }
+    }
+
+    /// Shows (or keeps showing) the question screen at `page`, `selected`, for another while.
+    fn open_questions(&mut self, page: usize, selected: usize) {
+        self.choosing = Some((page, selected, Instant::now() + QUESTIONS_IDLE));
+        self.publish();
+    }
+
+    fn close_questions(&mut self) {
+        if self.choosing.take().is_some() {
+            self.publish();
+        }
+    }
+
+    /// The kiosk's reply in progress stops (playback at once, the turn cancelled).
+    fn cut(&mut self) {
+        if let Some(a) = &self.audio {
+            a.stop_capture();
+            a.stop_playback();
+        }
+        if let Some(v) = &self.visit {
+            self.engine.interrupt(&v.live);
+        }
+        self.parts.clear();
+        self.turn = None;
+        self.announcement = None;
+        self.enter(Status::Idle, None);
+    }
+
+    /// Asks question `index` of the screen as the visit's next turn.
+    async fn ask_question(
+        &mut self,
+        index: usize,
+        events: &mut Option<broadcast::Receiver<Event>>,
+    ) {
+        let Some(q) = self.screen_questions.get(index).cloned() else {
+            return;
+        };
+        self.choosing = None;
+        if self.visit.is_none() {
+            *events = self.open_visit().await;
+        }
+        let Some(live) = self.visit.as_ref().map(|v| v.live.clone()) else {
+            self.publish();
+            return;
+        };
+        let engine = self.engine.clone();
+        let id = q.id.clone();
+        let asked = tokio::task::spawn_blocking(move || engine.ask_on_screen(&live, &id)).await;
+        match asked {
+            Ok(Ok(seq)) => {
+                tracing::info!(turn = seq, "kiosk: a question chosen on the screen");
+                self.clear_captions();
+                self.captions.heard = q.text;
+                self.turn = Some(seq);
+                self.enter(Status::Processing, Some(self.config.max_processing_ms));
+            }
+            Ok(Err(e)) => {
+                tracing::warn!("kiosk: the question chosen cannot be asked: {e}");
+                self.publish();
+            }
+            Err(_) => self.publish(),
+        }
+    }
+
     /// Follows the settings: the volume, the opening hours, and the kiosk character (a new
     /// character means a new session at the next press).
     async fn housekeeping(&mut self) {
@@ -717,6 +884,20 @@ impl Kiosk {
             .and_then(|c| c.ok())
             .map(|c| c.id)
             .unwrap_or_default();
+        if self.can_choose {
+            let engine = self.engine.clone();
+            let id = character.clone();
+            let questions = tokio::task::spawn_blocking(move || engine.on_screen_questions(&id))
+                .await
+                .ok()
+                .and_then(|q| q.ok())
+                .unwrap_or_default();
+            if questions != self.screen_questions {
+                self.screen_questions = questions;
+                self.choosing = None;
+                self.publish();
+            }
+        }
         if character != self.character_id {
             self.character_id = character;
             if self.status == Status::Idle

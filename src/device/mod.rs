@@ -61,6 +61,11 @@ pub struct KioskState {
     pub opening: Opening,
     /// What the screen writes of the visit, for a visitor who cannot hear it.
     pub captions: Captions,
+    /// The question screen, while a visitor chooses a question without speaking.
+    pub questions: Option<display::questions::Page>,
+    /// Whether a visitor can choose a question (the character has questions on the screen and
+    /// the kiosk has a touch screen, buttons or their simulation): the idle screen says how.
+    pub can_choose: bool,
 }
 
 /// The captions of the visit in progress: the kiosk loop keeps them in step with the button,
@@ -92,6 +97,8 @@ impl KioskState {
             password_shown: false,
             opening: Opening::always(),
             captions: Captions::default(),
+            questions: None,
+            can_choose: false,
         }
     }
 }
@@ -202,7 +209,7 @@ pub struct Devices {
     stall: Option<Arc<Notify>>,
     /// The kiosk loop's test sound requests (none without a kiosk loop).
     test_sounds: Option<mpsc::UnboundedSender<u8>>,
-    /// The touch screen and the choice buttons (see `take_choices`).
+    /// The touch screen and the choice buttons (the kiosk loop took their receiver).
     choice: choice::Inputs,
     running: Mutex<Option<Running>>,
 }
@@ -335,6 +342,7 @@ impl Devices {
             stall: stall.clone(),
             clock,
             test_sounds: test_sounds_rx,
+            choices: choice.take(),
         }));
         let test_sounds = audio.is_some().then_some(test_sounds);
         let h = health.get();
@@ -373,12 +381,6 @@ impl Devices {
             (None, DeviceMode::None) => Err(PressError::NoDevices),
             (None, _) => Err(PressError::NotSimulated),
         }
-    }
-
-    /// The visitor's choices without speaking (touch, buttons, the simulated route), once: the
-    /// kiosk loop takes the receiver; `None` after that, or without devices.
-    pub fn take_choices(&self) -> Option<mpsc::Receiver<choice::Choose>> {
-        self.choice.take()
     }
 
     /// A simulated choice (the internal route): into the same channel as a real touch.

@@ -32,6 +32,8 @@ use std::time::Instant;
 use crate::config::Config;
 use crate::store::Store;
 pub use crate::store::blobs::{BlobRef, Blobs};
+/// A question on the kiosk's screen, as the device layer reads it.
+pub use crate::store::records::ScreenQuestion;
 pub use error::{Error, Result};
 
 /// The one engine of the process, shared by every front door.

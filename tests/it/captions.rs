@@ -147,6 +147,7 @@ impl Screen {
                 heard: heard.into(),
                 said: said.iter().map(|s| s.to_string()).collect(),
             },
+            can_choose: false,
         }
     }
 

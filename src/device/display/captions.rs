@@ -35,6 +35,8 @@ pub struct View {
     pub status: Status,
     pub name: String,
     pub captions: Captions,
+    /// The visitor can choose a question on the screen instead of speaking.
+    pub can_choose: bool,
 }
 
 /// One line of the panel.
@@ -131,7 +133,11 @@ pub fn lines(view: &View, w: u32, size: u32, max: usize) -> Vec<Line> {
             out.extend(heard());
             let room_lines = max.saturating_sub(out.len() + 1).max(1);
             out.extend(reply(&c.said.join(" "), room_lines, true));
-            out.push(state("Hold the button to ask more"));
+            out.push(state(if view.can_choose {
+                "Hold the button or touch the screen to ask more"
+            } else {
+                "Hold the button to ask more"
+            }));
         }
         Status::Idle => {
             if !view.name.is_empty() {
@@ -141,6 +147,9 @@ pub fn lines(view: &View, w: u32, size: u32, max: usize) -> Vec<Line> {
                 });
             }
             out.push(state("Hold the button to talk"));
+            if view.can_choose {
+                out.push(state("or touch the screen to choose a question"));
+            }
         }
     }
     out.truncate(max);
@@ -231,6 +240,7 @@ mod tests {
                 heard: "who are you".into(),
                 said: vec![long.trim().to_string()],
             },
+            can_choose: false,
         };
         let panel = draw(&view, (800, 480), 20);
         assert!(panel.top >= 480 - (480.0 * MAX_SHARE) as u32);

@@ -40,6 +40,7 @@ pub mod captions;
 pub mod drm;
 pub mod fb;
 pub mod player;
+pub mod questions;
 pub mod scale;
 pub mod screen;
 pub mod still;

@@ -3,6 +3,7 @@
 //!
 //! What is shown, first that works wins (a source that fails to decode is remembered and
 //! skipped until it changes):
+//! 0. While a visitor chooses a question without speaking: the question screen (`questions`).
 //! 1. While idle (and no reply's captions linger), in first boot (the password came from `admin_password_file` and no
 //!    administrator has logged in yet, `Engine::first_boot_password`): the setup screen with the
 //!    admin URL, the certificate's fingerprint (short form) and "hold the button for 5 seconds
@@ -38,6 +39,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use super::captions::{self, Panel, View};
+use super::questions;
 use super::scale::{Rect, YuvScaler, draw_rgb_bilinear};
 use super::screen::Screen;
 use super::still;
@@ -120,6 +122,8 @@ enum Source {
     },
     /// The closed screen, with when the kiosk opens again ("" when not known).
     Closed(String),
+    /// The question screen, a page of it.
+    Questions(questions::Page),
     Clip(String),
     Image(String),
     Card(String),
@@ -226,7 +230,7 @@ impl Player {
                 });
                 if replan && same_plan {
                     // Only the captions moved: the panel, not the plan.
-                    if self.caption(state.status, &state.captions) {
+                    if self.caption(&state) {
                         dirty = true;
                     }
                 } else {
@@ -335,19 +339,21 @@ impl Player {
     fn name(&mut self, name: String, state: &KioskState) -> bool {
         let renamed = name != self.view.name;
         self.view.name = name;
-        self.caption(state.status, &state.captions) || renamed
+        self.caption(state) || renamed
     }
 
     /// Draws the caption panel again if what it shows changed; true when it did.
-    fn caption(&mut self, status: Status, captions: &crate::device::Captions) -> bool {
-        if self.view.status == status
-            && self.view.captions == *captions
+    fn caption(&mut self, state: &KioskState) -> bool {
+        if self.view.status == state.status
+            && self.view.captions == state.captions
+            && self.view.can_choose == state.can_choose
             && !self.panel.px.is_empty()
         {
             return false;
         }
-        self.view.status = status;
-        self.view.captions = captions.clone();
+        self.view.status = state.status;
+        self.view.captions = state.captions.clone();
+        self.view.can_choose = state.can_choose;
         self.panel = captions::draw(&self.view, self.size, self.caption_lines);
         true
     }
@@ -400,6 +406,7 @@ impl Player {
             }
             (Source::Card(name), _) => draw_card(&mut base, self.size, name),
             (Source::Closed(when), _) => draw_closed(&mut base, self.size, when),
+            (Source::Questions(page), _) => questions::draw(&mut base, self.size, page),
             (Source::Setup(url), _) => draw_setup(&mut base, self.size, url, &self.fingerprint),
             (
                 Source::FirstBoot {
@@ -427,7 +434,7 @@ impl Player {
             Showing::Still { base, source } => {
                 self.frame.copy_from_slice(base);
                 match source {
-                    Source::Setup(_) | Source::FirstBoot { .. } => {}
+                    Source::Setup(_) | Source::FirstBoot { .. } | Source::Questions(_) => {}
                     // The closed line, while it is said.
                     Source::Closed(_) if self.view.captions.said.is_empty() => {}
                     _ => self.draw_overlay(None),
@@ -503,6 +510,9 @@ fn plan(
     admin_url: &mut dyn FnMut() -> String,
 ) -> Plan {
     let mut sources = Vec::new();
+    if let Some(page) = &state.questions {
+        sources.push((Source::Questions(page.clone()), None));
+    }
     let character = if state.character_id.is_empty() {
         None
     } else {
