@@ -140,9 +140,11 @@ fn password_file(dir: &Path) -> std::path::PathBuf {
 }
 
 /// The real binary on simulated devices, its password read from `file` (first boot).
+/// The last reply's captions linger half a second (not 20 s): the setup screen waits for them,
+/// and a visitor's press here starts a turn whose reply would hold it back.
 fn in_first_boot(file: &Path) -> Process {
     Process::new().args(["--devices", "sim"]).config(&format!(
-        "admin_password_file = {:?}\n",
+        "admin_password_file = {:?}\n[kiosk]\ncaption_linger_ms = 500\n",
         file.to_str().unwrap()
     ))
 }
