@@ -13,6 +13,11 @@
 //! 3. The upload's flash check (`engine::media::flash::check`, docs/clips-flash.md) of a calm
 //!    10 s clip at 25 fps, 480p to 1080p: thread CPU and wall time, beside decoding the same
 //!    frames alone. `cargo bench --bench display -- flash` runs only this part.
+//! 4. Captions (`display::captions::draw`): one caption frame (a question heard and a sentence
+//!    of two lines being said) drawn at 800x480 and 1920x1080, cold (a new thread: every glyph
+//!    rasterised) and warm (the player's case: glyphs cached), and the copy of the panel under
+//!    each video frame. Target: <= 5 ms a caption frame at 1920x1080.
+//!    `cargo bench --bench display -- captions` runs only this part.
 
 mod support;
 
@@ -208,10 +213,66 @@ fn flash_check_figures() {
     }
 }
 
+/// A caption frame: the question heard and a sentence of the reply being said.
+fn caption_view(n: usize) -> display::captions::View {
+    display::captions::View {
+        status: Status::Speaking,
+        name: "Harbour guide".into(),
+        captions: docent::device::Captions {
+            level: 0,
+            heard: "where is the cafe".into(),
+            said: vec![format!(
+                "The cafe is on the ground floor, next to the main entrance, and it serves \
+                 coffee, cake and soup until five ({n})."
+            )],
+        },
+        can_choose: false,
+    }
+}
+
+fn caption_figures() {
+    for size in [(800u32, 480u32), (1920, 1080)] {
+        // Cold: a thread of its own, whose glyph cache starts empty.
+        let cold = std::thread::spawn(move || {
+            let t = thread_cpu();
+            let panel = display::captions::draw(&caption_view(0), size, 20);
+            (thread_cpu() - t, panel.px.len())
+        })
+        .join()
+        .unwrap();
+        let mut warm = Vec::new();
+        let mut frame = vec![0u32; (size.0 * size.1) as usize];
+        let mut cover = Vec::new();
+        for n in 0..200 {
+            let t = thread_cpu();
+            let panel = display::captions::draw(&caption_view(n % 10), size, 20);
+            warm.push((thread_cpu() - t).as_secs_f64() * 1000.0);
+            let t = thread_cpu();
+            panel.cover(&mut frame, size.0);
+            cover.push((thread_cpu() - t).as_secs_f64() * 1000.0);
+        }
+        println!(
+            "captions {}x{}: panel {} px; cold {:.2} ms; warm mean {:.2} ms, p95 {:.2} ms; \
+             copy under a frame p95 {:.3} ms",
+            size.0,
+            size.1,
+            cold.1,
+            cold.0.as_secs_f64() * 1000.0,
+            warm.iter().sum::<f64>() / warm.len() as f64,
+            percentile(&mut warm, 0.95),
+            percentile(&mut cover, 0.95),
+        );
+    }
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; `flash` runs only the flash check's figures.
     if std::env::args().any(|a| a == "flash") {
         flash_check_figures();
+        return;
+    }
+    if std::env::args().any(|a| a == "captions") {
+        caption_figures();
         return;
     }
     let cases = [
@@ -282,4 +343,5 @@ fn main() {
         );
     }
     flash_check_figures();
+    caption_figures();
 }
