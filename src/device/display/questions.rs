@@ -110,7 +110,13 @@ pub fn draw(px: &mut [u32], (w, h): (u32, u32), page: &Page) {
             row_h - row_h / 10,
             bg,
         );
-        let mut lines = text::wrap(q, room, size, Weight::Regular);
+        // The row pointed at is told by a mark too, not by its colour alone.
+        let q = if i == page.selected {
+            format!("› {q}")
+        } else {
+            q.clone()
+        };
+        let mut lines = text::wrap(&q, room, size, Weight::Regular);
         if lines.len() > 2 {
             lines.truncate(2);
             lines[1] = text::ellipsize(&format!("{}…", lines[1]), room, size, Weight::Regular);
