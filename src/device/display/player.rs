@@ -4,13 +4,14 @@
 //! What is shown, first that works wins (a source that fails to decode is remembered and
 //! skipped until it changes):
 //! 0. While a visitor chooses a question without speaking: the question screen (`questions`).
-//! 1. While idle (and no reply's captions linger), in first boot (the password came from `admin_password_file` and no
+//! 1. While idle, in first boot (the password came from `admin_password_file` and no
 //!    administrator has logged in yet, `Engine::first_boot_password`): the setup screen with the
 //!    admin URL, the certificate's fingerprint (short form) and "hold the button for 5 seconds
 //!    to show the password"; the password itself, in large type, only while the kiosk state
 //!    says so (`KioskState::password_shown`: the button was held 5 s less than 10 minutes ago,
-//!    see `device::presence`). In setup mode (no administrator password) while idle: the setup
-//!    screen with the admin URL and the fingerprint. The URL is worked out from the listen address
+//!    see `device::presence`). In setup mode (no administrator password) while idle and no
+//!    reply is still written for a visitor: the setup screen with the admin URL and the
+//!    fingerprint. The URL is worked out from the listen address
 //!    at every plan ([`super::admin_url`]): an address the board got after `docent` started (DHCP)
 //!    is shown within about a second, and while it has none the screen says it is waiting for
 //!    the network.
@@ -522,8 +523,9 @@ fn plan(
         .as_ref()
         .map(|c| c.name.clone())
         .unwrap_or_default();
-    // The setup screens wait while the last reply is still written for the visitor.
-    if state.status == Status::Idle && state.captions.said.is_empty() {
+    // The setup screen waits while the last reply is still written for the visitor; the
+    // first-boot screen does not: there the button is the administrator's (the 5 s hold).
+    if state.status == Status::Idle {
         if engine.in_first_boot() {
             sources.push((
                 Source::FirstBoot {
@@ -532,7 +534,7 @@ fn plan(
                 },
                 None,
             ));
-        } else if !engine.has_admin_password() {
+        } else if !engine.has_admin_password() && state.captions.said.is_empty() {
             sources.push((Source::Setup(admin_url()), None));
         }
     }
