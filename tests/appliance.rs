@@ -393,7 +393,7 @@ fn visit(b: &mut Board, rt: &Runtime, admin: &Admin, dir: &Path) {
     let looking = Instant::now();
     while green < 0.5 && looking.elapsed() < Duration::from_secs(15) {
         let s = b.screendump(&dir.join("speaking.ppm"));
-        green = green.max(s.fraction(|p| near(p, SPEAKING_COLOUR)));
+        green = green.max(s.fraction_above(0.55, |p| near(p, SPEAKING_COLOUR)));
         centre = s.pixel(s.width / 2, s.height / 2);
     }
     wait_frame(&frames, "the reply ends", Duration::from_secs(120), |f| {
@@ -402,8 +402,9 @@ fn visit(b: &mut Board, rt: &Runtime, admin: &Admin, dir: &Path) {
     if green < 0.5 {
         eprintln!("docent's log:\n{}", b.sh(DOCENT_LOG));
     }
+    // Above the captions: the answer stays written below the clip for a while.
     wait_screen(b, dir, "the idle clip plays again", |s| {
-        s.fraction(|p| near(p, IDLE_COLOUR)) > 0.5
+        s.fraction_above(0.55, |p| near(p, IDLE_COLOUR)) > 0.5
     });
     assert!(
         green > 0.5,

@@ -535,8 +535,15 @@ impl Screen {
 
     /// The share of a grid of sample points whose colour passes `matches`.
     pub fn fraction(&self, matches: impl Fn((u8, u8, u8)) -> bool) -> f64 {
+        self.fraction_above(1.0, matches)
+    }
+
+    /// The share of the pixels in the top `part` of the screen (0..1 of its height) that match:
+    /// the picture above the caption panel, which covers at most the bottom 45 %.
+    pub fn fraction_above(&self, part: f64, matches: impl Fn((u8, u8, u8)) -> bool) -> f64 {
+        let rows = ((self.height as f64 * part) as usize).min(self.height);
         let (mut hits, mut all) = (0, 0);
-        for y in (0..self.height).step_by(16) {
+        for y in (0..rows).step_by(16) {
             for x in (0..self.width).step_by(16) {
                 all += 1;
                 hits += usize::from(matches(self.pixel(x, y)));
