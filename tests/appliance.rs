@@ -218,6 +218,7 @@ fn the_image_is_what_it_claims(b: &mut Board) {
         b.sh("grep ' /data ' /proc/mounts | cut -d' ' -f1"),
         "/data is the partition named data"
     );
+    raucs_state_stays_put(b);
     assert!(b.sh("cat /proc/cmdline").contains("docent.slot=A"));
     assert_eq!(
         b.sh("fw_printenv -n BOOT_A_LEFT"),
@@ -253,6 +254,50 @@ fn the_image_is_what_it_claims(b: &mut Board) {
         b.sh("systemd-analyze time"),
         b.sh("systemd-analyze blame > /tmp/blame; head -n 12 /tmp/blame")
     );
+}
+
+/// Issue 34: RAUC's state (`/data/rauc`, root's) sits in `/data`, which docent owns. It is a
+/// mount point (board/systemd/data-rauc.mount), so docent cannot rename it aside, neither on
+/// the board nor in its own mount namespace (the unit's `PrivateMounts=`). Without the mount the
+/// same rename succeeds: the test takes it away for a moment (as root) to show it is what holds.
+fn raucs_state_stays_put(b: &mut Board) {
+    let as_docent = "setpriv --reuid=docent --regid=docent --init-groups";
+    let rename = format!("{as_docent} mv /data/rauc /data/rauc-aside 2>&1; echo \"exit $?\"");
+    assert_eq!(
+        b.sh("findmnt -n -o TARGET /data/rauc"),
+        "/data/rauc",
+        "RAUC's state is a mount point: {}",
+        b.sh("systemctl status --no-pager data-rauc.mount 2>&1 | tail -n 5")
+    );
+    let pid = serve_pid(b);
+    for (who, prefix) in [
+        ("the board", String::new()),
+        ("docent's namespace", format!("nsenter -t {pid} -m ")),
+    ] {
+        let moved = b.sh(&format!("{prefix}{rename}"));
+        assert!(
+            moved.ends_with("exit 1") && moved.to_lowercase().contains("busy"),
+            "docent cannot rename RAUC's state aside in {who}: {moved}"
+        );
+    }
+    assert_eq!(
+        b.sh("stat -c '%U %a' /data/rauc; ls -d /data/rauc-aside 2>/dev/null"),
+        "root 700"
+    );
+    // The mount is what holds: without it docent's rename goes through (undone at once).
+    b.sh("umount /data/rauc");
+    let moved = b.sh(&rename);
+    b.sh("mv /data/rauc-aside /data/rauc; systemctl start data-rauc.mount");
+    assert_eq!(
+        moved, "exit 0",
+        "without the mount, docent renames RAUC's state aside"
+    );
+    assert_eq!(
+        b.sh("findmnt -n -o TARGET /data/rauc"),
+        "/data/rauc",
+        "mounted again"
+    );
+    println!("RAUC's state: a mount point docent cannot rename (EBUSY); without it, it can");
 }
 
 /// Boots a board for the first time: the password on the setup screen, until the

@@ -177,7 +177,8 @@ root_tree() { # root_tree DIR: the root file system in DIR (made anew), with ini
   install -m 0644 "$BOARD/systemd/docent.service" "$BOARD/systemd/docent-firstboot.service" \
     "$BOARD/systemd/docent-boot-ok.service" "$BOARD/systemd/docent-reboot.path" \
     "$BOARD/systemd/docent-reboot.service" "$BOARD/systemd/docent-update-gate.service" \
-    "$BOARD/systemd/docent-grow-data.service" "$F/usr/lib/systemd/system/"
+    "$BOARD/systemd/docent-grow-data.service" "$BOARD/systemd/data-rauc.mount" \
+    "$F/usr/lib/systemd/system/"
   install -m 0644 "$BOARD/systemd/docent-tmpfiles.conf" "$F/usr/lib/tmpfiles.d/docent.conf"
   install -m 0644 "$BOARD/systemd/docent-sysusers.conf" "$F/usr/lib/sysusers.d/docent.conf"
   install -m 0644 "$BOARD/udev/70-docent.rules" "$F/usr/lib/udev/rules.d/70-docent.rules"
@@ -246,7 +247,8 @@ EOF
   systemd-sysusers --root="$F" >/dev/null 2>&1
   systemctl --root="$F" set-default multi-user.target >/dev/null 2>&1
   systemctl --root="$F" enable docent.service docent-firstboot.service docent-boot-ok.service \
-    docent-reboot.path docent-update-gate.service docent-grow-data.service systemd-networkd.service \
+    docent-reboot.path docent-update-gate.service docent-grow-data.service data-rauc.mount \
+    systemd-networkd.service \
     "${RIG[@]}" >/dev/null 2>&1
   # Units that have nothing to do on the board: no login on the display (docent's), none on
   # the simulated board's serial line (the test rig's shell is there), no clock from a network that does not reach outside, no first-boot wizard

@@ -195,3 +195,104 @@ fn every_alsa_configuration_loads_and_names_the_profiles_devices() {
         }
     }
 }
+
+/// The values of `key=` in any systemd unit under `board/systemd` (every line that sets it).
+fn values_in(unit: &str, key: &str) -> Vec<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("board/systemd")
+        .join(unit);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{unit}: {e}"));
+    let prefix = format!("{key}=");
+    text.lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .flat_map(|v| v.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+        .collect()
+}
+
+/// Issue 34: RAUC's state sits in /data, which docent owns, so docent could rename it aside
+/// and put its own in its place. `data-rauc.mount` binds it onto itself at boot (a mount point
+/// cannot be renamed: EBUSY): the unit must be valid to systemd (`systemd-analyze verify`, no
+/// warning either), bind the very directory every RAUC configuration names, come after
+/// tmpfiles has made it root's and before anything that uses it, and be enabled by both
+/// images. The appliance test renames it as docent on the board.
+#[test]
+fn raucs_state_is_a_mount_point_before_rauc_and_docent_start() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let unit = "data-rauc.mount";
+    assert_eq!(values_in(unit, "What"), ["/data/rauc"]);
+    assert_eq!(values_in(unit, "Where"), ["/data/rauc"]);
+    assert_eq!(values_in(unit, "Options"), ["bind"]);
+    let after = values_in(unit, "After");
+    assert!(
+        after.iter().any(|u| u == "systemd-tmpfiles-setup.service"),
+        "after tmpfiles makes /data/rauc root's: {after:?}"
+    );
+    let before = values_in(unit, "Before");
+    for user in [
+        "rauc.service",
+        "docent.service",
+        "docent-firstboot.service",
+        "docent-update-gate.service",
+    ] {
+        assert!(
+            before.iter().any(|u| u == user),
+            "before {user}: {before:?}"
+        );
+    }
+    for conf in [
+        "board/qemu-aarch64/rauc-system.conf",
+        "board/rpi4/rauc-system.conf",
+        "yocto/meta-docent/recipes-core/rauc/files/qemuarm64/system.conf",
+        "yocto/meta-docent/recipes-core/rauc/files/raspberrypi4-64/system.conf",
+    ] {
+        let text = std::fs::read_to_string(root.join(conf)).unwrap();
+        assert!(
+            text.lines().any(|l| l == "data-directory=/data/rauc"),
+            "{conf}: RAUC's state is where the mount is"
+        );
+    }
+    // Enabled on the simulated board's image and installed and enabled by the Yocto recipe.
+    let rootfs = std::fs::read_to_string(root.join("board/sim/rootfs.sh")).unwrap();
+    let enabled = rootfs
+        .split("systemctl --root=\"$F\" enable")
+        .nth(1)
+        .and_then(|rest| rest.split(">/dev/null").next())
+        .unwrap_or_default();
+    assert!(enabled.contains(unit), "board/sim/rootfs.sh enables {unit}");
+    let recipe = std::fs::read_to_string(
+        root.join("yocto/meta-docent/recipes-kiosk/docent/docent_0.1.0.bb"),
+    )
+    .unwrap();
+    let services = recipe
+        .split("SYSTEMD_SERVICE:${PN} = \"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_default();
+    assert!(
+        services.split_whitespace().any(|s| s == unit),
+        "the recipe enables {unit}: {services}"
+    );
+
+    let verify = std::process::Command::new("systemd-analyze")
+        .args(["verify", "--no-pager"])
+        .arg(root.join("board/systemd").join(unit))
+        .current_dir(std::env::temp_dir())
+        .output();
+    let out = match verify {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("SKIPPED: systemd-analyze is not installed (./x setup installs it)");
+            return;
+        }
+        Err(e) => panic!("systemd-analyze: {e}"),
+    };
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "systemd-analyze verify {unit}:\n{said}"
+    );
+}

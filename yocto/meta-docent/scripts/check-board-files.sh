@@ -25,6 +25,7 @@ udev/70-docent.rules:recipes-kiosk/docent/files/70-docent.rules
 firstboot.sh:recipes-kiosk/docent/files/firstboot.sh
 systemd/docent-grow-data.service:recipes-kiosk/docent/files/docent-grow-data.service
 grow-data.sh:recipes-kiosk/docent/files/grow-data.sh
+systemd/data-rauc.mount:recipes-kiosk/docent/files/data-rauc.mount
 rpi4/serial-getty.conf:recipes-kiosk/docent/files/serial-getty.conf
 rpi4/console-shell:recipes-kiosk/docent/files/console-shell
 rpi4/docent.toml:recipes-kiosk/docent/files/docent.toml

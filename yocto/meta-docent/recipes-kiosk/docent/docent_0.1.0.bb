@@ -39,6 +39,7 @@ SRC_URI = "git://git.example.invalid/docent.git;protocol=https;branch=main \
            file://docent-update-gate.service \
            file://update-gate.sh \
            file://docent-grow-data.service \
+           file://data-rauc.mount \
            file://grow-data.sh \
            file://serial-getty.conf \
            file://console-shell \
@@ -62,8 +63,10 @@ SYSTEMD_PACKAGES = "${PN}"
 # (update-gate.sh: outcome.json, `rauc status mark-bad booted`, reboot).
 # docent-grow-data.service grows the data partition (the last one, board/layout/partitions) and
 # its ext4 to the end of the card, at every boot until it reaches it (grow-data.sh).
+# data-rauc.mount binds RAUC's state (/data/rauc) onto itself, so docent, which owns /data,
+# cannot rename it aside (docs/security.md).
 SYSTEMD_SERVICE:${PN} = "docent.service docent-firstboot.service docent-reboot.path \
-                         docent-update-gate.service docent-grow-data.service"
+                         docent-update-gate.service docent-grow-data.service data-rauc.mount"
 SYSTEMD_AUTO_ENABLE:${PN} = "enable"
 
 # docent.service runs as User=docent with SupplementaryGroups=audio video input gpio: the user
@@ -88,6 +91,7 @@ do_install:append() {
     install -m 0644 ${UNPACKDIR}/docent-reboot.service ${D}${systemd_system_unitdir}/docent-reboot.service
     install -m 0644 ${UNPACKDIR}/docent-update-gate.service ${D}${systemd_system_unitdir}/docent-update-gate.service
     install -m 0644 ${UNPACKDIR}/docent-grow-data.service ${D}${systemd_system_unitdir}/docent-grow-data.service
+    install -m 0644 ${UNPACKDIR}/data-rauc.mount ${D}${systemd_system_unitdir}/data-rauc.mount
 
     install -d ${D}${libexecdir}/docent
     install -m 0755 ${UNPACKDIR}/firstboot.sh ${D}${libexecdir}/docent/firstboot.sh
@@ -132,6 +136,7 @@ FILES:${PN} += "${systemd_system_unitdir}/docent.service \
                 ${systemd_system_unitdir}/docent-reboot.service \
                 ${systemd_system_unitdir}/docent-update-gate.service \
                 ${systemd_system_unitdir}/docent-grow-data.service \
+                ${systemd_system_unitdir}/data-rauc.mount \
                 ${libexecdir}/docent/firstboot.sh \
                 ${libexecdir}/docent/update-gate.sh \
                 ${libexecdir}/docent/grow-data.sh \
