@@ -9,6 +9,8 @@ raspberrypi4-64:
     and its compatible is docent-bundle's RAUC_BUNDLE_COMPATIBLE;
   - docent-bundle: verity, the rootfs slot from docent-image's ext4, version DISTRO_VERSION,
     which is also os-release's VERSION_ID;
+  - os-release writes DOCENT_MIN_VERSION (the firmware's minimum version, which docent reads
+    from the running image), and its value is digits, letters and . + ~ - or empty;
   - rauc is built without network and streaming, and the image refuses rauc-mark-good;
   - the Pi's kernel (linux-raspberrypi) also fetches the layer's docent-boot.cfg, which builds in
     what lies between it and its root (SD controllers, their regulators, the watchdog, ext4),
@@ -179,8 +181,15 @@ def check(tinfoil, mc, machine, errors):
     if bundle.getVar("RAUC_BUNDLE_VERSION") != version:
         err(f"docent-bundle's version {bundle.getVar('RAUC_BUNDLE_VERSION')!r} is not "
             f"DISTRO_VERSION {version!r}")
-    if recipe("os-release").getVar("VERSION_ID") != version:
+    release = recipe("os-release")
+    if release.getVar("VERSION_ID") != version:
         err(f"os-release's VERSION_ID is not DISTRO_VERSION {version!r}")
+    if "DOCENT_MIN_VERSION" not in release.getVar("OS_RELEASE_FIELDS").split():
+        err(f"os-release does not write DOCENT_MIN_VERSION (OS_RELEASE_FIELDS: "
+            f"{release.getVar('OS_RELEASE_FIELDS')})")
+    floor = release.getVar("DOCENT_MIN_VERSION")
+    if floor is None or not re.fullmatch(r"[0-9A-Za-z.+~-]*", floor):
+        err(f"DOCENT_MIN_VERSION {floor!r}: digits, letters and . + ~ - only, or empty")
 
     image = recipe("docent-image")
     if "ext4" not in image.getVar("IMAGE_FSTYPES").split():
@@ -203,7 +212,7 @@ def check(tinfoil, mc, machine, errors):
         err(f"rauc is built without its D-Bus service (PACKAGECONFIG {pkgconfig})")
     boot = " and docent-boot.cfg" if machine in BOOT_FRAGMENT_MACHINES else ""
     return f"{machine}: kernel {kernel.getVar('PN')} {kernel.getVar('LINUX_VERSION')} with rauc.cfg{boot}, " \
-           f"compatible {compatible}, version {version}, console {busybox_path} getty, " \
+           f"compatible {compatible}, version {version}, minimum {floor or 'none'}, console {busybox_path} getty, " \
            f"grow-data enabled"
 
 
