@@ -82,8 +82,13 @@ pub struct Config {
     pub login_concurrency: usize,
     /// Messages kept per character; older ones are removed when a message is stored.
     pub history_max_messages: usize,
-    /// Days a message is kept; older ones are removed when a message is stored (0: no age limit).
-    pub history_max_days: u64,
+    /// Days a visitor's transcript is kept (0..=365, 30 by default; docs/privacy.md): an hourly
+    /// sweep removes older messages even when nobody writes, their counts kept in the daily
+    /// statistics. 0 keeps none past the visit: statistics only.
+    pub history_max_days: RetentionDays,
+    /// A visit that ended in under this many seconds keeps no transcript (0: every visit is
+    /// kept); its counts stay in the statistics.
+    pub history_min_visit_secs: u64,
     /// Memory for cached `/api/img` responses.
     pub image_cache_bytes: usize,
     /// Live conversation sessions allowed at once.
@@ -139,6 +144,38 @@ pub struct Config {
     pub mdns: MdnsConfig,
     pub update: UpdateConfig,
     pub fleet: FleetConfig,
+}
+
+/// Days a transcript is kept, at most a year: a museum states how long, and a typo cannot
+/// keep visitors' words for decades.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "u64", into = "u64")]
+pub struct RetentionDays(u16);
+
+impl RetentionDays {
+    pub const MAX: u16 = 365;
+
+    pub fn get(self) -> u64 {
+        u64::from(self.0)
+    }
+}
+
+impl TryFrom<u64> for RetentionDays {
+    type Error = String;
+
+    fn try_from(days: u64) -> Result<RetentionDays, String> {
+        u16::try_from(days)
+            .ok()
+            .filter(|d| *d <= RetentionDays::MAX)
+            .map(RetentionDays)
+            .ok_or_else(|| format!("history_max_days is 0 to 365, not {days}"))
+    }
+}
+
+impl From<RetentionDays> for u64 {
+    fn from(days: RetentionDays) -> u64 {
+        days.get()
+    }
 }
 
 /// Upper bounds on request bodies; anything larger is refused with 413 and nothing is stored.
@@ -251,6 +288,9 @@ pub struct KioskConfig {
     /// How long the last reply stays written on the screen after its speech ends (or until
     /// the next press), so nobody has to read fast.
     pub caption_linger_ms: u64,
+    /// A visit ends this long after a visitor last pressed, touched or heard a reply end: the
+    /// next press opens a new one, in the museum's default language.
+    pub visit_idle_ms: u64,
 }
 
 /// How the kiosk announces itself on the LAN (mDNS/DNS-SD), so that an administrator can type
@@ -591,7 +631,8 @@ impl Default for Config {
             trusted_proxies: Vec::new(),
             login_concurrency: 2,
             history_max_messages: 10_000,
-            history_max_days: 180,
+            history_max_days: RetentionDays(30),
+            history_min_visit_secs: 0,
             image_cache_bytes: 32 << 20,
             max_sessions: 8,
             max_sessions_per_client: 4,
@@ -659,6 +700,7 @@ impl Default for KioskConfig {
             max_speaking_ms: 120_000,
             min_press_ms: 300,
             caption_linger_ms: 20_000,
+            visit_idle_ms: 120_000,
         }
     }
 }
@@ -837,6 +879,19 @@ mod tests {
         for wrong in ["\"pullup\"", "\"up\"", "\"PULL-UP\"", "true"] {
             let err = Config::from_toml(&format!("[ptt]\nbias = {wrong}")).unwrap_err();
             assert!(err.0.contains("bias"), "{wrong}: {err}");
+        }
+    }
+
+    #[test]
+    fn transcripts_are_kept_thirty_days_and_at_most_a_year() {
+        assert_eq!(Config::default().history_max_days.get(), 30);
+        for days in [0, 1, 365] {
+            let c = Config::from_toml(&format!("history_max_days = {days}")).unwrap();
+            assert_eq!(c.history_max_days.get(), days);
+        }
+        for days in ["366", "100000", "-1"] {
+            let err = Config::from_toml(&format!("history_max_days = {days}")).unwrap_err();
+            assert!(err.0.contains("history_max_days"), "{days}: {err}");
         }
     }
 

@@ -91,6 +91,7 @@ pub async fn run_with_firmware(
     // Said goodbye on the LAN when `run` returns.
     let _announcement = api::mdns::announce(&engine.config, addr);
     spawn_sweeper(engine.clone());
+    spawn_retention(&engine);
     // The fleet's controller id defaults to the kiosk's host name on the LAN.
     let fleet_stop = tokio_util::sync::CancellationToken::new();
     let firmware =
@@ -225,6 +226,27 @@ async fn serves(mut addr: std::net::SocketAddr) -> Result<(), String> {
         Ok(Err(e)) => Err(format!("its API did not answer: {e}")),
         Err(_) => Err("its API did not answer within 10 s".into()),
     }
+}
+
+/// Every hour, and when woken (a visit ended, a test moved the clock), removes the transcripts
+/// the retention no longer keeps (docs/privacy.md): on time even when nobody writes.
+fn spawn_retention(engine: &Arc<Engine>) {
+    let weak = Arc::downgrade(engine);
+    let wake = engine.retention.wake.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(engine::privacy::SWEEP_EVERY);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = wake.notified() => {}
+            }
+            let Some(engine) = weak.upgrade() else { return };
+            let swept = tokio::task::spawn_blocking(move || engine.sweep_transcripts());
+            if let Ok(Err(e)) = swept.await {
+                tracing::warn!("retention sweep failed: {e}");
+            }
+        }
+    });
 }
 
 /// Once a minute closes idle sessions (so abandoned clients do not hold places forever) and

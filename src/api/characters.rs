@@ -521,6 +521,7 @@ async fn upload_knowledge(
             filename,
             relative_path: paths.next(),
             blob,
+            language: None,
         })
         .collect();
     let (sources, skipped) = blocking(&s, move |e| e.add_sources(&id, uploads)).await?;

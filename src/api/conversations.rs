@@ -1,12 +1,12 @@
 //! A character's conversation history (admin): pages of it, per character or per visit, the
 //! questions the knowledge did not answer, an export as CSV or JSON streamed in batches, the
-//! purge, and the statistics of visits and questions.
+//! purge, forgetting one visit, and the statistics of visits and questions.
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{delete, get};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::Value;
@@ -29,6 +29,10 @@ pub fn routes() -> Router<AppState> {
         .route(
             "/api/v1/characters/{id}/conversations/unmatched",
             get(unmatched),
+        )
+        .route(
+            "/api/v1/characters/{id}/conversations/visits/{session_id}",
+            delete(forget_visit),
         )
         .route("/api/v1/characters/{id}/statistics", get(statistics))
 }
@@ -376,6 +380,38 @@ async fn purge_history(
     let purge = Purge::parse(q.session_id.as_deref(), q.before_date.as_deref())?;
     let deleted = blocking(&s, move |e| e.purge_history(&id, &purge)).await?;
     Ok(Json(Purged { deleted }))
+}
+
+/// What forgetting a visit removed.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct Forgotten {
+    /// Messages removed from the history.
+    deleted: usize,
+}
+
+/// Forgets one visit at once, as a visitor may ask (docs/privacy.md): its messages leave the
+/// history, the unanswered list and the exports, their counts stay in the statistics, and the
+/// visit ends if it is still open.
+#[utoipa::path(delete, path = "/api/v1/characters/{id}/conversations/visits/{session_id}",
+    tag = "conversations",
+    params(
+        ("id" = String, Path, description = "Character id"),
+        ("session_id" = String, Path, description = "The visit (session) id"),
+    ),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Forgotten; how many messages went", body = Forgotten),
+        statuses::AdminAction,
+        (status = 404, description = "No such character, or it has no such visit", body = crate::api::openapi::ErrorBody),
+        (status = 507, description = "The data partition is full", body = crate::api::openapi::ErrorBody),
+    ))]
+async fn forget_visit(
+    _: Admin,
+    State(s): State<AppState>,
+    Params((id, session_id)): Params<(String, String)>,
+) -> ApiResult<Json<Forgotten>> {
+    let deleted = blocking(&s, move |e| e.forget_visit(&id, &session_id)).await?;
+    Ok(Json(Forgotten { deleted }))
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Test hooks, routed only with `test_hooks = true` (404 otherwise): they make a loop stall for
-//! real, so that tests can watch the watchdog notice and the process exit.
+//! real, so that tests can watch the watchdog notice and the process exit, and move the
+//! retention's clock, so that tests can watch a month's transcripts go.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -14,7 +15,29 @@ use super::error::{ApiError, ApiResult};
 use super::extract::JsonBody;
 
 pub fn routes() -> Router<AppState> {
-    Router::new().route("/api/v1/internal/debug/stall", post(stall))
+    Router::new()
+        .route("/api/v1/internal/debug/stall", post(stall))
+        .route("/api/v1/internal/debug/clock", post(clock))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Advance {
+    advance_secs: u64,
+}
+
+/// `{"advance_secs": n}` moves the retention's clock n seconds ahead and wakes its sweep;
+/// 202 `{"advanced"}`.
+async fn clock(
+    _: Internal,
+    State(s): State<AppState>,
+    JsonBody(body): JsonBody<Advance>,
+) -> (StatusCode, Json<Value>) {
+    s.engine.advance_clock_for_test(body.advance_secs);
+    (
+        StatusCode::ACCEPTED,
+        Json(json!({ "advanced": body.advance_secs })),
+    )
 }
 
 #[derive(Deserialize)]

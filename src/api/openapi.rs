@@ -115,6 +115,7 @@ use super::{
         conversations::purge_history,
         conversations::export,
         conversations::unmatched,
+        conversations::forget_visit,
         conversations::statistics,
         console::events::events,
         console::events::snapshot,

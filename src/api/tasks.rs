@@ -152,6 +152,8 @@ async fn search(
     Params(id): Params<String>,
     JsonBody(body): JsonBody<SearchBody>,
 ) -> ApiResult<Json<Value>> {
-    let results = s.engine.search_knowledge(&id, &body.query, body.top_k)?;
+    let results = s
+        .engine
+        .search_knowledge(&id, &body.query, body.top_k, None)?;
     Ok(Json(json!({ "results": results })))
 }

@@ -58,6 +58,7 @@ use crate::engine::Engine;
 use crate::engine::ScreenQuestion;
 use crate::engine::access::Owner;
 use crate::engine::hours::{Clock, Opening, WhenClosed};
+use crate::engine::language::{Language, Phrase};
 use crate::engine::live::{AudioWanted, Event, LiveSession, Status};
 use crate::engine::sessions::NewSession;
 use crate::engine::turn::TurnInput;
@@ -93,6 +94,34 @@ pub struct KioskParts {
 /// The question screen closes after this long without a choice (the next visitor finds the
 /// kiosk as it should be).
 const QUESTIONS_IDLE: Duration = Duration::from_secs(45);
+
+/// What the question screen lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listing {
+    /// The character's questions in the visit's language; first, when the museum offers
+    /// several languages, the row that opens the list of languages.
+    Questions,
+    /// The museum's languages, each by its own name.
+    Languages,
+}
+
+/// The question screen while open: what it lists, its page, the row the buttons point at,
+/// and when it closes by itself.
+#[derive(Debug, Clone, Copy)]
+struct Choosing {
+    listing: Listing,
+    page: usize,
+    selected: usize,
+    until: Instant,
+}
+
+/// A row of the question screen.
+#[derive(Debug, Clone)]
+enum Entry {
+    Question(ScreenQuestion),
+    OpenLanguages,
+    Language(Language),
+}
 
 /// The visitor's session as the kiosk holds it.
 struct Visit {
@@ -145,7 +174,10 @@ struct Kiosk {
     /// it closes by itself).
     screen_questions: Vec<ScreenQuestion>,
     can_choose: bool,
-    choosing: Option<(usize, usize, Instant)>,
+    choosing: Option<Choosing>,
+    /// When a visitor last did something (a press, a touch, a reply heard to its end): a visit
+    /// ends `visit_idle_ms` after it.
+    last_seen: Instant,
 }
 
 /// How often, at most, the microphone's level is published while listening.
@@ -208,6 +240,7 @@ pub async fn run(parts: KioskParts) {
         screen_questions: Vec::new(),
         can_choose,
         choosing: None,
+        last_seen: Instant::now(),
     };
     k.housekeeping().await;
     let mut events: Option<broadcast::Receiver<Event>> = None;
@@ -219,7 +252,7 @@ pub async fn run(parts: KioskParts) {
         heartbeat.beat();
         let deadline = k.deadline;
         let linger = k.linger;
-        let questions_close = k.choosing.map(|(_, _, until)| until);
+        let questions_close = k.choosing.map(|c| c.until);
         let presence_due = k.presence.next().map(Instant::from_std);
         tokio::select! {
             biased;
@@ -315,10 +348,9 @@ impl Kiosk {
                 .map(|v| v.live.id.clone())
                 .unwrap_or_default(),
             captions: self.captions.clone(),
-            questions: self
-                .choosing
-                .map(|(page, selected, _)| self.page(page, selected)),
-            can_choose: self.can_choose && !self.screen_questions.is_empty(),
+            questions: self.choosing.map(|c| self.page(c)),
+            can_choose: self.can_choose && !self.entries(Listing::Questions).is_empty(),
+            language: self.lines_language(),
         };
         self.state.send_if_modified(|s| {
             if *s == next {
@@ -340,6 +372,7 @@ impl Kiosk {
             PttEvent::Release | PttEvent::Tap => self.presence.release(),
         }
         if e == PttEvent::Press {
+            self.last_seen = Instant::now();
             self.choosing = None;
             self.follow_hours();
             if !self.hours.open {
@@ -486,6 +519,7 @@ impl Kiosk {
     }
 
     fn finish(&mut self) {
+        self.last_seen = Instant::now();
         self.turn = None;
         self.announcement = None;
         // Whatever was not marked on the speaker (cut short, or no speaker) is written now.
@@ -736,30 +770,108 @@ impl Kiosk {
         }
     }
 
-    /// Page `page` of the question screen, `selected` its row the buttons point at.
-    fn page(&self, page: usize, selected: usize) -> Page {
-        let pages = self.screen_questions.len().div_ceil(questions::ROWS).max(1);
-        Page {
-            rows: self
+    /// The visit's language: chosen on the screen or heard, else the museum's default.
+    fn language(&self) -> Language {
+        self.visit
+            .as_ref()
+            .and_then(|v| v.live.language())
+            .unwrap_or_else(|| self.engine.settings().default_language())
+    }
+
+    /// The language the screen's own lines are written in: the visit's when the kiosk has
+    /// lines in it, else the default's.
+    fn lines_language(&self) -> Language {
+        let language = self.language();
+        if language.has_lines() {
+            language
+        } else {
+            self.engine.settings().default_language()
+        }
+    }
+
+    /// The rows of `listing`: the questions in the visit's language (the default's when it
+    /// has none), after the row of languages when the museum offers several.
+    fn entries(&self, listing: Listing) -> Vec<(String, Entry)> {
+        let settings = self.engine.settings();
+        let languages = settings.languages();
+        if listing == Listing::Languages {
+            return languages
+                .iter()
+                .map(|l| (l.own_name(), Entry::Language(l.clone())))
+                .collect();
+        }
+        let mut out = Vec::new();
+        if languages.len() > 1 {
+            let names: Vec<String> = languages.iter().map(Language::own_name).collect();
+            let label = self
+                .lines_language()
+                .say(Phrase::Languages, &Language::english());
+            out.push((
+                format!("{label}: {}", names.join(" · ")),
+                Entry::OpenLanguages,
+            ));
+        }
+        let default = settings.default_language();
+        let of = |q: &ScreenQuestion| Language::parse(&q.language).unwrap_or(default.clone());
+        let language = self.language();
+        let mut questions: Vec<&ScreenQuestion> = self
+            .screen_questions
+            .iter()
+            .filter(|q| of(q).same_as(&language))
+            .collect();
+        if questions.is_empty() {
+            questions = self
                 .screen_questions
                 .iter()
-                .skip(page * questions::ROWS)
+                .filter(|q| of(q).same_as(&default))
+                .collect();
+        }
+        out.extend(
+            questions
+                .into_iter()
+                .map(|q| (q.text.clone(), Entry::Question(q.clone()))),
+        );
+        out
+    }
+
+    /// The page of the question screen `c` shows, in the visit's language.
+    fn page(&self, c: Choosing) -> Page {
+        let entries = self.entries(c.listing);
+        let pages = entries.len().div_ceil(questions::ROWS).max(1);
+        let lines = self.lines_language();
+        let say = |p: Phrase| lines.say(p, &Language::english());
+        let title = match c.listing {
+            Listing::Questions => say(Phrase::ChooseQuestion)
+                .replace("{pages}", &pages.to_string())
+                .replace("{page}", &(c.page + 1).to_string()),
+            Listing::Languages => say(Phrase::Languages),
+        };
+        Page {
+            title,
+            rows: entries
+                .into_iter()
+                .skip(c.page * questions::ROWS)
                 .take(questions::ROWS)
-                .map(|q| q.text.clone())
+                .map(|(text, _)| text)
                 .collect(),
-            page,
+            page: c.page,
             pages,
-            selected,
+            selected: c.selected,
+            bar: [say(Phrase::Previous), say(Phrase::Close), say(Phrase::Next)],
         }
     }
 
     /// A touch or a choice button.
     async fn choose(&mut self, c: Choose, events: &mut Option<broadcast::Receiver<Event>>) {
         self.follow_hours();
-        if self.screen_questions.is_empty() || !self.hours.open || self.engine.in_first_boot() {
+        self.last_seen = Instant::now();
+        if self.entries(Listing::Questions).is_empty()
+            || !self.hours.open
+            || self.engine.in_first_boot()
+        {
             return;
         }
-        let Some((page, selected, _)) = self.choosing else {
+        let Some(open) = self.choosing else {
             // The first touch opens the question screen; one while the kiosk listens, thinks
             // or speaks cuts that first, as a press does.
             match self.status {
@@ -768,22 +880,36 @@ impl Kiosk {
                 Status::Processing | Status::Speaking => self.cut(),
             }
             self.clear_captions();
-            self.open_questions(0, 0);
+            self.open_questions(Listing::Questions, 0, 0);
             return;
         };
-        let count = self.screen_questions.len();
+        let (listing, page, selected) = (open.listing, open.page, open.selected);
+        let entries = self.entries(listing);
+        let count = entries.len();
         let pages = count.div_ceil(questions::ROWS).max(1);
-        let rows = self.page(page, selected).rows.len();
+        let rows = self.page(open).rows.len();
         let index = |page: usize, row: usize| page * questions::ROWS + row;
-        match c {
+        let chosen = match c {
             Choose::Touch { x, y } => match questions::hit(x, y, rows) {
-                Hit::Row(row) => self.ask_question(index(page, row), events).await,
-                Hit::Previous => self.open_questions((page + pages - 1) % pages, 0),
-                Hit::Next => self.open_questions((page + 1) % pages, 0),
-                Hit::Close => self.close_questions(),
-                Hit::Nothing => self.open_questions(page, selected),
+                Hit::Row(row) => Some(index(page, row)),
+                Hit::Previous => {
+                    self.open_questions(listing, (page + pages - 1) % pages, 0);
+                    None
+                }
+                Hit::Next => {
+                    self.open_questions(listing, (page + 1) % pages, 0);
+                    None
+                }
+                Hit::Close => {
+                    self.close_questions();
+                    None
+                }
+                Hit::Nothing => {
+                    self.open_questions(listing, page, selected);
+                    None
+                }
             },
-            // The buttons walk the questions one by one, across pages.
+            // The buttons walk the rows one by one, across pages.
             Choose::Previous | Choose::Next => {
                 let at = index(page, selected);
                 let to = if c == Choose::Next {
@@ -791,16 +917,56 @@ impl Kiosk {
                 } else {
                     (at + count - 1) % count
                 };
-                self.open_questions(to / questions::ROWS, to % questions::ROWS);
+                self.open_questions(listing, to / questions::ROWS, to % questions::ROWS);
+                None
             }
-            Choose::Choose => self.ask_question(index(page, selected), events).await,
+            Choose::Choose => Some(index(page, selected)),
+        };
+        match chosen
+            .and_then(|i| entries.into_iter().nth(i))
+            .map(|(_, e)| e)
+        {
+            Some(Entry::Question(q)) => self.ask_question(q, events).await,
+            Some(Entry::OpenLanguages) => self.open_questions(Listing::Languages, 0, 0),
+            Some(Entry::Language(l)) => self.choose_language(l, events).await,
+            None => {}
         }
     }
 
     /// Shows (or keeps showing) the question screen at `page`, `selected`, for another while.
-    fn open_questions(&mut self, page: usize, selected: usize) {
-        self.choosing = Some((page, selected, Instant::now() + QUESTIONS_IDLE));
+    fn open_questions(&mut self, listing: Listing, page: usize, selected: usize) {
+        self.choosing = Some(Choosing {
+            listing,
+            page,
+            selected,
+            until: Instant::now() + QUESTIONS_IDLE,
+        });
         self.publish();
+    }
+
+    /// The visitor chose a language: the visit is in it from now on, and the question screen
+    /// lists its questions.
+    async fn choose_language(
+        &mut self,
+        language: Language,
+        events: &mut Option<broadcast::Receiver<Event>>,
+    ) {
+        if self.visit.is_none() {
+            *events = self.open_visit().await;
+        }
+        let Some(live) = self.visit.as_ref().map(|v| v.live.clone()) else {
+            return;
+        };
+        let engine = self.engine.clone();
+        let chosen = language.clone();
+        let set =
+            tokio::task::spawn_blocking(move || engine.set_visit_language(&live, &chosen)).await;
+        match set {
+            Ok(Ok(())) => tracing::info!(%language, "kiosk: the visitor chose a language"),
+            Ok(Err(e)) => tracing::warn!("kiosk: the language chosen is not kept: {e}"),
+            Err(_) => {}
+        }
+        self.open_questions(Listing::Questions, 0, 0);
     }
 
     fn close_questions(&mut self) {
@@ -824,15 +990,12 @@ impl Kiosk {
         self.enter(Status::Idle, None);
     }
 
-    /// Asks question `index` of the screen as the visit's next turn.
+    /// Asks question `q` of the screen as the visit's next turn.
     async fn ask_question(
         &mut self,
-        index: usize,
+        q: ScreenQuestion,
         events: &mut Option<broadcast::Receiver<Event>>,
     ) {
-        let Some(q) = self.screen_questions.get(index).cloned() else {
-            return;
-        };
         self.choosing = None;
         if self.visit.is_none() {
             *events = self.open_visit().await;
@@ -861,9 +1024,20 @@ impl Kiosk {
     }
 
     /// Follows the settings: the volume, the opening hours, and the kiosk character (a new
-    /// character means a new session at the next press).
+    /// character means a new session at the next press); ends a visit nobody continues.
     async fn housekeeping(&mut self) {
         self.follow_hours();
+        if self.status == Status::Idle
+            && self.choosing.is_none()
+            && self.last_seen.elapsed() >= Duration::from_millis(self.config.visit_idle_ms)
+            && let Some(v) = self.visit.take()
+        {
+            tracing::info!(session = %v.live.id, "kiosk: the visit ended (nobody there)");
+            let engine = self.engine.clone();
+            let id = v.live.id.clone();
+            tokio::task::spawn_blocking(move || engine.delete_session(&id, &Owner::Kiosk));
+            self.publish();
+        }
         if (self.password_shown || self.presence.next().is_some()) && !self.engine.in_first_boot() {
             // The first login ended first boot: nothing to show any more.
             self.presence.end();

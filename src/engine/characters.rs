@@ -6,10 +6,11 @@ use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use super::error::{Error, Result, bad, not_found};
+use super::language::Language;
 use super::providers::{Choice, Provider};
 use super::{Engine, check_segment, is_id, media, new_id};
 use crate::store::records::{Character, Clip, Components, Image};
-use crate::store::tables::{CHARACTERS, CLIPS, IMAGES, MESSAGES, SESSIONS};
+use crate::store::tables::{CHARACTERS, CLIPS, DAILY, IMAGES, MESSAGES, SESSIONS};
 use crate::store::{self, BlobRef, blobs};
 
 const TEXT_MAX_CHARS: usize = 20_000;
@@ -35,6 +36,10 @@ macro_rules! editable_fields {
             pub system_prompt: String,
             pub tags: Vec<String>,
             pub image_mode: String,
+            /// The voice of each language other than the default (a language tag -> a voice
+            /// of the speaking provider); `voice_type` speaks the others.
+            #[schema(value_type = std::collections::BTreeMap<String, String>)]
+            pub voices: std::collections::BTreeMap<Language, String>,
             $($own)*
         }
     };
@@ -193,6 +198,18 @@ impl CharacterInput {
             &self.voice_provider,
             &self.voice_type,
         )?;
+        if self.voices.len() > crate::engine::settings::MAX_LANGUAGES {
+            return Err(bad(format!(
+                "voices: at most {} languages",
+                crate::engine::settings::MAX_LANGUAGES
+            )));
+        }
+        for (language, voice) in &self.voices {
+            crate::engine::voice::check_stored(voice)
+                .map_err(|e| bad(format!("voices.{language}: {e}")))?;
+            crate::engine::providers::speech::check_saved_voice(&self.voice_provider, voice)
+                .map_err(|e| bad(format!("voices.{language}: {e}")))?;
+        }
         Ok(self)
     }
 
@@ -210,6 +227,11 @@ impl CharacterInput {
         c.system_prompt = self.system_prompt;
         c.tags = self.tags;
         c.image_mode = self.image_mode;
+        c.voices = self
+            .voices
+            .into_iter()
+            .map(|(l, v)| (l.tag().to_string(), v))
+            .collect();
     }
 }
 
@@ -372,6 +394,8 @@ impl Engine {
         dropped.extend(self.remove_knowledge_of(&tx, id)?);
         tx.open_table(MESSAGES)?
             .retain_in((id, 0)..=(id, u64::MAX), |_, _| false)?;
+        tx.open_table(DAILY)?
+            .retain_in((id, "")..=(id, "~"), |_, _| false)?;
         let sessions = {
             let mut table = tx.open_table(SESSIONS)?;
             let mut ended = Vec::new();
@@ -676,6 +700,7 @@ fn insert_character(tx: &WriteTransaction, input: CharacterInput) -> Result<Char
         welcome_message: String::new(),
         system_prompt: String::new(),
         tags: Vec::new(),
+        voices: Default::default(),
         image_mode: String::new(),
         active_image: String::new(),
         next_image: 0,
@@ -755,6 +780,11 @@ fn view(tx: &redb::ReadTransaction, c: Character) -> Result<CharacterView> {
         welcome_message: c.welcome_message,
         system_prompt: c.system_prompt,
         tags: c.tags,
+        voices: c
+            .voices
+            .into_iter()
+            .filter_map(|(l, v)| Some((Language::parse(&l)?, v)))
+            .collect(),
         active_image: c.active_image,
         image_mode: c.image_mode,
         created_at: c.created_at,

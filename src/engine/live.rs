@@ -16,7 +16,8 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::Engine;
-use super::error::Result;
+use super::error::{Result, bad};
+use super::language::Language;
 use super::tasks::TaskView;
 use crate::store::records::TaskEvent;
 
@@ -130,6 +131,8 @@ pub struct LiveSession {
     audio_listeners: AtomicUsize,
     greeted: AtomicBool,
     overrides: Mutex<Overrides>,
+    /// The visit's language once chosen on the screen or heard (`None`: the museum's default).
+    language: Mutex<Option<Language>>,
 }
 
 impl LiveSession {
@@ -219,6 +222,11 @@ impl LiveSession {
         *self.overrides.lock().expect("overrides lock") = o;
     }
 
+    /// The visit's language, if chosen or heard yet.
+    pub fn language(&self) -> Option<Language> {
+        self.language.lock().expect("language lock").clone()
+    }
+
     fn close(&self) {
         self.turn.lock().expect("turn lock").cancel.cancel();
         let _ = self.events.send(Event::Closed);
@@ -258,9 +266,23 @@ impl Engine {
                 audio_listeners: AtomicUsize::new(0),
                 greeted: AtomicBool::new(false),
                 overrides: Mutex::new(Overrides::default()),
+                language: Mutex::new(Language::parse(&stored.language)),
             })
         });
         Ok(live.clone())
+    }
+
+    /// Sets the visit's language (one of the museum's): what the recogniser listens for, the
+    /// knowledge answers from, the voice and the kiosk's lines, until the visit ends. Stored
+    /// with the session. Blocking (a store write).
+    pub fn set_visit_language(&self, live: &LiveSession, language: &Language) -> Result<()> {
+        if !self.settings().languages().contains(language) {
+            return Err(bad(format!(
+                "{language} is not one of the museum's languages"
+            )));
+        }
+        *live.language.lock().expect("language lock") = Some(language.clone());
+        self.store_session_language(&live.id, language)
     }
 
     /// The live session if one exists (no store access).

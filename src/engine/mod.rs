@@ -13,9 +13,11 @@ pub mod error;
 pub mod fleet;
 pub mod hours;
 pub mod knowledge;
+pub mod language;
 pub mod launch;
 pub mod live;
 pub mod media;
+pub mod privacy;
 pub mod providers;
 pub mod sessions;
 pub mod settings;
@@ -74,6 +76,8 @@ pub struct Engine {
     /// The fleet client's state (hawkBit), which the console shows.
     pub fleet: fleet::Fleet,
     site_document: site::DocumentCache,
+    /// The transcripts' retention sweep (`privacy`).
+    pub retention: privacy::Retention,
 }
 
 impl Engine {
@@ -140,6 +144,7 @@ impl Engine {
             updates,
             fleet: fleet::Fleet::default(),
             site_document: site::DocumentCache::default(),
+            retention: privacy::Retention::default(),
         });
         engine.ensure_default_character()?;
         // The offline engine's voices are listed once, off the path of the first turn.

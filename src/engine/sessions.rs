@@ -74,6 +74,24 @@ pub struct HistoryPage {
 }
 
 impl Engine {
+    /// Stores the language a visit is in (see `Engine::set_visit_language`).
+    pub(super) fn store_session_language(
+        &self,
+        session_id: &str,
+        language: &super::language::Language,
+    ) -> Result<()> {
+        let tx = self.store.write()?;
+        {
+            let mut sessions = tx.open_table(SESSIONS)?;
+            let mut s: Session =
+                store::get(&sessions, session_id)?.ok_or_else(|| not_found("no such session"))?;
+            s.language = language.tag().to_string();
+            sessions.insert(session_id, store::to_json(&s).as_slice())?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
     /// The character the kiosk speaks as: the one named in the settings if it exists, else the
     /// oldest.
     pub fn kiosk_character(&self) -> Result<Character> {
@@ -163,6 +181,7 @@ impl Engine {
                 created_at: now.clone(),
                 last_active_at: now,
                 owner,
+                language: String::new(),
             };
             table.insert(s.id.as_str(), store::to_json(&s).as_slice())?;
             s
@@ -328,6 +347,8 @@ impl Engine {
     /// Tells the live parts of the engine that a session is gone.
     pub(super) fn session_ended(&self, id: &str) {
         self.close_live(id);
+        // A visit too short to keep (or any, with 0 days) goes now, not within the hour.
+        self.retention.wake.notify_one();
     }
 
     /// Accepts a user message: it is stored in the history under a new turn, which then runs in
@@ -426,7 +447,7 @@ pub struct Unmatched {
 }
 
 /// A question as it is compared with its repeats: lower case, words only.
-fn question_key(q: &str) -> String {
+pub(super) fn question_key(q: &str) -> String {
     q.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .map(str::to_lowercase)
@@ -514,7 +535,7 @@ impl Engine {
 }
 
 /// One day of a character's visits (UTC), staff tests left out.
-#[derive(Debug, Default, Clone, Serialize, PartialEq, utoipa::ToSchema)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct Day {
     /// `YYYY-MM-DD`.
     pub day: String,
@@ -612,6 +633,7 @@ impl Engine {
                 }
             }
         }
+        super::privacy::with_kept_counts(&tx, character_id, &mut days)?;
         let mut most_asked: Vec<Asked> = asked.into_values().collect();
         most_asked.sort_by(|a, b| b.count.cmp(&a.count).then(a.question.cmp(&b.question)));
         most_asked.truncate(MOST_ASKED);
@@ -684,19 +706,19 @@ impl Engine {
     }
 
     /// Keeps a character's history within `history_max_messages` (newest kept) and
-    /// `history_max_days`; part of the transaction that appended, so the bound holds after
-    /// every write. The cost is one walk over at most the kept count plus what goes.
+    /// `history_max_days` (the old ones' counts kept: `privacy`); part of the transaction that
+    /// appended, so the bound holds after every write, and the hourly sweep holds it between
+    /// writes. The cost is one walk over at most the kept count plus what goes.
     pub(in crate::engine) fn retain_history(
         &self,
         tx: &WriteTransaction,
         character_id: &str,
     ) -> Result<()> {
-        let mut table = tx.open_table(MESSAGES)?;
-        let all = (character_id, 0)..=(character_id, u64::MAX);
         let max = self.config.history_max_messages;
         if max > 0 {
+            let mut table = tx.open_table(MESSAGES)?;
             let beyond = table
-                .range(all.clone())?
+                .range((character_id, 0)..=(character_id, u64::MAX))?
                 .rev()
                 .nth(max)
                 .transpose()?
@@ -707,22 +729,7 @@ impl Engine {
                 })?;
             }
         }
-        let days = self.config.history_max_days;
-        if days > 0 {
-            let cutoff = SystemTime::now() - Duration::from_secs(days.saturating_mul(86_400));
-            // Oldest first: everything up to the first message young enough goes.
-            let mut newest_gone = None;
-            for item in table.range(all)? {
-                let (k, v) = item?;
-                if !said_before(v.value(), cutoff) {
-                    break;
-                }
-                newest_gone = Some(k.value().1);
-            }
-            if let Some(last) = newest_gone {
-                table.retain_in((character_id, 0)..=(character_id, last), |_, _| false)?;
-            }
-        }
+        self.retire_old(tx, character_id)?;
         Ok(())
     }
 }
@@ -759,6 +766,7 @@ pub fn append_message(
         unmatched: mark == Mark::Unmatched,
         staff,
         touch: mark == Mark::Touch,
+        language: session.language.clone(),
     };
     tx.open_table(MESSAGES)?.insert(
         (session.character_id.as_str(), seq),

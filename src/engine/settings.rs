@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::error::{Result, bad};
 use super::hours::Hours;
+use super::language::Language;
 use super::providers::{Choice, Endpoint, Provider, ProviderError, Stage, wyoming};
 use super::{Engine, is_id};
 use crate::store::tables::SETTINGS;
@@ -99,7 +100,11 @@ pub struct Kiosk {
     /// The assistive speaker's volume (`audio.assistive_playback_device`), 0..100: a hearing
     /// loop or headphones want another level than the room's speaker.
     pub assistive_volume: u8,
+    /// The default language (the first of `languages`; kept for clients that know only it).
     pub language: String,
+    /// The museum's languages in the order the screen offers them; the first is the default a
+    /// visit starts in (docs/languages.md).
+    pub languages: Vec<Language>,
 }
 
 impl Default for Llm {
@@ -139,6 +144,40 @@ impl Default for Tts {
     }
 }
 
+/// Languages a kiosk offers at most: more rows than a visitor reads through on a screen.
+pub const MAX_LANGUAGES: usize = 12;
+
+impl Kiosk {
+    /// Keeps `language` (what older clients set) and `languages` one story: a new list makes
+    /// its first the default; a new default alone moves to the front of the list.
+    fn follow_language(&mut self, list_sent: bool) -> Result<()> {
+        if list_sent {
+            if let Some(first) = self.languages.first() {
+                self.language = first.tag().to_string();
+            }
+        } else if !self.language.is_empty() {
+            let default = Language::parse(&self.language)
+                .ok_or_else(|| bad("kiosk.language must be a language tag such as en or zh-CN"))?;
+            self.languages.retain(|l| *l != default);
+            self.languages.insert(0, default);
+        }
+        if self.languages.is_empty() {
+            return Err(bad("kiosk.languages must name at least one language"));
+        }
+        if self.languages.len() > MAX_LANGUAGES {
+            return Err(bad(format!(
+                "kiosk.languages: at most {MAX_LANGUAGES} languages"
+            )));
+        }
+        for (i, l) in self.languages.iter().enumerate() {
+            if self.languages[..i].contains(l) {
+                return Err(bad(format!("kiosk.languages names {l} twice")));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Default for Kiosk {
     fn default() -> Self {
         Kiosk {
@@ -146,6 +185,7 @@ impl Default for Kiosk {
             volume: 80,
             assistive_volume: 80,
             language: "en".into(),
+            languages: vec![Language::english()],
         }
     }
 }
@@ -407,10 +447,27 @@ impl Settings {
         {
             doc["fleet"]["allow_insecure_http"] = Value::Bool(false);
         }
-        let s: Settings =
+        let mut s: Settings =
             serde_json::from_value(doc).map_err(|e| bad(format!("invalid settings: {e}")))?;
+        let kiosk = patch.get("kiosk");
+        s.kiosk
+            .follow_language(kiosk.is_some_and(|k| k.get("languages").is_some()))?;
         s.validate()?;
         Ok(s)
+    }
+
+    /// The museum's languages, the default first.
+    pub fn languages(&self) -> &[Language] {
+        &self.kiosk.languages
+    }
+
+    /// The language a visit starts in.
+    pub fn default_language(&self) -> Language {
+        self.kiosk
+            .languages
+            .first()
+            .cloned()
+            .unwrap_or_else(Language::english)
     }
 
     fn validate(&self) -> Result<()> {

@@ -17,8 +17,8 @@ use redb::{
 use super::blobs::BlobRef;
 use super::records::Artifact;
 use super::tables::{
-    self, ADMIN_SESSIONS, ARTIFACTS, BLOBS, CLIENT_KEYS, LAUNCH, LOGIN_FAILURES, MESSAGES, META,
-    SESSION_TASKS, SESSIONS, SETTINGS, TASK_EVENTS, TASKS, Visit,
+    self, ADMIN_SESSIONS, ARTIFACTS, BLOBS, CLIENT_KEYS, DAILY, LAUNCH, LOGIN_FAILURES, MESSAGES,
+    META, SESSION_TASKS, SESSIONS, SETTINGS, TASK_EVENTS, TASKS, Visit,
 };
 use super::{Result, SCHEMA_VERSION, Store, StoreError, decode_u64, from_json, to_json};
 
@@ -28,6 +28,7 @@ fn own(name: &str) -> bool {
         META.name(),
         SESSIONS.name(),
         MESSAGES.name(),
+        DAILY.name(),
         TASKS.name(),
         SESSION_TASKS.name(),
         TASK_EVENTS.name(),

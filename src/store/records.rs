@@ -53,6 +53,10 @@ pub struct Character {
     /// by touch or buttons (see `engine::knowledge::screen`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub on_screen: Vec<ScreenQuestion>,
+    /// The voice that speaks each language other than the default (language tag -> voice of
+    /// the speaking provider); `voice_type` speaks the rest.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub voices: std::collections::BTreeMap<String, String>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -64,6 +68,9 @@ pub struct ScreenQuestion {
     /// a screen drawn before a change still names the question it showed.
     pub id: String,
     pub text: String,
+    /// The language of the knowledge the question comes from ("": the museum's default).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub language: String,
 }
 
 /// An avatar image of a character.
@@ -99,6 +106,9 @@ pub struct Session {
     /// Who opened it (records from before owners existed belong to the administrator).
     #[serde(default)]
     pub owner: Owner,
+    /// The visit's language once chosen or heard ("": the museum's default).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub language: String,
 }
 
 /// Who opened a conversation session; the engine's access rules (`engine::access`) decide what
@@ -144,6 +154,10 @@ pub struct Message {
     /// Absent (false) in records written before it existed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub touch: bool,
+    /// The visit's language when it was said ("": the museum's default, or written before
+    /// languages existed).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub language: String,
 }
 
 /// Declares a struct with the fields of a task that the API shows (then the struct's own), for
@@ -241,6 +255,9 @@ macro_rules! source_fields {
             pub created_at: String,
             pub updated_at: String,
             pub indexed_at: Option<String>,
+            /// The language the file is written in ("": the museum's default).
+            #[serde(default)]
+            pub language: String,
             $($own)*
         }
     };

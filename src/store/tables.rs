@@ -23,6 +23,9 @@ pub const CLIPS: TableDefinition<&str, &[u8]> = TableDefinition::new("clips");
 pub const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
 /// (character id, message seq) -> `Message`: the conversation history, in the order it was said.
 pub const MESSAGES: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("messages");
+/// (character id, day `YYYY-MM-DD`) -> `Day`: counts of visits and questions whose
+/// transcripts are gone (retention, a forgotten visit). No text: kept as long as the character.
+pub const DAILY: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("daily_statistics");
 /// Task id -> `Task`.
 pub const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
 /// (session id, task seq) -> task id: a session's tasks in creation order.
@@ -72,6 +75,7 @@ pub fn each(v: &mut impl Visit) -> Result<()> {
     v.visit(CLIPS)?;
     v.visit(SESSIONS)?;
     v.visit(MESSAGES)?;
+    v.visit(DAILY)?;
     v.visit(TASKS)?;
     v.visit(SESSION_TASKS)?;
     v.visit(TASK_EVENTS)?;

@@ -237,10 +237,12 @@ async fn a_visitor_asks_by_touch_and_by_the_buttons_and_a_touch_cuts_the_reply()
     let d = until(&s, "the question screen", |d| !d["questions"].is_null()).await;
     assert_eq!(d["questions"]["rows"], json!(QUESTIONS));
     let page = questions::Page {
+        title: "Choose a question (1 of 1)".into(),
         rows: QUESTIONS.iter().map(|q| q.to_string()).collect(),
         page: 0,
         pages: 1,
         selected: 0,
+        bar: ["‹ Previous".into(), "Close".into(), "Next ›".into()],
     };
     let mut want = vec![0u32; (w * h) as usize];
     questions::draw(&mut want, (w, h), &page);

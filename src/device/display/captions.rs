@@ -9,6 +9,7 @@
 
 use super::text::{self, Canvas, Style, Weight};
 use crate::device::Captions;
+use crate::engine::language::{Language, Phrase};
 use crate::engine::live::Status;
 
 pub const PANEL_BG: u32 = 0x0E1116;
@@ -37,6 +38,8 @@ pub struct View {
     pub captions: Captions,
     /// The visitor can choose a question on the screen instead of speaking.
     pub can_choose: bool,
+    /// The language of the state lines ("Listening…").
+    pub language: Language,
 }
 
 /// One line of the panel.
@@ -70,12 +73,16 @@ pub fn lines(view: &View, w: u32, size: u32, max: usize) -> Vec<Line> {
     let room = w - 2 * margin(size);
     let style = |weight, colour| Style::new(size, weight, colour);
     let wrap = |t: &str, weight| text::wrap(t, room, size, weight);
+    let say = |p: Phrase| view.language.say(p, &Language::english());
     let heard = || -> Vec<Line> {
         let c = &view.captions;
         if c.heard.is_empty() {
             return Vec::new();
         }
-        let mut l = wrap(&format!("You asked: {}", c.heard), Weight::Regular);
+        let mut l = wrap(
+            &format!("{} {}", say(Phrase::YouAsked), c.heard),
+            Weight::Regular,
+        );
         if l.len() > HEARD_LINES {
             l.truncate(HEARD_LINES);
             let last = format!("{}…", l[HEARD_LINES - 1]);
@@ -88,8 +95,8 @@ pub fn lines(view: &View, w: u32, size: u32, max: usize) -> Vec<Line> {
             })
             .collect()
     };
-    let state = |t: &str| Line {
-        text: t.to_string(),
+    let state = |p: Phrase| Line {
+        text: say(p),
         style: style(Weight::Bold, STATE_TEXT),
     };
     // The reply's lines in the room left: the first ones while it is said (the sentence being
@@ -116,17 +123,17 @@ pub fn lines(view: &View, w: u32, size: u32, max: usize) -> Vec<Line> {
     let c = &view.captions;
     let mut out = Vec::new();
     match view.status {
-        Status::Listening => out.push(state("Listening…")),
+        Status::Listening => out.push(state(Phrase::Listening)),
         Status::Processing => {
             out.extend(heard());
-            out.push(state("Thinking…"));
+            out.push(state(Phrase::Thinking));
         }
         Status::Speaking => {
             out.extend(heard());
             let room_lines = max.saturating_sub(out.len()).max(1);
             match c.said.last() {
                 Some(sentence) => out.extend(reply(sentence, room_lines, false)),
-                None => out.push(state("Speaking…")),
+                None => out.push(state(Phrase::Speaking)),
             }
         }
         Status::Idle if !c.said.is_empty() => {
@@ -134,9 +141,9 @@ pub fn lines(view: &View, w: u32, size: u32, max: usize) -> Vec<Line> {
             let room_lines = max.saturating_sub(out.len() + 1).max(1);
             out.extend(reply(&c.said.join(" "), room_lines, true));
             out.push(state(if view.can_choose {
-                "Hold the button or touch the screen to ask more"
+                Phrase::HoldOrTouchToAskMore
             } else {
-                "Hold the button to ask more"
+                Phrase::HoldToAskMore
             }));
         }
         Status::Idle => {
@@ -146,9 +153,9 @@ pub fn lines(view: &View, w: u32, size: u32, max: usize) -> Vec<Line> {
                     style: style(Weight::Bold, NAME_TEXT),
                 });
             }
-            out.push(state("Hold the button to talk"));
+            out.push(state(Phrase::HoldToTalk));
             if view.can_choose {
-                out.push(state("or touch the screen to choose a question"));
+                out.push(state(Phrase::TouchToChoose));
             }
         }
     }
@@ -241,6 +248,7 @@ mod tests {
                 said: vec![long.trim().to_string()],
             },
             can_choose: false,
+            language: Language::english(),
         };
         let panel = draw(&view, (800, 480), 20);
         assert!(panel.top >= 480 - (480.0 * MAX_SHARE) as u32);

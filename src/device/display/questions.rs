@@ -23,14 +23,18 @@ pub const SELECTED_BG: u32 = 0x2F6690;
 pub const BAR_TEXT: u32 = 0xE8EEF4;
 pub const BAR_BG: u32 = 0x0B1E30;
 
-/// What the question screen shows: a page of questions and the one the buttons point at.
+/// What the question screen shows: a page of questions (or of languages) and the one the
+/// buttons point at, with the words of its title and bar in the visit's language.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Page {
-    /// The questions of this page, in staff's order.
+    pub title: String,
+    /// The rows of this page, in staff's order.
     pub rows: Vec<String>,
     pub page: usize,
     pub pages: usize,
     pub selected: usize,
+    /// "Previous", "Close", "Next".
+    pub bar: [String; 3],
 }
 
 /// Where a touch landed.
@@ -80,17 +84,13 @@ pub fn draw(px: &mut [u32], (w, h): (u32, u32), page: &Page) {
     let at = |f: f32| (f * h as f32) as u32;
     let margin = w / 30;
     let room = w - 2 * margin;
-    let title = format!(
-        "Choose a question ({} of {})",
-        page.page + 1,
-        page.pages.max(1)
-    );
-    let title_size = text::fit_size(&title, room, at(TITLE_END) * 5 / 10, Weight::Bold);
+    let title = &page.title;
+    let title_size = text::fit_size(title, room, at(TITLE_END) * 5 / 10, Weight::Bold);
     let title_y = (at(TITLE_END) - text::line_height(title_size)) / 2;
     c.text(
         margin as i32,
         title_y as i32,
-        &title,
+        title,
         Style::new(title_size, Weight::Bold, TITLE_TEXT),
     );
     let row_h = at(TITLE_END + row_height()) - at(TITLE_END);
@@ -135,8 +135,7 @@ pub fn draw(px: &mut [u32], (w, h): (u32, u32), page: &Page) {
     let bar = at(BAR_START);
     c.fill_rect(0, bar as i32, w, h - bar, BAR_BG);
     let bar_size = ((h - bar) * 35 / 100).max(8);
-    let labels = ["‹ Previous", "Close", "Next ›"];
-    for (i, label) in labels.iter().enumerate() {
+    for (i, label) in page.bar.iter().enumerate() {
         let third = w / 3;
         let lw = text::width(label, bar_size, Weight::Bold);
         let x = i as u32 * third + third.saturating_sub(lw) / 2;

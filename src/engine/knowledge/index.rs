@@ -184,6 +184,7 @@ mod tests {
             updated_at: String::new(),
             indexed_at: None,
             generation: 0,
+            language: String::new(),
             blob: BlobRef {
                 id: String::new(),
                 sha256: String::new(),

@@ -22,6 +22,7 @@ use redb::{ReadableTable, WriteTransaction};
 use serde::Serialize;
 
 use super::error::{Result, bad, not_found};
+use super::language::Language;
 use super::{Engine, is_id, new_id};
 use crate::store::records::{Source, source_fields};
 use crate::store::tables::{CHARACTERS, CHUNKS, SOURCES};
@@ -32,6 +33,9 @@ pub struct Upload {
     pub filename: String,
     pub relative_path: Option<String>,
     pub blob: BlobRef,
+    /// The language it is written in, if the uploader said (else its name may say, see
+    /// `Engine::source_language`).
+    pub language: Option<crate::engine::language::Language>,
 }
 
 #[derive(Debug, Serialize)]
@@ -62,6 +66,7 @@ impl From<Source> for SourceView {
             created_at: s.created_at,
             updated_at: s.updated_at,
             indexed_at: s.indexed_at,
+            language: s.language,
         }
     }
 }
@@ -74,6 +79,24 @@ pub struct SearchResult {
     pub filename: String,
     pub content: String,
     pub score: f32,
+}
+
+/// The language a source is written in: as its uploader said, else as its name says
+/// (`faq.de.md` when `de` is one of the museum's `languages`), else the museum's default.
+pub fn source_language(s: &Source, languages: &[Language]) -> Language {
+    if let Some(l) = Language::parse(&s.language) {
+        return l;
+    }
+    let named = s
+        .filename
+        .rsplit('.')
+        .nth(1)
+        .and_then(Language::parse)
+        .and_then(|tag| languages.iter().find(|l| **l == tag));
+    named
+        .or(languages.first())
+        .cloned()
+        .unwrap_or_else(Language::english)
 }
 
 /// The background indexer: a thread woken whenever a source needs indexing.
@@ -211,6 +234,19 @@ impl Engine {
 
     /// The passages of each of a character's knowledge sources, in order.
     pub fn knowledge_sources_text(&self, character_id: &str) -> Result<Vec<Vec<String>>> {
+        Ok(self
+            .knowledge_by_language(character_id)?
+            .into_iter()
+            .map(|(_, passages)| passages)
+            .collect())
+    }
+
+    /// Each source's passages in order, with the language it is written in.
+    pub fn knowledge_by_language(
+        &self,
+        character_id: &str,
+    ) -> Result<Vec<(Language, Vec<String>)>> {
+        let settings = self.settings();
         let tx = self.store.read()?;
         self.character_exists(&tx, character_id)?;
         let chunks = tx.open_table(CHUNKS)?;
@@ -220,7 +256,7 @@ impl Engine {
             for item in chunks.range((s.id.as_str(), 0)..=(s.id.as_str(), u32::MAX))? {
                 passages.push(item?.1.value().to_string());
             }
-            out.push(passages);
+            out.push((source_language(&s, settings.languages()), passages));
         }
         Ok(out)
     }
@@ -334,6 +370,7 @@ impl Engine {
                 updated_at: now,
                 indexed_at: None,
                 generation: previous.as_ref().map_or(1, |p| p.generation + 1),
+                language: u.language.map(|l| l.tag().to_string()).unwrap_or_default(),
                 blob: u.blob,
             };
             if let Some(p) = previous {
@@ -417,23 +454,39 @@ impl Engine {
     }
 
     /// The best passages of a character's knowledge for `query`.
+    /// The passages best matching `query`; with a `language`, those of the knowledge in that
+    /// language, unless none of it matches (then any language's: a language model translates).
     pub fn search_knowledge(
         &self,
         character_id: &str,
         query: &str,
         top_k: Option<usize>,
+        language: Option<&Language>,
     ) -> Result<Vec<SearchResult>> {
         if query.trim().is_empty() {
             return Err(bad("query must not be blank"));
         }
         let top_k = top_k.unwrap_or(5).clamp(1, 50);
+        let settings = self.settings();
         let tx = self.store.read()?;
         self.character_exists(&tx, character_id)?;
-        let sources: Vec<Source> = store::scan::<Source>(&tx.open_table(SOURCES)?, character_id)?
-            .into_iter()
-            .filter(|s| s.chunk_count > 0)
-            .collect();
-        let hits = index::search(&tx, &sources, query, top_k)?;
+        let mut sources: Vec<Source> =
+            store::scan::<Source>(&tx.open_table(SOURCES)?, character_id)?
+                .into_iter()
+                .filter(|s| s.chunk_count > 0)
+                .collect();
+        let mut hits = Vec::new();
+        if let Some(language) = language {
+            let all = sources.clone();
+            sources.retain(|s| source_language(s, settings.languages()).same_as(language));
+            hits = index::search(&tx, &sources, query, top_k)?;
+            if hits.is_empty() {
+                sources = all;
+            }
+        }
+        if hits.is_empty() {
+            hits = index::search(&tx, &sources, query, top_k)?;
+        }
         Ok(hits
             .into_iter()
             .map(|h| {

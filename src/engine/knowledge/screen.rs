@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::engine::Engine;
 use crate::engine::error::{Result, bad, not_found};
+use crate::engine::language::Language;
 use crate::engine::live::LiveSession;
 use crate::engine::new_id;
 use crate::engine::providers::answer::{Side, faq_line};
@@ -44,8 +45,17 @@ impl Engine {
 
     /// The FAQ questions of a character's indexed knowledge, each once, in order.
     pub fn faq_questions(&self, character_id: &str) -> Result<Vec<String>> {
-        let mut out: Vec<String> = Vec::new();
-        for passages in self.knowledge_sources_text(character_id)? {
+        Ok(self
+            .faq_questions_by_language(character_id)?
+            .into_iter()
+            .map(|(q, _)| q)
+            .collect())
+    }
+
+    /// The FAQ questions with the language of the file each is in.
+    fn faq_questions_by_language(&self, character_id: &str) -> Result<Vec<(String, Language)>> {
+        let mut out: Vec<(String, Language)> = Vec::new();
+        for (language, passages) in self.knowledge_by_language(character_id)? {
             for passage in passages {
                 // A question counts only with its answer on the next line of the same passage:
                 // a question a passage boundary cut short is never offered.
@@ -58,9 +68,9 @@ impl Engine {
                     if let (Some((Side::Question, q)), Some((Side::Answer, _))) =
                         (faq_line(pair[0]), faq_line(pair[1]))
                         && !q.is_empty()
-                        && !out.iter().any(|o| o == q)
+                        && !out.iter().any(|(o, _)| o == q)
                     {
-                        out.push(q.to_string());
+                        out.push((q.to_string(), language.clone()));
                     }
                 }
             }
@@ -85,7 +95,7 @@ impl Engine {
                 "at most {SCREEN_MAX_QUESTIONS} questions fit on the screen"
             )));
         }
-        let faq = self.faq_questions(character_id)?;
+        let faq = self.faq_questions_by_language(character_id)?;
         let tx = self.store.write()?;
         {
             let mut table = tx.open_table(CHARACTERS)?;
@@ -103,14 +113,21 @@ impl Engine {
                     return Err(bad(format!("{text:?} is on the screen twice")));
                 }
                 let kept = c.on_screen.iter().find(|q| q.text == text);
-                if kept.is_none() && !faq.iter().any(|f| f == text) {
-                    return Err(bad(format!(
-                        "{text:?} is not an FAQ question of this character's knowledge"
-                    )));
-                }
+                let language = match faq.iter().find(|(f, _)| f == text) {
+                    Some((_, l)) => l.tag().to_string(),
+                    None => match kept {
+                        Some(q) => q.language.clone(),
+                        None => {
+                            return Err(bad(format!(
+                                "{text:?} is not an FAQ question of this character's knowledge"
+                            )));
+                        }
+                    },
+                };
                 next.push(ScreenQuestion {
                     id: kept.map_or_else(new_id, |q| q.id.clone()),
                     text: text.to_string(),
+                    language,
                 });
             }
             c.on_screen = next;
@@ -121,7 +138,7 @@ impl Engine {
         self.characters.invalidate();
         Ok(ScreenChoice {
             on_screen: self.on_screen_questions(character_id)?,
-            faq,
+            faq: faq.into_iter().map(|(q, _)| q).collect(),
         })
     }
 

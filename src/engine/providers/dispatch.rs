@@ -12,6 +12,7 @@ use super::{
     local, openai, realtime, remote, wyoming,
 };
 use crate::engine::Engine;
+use crate::engine::language::Language;
 use crate::engine::settings::Service;
 use crate::engine::voice::Voice;
 
@@ -27,6 +28,8 @@ pub struct Prompt<'a> {
     pub sure: &'a [(String, f64)],
     /// What the offline engine says when its knowledge answers nothing.
     pub fallback: String,
+    /// The language the reply is in (the offline engine answers from the knowledge in it).
+    pub language: &'a Language,
 }
 
 /// What the recogniser heard.
@@ -34,13 +37,16 @@ pub struct Heard {
     pub text: String,
     /// How sure it was of each word (0 to 1), when it says so.
     pub sure: Vec<(String, f64)>,
+    /// The language it heard, when it says (a network recogniser asked to detect it).
+    pub language: Option<Language>,
 }
 
 impl Heard {
-    fn text(text: String) -> Heard {
+    fn said((text, language): (String, Option<String>)) -> Heard {
         Heard {
             text,
             sure: Vec::new(),
+            language: language.as_deref().and_then(Language::from_recogniser),
         }
     }
 }
@@ -56,30 +62,36 @@ pub trait Speech {
 }
 
 impl Engine {
-    /// Recognises mono 16 kHz speech; the offline recogniser listens for the words of the
-    /// character's knowledge.
+    /// Recognises mono 16 kHz speech in the visit's `language` (`None`: not chosen yet, and a
+    /// network recogniser is asked to detect it when the museum offers several); the offline
+    /// recogniser listens for the words of the character's knowledge, in English.
     pub(in crate::engine) async fn recognise(
         self: &Arc<Self>,
         provider: Provider,
         character_id: &str,
         pcm: &[i16],
         timeout: Duration,
+        language: Option<&Language>,
     ) -> Result<Heard, ProviderError> {
+        let s = self.settings();
+        let hint = match language {
+            Some(l) => l.primary().to_string(),
+            None if s.languages().len() > 1 => String::new(),
+            None => s.asr.language.clone(),
+        };
         let heard: Result<Heard, ProviderError> = async {
             match provider {
                 Provider::Openai => {
-                    let s = self.settings();
                     let ep = s.endpoint(Service::Asr)?;
-                    openai::transcribe(&self.http, &ep, pcm, &s.asr.language, timeout)
+                    openai::transcribe(&self.http, &ep, pcm, &hint, timeout)
                         .await
-                        .map(Heard::text)
+                        .map(Heard::said)
                 }
                 Provider::Wyoming => {
-                    let s = self.settings();
                     let ep = s.endpoint(Service::Asr)?;
-                    wyoming::transcribe(ep.address, ep.model, &s.asr.language, pcm, timeout)
+                    wyoming::transcribe(ep.address, ep.model, &hint, pcm, timeout)
                         .await
-                        .map(Heard::text)
+                        .map(Heard::said)
                 }
                 Provider::Local | Provider::OpenaiRealtime | Provider::Remote => {
                     // Building the model reads the whole pronouncing dictionary (3.5 MB) and writes
@@ -149,9 +161,10 @@ impl Engine {
                     let (engine, id) = (self.clone(), prompt.character_id.to_string());
                     let (question, sure) = (prompt.question.to_string(), prompt.sure.to_vec());
                     let session = prompt.session_id.map(str::to_string);
-                    let answer = tokio::task::spawn_blocking(move || match session {
-                        Some(session) => engine.offline_reply(&session, &id, &question, &sure),
-                        None => engine.offline_answer(&id, &question, &sure),
+                    let language = prompt.language.clone();
+                    let answer = tokio::task::spawn_blocking(move || {
+                        let asked = (question.as_str(), sure.as_slice());
+                        engine.offline_reply_in(session.as_deref(), &id, asked, &language)
                     })
                     .await
                     .ok()

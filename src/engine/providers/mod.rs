@@ -30,6 +30,7 @@ use serde::Serialize;
 use super::Engine;
 use super::audio;
 use super::error::{Error, Result, bad};
+use super::language::Language;
 use super::settings::{Service, Settings};
 use super::voice::Voice;
 
@@ -435,10 +436,12 @@ impl Engine {
             Some(closed) if weighed.believed => Heard {
                 text: closed.words.join(" "),
                 sure: Vec::new(),
+                language: None,
             },
             _ => Heard {
                 text: words_of(&open),
                 sure: open,
+                language: None,
             },
         }
     }
@@ -486,13 +489,64 @@ impl Engine {
         w
     }
 
-    /// The answer's topics of a character's knowledge, built once per change of knowledge.
+    /// The answer's topics of a character's knowledge in the museum's default language, built
+    /// once per change of knowledge.
     fn offline_topics(&self, character_id: &str) -> Result<Arc<answer::Topics>> {
+        self.offline_topics_in(character_id, &self.settings().default_language())
+    }
+
+    /// The answer's topics of the knowledge in `language` (all of it when none is in
+    /// `language`: a museum with one language, or a translation not written yet).
+    fn offline_topics_in(
+        &self,
+        character_id: &str,
+        language: &Language,
+    ) -> Result<Arc<answer::Topics>> {
+        let settings = self.settings();
+        // The museum's languages decide which file is in which (`knowledge::source_language`).
+        let key = format!(
+            "{character_id} {language} {:?}",
+            settings
+                .languages()
+                .iter()
+                .map(Language::tag)
+                .collect::<Vec<_>>()
+        );
         self.answer_topics
-            .get_or_build(character_id, self.knowledge_epoch(), || {
-                self.knowledge_sources_text(character_id)
-                    .map(|sources| answer::Topics::new(&sources))
+            .get_or_build(&key, self.knowledge_epoch(), || {
+                let all = self.knowledge_by_language(character_id)?;
+                let mut sources: Vec<Vec<String>> = all
+                    .iter()
+                    .filter(|(l, _)| l.same_as(language))
+                    .map(|(_, p)| p.clone())
+                    .collect();
+                if sources.is_empty() {
+                    sources = all.into_iter().map(|(_, p)| p).collect();
+                }
+                Ok(answer::Topics::new(&sources))
             })
+    }
+
+    /// The offline engine's reply in `language`: from the knowledge in that language, with no
+    /// clarifying question (the engine asks those in English only, see `offline_reply`). The
+    /// default language's reply is `offline_reply`'s.
+    pub fn offline_reply_in(
+        &self,
+        session_id: Option<&str>,
+        character_id: &str,
+        (question, sure): (&str, &[(String, f64)]),
+        language: &Language,
+    ) -> Option<String> {
+        let default = self.settings().default_language();
+        if language.same_as(&default) && default.same_as(&Language::english()) {
+            return match session_id {
+                Some(session) => self.offline_reply(session, character_id, question, sure),
+                None => self.offline_answer(character_id, question, sure),
+            };
+        }
+        self.offline_topics_in(character_id, language)
+            .ok()?
+            .answer(question, sure)
     }
 
     /// The offline engine's reply in a live session: as `offline_answer`, but when two topics

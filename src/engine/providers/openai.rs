@@ -152,16 +152,40 @@ pub async fn chat(
     }
 }
 
-/// Transcribes 16 kHz mono speech.
+/// Transcribes 16 kHz mono speech in `language`; without one, the recogniser detects it and
+/// says which (`verbose_json`, Whisper's; a model that has no such format, such as
+/// gpt-4o-transcribe, is asked again for plain JSON). Returns the text and the language heard.
 pub async fn transcribe(
     client: &reqwest::Client,
     ep: &Endpoint<'_>,
     pcm: &[i16],
     language: &str,
     timeout: Duration,
-) -> Result<String, ProviderError> {
+) -> Result<(String, Option<String>), ProviderError> {
     let wav = audio::wav_bytes(pcm, audio::RECOGNISER_RATE);
-    let file = reqwest::multipart::Part::bytes(wav)
+    let detect = language.is_empty();
+    let mut answer = transcription(client, ep, &wav, language, detect, timeout).await;
+    if detect && matches!(&answer, Err(ProviderError::Failed(m)) if m.starts_with("400")) {
+        answer = transcription(client, ep, &wav, language, false, timeout).await;
+    }
+    let body = answer?;
+    let text = body["text"]
+        .as_str()
+        .map(|t| t.trim().to_string())
+        .ok_or_else(|| ProviderError::Garbage("transcription without text".into()))?;
+    Ok((text, body["language"].as_str().map(str::to_string)))
+}
+
+/// One transcription request; `verbose` asks for the language heard too.
+async fn transcription(
+    client: &reqwest::Client,
+    ep: &Endpoint<'_>,
+    wav: &[u8],
+    language: &str,
+    verbose: bool,
+    timeout: Duration,
+) -> Result<Value, ProviderError> {
+    let file = reqwest::multipart::Part::bytes(wav.to_vec())
         .file_name("speech.wav")
         .mime_str("audio/wav")
         .expect("valid mime");
@@ -170,6 +194,9 @@ pub async fn transcribe(
         .text("model", ep.model.to_string());
     if !language.is_empty() {
         form = form.text("language", language.to_string());
+    }
+    if verbose {
+        form = form.text("response_format", "verbose_json");
     }
     let res = tokio::time::timeout(
         timeout,
@@ -180,14 +207,10 @@ pub async fn transcribe(
     .await
     .map_err(|_| ProviderError::Timeout("speech recognition did not answer in time".into()))?
     .map_err(send_error)?;
-    let body: Value = tokio::time::timeout(timeout, check(res).await?.json())
+    tokio::time::timeout(timeout, check(res).await?.json())
         .await
         .map_err(|_| ProviderError::Timeout("speech recognition did not answer in time".into()))?
-        .map_err(|e| ProviderError::Garbage(format!("not a transcription: {e}")))?;
-    body["text"]
-        .as_str()
-        .map(|t| t.trim().to_string())
-        .ok_or_else(|| ProviderError::Garbage("transcription without text".into()))
+        .map_err(|e| ProviderError::Garbage(format!("not a transcription: {e}")))
 }
 
 /// Synthesises speech as 24 kHz mono samples; accepts raw PCM (OpenAI's `pcm` format, 24 kHz)

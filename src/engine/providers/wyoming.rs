@@ -229,14 +229,15 @@ fn server_error(event: &Event) -> ProviderError {
     ))
 }
 
-/// Recognises mono 16 kHz speech. `model` and `language` are sent when set.
+/// Recognises mono 16 kHz speech. `model` and `language` are sent when set. Returns the text
+/// and the language heard, when the server says (a transcript's `language`).
 pub async fn transcribe(
     url: &str,
     model: &str,
     language: &str,
     pcm: &[i16],
     timeout: Duration,
-) -> Result<String, ProviderError> {
+) -> Result<(String, Option<String>), ProviderError> {
     let mut c = Connection::open(url, timeout).await?;
     let mut request = Map::new();
     if !model.is_empty() {
@@ -257,12 +258,14 @@ pub async fn transcribe(
         let event = c.next().await?;
         match event.kind.as_str() {
             "transcript" => {
-                return event
+                let text = event
                     .data
                     .get("text")
                     .and_then(Value::as_str)
                     .map(|t| t.trim().to_string())
-                    .ok_or_else(|| ProviderError::Garbage("a transcript without text".into()));
+                    .ok_or_else(|| ProviderError::Garbage("a transcript without text".into()))?;
+                let heard = event.data.get("language").and_then(Value::as_str);
+                return Ok((text, heard.map(str::to_string)));
             }
             "error" => return Err(server_error(&event)),
             _ => c.skip(&event)?,

@@ -62,7 +62,7 @@ impl Engine {
         let chat = |passages: &[SearchResult]| {
             chat_request(
                 self,
-                instructions(character, &Overrides::default(), passages),
+                instructions(character, &Overrides::default(), passages, None),
                 Vec::new(),
                 question,
                 None,
@@ -72,7 +72,7 @@ impl Engine {
             self.answer_question(
                 character,
                 llm,
-                (question, &[], None),
+                (question, &[], None, &self.settings().default_language()),
                 chat,
                 self.stream_bounds(),
                 &relay,

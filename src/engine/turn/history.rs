@@ -182,7 +182,9 @@ mod tests {
     #[test]
     fn messages_older_than_the_age_bound_go_on_the_next_write() {
         let dir = tempfile::tempdir().unwrap();
-        let e = engine(&dir, |c| c.history_max_days = 30);
+        let e = engine(&dir, |c| {
+            c.history_max_days = crate::config::RetentionDays::try_from(30).unwrap();
+        });
         let (sid, cid) = session(&e);
         // Three messages, then made 40 days old.
         e.seed_history(&sid, &said(3, "old")).unwrap();
@@ -216,6 +218,10 @@ mod tests {
         let page = e.history(&cid, Some(500), None, None).unwrap();
         assert_eq!(page.messages.len(), 1);
         assert_eq!(page.messages[0].content, "new");
+        let stats = e.statistics(&cid).unwrap();
+        let asked: usize = stats.days.iter().map(|d| d.questions).sum();
+        assert_eq!(asked, 4, "the old questions are still counted: {stats:?}");
+        assert_eq!(stats.days.len(), 2, "on their own day: {stats:?}");
     }
 
     #[test]

@@ -25,12 +25,13 @@ use tokio_util::sync::CancellationToken;
 use super::Engine;
 use super::error::{Result, bad};
 use super::knowledge::SearchResult;
+use super::language::{Language, Phrase};
 use super::live::{ErrorCode, Event, LiveSession, Overrides, Status};
 use super::providers::{
     Choice, Foreign, NOT_ON_THIS_KIOSK, Provider, ProviderError, Stage, StreamBounds,
 };
 use super::sessions::Mark;
-use super::voice::{Voice, offline_voices};
+use super::voice::{Voice, offline_listing, offline_voices};
 use crate::store::records::Character;
 use audio_out::AudioOut;
 
@@ -38,8 +39,6 @@ pub use ask::Asked;
 
 /// Characters of earlier conversation sent to the language model at most.
 const HISTORY_MAX_CHARS: usize = 6_000;
-const APOLOGY: &str = "I'm sorry, I can't answer that right now. Please try again in a moment.";
-const NOT_HEARD: &str = "Sorry, I didn't catch that. Could you say it again?";
 
 /// What starts a turn.
 #[derive(Debug)]
@@ -65,6 +64,12 @@ struct Plan {
     missing: Vec<(Stage, Foreign)>,
     /// Bounds of a streamed reply.
     stream: StreamBounds,
+    /// The visit's language (the museum's default until chosen or heard), and that default.
+    language: Language,
+    default_language: Language,
+    /// Whether the museum offers more than one language (a language model is then told which
+    /// to answer in).
+    several_languages: bool,
 }
 
 /// A turn in progress: the session it publishes to, its number, its plan, and what the
@@ -147,6 +152,7 @@ impl Engine {
                 said: Mutex::new(String::new()),
                 unsaved: AtomicBool::new(false),
             };
+            let mut turn = turn;
             let finished = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => false,
@@ -169,16 +175,22 @@ impl Engine {
         let overrides = live.overrides();
         let (llm, asr, tts, missing) = self.providers(&character, &overrides)?;
         let speaker = speaker(llm, tts);
+        let settings = self.settings();
+        let default_language = settings.default_language();
+        let language = live.language().unwrap_or_else(|| default_language.clone());
         let voice = match overrides.voice {
             Some(v) if v.provider() == speaker => v,
             _ => {
-                let settings = self.settings();
-                let stored = if character.voice_type.is_empty() {
-                    &settings.tts.voice
+                let stored = if !language.same_as(&default_language)
+                    && let Some(v) = voice_of_language(&character, speaker, &language)
+                {
+                    v
+                } else if character.voice_type.is_empty() {
+                    settings.tts.voice.clone()
                 } else {
-                    &character.voice_type
+                    character.voice_type.clone()
                 };
-                Voice::parse(speaker, stored).unwrap_or_else(|e| {
+                Voice::parse(speaker, &stored).unwrap_or_else(|e| {
                     // Without espeak-ng there is no offline voice at all (and no speech).
                     if speaker != Provider::Local || !offline_voices().is_empty() {
                         tracing::warn!(
@@ -199,6 +211,9 @@ impl Engine {
             stream: self.stream_bounds(),
             character,
             missing,
+            several_languages: settings.languages().len() > 1,
+            language,
+            default_language,
         })
     }
 
@@ -251,6 +266,35 @@ impl Engine {
     }
 }
 
+/// The character's voice for `language` (not the default): the one staff chose for it, else,
+/// for the offline engine, espeak-ng's voice of that language.
+fn voice_of_language(c: &Character, speaker: Provider, language: &Language) -> Option<String> {
+    let chosen = c.voices.get(language.tag()).or_else(|| {
+        c.voices.iter().find_map(|(tag, v)| {
+            Language::parse(tag)
+                .filter(|l| l.same_as(language))
+                .map(|_| v)
+        })
+    });
+    if let Some(v) = chosen {
+        return Some(v.clone());
+    }
+    if speaker != Provider::Local {
+        return None;
+    }
+    let voices = offline_listing();
+    voices
+        .iter()
+        .find(|v| v.language == language.tag().to_ascii_lowercase())
+        .or_else(|| voices.iter().find(|v| v.language == language.primary()))
+        .or_else(|| {
+            voices
+                .iter()
+                .find(|v| v.language.starts_with(&format!("{}-", language.primary())))
+        })
+        .map(|v| v.language.clone())
+}
+
 /// The provider whose voice speaks a turn's reply: an omni provider speaks for itself.
 fn speaker(llm: Provider, tts: Provider) -> Provider {
     if llm.is_omni() { llm } else { tts }
@@ -283,8 +327,52 @@ impl Engine {
 }
 
 impl Turn {
+    /// The kiosk's line `phrase` in the visit's language, naming the character.
+    fn say(&self, phrase: Phrase) -> String {
+        let plan = &self.plan;
+        let name = self
+            .live
+            .overrides()
+            .bot_name
+            .unwrap_or_else(|| plan.character.name.clone());
+        plan.language
+            .say(phrase, &plan.default_language)
+            .replace("{name}", &name)
+    }
+
+    /// The recogniser heard the visit's language: it is the visit's from now on (one of the
+    /// museum's; the default stays when it heard another), and this turn replies in it.
+    async fn heard_language(&mut self, heard: Option<Language>) {
+        let Some(heard) = heard else { return };
+        if self.live.language().is_some() || heard.same_as(&self.plan.language) {
+            return;
+        }
+        let settings = self.engine.settings();
+        let Some(offered) = settings
+            .languages()
+            .iter()
+            .find(|l| l.same_as(&heard))
+            .cloned()
+        else {
+            return;
+        };
+        let (engine, live) = (self.engine.clone(), self.live.clone());
+        let set = tokio::task::spawn_blocking(move || {
+            engine.set_visit_language(&live, &offered)?;
+            engine.plan(&live)
+        })
+        .await;
+        match set {
+            Ok(Ok(plan)) => self.plan = plan,
+            Ok(Err(e)) => {
+                tracing::warn!(session = %self.live.id, "the language heard is not kept: {e}")
+            }
+            Err(_) => {}
+        }
+    }
+
     /// The turn in order: recognise (or take the text), reply, store both sides of it.
-    async fn run(&self, input: TurnInput) {
+    async fn run(&mut self, input: TurnInput) {
         self.status(Status::Processing);
         if let Some((stage, foreign)) = self.missing_for(&input) {
             if let TurnInput::Text {
@@ -307,7 +395,11 @@ impl Turn {
         let mut sure = Vec::new();
         let question = match input {
             TurnInput::Greeting => {
-                let text = greeting(&self.plan.character, &self.live.overrides());
+                let text = if self.plan.language.same_as(&self.plan.default_language) {
+                    greeting(&self.plan.character, &self.live.overrides())
+                } else {
+                    self.say(Phrase::Greeting)
+                };
                 self.reply_fixed(&text).await;
                 // Stored whole: a cancel from here on must not store it again as a partial.
                 self.said_stored();
@@ -319,21 +411,41 @@ impl Turn {
                 unstored = !stored;
                 text
             }
+            TurnInput::Audio(_)
+                if self.plan.asr.recognises_offline()
+                    && !self.plan.language.same_as(&Language::english()) =>
+            {
+                // The offline recogniser knows English words only: it says so, rather than
+                // guess English words into another language's speech.
+                let line = self.say(Phrase::HearsEnglishOnly);
+                self.reply_fixed(&line).await;
+                self.status(Status::Idle);
+                return;
+            }
             TurnInput::Audio(pcm) => {
                 let plan = &self.plan;
+                let language = self.live.language();
                 let heard = self
                     .engine
-                    .recognise(plan.asr, &plan.character.id, &pcm, plan.timeout)
+                    .recognise(
+                        plan.asr,
+                        &plan.character.id,
+                        &pcm,
+                        plan.timeout,
+                        language.as_ref(),
+                    )
                     .await;
                 match heard {
                     Ok(heard) if !heard.text.trim().is_empty() => {
+                        self.heard_language(heard.language).await;
                         self.live.user_said(self.seq, &heard.text);
                         self.store("user", heard.text.clone()).await;
                         sure = heard.sure;
                         heard.text
                     }
                     Ok(_) => {
-                        self.reply_fixed(NOT_HEARD).await;
+                        let line = self.say(Phrase::NotHeard);
+                        self.reply_fixed(&line).await;
                         self.status(Status::Idle);
                         return;
                     }
@@ -500,12 +612,16 @@ impl Turn {
             code,
             turn_seq: self.seq,
         });
-        self.reply_fixed(APOLOGY).await;
+        let line = self.say(Phrase::Apology);
+        self.reply_fixed(&line).await;
         self.status(Status::Idle);
     }
 
     fn instructions(&self, passages: &[SearchResult]) -> String {
-        instructions(&self.plan.character, &self.live.overrides(), passages)
+        let plan = &self.plan;
+        let answer_in = (plan.several_languages || !plan.language.same_as(&Language::english()))
+            .then_some(&plan.language);
+        instructions(&plan.character, &self.live.overrides(), passages, answer_in)
     }
 }
 
@@ -521,9 +637,15 @@ fn failure_message(code: ErrorCode, e: &ProviderError) -> &'static str {
     }
 }
 
-/// The system prompt: the character's persona (with a client's overrides), how to speak, and
-/// the knowledge passages retrieved for the question.
-fn instructions(c: &Character, o: &Overrides, passages: &[SearchResult]) -> String {
+/// The system prompt: the character's persona (with a client's overrides), how to speak (in
+/// `answer_in`, when the museum has more than English), and the knowledge passages retrieved
+/// for the question.
+fn instructions(
+    c: &Character,
+    o: &Overrides,
+    passages: &[SearchResult],
+    answer_in: Option<&Language>,
+) -> String {
     let name = o.bot_name.as_deref().unwrap_or(&c.name);
     let mut system = format!("You are {name}, speaking aloud to a visitor at a kiosk.");
     for (label, value) in [
@@ -548,6 +670,12 @@ fn instructions(c: &Character, o: &Overrides, passages: &[SearchResult]) -> Stri
         system.push_str(prompt.trim());
     }
     system.push_str("\n\nAnswer in a few short spoken sentences, without lists or markup. If you do not know, say so.");
+    if let Some(language) = answer_in {
+        system.push_str(&format!(
+            "\nAnswer in {} (language tag {language}), the visitor's language, whatever language the knowledge below is written in.",
+            language.english_name()
+        ));
+    }
     if !passages.is_empty() {
         system.push_str("\n\nKnowledge you may use:");
         for (i, p) in passages.iter().enumerate() {

@@ -20,7 +20,7 @@ impl Turn {
                 }
                 let passages = self
                     .engine
-                    .search_knowledge(&plan.character.id, &text, Some(3))
+                    .search_knowledge(&plan.character.id, &text, Some(3), Some(&plan.language))
                     .unwrap_or_default();
                 (OmniInput::Text(text), passages)
             }

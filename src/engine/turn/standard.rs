@@ -10,6 +10,7 @@ use super::audio_out::AudioOut;
 use super::sentences::{Sentences, clauses};
 use crate::engine::Engine;
 use crate::engine::knowledge::SearchResult;
+use crate::engine::language::{Language, Phrase};
 use crate::engine::live::{ErrorCode, Event};
 use crate::engine::providers::{
     ChatMessage, ChatRequest, Prompt, Provider, ProviderError, StreamBounds,
@@ -30,25 +31,29 @@ impl Engine {
         self: &Arc<Self>,
         character: &Character,
         llm: Provider,
-        (question, sure, session_id): (&str, &[(String, f64)], Option<&str>),
+        (question, sure, session_id, language): (&str, &[(String, f64)], Option<&str>, &Language),
         chat: impl FnOnce(&[SearchResult]) -> ChatRequest,
         bounds: StreamBounds,
         out: &mpsc::Sender<String>,
     ) -> Result<(Vec<SearchResult>, bool), ProviderError> {
         let passages = {
             let (engine, id, q) = (self.clone(), character.id.clone(), question.to_string());
-            tokio::task::spawn_blocking(move || engine.search_knowledge(&id, &q, Some(PASSAGES)))
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .unwrap_or_default()
+            let language = language.clone();
+            tokio::task::spawn_blocking(move || {
+                engine.search_knowledge(&id, &q, Some(PASSAGES), Some(&language))
+            })
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default()
         };
         let prompt = Prompt {
             character_id: &character.id,
             session_id,
             question,
             sure,
-            fallback: fallback(character),
+            fallback: fallback(character, language, &self.settings().default_language()),
+            language,
         };
         let answered = self
             .generate(llm, prompt, || chat(&passages), bounds, out)
@@ -77,7 +82,7 @@ impl Turn {
                 .answer_question(
                     &plan.character,
                     plan.llm,
-                    (question, sure, Some(&self.live.id)),
+                    (question, sure, Some(&self.live.id), &plan.language),
                     chat,
                     plan.stream,
                     &tx,
@@ -205,9 +210,8 @@ pub(super) fn chat_request(
 }
 
 /// What the offline engine says when its knowledge has nothing relevant.
-fn fallback(c: &Character) -> String {
-    format!(
-        "I'm sorry, I don't know about that. I'm {}; ask me about the exhibition and what I know of it.",
-        c.name
-    )
+fn fallback(c: &Character, language: &Language, default: &Language) -> String {
+    language
+        .say(Phrase::DontKnow, default)
+        .replace("{name}", &c.name)
 }

@@ -23,7 +23,8 @@ function group(m) {
   const list = h('ol', {});
   const li = h('li', { class: m.staff ? 'visit staff' : 'visit', 'data-session': m.session_id },
     h('div', { class: 'row' }, h('div', { class: 'grow' }, heading),
-      visit ? null : h('button', { type: 'button', class: 'secondary', text: 'Only this visit', onclick: () => guarded(() => show(m.session_id)) })),
+      visit ? null : h('button', { type: 'button', class: 'secondary', text: 'Only this visit', onclick: () => guarded(() => show(m.session_id)) }),
+      h('button', { type: 'button', class: 'danger forget', text: 'Forget this visit', onclick: () => guarded(() => forget(m.session_id)) })),
     list);
   g = { heading, list, staff: !!m.staff, count: 0 };
   groups.set(m.session_id, g);
@@ -45,6 +46,13 @@ async function more() {
   if (!groups.size) $('messages').replaceChildren(h('li', { class: 'hint', text: 'No conversations yet.' }));
   cursor = page.next_cursor || '';
   $('older').hidden = !page.has_more;
+}
+
+/** Forgets a visit, as a visitor may ask: its words go at once, its counts stay in the statistics. */
+async function forget(session) {
+  if (!confirm('Forget this visit? What was said is deleted now; the statistics keep only its counts.')) return;
+  await api('DELETE', `${base()}/visits/${encodeURIComponent(session)}`);
+  await show(visit === session ? '' : visit);
 }
 
 /** Starts the list over for `session` ('' for every visit). */

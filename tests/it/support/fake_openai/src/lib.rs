@@ -132,6 +132,9 @@ impl Chat {
 #[derive(Debug, Clone)]
 pub struct Transcription {
     pub text: String,
+    /// The language heard, as OpenAI's `verbose_json` names it ("spanish"); sent only when the
+    /// request asks for `verbose_json`, as OpenAI does.
+    pub language: Option<String>,
     pub delay: Duration,
     pub failure: Option<Failure>,
 }
@@ -140,6 +143,7 @@ impl Transcription {
     pub fn text(text: &str) -> Transcription {
         Transcription {
             text: text.to_string(),
+            language: None,
             delay: Duration::ZERO,
             failure: None,
         }
@@ -609,6 +613,7 @@ async fn transcription(
     }
     let has_model = call.field("model").is_some();
     let has_file = !call.file.is_empty();
+    let verbose = call.field("response_format") == Some("verbose_json");
     shared.recorded.lock().unwrap().transcriptions.push(call);
     let script = shared.scripts.lock().unwrap().transcription.clone();
     tokio::time::sleep(script.delay).await;
@@ -616,6 +621,9 @@ async fn transcription(
         fail_now(failure, "not a transcription").await
     } else if !has_file || !has_model {
         openai_error(400, "file and model are required")
+    } else if verbose {
+        let language = script.language.as_deref().unwrap_or("english");
+        axum::Json(json!({"task": "transcribe", "language": language, "duration": 1.0, "text": script.text, "segments": []})).into_response()
     } else {
         axum::Json(json!({"text": script.text})).into_response()
     };

@@ -1,0 +1,275 @@
+//! Visitors' privacy (docs/privacy.md): how long transcripts are kept, and forgetting a visit.
+//!
+//! A message that goes (too old, a visit too short to keep, a forgotten visit) is first counted
+//! into the character's daily statistics (`DAILY`: counts, no text), so the statistics outlive
+//! the transcripts. An hourly sweep applies the retention even when nobody writes.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use redb::{ReadTransaction, ReadableTable, WriteTransaction};
+
+use super::Engine;
+use super::error::{Result, not_found};
+use super::sessions::{Day, question_key};
+use crate::store;
+use crate::store::records::Message;
+use crate::store::tables::{DAILY, MESSAGES, SESSIONS};
+
+/// How often the retention sweep runs when nothing wakes it: a message goes at most this long
+/// after its time is up.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(3600);
+
+/// The retention sweep's clock and its wake-up.
+#[derive(Default)]
+pub struct Retention {
+    /// Test hook (`test_hooks`): seconds the sweep's clock runs ahead of the system's.
+    ahead_secs: AtomicU64,
+    /// Wakes the sweep before its hour is up (a visit ended, the clock moved).
+    pub wake: Arc<tokio::sync::Notify>,
+}
+
+impl Engine {
+    /// Now, as the retention reads it.
+    fn retention_now(&self) -> SystemTime {
+        SystemTime::now() + Duration::from_secs(self.retention.ahead_secs.load(Ordering::Relaxed))
+    }
+
+    /// Test hook (`test_hooks`): moves the retention's clock `secs` ahead and wakes the sweep,
+    /// so a test sees a month pass in a second.
+    pub fn advance_clock_for_test(&self, secs: u64) {
+        self.retention.ahead_secs.fetch_add(secs, Ordering::Relaxed);
+        self.retention.wake.notify_one();
+    }
+
+    /// Removes what the retention no longer keeps: messages older than `history_max_days`, and
+    /// every message of an ended visit when the days are 0 or the visit lasted less than
+    /// `history_min_visit_secs`. Their counts go to the daily statistics first. Returns how
+    /// many messages went.
+    pub fn sweep_transcripts(&self) -> Result<usize> {
+        let days = self.config.history_max_days.get();
+        let short = self.config.history_min_visit_secs;
+        let cutoff = (days > 0)
+            .then(|| self.retention_now() - Duration::from_secs(days.saturating_mul(86_400)));
+        let tx = self.store.write()?;
+        let open: HashSet<String> = {
+            let sessions = tx.open_table(SESSIONS)?;
+            let mut open = HashSet::new();
+            for item in sessions.iter()? {
+                open.insert(item?.0.value().to_string());
+            }
+            open
+        };
+        // Each ended visit's messages, with its first and last time.
+        struct Visit {
+            keys: Vec<(String, u64)>,
+            first: SystemTime,
+            last: SystemTime,
+        }
+        let mut gone: Vec<(String, u64)> = Vec::new();
+        let mut ended: HashMap<String, Visit> = HashMap::new();
+        for item in tx.open_table(MESSAGES)?.iter()? {
+            let (k, v) = item?;
+            let (character, seq) = k.value();
+            let key = (character.to_string(), seq);
+            let m = store::from_json::<Message>(v.value()).ok();
+            let at = m
+                .as_ref()
+                .and_then(|m| humantime::parse_rfc3339(&m.timestamp).ok());
+            match (m, at) {
+                (Some(_), Some(at)) if cutoff.is_some_and(|c| at < c) => gone.push(key),
+                (Some(m), Some(at)) if !open.contains(&m.session_id) => {
+                    let visit = ended.entry(m.session_id).or_insert(Visit {
+                        keys: Vec::new(),
+                        first: at,
+                        last: at,
+                    });
+                    visit.keys.push(key);
+                    visit.first = visit.first.min(at);
+                    visit.last = visit.last.max(at);
+                }
+                (Some(_), Some(_)) => {}
+                // Unreadable: nothing says it may stay.
+                _ => gone.push(key),
+            }
+        }
+        for visit in ended.into_values() {
+            let lasted = visit.last.duration_since(visit.first).unwrap_or_default();
+            if days == 0 || lasted < Duration::from_secs(short) {
+                gone.extend(visit.keys);
+            }
+        }
+        let removed = retire(&tx, &gone)?;
+        if removed > 0 {
+            tx.commit()?;
+            tracing::info!(removed, "retention: transcripts removed, their counts kept");
+        }
+        Ok(removed)
+    }
+
+    /// Forgets one visit at once: its messages leave the history, the unanswered list and the
+    /// exports, their counts stay in the statistics; the visit ends if it is still open.
+    /// Returns how many messages went; 404 when the character has no such visit.
+    pub fn forget_visit(&self, character_id: &str, session_id: &str) -> Result<usize> {
+        self.character_record(character_id)?;
+        let tx = self.store.write()?;
+        let mut keys = Vec::new();
+        for item in tx
+            .open_table(MESSAGES)?
+            .range((character_id, 0)..=(character_id, u64::MAX))?
+        {
+            let (k, v) = item?;
+            if store::from_json::<Message>(v.value()).is_ok_and(|m| m.session_id == session_id) {
+                keys.push((character_id.to_string(), k.value().1));
+            }
+        }
+        let open = {
+            let mut sessions = tx.open_table(SESSIONS)?;
+            let ours = store::get::<crate::store::records::Session>(&sessions, session_id)?
+                .is_some_and(|s| s.character_id == character_id);
+            if ours {
+                sessions.remove(session_id)?;
+            }
+            ours
+        };
+        if keys.is_empty() && !open {
+            return Err(not_found("this character has no such visit"));
+        }
+        let removed = retire(&tx, &keys)?;
+        tx.commit()?;
+        if open {
+            self.session_ended(session_id);
+        }
+        tracing::info!(session = %session_id, removed, "a visit was forgotten");
+        Ok(removed)
+    }
+}
+
+/// Counts the messages at `keys` into the daily statistics, then removes them.
+fn retire(tx: &WriteTransaction, keys: &[(String, u64)]) -> Result<usize> {
+    if keys.is_empty() {
+        return Ok(0);
+    }
+    let mut messages = tx.open_table(MESSAGES)?;
+    let mut by_character: BTreeMap<String, Vec<Message>> = BTreeMap::new();
+    for (character, seq) in keys {
+        if let Some(v) = messages.remove((character.as_str(), *seq))?
+            && let Ok(m) = store::from_json::<Message>(v.value())
+        {
+            by_character.entry(character.clone()).or_default().push(m);
+        }
+    }
+    let mut daily = tx.open_table(DAILY)?;
+    for (character, said) in by_character {
+        for (day, counts) in tally(&said) {
+            let mut total = match daily.get((character.as_str(), day.as_str()))? {
+                Some(v) => store::from_json::<Day>(v.value())?,
+                None => Day {
+                    day: day.clone(),
+                    ..Day::default()
+                },
+            };
+            add(&mut total, &counts);
+            daily.insert(
+                (character.as_str(), day.as_str()),
+                store::to_json(&total).as_slice(),
+            )?;
+        }
+    }
+    Ok(keys.len())
+}
+
+/// The counts of `said` per day (UTC), as the statistics count them; staff tests left out.
+fn tally(said: &[Message]) -> BTreeMap<String, Day> {
+    let mut days: BTreeMap<String, Day> = BTreeMap::new();
+    let mut visits: HashSet<(String, String)> = HashSet::new();
+    let mut asked: HashSet<(String, String)> = HashSet::new();
+    let replies: HashMap<(&str, u64), bool> = said
+        .iter()
+        .filter(|m| m.role != "user")
+        .map(|m| ((m.session_id.as_str(), m.turn_seq), m.unmatched))
+        .collect();
+    for m in said.iter().filter(|m| !m.staff) {
+        let day = m.timestamp.get(..10).unwrap_or("").to_string();
+        let d = days.entry(day.clone()).or_insert_with(|| Day {
+            day: day.clone(),
+            ..Day::default()
+        });
+        if visits.insert((day, m.session_id.clone())) {
+            d.visits += 1;
+        }
+        if m.role != "user" {
+            continue;
+        }
+        d.questions += 1;
+        d.by_touch += usize::from(m.touch);
+        if !asked.insert((m.session_id.clone(), question_key(&m.content))) {
+            d.asked_again += 1;
+        }
+        match replies.get(&(m.session_id.as_str(), m.turn_seq)) {
+            Some(true) => d.unanswered += 1,
+            Some(false) => d.answered += 1,
+            None => {}
+        }
+    }
+    days
+}
+
+fn add(total: &mut Day, more: &Day) {
+    total.visits += more.visits;
+    total.questions += more.questions;
+    total.answered += more.answered;
+    total.unanswered += more.unanswered;
+    total.asked_again += more.asked_again;
+    total.by_touch += more.by_touch;
+}
+
+/// Adds the kept daily counts of `character_id` to the days counted from its transcripts
+/// (`days` oldest first, and so it stays).
+pub(super) fn with_kept_counts(
+    tx: &ReadTransaction,
+    character_id: &str,
+    days: &mut Vec<Day>,
+) -> Result<()> {
+    let table = tx.open_table(DAILY)?;
+    for item in table.range((character_id, "")..=(character_id, "~"))? {
+        let kept: Day = store::from_json(item?.1.value())?;
+        match days.binary_search_by(|d| d.day.cmp(&kept.day)) {
+            Ok(i) => add(&mut days[i], &kept),
+            Err(i) => days.insert(i, kept),
+        }
+    }
+    Ok(())
+}
+
+impl Engine {
+    /// The age bound within a write of `character_id`'s history (see `retain_history`): its
+    /// messages older than `history_max_days`, oldest first up to the first young one, counted
+    /// and removed.
+    pub(super) fn retire_old(&self, tx: &WriteTransaction, character_id: &str) -> Result<()> {
+        let days = self.config.history_max_days.get();
+        if days == 0 {
+            return Ok(());
+        }
+        let cutoff = self.retention_now() - Duration::from_secs(days.saturating_mul(86_400));
+        let mut old = Vec::new();
+        for item in tx
+            .open_table(MESSAGES)?
+            .range((character_id, 0)..=(character_id, u64::MAX))?
+        {
+            let (k, v) = item?;
+            let young = store::from_json::<Message>(v.value())
+                .ok()
+                .and_then(|m| humantime::parse_rfc3339(&m.timestamp).ok())
+                .is_some_and(|at| at >= cutoff);
+            if young {
+                break;
+            }
+            old.push((character_id.to_string(), k.value().1));
+        }
+        retire(tx, &old)?;
+        Ok(())
+    }
+}
