@@ -261,7 +261,8 @@ fn the_image_is_what_it_claims(b: &mut Board) {
 /// the board nor in its own mount namespace (the unit's `PrivateMounts=`). Without the mount the
 /// same rename succeeds: the test takes it away for a moment (as root) to show it is what holds.
 fn raucs_state_stays_put(b: &mut Board) {
-    let as_docent = "setpriv --reuid=docent --regid=docent --init-groups";
+    // util-linux's setpriv and nsenter by their paths: a bare name is busybox's applet.
+    let as_docent = "/usr/bin/setpriv --reuid=docent --regid=docent --init-groups --";
     let rename = format!("{as_docent} mv /data/rauc /data/rauc-aside 2>&1; echo \"exit $?\"");
     assert_eq!(
         b.sh("findmnt -n -o TARGET /data/rauc"),
@@ -272,11 +273,14 @@ fn raucs_state_stays_put(b: &mut Board) {
     let pid = serve_pid(b);
     for (who, prefix) in [
         ("the board", String::new()),
-        ("docent's namespace", format!("nsenter -t {pid} -m ")),
+        (
+            "docent's namespace",
+            format!("/usr/bin/nsenter -t {pid} -m "),
+        ),
     ] {
         let moved = b.sh(&format!("{prefix}{rename}"));
         assert!(
-            moved.ends_with("exit 1") && moved.to_lowercase().contains("busy"),
+            moved.ends_with("exit 1") && moved.contains("resource busy"),
             "docent cannot rename RAUC's state aside in {who}: {moved}"
         );
     }
