@@ -402,7 +402,8 @@ struct Forgotten {
     responses(
         (status = 200, description = "Forgotten; how many messages went", body = Forgotten),
         statuses::AdminAction,
-        (status = 404, description = "No such character, or it has no such visit", body = crate::api::openapi::ErrorBody),
+        (status = 404, description = "No such character, or it has no such visit",
+            body = crate::api::openapi::ErrorBody),
         (status = 507, description = "The data partition is full", body = crate::api::openapi::ErrorBody),
     ))]
 async fn forget_visit(

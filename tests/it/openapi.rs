@@ -34,6 +34,10 @@ const NOT_DOCUMENTED: &[(&str, &str)] = &[
         "/api/v1/internal/debug/stall",
         "test hook, routed only with test_hooks = true",
     ),
+    (
+        "/api/v1/internal/debug/clock",
+        "test hook, routed only with test_hooks = true",
+    ),
 ];
 
 /// `DOCENT_LOG` for a `docent` whose answers are counted: its access log on.

@@ -557,6 +557,10 @@ async fn specific(p: &mut Probe) {
         (Method::GET, format!("{chr}/images/absent.png")),
         (Method::PUT, format!("{chr}/images/absent.png/activate")),
         (
+            Method::DELETE,
+            format!("{chr}/conversations/visits/{UNKNOWN}"),
+        ),
+        (
             Method::GET,
             format!("{chr}/idle-videos/{imgbase}/idle/absent.mp4"),
         ),
