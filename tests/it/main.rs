@@ -22,7 +22,6 @@ mod fuzz_corpus;
 mod hostile_lan;
 mod hours;
 mod knowledge;
-mod languages;
 mod licenses;
 mod limits;
 mod listener;
