@@ -126,8 +126,10 @@ async fn device(_: Internal, State(s): State<AppState>) -> Json<Value> {
             "said": state.captions.said,
         },
         "can_choose": state.can_choose,
+        "language": state.language,
         "questions": state.questions.as_ref().map(|p| json!({
-            "rows": p.rows, "page": p.page, "pages": p.pages, "selected": p.selected,
+            "title": p.title, "rows": p.rows, "page": p.page, "pages": p.pages,
+            "selected": p.selected,
         })),
         "health": d.health.get(),
         "button": d.sim_button.as_ref().map(|b| b.get()),

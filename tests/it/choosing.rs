@@ -94,11 +94,11 @@ const QUESTIONS: [&str; 3] = [
 ];
 
 /// The kiosk's state as the internal device route shows it.
-async fn device(s: &Server) -> Value {
+pub(crate) async fn device(s: &Server) -> Value {
     s.get_json("/api/v1/internal/device", 200).await
 }
 
-async fn choose(s: &Server, body: Value) {
+pub(crate) async fn choose(s: &Server, body: Value) {
     let v = s
         .post_json("/api/v1/internal/device/choose", body.clone(), 200)
         .await;
@@ -106,7 +106,7 @@ async fn choose(s: &Server, body: Value) {
 }
 
 /// Polls the device route until `ok` holds (10 s at most); returns the view then.
-async fn until(s: &Server, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+pub(crate) async fn until(s: &Server, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
     let start = Instant::now();
     loop {
         let d = device(s).await;
@@ -118,7 +118,7 @@ async fn until(s: &Server, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
     }
 }
 
-async fn snapshot(s: &Server) -> Vec<u32> {
+pub(crate) async fn snapshot(s: &Server) -> Vec<u32> {
     let bytes = s
         .get("/api/v1/internal/device/snapshot")
         .send()
@@ -138,7 +138,7 @@ async fn snapshot(s: &Server) -> Vec<u32> {
         .collect()
 }
 
-fn speaker_len(d: &Value) -> u64 {
+pub(crate) fn speaker_len(d: &Value) -> u64 {
     let path = d["sim_audio"]["speaker"].as_str().unwrap();
     std::fs::metadata(path).map_or(0, |m| m.len())
 }

@@ -22,6 +22,7 @@ mod fuzz_corpus;
 mod hostile_lan;
 mod hours;
 mod knowledge;
+mod languages;
 mod licenses;
 mod limits;
 mod listener;
