@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use board::{Board, Disk, HostService, Screen};
-use docent::device::display::testclip;
+use docent::device::display::{questions, testclip};
 use docent::engine::audio;
 use fake_hawkbit::{CONTROLLER, FakeHawkbit, TENANT, counting_proxy};
 use futures_util::StreamExt;
@@ -187,6 +187,140 @@ fn the_assistive_speaker_plays_along_at_its_own_volume() {
     let ratio = levels[1] / levels[0];
     println!("assistive/speaker RMS ratio on the board: {ratio:.3} (0.25 asked)");
     assert!((ratio - 0.25).abs() < 0.03, "{ratio}");
+}
+
+/// The question staff put on the touch screen (an FAQ entry of the character's knowledge), and
+/// its answer: long (about 25 s spoken), so a touch cuts it well before its end.
+const ON_SCREEN: &str = "What is the lighthouse lens?";
+const ON_SCREEN_FAQ: &str = "Q: What is the lighthouse lens?\nA: It is a first order Fresnel \
+lens, made in Paris in 1872 for the lighthouse at the harbour mouth. Its glass prisms bend the \
+light of a single lamp into a beam that sailors could see twenty miles out at sea. It turned \
+once every thirty seconds on a bath of mercury, and the keepers wound its clockwork by hand \
+every four hours through the night. It came to the museum in 1988.\n";
+/// The speaker's recording of the touch test: the touch, the answer's start and the cut.
+const TOUCH_TAP_SECONDS: u32 = 60;
+
+/// Issue 31, asking without speaking on the board: the simulated board's touch screen (QEMU's
+/// virtio tablet, the kernel's evdev node under its udev name, touched through QMP) reaches
+/// docent as a real device. Staff have put an FAQ question on the screen; a touch opens the
+/// question screen, a touch on its row asks it, the answer is heard on the loopback speaker
+/// and stored as asked by touch; a touch while it answers cuts the answer (the speaker falls
+/// silent) and opens the question screen again. Prints the touch-to-first-reply-audio time.
+#[test]
+#[ignore = "boots the simulated board: run by ./x appliance"]
+fn a_visitor_asks_by_touch_and_a_touch_cuts_the_answer() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Disk::flash(dir.path());
+    let (mut b, admin, _) = first_boot(&rt, &disk, dir.path());
+    raucs_state_stays_put(&mut b);
+    let cid = set_up_the_kiosk(&b, &rt, &admin, dir.path());
+    rt.block_on(admin.question_on_the_screen(&cid));
+    let node = b.sh("readlink -f /dev/input/touchscreen");
+    let event = node.strip_prefix("/dev/input/").unwrap_or_default();
+    assert!(
+        event.starts_with("event"),
+        "the touch screen's udev name: {node}"
+    );
+    assert_eq!(
+        b.sh(&format!("cat /sys/class/input/{event}/device/name")),
+        "QEMU Virtio Tablet",
+        "/dev/input/touchscreen is the virtio tablet"
+    );
+    let health = rt.block_on(async {
+        let url = format!("http://{}/api/v1/health", b.docent);
+        let reply = health_client().get(url).send().await.unwrap();
+        reply.json::<Value>().await.unwrap()
+    });
+    assert_eq!(
+        health["device"]["choice"], "ok",
+        "docent reads the board's touch screen: {health}"
+    );
+    wait_device(&mut b, "the idle screen offers to choose", |d| {
+        d["can_choose"] == true
+    });
+
+    record_speaker(&mut b, TOUCH_TAP_SECONDS);
+    b.touch(0.5, 0.5);
+    wait_device(&mut b, "a touch opens the question screen", |d| {
+        d["questions"]["rows"] == json!([ON_SCREEN])
+    });
+    let (ahead, within) = board_clock(&mut b);
+    let touched = b.touch(0.5, questions::row_centre(0));
+    let touched_at = host_clock(touched) + ahead;
+    let speaking = |d: &Value| d["status"] == "speaking";
+    let d = wait_device(&mut b, "the question asked by touch is answered", speaking);
+    assert_eq!(d["captions"]["heard"], ON_SCREEN, "{d}");
+    // It speaks a while; then a touch cuts it.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(speaking(&device_state(&mut b)), "still answering");
+    let cut = b.touch(0.5, 0.5);
+    let cut_at = host_clock(cut) + ahead;
+    wait_device(
+        &mut b,
+        "the touch cuts the answer and opens the question screen",
+        |d| d["status"] != "speaking" && !d["questions"].is_null(),
+    );
+
+    let (first_sound, last_sound) = speaker_sound(&mut b, &rt, TOUCH_TAP_SECONDS);
+    let touch_to_sound = first_sound - touched_at;
+    println!(
+        "touch on a question -> first reply sample on the loopback speaker (aarch64, offline \
+         engine, TCG): {:.0} ms (clocks within {:.0} ms); the answer played {:.1} s and fell \
+         silent {:.0} ms after the cutting touch",
+        touch_to_sound * 1000.0,
+        within * 1000.0,
+        last_sound - first_sound,
+        (last_sound - cut_at) * 1000.0
+    );
+    assert!(
+        touch_to_sound > 0.0,
+        "the answer starts after the touch ({touch_to_sound:.3} s)"
+    );
+    assert!(
+        cut_at - first_sound > 1.0,
+        "the answer was heard before the cut ({:.1} s)",
+        cut_at - first_sound
+    );
+    // About 25 s of speech, cut some 3 s in: silent within 1.5 s of the touch.
+    assert!(
+        last_sound < cut_at + 1.5,
+        "the touch cut the answer: sound until {:.2} s after it",
+        last_sound - cut_at
+    );
+    let history =
+        rt.block_on(admin.get(&format!("/api/v1/characters/{cid}/conversations/messages")));
+    let asked = history["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .cloned()
+        .unwrap_or_else(|| panic!("the question in the history: {history}"));
+    assert_eq!(asked["content"], ON_SCREEN, "{asked}");
+    assert_eq!(asked["touch"], true, "stored as asked by touch: {asked}");
+}
+
+/// The kiosk's state as the internal device route on the board shows it.
+fn device_state(b: &mut Board) -> Value {
+    let d = b.sh("wget -qO- http://127.0.0.1:8080/api/v1/internal/device");
+    serde_json::from_str(&d).unwrap_or_else(|_| panic!("the device route: {d}"))
+}
+
+/// Polls the device route until `ok` holds (120 s at most: a turn under emulation); returns
+/// the state then.
+fn wait_device(b: &mut Board, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let d = device_state(b);
+        if ok(&d) {
+            return d;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "{what}: {d}\ndocent's log:\n{}",
+            b.sh(DOCENT_LOG)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// The booted board is the image it claims to be: systemd is PID 1 with nothing failed, the
@@ -518,6 +652,18 @@ fn say_the_question(b: &mut Board) -> f64 {
 /// Waits for the recorder of `record_speaker` to end; asserts that it heard an audible reply
 /// after the release at `released_at` (board clock). Returns the release-to-sound time (s).
 fn reply_heard(b: &mut Board, rt: &Runtime, released_at: f64, seconds: u32) -> f64 {
+    let (first_sound, _) = speaker_sound(b, rt, seconds);
+    let release_to_sound = first_sound - released_at;
+    assert!(
+        release_to_sound > 0.0,
+        "the reply starts after the release ({release_to_sound:.3} s)"
+    );
+    release_to_sound
+}
+
+/// Waits for the recorder of `record_speaker` to end and asserts it heard audible speech;
+/// returns the board's clock (unix seconds) at its first and its last loud sample.
+fn speaker_sound(b: &mut Board, rt: &Runtime, seconds: u32) -> (f64, f64) {
     b.sh_within(
         "until grep -q 'recorder done' /run/record.log; do sleep 0.5; done",
         Duration::from_secs(u64::from(seconds) + 30),
@@ -527,28 +673,21 @@ fn reply_heard(b: &mut Board, rt: &Runtime, released_at: f64, seconds: u32) -> f
         .unwrap_or_else(|| panic!("the recorder ran: {record_log}"));
     let wav = rt.block_on(fetch(&format!("http://{}/speaker.wav", b.www)));
     let tap = audio::parse_wav(&wav).expect("the recording is a WAV file");
+    let loud = |s: &&i16| s.unsigned_abs() > 1000;
     let first = tap
         .samples
         .iter()
-        .position(|s| s.unsigned_abs() > 1000)
+        .position(|s| loud(&s))
         .expect("the speaker played something");
-    let first_sound = record_start + first as f64 / f64::from(TAP_RATE);
-    let voiced = tap
-        .samples
-        .iter()
-        .filter(|s| s.unsigned_abs() > 1000)
-        .count();
+    let last = tap.samples.iter().rposition(|s| loud(&s)).unwrap_or(first);
+    let voiced = tap.samples.iter().filter(loud).count();
     let level = audio::rms(&tap.samples[first..]);
     assert!(
         voiced as f64 / f64::from(TAP_RATE) > 0.3 && level > 300.0,
         "the reply is audible: {voiced} loud samples, rms {level:.0}"
     );
-    let release_to_sound = first_sound - released_at;
-    assert!(
-        release_to_sound > 0.0,
-        "the reply starts after the release ({release_to_sound:.3} s)"
-    );
-    release_to_sound
+    let at = |i: usize| record_start + i as f64 / f64::from(TAP_RATE);
+    (at(first), at(last))
 }
 
 /// docent's log on the board (the journal), for failure messages.
@@ -2104,6 +2243,47 @@ impl Admin {
         )
         .await;
         cid
+    }
+
+    /// Puts `ON_SCREEN` on character `cid`'s touch screen: its FAQ file indexed, then the
+    /// question marked for the screen (docs/touch.md).
+    async fn question_on_the_screen(&self, cid: &str) {
+        let form = reqwest::multipart::Form::new().part(
+            "file",
+            reqwest::multipart::Part::bytes(ON_SCREEN_FAQ.as_bytes().to_vec()).file_name("faq.txt"),
+        );
+        self.expect(
+            self.request(
+                reqwest::Method::POST,
+                &format!("/api/v1/characters/{cid}/knowledge/files"),
+            )
+            .multipart(form),
+            201,
+        )
+        .await;
+        let start = Instant::now();
+        loop {
+            let k = self
+                .get(&format!("/api/v1/characters/{cid}/knowledge"))
+                .await;
+            let sources = k["sources"].as_array().cloned().unwrap_or_default();
+            if sources.len() == 2 && sources.iter().all(|s| s["status"] == "ready") {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "indexed: {k}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let screen = self
+            .expect(
+                self.request(
+                    reqwest::Method::PUT,
+                    &format!("/api/v1/characters/{cid}/screen-questions"),
+                )
+                .json(&json!({ "questions": [ON_SCREEN] })),
+                200,
+            )
+            .await;
+        assert_eq!(screen["on_screen"][0]["text"], ON_SCREEN, "{screen}");
     }
 
     /// The kiosk's session, opened by the first press.

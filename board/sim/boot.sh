@@ -37,7 +37,7 @@ rm -f "$RUN/mon.sock" "$RUN/qmp.sock" "$RUN/serial.sock"
 CMD=(qemu-system-aarch64 -machine virt,acpi=off -cpu cortex-a72 -accel tcg,thread=multi
   -nodefaults -no-user-config -display none -m "$MEM" -smp 2
   -bios "$IMG/u-boot.bin" -drive "file=$RUN/disk.img,format=raw,if=virtio"
-  -device virtio-gpu-pci -netdev "$NET" -device virtio-net-pci,netdev=n0,romfile=
+  -device virtio-gpu-pci -netdev "$NET" -device virtio-net-pci,netdev=n0,romfile= -device virtio-tablet-pci
   -monitor "unix:$RUN/mon.sock,server=on,wait=off" -qmp "unix:$RUN/qmp.sock,server=on,wait=off")
 if [ $FG = 1 ]; then CMD+=(-serial mon:stdio)
 else CMD+=(-chardev "socket,id=ser0,path=$RUN/serial.sock,server=on,wait=off,logfile=$RUN/serial.log"

@@ -130,7 +130,8 @@ root_tree() { # root_tree DIR: the root file system in DIR (made anew), with ini
   # (board/rauc/modules-load.conf loads them at boot).
   RAUC_MODS="loop squashfs dm-verity"
   if [ $SIM = yes ]; then
-    ROOT_MODS="$RAUC_MODS virtio_pci virtio_blk ext4 virtio_net virtio-gpu snd-aloop configfs autofs4"
+    ROOT_MODS="$RAUC_MODS virtio_pci virtio_blk ext4 virtio_net virtio-gpu snd-aloop configfs autofs4
+      virtio_input evdev"
     INITRD_MODS="virtio_pci virtio_blk ext4"
   else
     # The Pi 4's SD card (emmc2), display (vc4, v3d), USB (PCIe, xhci), Ethernet, Wi-Fi, USB
@@ -216,6 +217,7 @@ root_tree() { # root_tree DIR: the root file system in DIR (made anew), with ini
     install -m 0755 "$GUEST/gpio-sim" "$F/usr/libexec/board/gpio-sim"
     install -m 0755 "$GUEST/button" "$F/usr/bin/button"
     install -D -m 0644 "$GUEST/modules-load.conf" "$F/etc/modules-load.d/board-sim.conf"
+    install -m 0644 "$GUEST/board-touch.rules" "$F/usr/lib/udev/rules.d/71-board-touch.rules"
     RIG=(board-gpio-sim.service board-console.service board-www.service)
   fi
   # /etc, as the image's base files and maintainer scripts leave it (read-only at run time).

@@ -9,7 +9,7 @@
 //! disk image `board/sim/mkdisk.sh` makes in `$DOCENT_SIM_HOME/img/arm64` (default
 //! `~/.cache/docent-sim`); `./x appliance` builds it and runs these tests.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::net::{SocketAddr, SocketAddrV4, TcpListener};
 use std::os::unix::fs::FileExt;
 use std::os::unix::net::UnixStream;
@@ -210,6 +210,8 @@ pub struct Board {
     read_pos: usize,
     commands: u32,
     monitor: PathBuf,
+    /// QEMU's machine protocol (QMP): what the human monitor cannot do, such as input events.
+    qmp: PathBuf,
     /// docent's listener (guest port 8080), forwarded.
     pub docent: SocketAddr,
     /// The guest's httpd (port 80, serving /run/www), forwarded.
@@ -293,6 +295,9 @@ impl Board {
             .arg(format!("file={},format=raw,if=virtio", disk.path.display()))
             .args(["-device", "virtio-gpu-pci"])
             .args(["-device", "virtio-net-pci,netdev=n0,romfile="])
+            // The touch screen: an absolute pointer (evdev ABS_X/ABS_Y and BTN_LEFT, 0..32767),
+            // touched through QMP (`touch`).
+            .args(["-device", "virtio-tablet-pci"])
             .args(["-netdev", &net, "-serial", "stdio"]);
         Board::start(cmd, Machine::Virt.ready(), dir, Some(docent), Some(www))
     }
@@ -307,8 +312,12 @@ impl Board {
     ) -> Board {
         let monitor = dir.join("mon.sock");
         let _ = std::fs::remove_file(&monitor);
+        let qmp = dir.join("qmp.sock");
+        let _ = std::fs::remove_file(&qmp);
         cmd.arg("-monitor")
             .arg(format!("unix:{},server=on,wait=off", monitor.display()))
+            .arg("-qmp")
+            .arg(format!("unix:{},server=on,wait=off", qmp.display()))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -338,6 +347,7 @@ impl Board {
             read_pos: 0,
             commands: 0,
             monitor,
+            qmp,
             docent: forwarded(docent),
             www: forwarded(www),
             powered_on,
@@ -455,6 +465,53 @@ impl Board {
         read_prompt(&mut s);
         s.write_all(format!("{command}\n").as_bytes()).unwrap();
         read_prompt(&mut s)
+    }
+
+    /// One QMP command (a JSON object) after the greeting and `qmp_capabilities`; returns
+    /// its reply (`{"return": ...}` or `{"error": ...}`), skipping the events QEMU sends.
+    pub fn qmp(&self, command: &str) -> String {
+        let s = UnixStream::connect(&self.qmp).expect("QEMU's QMP socket");
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut lines = std::io::BufReader::new(s.try_clone().unwrap()).lines();
+        let mut next_reply = || loop {
+            let line = lines.next().expect("QMP answers").expect("QMP reads");
+            if !line.contains("\"event\"") {
+                return line;
+            }
+        };
+        let greeting = next_reply();
+        assert!(greeting.contains("QMP"), "QMP's greeting: {greeting}");
+        let mut w = &s;
+        w.write_all(b"{\"execute\": \"qmp_capabilities\"}\n")
+            .unwrap();
+        let ok = next_reply();
+        assert!(ok.contains("\"return\""), "qmp_capabilities: {ok}");
+        w.write_all(format!("{command}\n").as_bytes()).unwrap();
+        next_reply()
+    }
+
+    /// A finger on the touch screen (the virtio tablet) at `x`, `y` (0..1 of the picture from
+    /// its left and top) for 100 ms. Returns when it came down (the host's clock).
+    pub fn touch(&self, x: f32, y: f32) -> Instant {
+        let abs = |axis: &str, f: f32| {
+            let value = (f.clamp(0.0, 1.0) * 32767.0).round() as u32;
+            format!(r#"{{"type": "abs", "data": {{"axis": "{axis}", "value": {value}}}}}"#)
+        };
+        let button = |down: bool| {
+            format!(r#"{{"type": "btn", "data": {{"button": "left", "down": {down}}}}}"#)
+        };
+        let send = |events: Vec<String>| {
+            let reply = self.qmp(&format!(
+                r#"{{"execute": "input-send-event", "arguments": {{"events": [{}]}}}}"#,
+                events.join(", ")
+            ));
+            assert!(reply.contains("\"return\""), "input-send-event: {reply}");
+        };
+        let down = Instant::now();
+        send(vec![abs("x", x), abs("y", y), button(true)]);
+        std::thread::sleep(Duration::from_millis(100));
+        send(vec![button(false)]);
+        down
     }
 
     /// What the display shows now.

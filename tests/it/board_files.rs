@@ -296,3 +296,31 @@ fn raucs_state_is_a_mount_point_before_rauc_and_docent_start() {
         "systemd-analyze verify {unit}:\n{said}"
     );
 }
+
+/// The simulated board's touch screen (QEMU's virtio tablet) is read by the name its udev rule
+/// gives it, with the modules it needs loaded: the profile, the rule and the image agree.
+#[test]
+fn the_simulated_boards_touch_screen_is_the_name_its_udev_rule_gives() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |file: &str| std::fs::read_to_string(root.join(file)).unwrap();
+    let rule = read("board/sim/guest/board-touch.rules");
+    let link = rule
+        .lines()
+        .find(|l| !l.starts_with('#') && l.contains("QEMU Virtio Tablet"))
+        .and_then(|l| l.split("SYMLINK+=\"").nth(1))
+        .and_then(|rest| rest.split('"').next())
+        .expect("a rule naming the virtio tablet");
+    assert_eq!(
+        profile("qemu-aarch64").touch.device,
+        format!("/dev/{link}"),
+        "the profile's [touch] device"
+    );
+    assert!(read("board/sim/rootfs.sh").contains("\"$GUEST/board-touch.rules\""));
+    let modules = read("board/sim/guest/modules-load.conf");
+    for module in ["virtio_input", "evdev"] {
+        assert!(
+            modules.lines().any(|l| l == module),
+            "{module} is loaded at boot"
+        );
+    }
+}
