@@ -28,6 +28,7 @@ mod limits;
 mod listener;
 mod maintenance;
 mod mdns;
+mod no_audio;
 mod openapi;
 mod privacy;
 mod realtime_provider;

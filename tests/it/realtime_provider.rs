@@ -20,7 +20,7 @@ use tokio_tungstenite::tungstenite::Message as ClientMessage;
 
 /// What the fake received, and how slowly it answers.
 #[derive(Default)]
-struct Fake {
+pub(crate) struct Fake {
     received: Mutex<Vec<Value>>,
     /// Pause between reply events (to interrupt a reply in the middle).
     pace_ms: u64,
@@ -82,7 +82,7 @@ async fn reply(fake: Arc<Fake>, tx: Arc<tokio::sync::Mutex<Sink>>, heard_audio: 
     }
 }
 
-async fn start_fake(pace_ms: u64) -> (String, Arc<Fake>) {
+pub(crate) async fn start_fake(pace_ms: u64) -> (String, Arc<Fake>) {
     let fake = Arc::new(Fake {
         pace_ms,
         ..Fake::default()
