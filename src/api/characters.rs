@@ -17,6 +17,7 @@ use super::statuses;
 use super::{AppState, blocking, files};
 use crate::config::Limits;
 use crate::engine::characters::{Activation, CharacterInput, CharacterView, ImageView};
+use crate::engine::knowledge::recordings::RecordingView;
 use crate::engine::knowledge::screen::ScreenChoice;
 use crate::engine::knowledge::{Upload, extract::mime_for};
 use crate::engine::turn::Asked;
@@ -57,6 +58,16 @@ pub fn routes(limits: &Limits) -> Router<AppState> {
         .route(
             "/api/v1/characters/{id}/screen-questions",
             get(screen_questions).put(set_screen_questions),
+        )
+        .route(
+            "/api/v1/characters/{id}/recordings",
+            get(recordings)
+                .post(upload_recording)
+                .layer(DefaultBodyLimit::max(RECORDING_BYTES + MULTIPART_SLACK)),
+        )
+        .route(
+            "/api/v1/characters/{id}/recordings/{recording_id}",
+            get(recording).delete(delete_recording),
         )
         .route(
             "/api/v1/characters/{id}/knowledge/{source_id}",
@@ -711,4 +722,114 @@ async fn set_screen_questions(
     Ok(Json(
         blocking(&s, move |e| e.set_on_screen(&id, &q.questions)).await?,
     ))
+}
+
+/// The largest recorded answer uploaded: two minutes of 48 kHz stereo WAV, with room.
+const RECORDING_BYTES: usize = 24 << 20;
+
+#[utoipa::path(get, path = "/api/v1/characters/{id}/recordings", tag = "knowledge",
+    params(("id" = String, Path, description = "Character id")),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The recorded answers, in the FAQ's order", body = Vec<RecordingView>),
+        statuses::AdminCharacterRead,
+    ))]
+async fn recordings(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+) -> ApiResult<Json<Vec<RecordingView>>> {
+    Ok(Json(blocking(&s, move |e| e.recordings(&id)).await?))
+}
+
+/// Stores a recorded answer to one FAQ question (multipart: `question`, then `file`), decoded
+/// and normalised first; a file the kiosk cannot play is refused and nothing is stored.
+#[utoipa::path(post, path = "/api/v1/characters/{id}/recordings", tag = "knowledge",
+    params(("id" = String, Path, description = "Character id")),
+    request_body(content = crate::api::openapi::RecordingForm, content_type = "multipart/form-data"),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 201, description = "Stored, replacing the question's earlier recording", body = RecordingView),
+        statuses::AdminUpload,
+    ))]
+async fn upload_recording(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+    req: Request,
+) -> ApiResult<(StatusCode, Json<RecordingView>)> {
+    check_length(req.headers(), RECORDING_BYTES + MULTIPART_SLACK)?;
+    s.engine.character_record(&id)?;
+    let mut form = multipart(req, &s).await?;
+    let mut question: Option<String> = None;
+    while let Some(mut field) = form.next_field().await.map_err(multipart_error)? {
+        match field.name() {
+            Some("question") => {
+                let text = field.text().await.map_err(multipart_error)?;
+                if text.chars().count() > 1_000 {
+                    return Err(ApiError::bad("question is longer than 1000 characters"));
+                }
+                question = Some(text);
+            }
+            Some("file") => {
+                let question = question
+                    .take()
+                    .ok_or_else(|| ApiError::bad("the \"question\" field comes before the file"))?;
+                let orig_name = field.file_name().unwrap_or("").to_string();
+                let mut bytes = Vec::new();
+                while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+                    if bytes.len() + chunk.len() > RECORDING_BYTES {
+                        return Err(ApiError::too_large(RECORDING_BYTES));
+                    }
+                    bytes.extend_from_slice(&chunk);
+                }
+                let view = blocking(&s, move |e| {
+                    e.add_recording(&id, &question, &orig_name, &bytes)
+                })
+                .await?;
+                return Ok((StatusCode::CREATED, Json(view)));
+            }
+            _ => {}
+        }
+    }
+    Err(ApiError::bad("multipart field \"file\" is missing"))
+}
+
+/// A recorded answer as WAV (mono 24 kHz), for the console to play.
+#[utoipa::path(get, path = "/api/v1/characters/{id}/recordings/{recording_id}", tag = "knowledge",
+    params(
+        ("id" = String, Path, description = "Character id"),
+        ("recording_id" = String, Path, description = "Recording id"),
+    ),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The recording", content_type = "audio/wav", body = Vec<u8>),
+        statuses::AdminCharacterRead,
+    ))]
+async fn recording(
+    _: Admin,
+    State(s): State<AppState>,
+    Params((id, recording_id)): Params<(String, String)>,
+) -> ApiResult<impl IntoResponse> {
+    let wav = blocking(&s, move |e| e.recording_wav(&id, &recording_id)).await?;
+    Ok((
+        [(CONTENT_TYPE, "audio/wav"), (CACHE_CONTROL, "no-store")],
+        wav,
+    ))
+}
+
+#[utoipa::path(delete, path = "/api/v1/characters/{id}/recordings/{recording_id}", tag = "knowledge",
+    params(
+        ("id" = String, Path, description = "Character id"),
+        ("recording_id" = String, Path, description = "Recording id"),
+    ),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses((status = 204, description = "Deleted: the question is synthesised again"), statuses::AdminChange))]
+async fn delete_recording(
+    _: Admin,
+    State(s): State<AppState>,
+    Params((id, recording_id)): Params<(String, String)>,
+) -> ApiResult<StatusCode> {
+    blocking(&s, move |e| e.delete_recording(&id, &recording_id)).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -107,6 +107,10 @@ use super::{
         characters::ask,
         characters::screen_questions,
         characters::set_screen_questions,
+        characters::recordings,
+        characters::upload_recording,
+        characters::recording,
+        characters::delete_recording,
         characters::get_clip,
         characters::put_clip,
         characters::delete_clip,
@@ -192,6 +196,24 @@ impl PartialSchema for AvatarForm {
 }
 
 impl ToSchema for AvatarForm {}
+
+/// The multipart form of a recorded answer: the FAQ question it answers, then the file (WAV,
+/// FLAC, Ogg Vorbis or MP3).
+pub enum RecordingForm {}
+
+impl PartialSchema for RecordingForm {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .property("question", ObjectBuilder::new().schema_type(Type::String))
+            .property("file", Binary::schema())
+            .required("question")
+            .required("file")
+            .into()
+    }
+}
+
+impl ToSchema for RecordingForm {}
 
 /// The multipart form of a knowledge upload: files in `file` (or `files`) fields, and
 /// optionally one `relative_paths` field per file, in order.

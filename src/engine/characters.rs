@@ -377,7 +377,8 @@ impl Engine {
         let mut dropped: Vec<BlobRef> = Vec::new();
         {
             let mut table = tx.open_table(CHARACTERS)?;
-            load(&table, id)?;
+            let c = load(&table, id)?;
+            dropped.extend(c.recordings.into_iter().map(|r| r.blob));
             table.remove(id)?;
         }
         {
@@ -701,6 +702,7 @@ fn insert_character(tx: &WriteTransaction, input: CharacterInput) -> Result<Char
         system_prompt: String::new(),
         tags: Vec::new(),
         voices: Default::default(),
+        recordings: Vec::new(),
         image_mode: String::new(),
         active_image: String::new(),
         next_image: 0,

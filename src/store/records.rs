@@ -57,8 +57,28 @@ pub struct Character {
     /// the speaking provider); `voice_type` speaks the rest.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub voices: std::collections::BTreeMap<String, String>,
+    /// Curators' recorded answers to FAQ questions (see `engine::knowledge::recordings`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recordings: Vec<Recording>,
     pub created_at: String,
     pub updated_at: String,
+}
+
+/// A curator's recorded answer to an FAQ question, played instead of synthesis.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Recording {
+    pub id: String,
+    /// The FAQ question it answers, as the knowledge writes it.
+    pub question: String,
+    /// The language of the question's file.
+    pub language: String,
+    /// The speech: mono 24 kHz 16-bit little-endian, at the synthesised speech's loudness.
+    pub blob: BlobRef,
+    pub samples: u64,
+    /// The gain it was given on upload (dB).
+    pub gain_db: f64,
+    pub orig_name: String,
+    pub added_at: String,
 }
 
 /// A question on the kiosk's screen: chosen there, it is asked as if the visitor had said it.

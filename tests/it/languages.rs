@@ -106,6 +106,28 @@ fn espeak_bytes(text: &str, voice: &str) -> u64 {
     samples * 24_000 / 22_050 * 2
 }
 
+/// A recorded answer: espeak-ng's German of `text`, as Ogg Vorbis (sox); its path and the
+/// bytes of 24 kHz mono speech it holds.
+fn recording(dir: &std::path::Path, text: &str) -> (std::path::PathBuf, u64) {
+    let wav = dir.join("recording.wav");
+    let ogg = dir.join("recording.ogg");
+    let ok = std::process::Command::new("espeak-ng")
+        .args(["-v", "de", "-w"])
+        .arg(&wav)
+        .arg(text)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let ok = std::process::Command::new("sox")
+        .arg(&wav)
+        .arg(&ogg)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let samples = (std::fs::metadata(&wav).unwrap().len() - 44) / 2;
+    (ogg, samples * 24_000 / 22_050 * 2)
+}
+
 /// Whether `played` bytes are `text` said in `voice` rather than in `other`: within 5 % of
 /// the first's length and nearer to it.
 fn said_in(played: u64, text: &str, voice: &str, other: &str) -> bool {
@@ -303,6 +325,44 @@ async fn a_visitor_chooses_german_on_the_screen_and_asks_by_touch() {
     assert_eq!(d["captions"]["heard"], "Wo ist die Garderobe?", "{d}");
     assert_eq!(d["captions"]["said"], json!([answer]), "{d}");
     assert!(said_in(played, answer, "de", "en-us"), "the German voice");
+
+    // The curator records the answer (here espeak-ng's German of other words, as Ogg Vorbis):
+    // the next visitor to ask hears the recording, captioned with the FAQ's answer.
+    let dir = tempfile::tempdir().unwrap();
+    let (ogg, recorded_bytes) = recording(
+        dir.path(),
+        "Die Garderobe finden Sie links vom Haupteingang, gleich neben der Kasse.",
+    );
+    let form = reqwest::multipart::Form::new()
+        .text("question", "Wo ist die Garderobe?")
+        .part(
+            "file",
+            reqwest::multipart::Part::bytes(std::fs::read(&ogg).unwrap())
+                .file_name("garderobe.ogg"),
+        );
+    let res = s
+        .post(&format!("/api/v1/characters/{cid}/recordings"))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    choose(&s, json!({"touch": {"x": 0.5, "y": 0.5}})).await;
+    let d = until(&s, "the question screen", |d| !d["questions"].is_null()).await;
+    assert_eq!(d["questions"]["rows"][1], "Wo ist die Garderobe?", "{d}");
+    let before = speaker_len(&d);
+    choose(
+        &s,
+        json!({"touch": {"x": 0.5, "y": questions::row_centre(1)}}),
+    )
+    .await;
+    let (d, played) = heard_to_the_end(&s, before).await;
+    assert_eq!(d["captions"]["said"], json!([answer]), "{d}");
+    let off = (played as f64 - recorded_bytes as f64).abs() / recorded_bytes as f64;
+    assert!(
+        off < 0.03,
+        "the recording played: {played} bytes, {recorded_bytes} recorded"
+    );
     screen_writes(
         &s,
         &["Für weitere Fragen den Knopf halten oder den Bildschirm berühren"],

@@ -10,6 +10,7 @@
 pub mod chunk;
 pub mod extract;
 pub mod index;
+pub mod recordings;
 pub mod screen;
 pub mod tokenize;
 

@@ -53,8 +53,30 @@ impl Engine {
     }
 
     /// The FAQ questions with the language of the file each is in.
-    fn faq_questions_by_language(&self, character_id: &str) -> Result<Vec<(String, Language)>> {
-        let mut out: Vec<(String, Language)> = Vec::new();
+    pub(super) fn faq_questions_by_language(
+        &self,
+        character_id: &str,
+    ) -> Result<Vec<(String, Language)>> {
+        Ok(self
+            .faq_entries(character_id)?
+            .into_iter()
+            .map(|(q, _, l)| (q, l))
+            .collect())
+    }
+
+    /// The FAQ's questions with their answers.
+    pub(super) fn faq_pairs(&self, character_id: &str) -> Result<Vec<(String, String)>> {
+        Ok(self
+            .faq_entries(character_id)?
+            .into_iter()
+            .map(|(q, a, _)| (q, a))
+            .collect())
+    }
+
+    /// Every FAQ entry of the indexed knowledge, each question once, in order: the question,
+    /// its answer and the language of its file.
+    fn faq_entries(&self, character_id: &str) -> Result<Vec<(String, String, Language)>> {
+        let mut out: Vec<(String, String, Language)> = Vec::new();
         for (language, passages) in self.knowledge_by_language(character_id)? {
             for passage in passages {
                 // A question counts only with its answer on the next line of the same passage:
@@ -65,12 +87,12 @@ impl Engine {
                     .filter(|l| !l.is_empty())
                     .collect();
                 for pair in lines.windows(2) {
-                    if let (Some((Side::Question, q)), Some((Side::Answer, _))) =
+                    if let (Some((Side::Question, q)), Some((Side::Answer, a))) =
                         (faq_line(pair[0]), faq_line(pair[1]))
                         && !q.is_empty()
-                        && !out.iter().any(|(o, _)| o == q)
+                        && !out.iter().any(|(o, _, _)| o == q)
                     {
-                        out.push((q.to_string(), language.clone()));
+                        out.push((q.to_string(), a.to_string(), language.clone()));
                     }
                 }
             }
@@ -170,4 +192,18 @@ impl Engine {
         self.spawn_turn(live.clone(), seq, cancel, TurnInput::Text { text, stored });
         Ok(seq)
     }
+}
+
+/// Whether `said` is the question `written`, case, spacing and punctuation aside ("where is
+/// the cafe" is "Where is the cafe?", "donde esta la cafeteria" is not "¿Dónde está la
+/// cafetería?": accents count).
+pub(super) fn question_matches(written: &str, said: &str) -> bool {
+    let words = |t: &str| -> Vec<String> {
+        t.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let w = words(written);
+    !w.is_empty() && w == words(said)
 }

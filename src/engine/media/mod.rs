@@ -4,6 +4,7 @@
 
 pub mod clip;
 pub mod flash;
+pub mod sound;
 
 /// The image types an avatar may have, with their MIME type and file extension.
 pub fn sniff_image(bytes: &[u8]) -> Option<(&'static str, &'static str)> {

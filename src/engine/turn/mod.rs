@@ -13,6 +13,7 @@ mod ask;
 mod audio_out;
 mod history;
 mod omni;
+mod recorded;
 mod sentences;
 mod standard;
 
@@ -461,6 +462,19 @@ impl Turn {
                 self.store("user", question.clone()).await;
             }
         };
+        if let Some(recorded) = self.recorded(&question).await {
+            let (_, text) = tokio::join!(store_question, self.play_recorded(recorded));
+            self.said_stored();
+            self.store_reply(text.clone(), true).await;
+            self.publish(Event::Transcript {
+                speaker: "assistant",
+                text,
+                is_final: true,
+                turn_seq: self.seq,
+            });
+            self.status(Status::Idle);
+            return;
+        }
         let (_, replied) = tokio::join!(store_question, self.reply(&question, &sure));
         match replied {
             Ok((text, matched)) => {
