@@ -205,6 +205,7 @@ fn tally(said: &[Message]) -> BTreeMap<String, Day> {
         }
         d.questions += 1;
         d.by_touch += usize::from(m.touch);
+        *d.by_language.entry(m.language.clone()).or_default() += 1;
         if !asked.insert((m.session_id.clone(), question_key(&m.content))) {
             d.asked_again += 1;
         }
@@ -224,6 +225,9 @@ fn add(total: &mut Day, more: &Day) {
     total.unanswered += more.unanswered;
     total.asked_again += more.asked_again;
     total.by_touch += more.by_touch;
+    for (language, n) in &more.by_language {
+        *total.by_language.entry(language.clone()).or_default() += n;
+    }
 }
 
 /// Adds the kept daily counts of `character_id` to the days counted from its transcripts

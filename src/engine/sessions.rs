@@ -444,6 +444,8 @@ pub struct Unmatched {
     pub last_asked: String,
     /// The visit that asked it last.
     pub session_id: String,
+    /// The visit's language (a tag; the museum's default when none was chosen or heard).
+    pub language: String,
 }
 
 /// A question as it is compared with its repeats: lower case, words only.
@@ -492,6 +494,7 @@ impl Engine {
     ) -> Result<Vec<Unmatched>> {
         let limit = limit.unwrap_or(50).clamp(1, HISTORY_MAX_PAGE);
         self.character_record(character_id)?;
+        let default = self.settings().default_language();
         let tx = self.store.read()?;
         let table = tx.open_table(MESSAGES)?;
         // Turns whose reply was unmatched, waiting for their question (said before the reply).
@@ -525,6 +528,11 @@ impl Engine {
                         count: 1,
                         last_asked: m.timestamp,
                         session_id: m.session_id,
+                        language: if m.language.is_empty() {
+                            default.tag().to_string()
+                        } else {
+                            m.language
+                        },
                     });
                 }
             }
@@ -551,6 +559,9 @@ pub struct Day {
     pub asked_again: usize,
     /// Of the questions, those chosen on the kiosk's screen (touch or buttons).
     pub by_touch: usize,
+    /// The questions per language of the visit (a tag -> how many).
+    #[serde(default)]
+    pub by_language: std::collections::BTreeMap<String, usize>,
 }
 
 /// A question visitors ask often. Named `MostAsked` in the OpenAPI document: the knowledge
@@ -611,6 +622,7 @@ impl Engine {
                 let key = question_key(&m.content);
                 days[at].questions += 1;
                 days[at].by_touch += usize::from(m.touch);
+                *days[at].by_language.entry(m.language.clone()).or_default() += 1;
                 if !asked_in_visit.insert((m.session_id.clone(), key.clone())) {
                     days[at].asked_again += 1;
                 }
@@ -634,6 +646,13 @@ impl Engine {
             }
         }
         super::privacy::with_kept_counts(&tx, character_id, &mut days)?;
+        // A question of a visit in the default language is stored without a language.
+        let default = self.settings().default_language();
+        for d in &mut days {
+            if let Some(n) = d.by_language.remove("") {
+                *d.by_language.entry(default.tag().to_string()).or_default() += n;
+            }
+        }
         let mut most_asked: Vec<Asked> = asked.into_values().collect();
         most_asked.sort_by(|a, b| b.count.cmp(&a.count).then(a.question.cmp(&b.question)));
         most_asked.truncate(MOST_ASKED);

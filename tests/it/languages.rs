@@ -247,6 +247,18 @@ async fn a_spanish_question_heard_by_whisper_is_answered_in_spanish() {
         system.contains("La cafetería está en la planta baja"),
         "{system}"
     );
+
+    // The statistics count the questions per language.
+    fake.set_chat(Chat::reply("No lo sé."));
+    fake.set_transcription(Transcription {
+        language: Some("spanish".into()),
+        ..Transcription::text("¿Cuántos barcos hay en el puerto de Vigo?")
+    });
+    speak(&s).await;
+    let stats = s
+        .get_json(&format!("/api/v1/characters/{cid}/statistics"), 200)
+        .await;
+    assert_eq!(stats["days"][0]["by_language"], json!({"es": 3}), "{stats}");
     s.stop().await;
 }
 
