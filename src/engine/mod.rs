@@ -19,6 +19,7 @@ pub mod live;
 pub mod media;
 pub mod privacy;
 pub mod providers;
+pub mod redact;
 pub mod sessions;
 pub mod settings;
 pub mod site;

@@ -764,7 +764,8 @@ pub enum Mark {
 }
 
 /// Appends to the history of `session`'s character under the next global message number, so the
-/// order of keys is the order in which messages were said. `staff`: said in a staff test
+/// order of keys is the order in which messages were said, its personal details replaced by
+/// placeholders (`redact`; the live turn has the words as said). `staff`: said in a staff test
 /// ([`Engine::is_staff`]).
 pub fn append_message(
     tx: &WriteTransaction,
@@ -779,7 +780,7 @@ pub fn append_message(
     let m = Message {
         session_id: session.id.clone(),
         role: role.into(),
-        content: content.into(),
+        content: super::redact::redact(content),
         timestamp: store::now(),
         turn_seq,
         unmatched: mark == Mark::Unmatched,

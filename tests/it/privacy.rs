@@ -112,7 +112,13 @@ async fn a_forgotten_visit_leaves_history_unanswered_list_and_exports_but_not_th
     let cid = s.character("Ada").await;
     let forget = s.session(&cid).await;
     let keep = s.session(&cid).await;
-    chat(&s, &cid, &forget, "My name is Jane, where are the toilets?").await;
+    chat(
+        &s,
+        &cid,
+        &forget,
+        "I came with Jane, where are the toilets?",
+    )
+    .await;
     chat(&s, &cid, &keep, "Where are the toilets?").await;
     assert_eq!(history(&s, &cid).await.len(), 4);
 
@@ -274,4 +280,36 @@ async fn the_console_forgets_a_visit_after_asking() {
     let left = messages().await;
     assert_eq!(left.len(), 2);
     assert!(left.iter().all(|m| m["session_id"] == visits[0].as_str()));
+}
+
+#[tokio::test]
+async fn personal_details_are_stored_as_placeholders_and_the_model_hears_them_said() {
+    let fake = fake_openai::FakeOpenAi::start().await;
+    fake.set_chat(fake_openai::Chat::reply("Nice to meet you, Jane."));
+    let s = Server::start().await;
+    s.put_json(
+        "/api/v1/settings",
+        json!({"llm": {"provider": "openai", "base_url": fake.base_url(), "api_key": "sk-test", "model": "m"}}),
+        200,
+    )
+    .await;
+    let cid = s.character("Ada").await;
+    let sid = s.session(&cid).await;
+    let said = "My name is Jane, I am 9 years old, mail jane@example.com or call 07700 900123";
+    chat(&s, &cid, &sid, said).await;
+    let chats = fake.wait_chats(1, Duration::from_secs(10)).await;
+    assert!(
+        chats[0].messages().iter().any(|(_, c)| c == said),
+        "the live turn has the words as said: {:?}",
+        chats[0].messages()
+    );
+    let h = history(&s, &cid).await;
+    assert_eq!(
+        h[0]["content"],
+        "My name is [name], I am [age] years old, mail [email] or call [phone]"
+    );
+    assert_eq!(
+        h[1]["content"], "Nice to meet you, Jane.",
+        "a name alone is kept"
+    );
 }
