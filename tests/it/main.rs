@@ -33,6 +33,7 @@ mod openapi;
 mod privacy;
 mod realtime_provider;
 mod realtime_smoke;
+mod recordings;
 mod screen_questions;
 mod sessions_tasks;
 mod site_admin;
