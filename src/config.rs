@@ -188,6 +188,8 @@ pub struct Limits {
     pub knowledge_request_bytes: usize,
     pub knowledge_files: usize,
     pub video_bytes: usize,
+    /// Largest recorded answer uploaded (two minutes of 48 kHz stereo WAV fit).
+    pub recording_bytes: usize,
     /// Largest backup archive a restore accepts.
     pub backup_bytes: u64,
     /// Most members a backup archive may have (one per stored file, plus two).
@@ -673,6 +675,7 @@ impl Default for Limits {
             knowledge_request_bytes: 256 << 20,
             knowledge_files: 1000,
             video_bytes: 64 << 20,
+            recording_bytes: 24 << 20,
             backup_bytes: 4 << 30,
             backup_entries: 100_000,
         }

@@ -21,7 +21,8 @@ const GIF: &[u8] = b"GIF89a\x01\x00\x01\x00\x00\x00\x00;";
 const WEBP: &[u8] =
     b"RIFF\x16\x00\x00\x00WEBPVP8L\x0a\x00\x00\x00\x2f\x00\x00\x00\x00\x00\x00\x00\x00\x00";
 
-/// Every field of a Character in a response (http-api.md, Resources).
+/// Every field of a Character in a response (http-api.md, Resources), with this kiosk's own:
+/// `not_on_this_kiosk` and the voice of each language (`voices`, docs/languages.md).
 const CHARACTER_FIELDS: &[&str] = &[
     "id",
     "name",
@@ -45,6 +46,7 @@ const CHARACTER_FIELDS: &[&str] = &[
     "idle_video_url",
     "idle_video_urls",
     "not_on_this_kiosk",
+    "voices",
 ];
 
 /// Path segments that could name something outside the store (or do not decode), as sent on

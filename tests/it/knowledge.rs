@@ -12,8 +12,9 @@ use serde_json::{Value, json};
 /// Longest a source may take to leave `indexing` (generous: the 21 MiB file in a debug build).
 const INDEX_DEADLINE: Duration = Duration::from_secs(120);
 
-/// Every field of a knowledge source in http-api.md, sorted.
-const SOURCE_FIELDS: [&str; 13] = [
+/// Every field of a knowledge source in http-api.md, and the file's language (docs/languages.md),
+/// sorted.
+const SOURCE_FIELDS: [&str; 14] = [
     "chunk_count",
     "created_at",
     "error",
@@ -21,6 +22,7 @@ const SOURCE_FIELDS: [&str; 13] = [
     "id",
     "indexable",
     "indexed_at",
+    "language",
     "mime_type",
     "relative_path",
     "size",

@@ -29,6 +29,7 @@ pub fn config(extra: &str) -> String {
          allow_plain_http_login = true\nmax_websockets = 1\n{extra}\n\
          [limits]\njson_bytes = 65536\nimage_bytes = 65536\nknowledge_file_bytes = 65536\n\
          knowledge_request_bytes = 65536\nvideo_bytes = 65536\nbackup_bytes = 65536\n\
+         recording_bytes = 65536\n\
          [update]\nmax_bundle_bytes = 65536\n"
     )
 }
