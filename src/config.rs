@@ -89,6 +89,9 @@ pub struct Config {
     /// A visit that ended in under this many seconds keeps no transcript (0: every visit is
     /// kept); its counts stay in the statistics.
     pub history_min_visit_secs: u64,
+    /// A question is listed as unanswered or most asked only when this many different visits
+    /// asked it (3): one visitor's words alone are never shown as a statistic.
+    pub questions_min_visits: usize,
     /// Memory for cached `/api/img` responses.
     pub image_cache_bytes: usize,
     /// Live conversation sessions allowed at once.
@@ -635,6 +638,7 @@ impl Default for Config {
             history_max_messages: 10_000,
             history_max_days: RetentionDays(30),
             history_min_visit_secs: 0,
+            questions_min_visits: 3,
             image_cache_bytes: 32 << 20,
             max_sessions: 8,
             max_sessions_per_client: 4,

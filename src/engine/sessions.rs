@@ -501,6 +501,8 @@ impl Engine {
         let mut waiting: HashSet<(String, u64)> = HashSet::new();
         let mut out: Vec<Unmatched> = Vec::new();
         let mut index: HashMap<String, usize> = HashMap::new();
+        // The visits that asked each (one visitor's words alone are not shown: docs/privacy.md).
+        let mut askers: Vec<HashSet<String>> = Vec::new();
         for item in table
             .range((character_id, 0)..=(character_id, u64::MAX))?
             .rev()
@@ -520,9 +522,13 @@ impl Engine {
             }
             let key = question_key(&m.content);
             match index.get(&key) {
-                Some(&i) => out[i].count += 1,
+                Some(&i) => {
+                    out[i].count += 1;
+                    askers[i].insert(m.session_id);
+                }
                 None => {
                     index.insert(key, out.len());
+                    askers.push(HashSet::from([m.session_id.clone()]));
                     out.push(Unmatched {
                         question: m.content,
                         count: 1,
@@ -537,6 +543,9 @@ impl Engine {
                 }
             }
         }
+        let min = self.config.questions_min_visits;
+        let mut askers = askers.into_iter();
+        out.retain(|_| askers.next().is_some_and(|a| a.len() >= min));
         out.truncate(limit);
         Ok(out)
     }
@@ -602,6 +611,7 @@ impl Engine {
         // Questions waiting for their reply: (visit, turn) -> (day index, question key).
         let mut waiting: HashMap<(String, u64), (usize, String)> = HashMap::new();
         let mut asked: HashMap<String, Asked> = HashMap::new();
+        let mut askers: HashMap<String, HashSet<String>> = HashMap::new();
         for item in table.range((character_id, 0)..=(character_id, u64::MAX))? {
             let m = store::from_json::<Message>(item?.1.value())?;
             if m.staff {
@@ -633,6 +643,10 @@ impl Engine {
                 });
                 entry.question = m.content;
                 entry.count += 1;
+                askers
+                    .entry(key.clone())
+                    .or_default()
+                    .insert(m.session_id.clone());
                 waiting.insert((m.session_id, m.turn_seq), (at, key));
             } else if let Some((at, key)) = waiting.remove(&(m.session_id, m.turn_seq)) {
                 if m.unmatched {
@@ -653,6 +667,9 @@ impl Engine {
                 *d.by_language.entry(default.tag().to_string()).or_default() += n;
             }
         }
+        // One visitor's words alone are not shown (docs/privacy.md).
+        let min = self.config.questions_min_visits;
+        asked.retain(|key, _| askers.get(key).is_some_and(|a| a.len() >= min));
         let mut most_asked: Vec<Asked> = asked.into_values().collect();
         most_asked.sort_by(|a, b| b.count.cmp(&a.count).then(a.question.cmp(&b.question)));
         most_asked.truncate(MOST_ASKED);

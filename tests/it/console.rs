@@ -605,7 +605,12 @@ async fn kiosk_event_streams_are_bounded_and_end_with_the_server() {
 
 #[tokio::test]
 async fn a_browser_uploads_knowledge_asks_it_and_reads_the_conversations() {
-    let s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let s = Server::start_with(|c| {
+        c.admin_password = Some(PASSWORD.into());
+        // One visit's question is listed (the rule of three visits: privacy.rs).
+        c.questions_min_visits = 1;
+    })
+    .await;
     let mut b = Browser::launch().await;
     b.call(
         "Emulation.setDeviceMetricsOverride",

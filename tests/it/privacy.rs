@@ -313,3 +313,53 @@ async fn personal_details_are_stored_as_placeholders_and_the_model_hears_them_sa
         "a name alone is kept"
     );
 }
+
+#[tokio::test]
+async fn a_question_is_listed_once_three_visits_asked_it() {
+    let s = Server::start().await;
+    let cid = s.character("Ada").await;
+    let listed = |v: &Value, key: &str| -> Vec<(String, u64)> {
+        v[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|q| {
+                (
+                    q["question"].as_str().unwrap().to_string(),
+                    q["count"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let unmatched = || async {
+        s.get_json(
+            &format!("/api/v1/characters/{cid}/conversations/unmatched"),
+            200,
+        )
+        .await
+    };
+    let most_asked = || async {
+        s.get_json(&format!("/api/v1/characters/{cid}/statistics"), 200)
+            .await
+    };
+    // One visitor asks the same three times: still one visit.
+    let alone = s.session(&cid).await;
+    for _ in 0..3 {
+        chat(&s, &cid, &alone, "Is there a shop?").await;
+    }
+    for n in 1..=3 {
+        let sid = s.session(&cid).await;
+        chat(&s, &cid, &sid, "Is there a lift? I am 8 years old").await;
+        let want: Vec<(String, u64)> = if n < 3 {
+            vec![]
+        } else {
+            vec![("Is there a lift? I am [age] years old".into(), 3)]
+        };
+        assert_eq!(listed(&unmatched().await, "questions"), want, "{n} visits");
+        assert_eq!(
+            listed(&most_asked().await, "most_asked"),
+            want,
+            "{n} visits"
+        );
+    }
+}

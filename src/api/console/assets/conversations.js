@@ -23,7 +23,7 @@ function group(m) {
   const list = h('ol', {});
   const li = h('li', { class: m.staff ? 'visit staff' : 'visit', 'data-session': m.session_id },
     h('div', { class: 'row' }, h('div', { class: 'grow' }, heading),
-      visit ? null : h('button', { type: 'button', class: 'secondary', text: 'Only this visit', onclick: () => guarded(() => show(m.session_id)) }),
+      visit ? null : h('button', { type: 'button', class: 'secondary only', text: 'Only this visit', onclick: () => guarded(() => show(m.session_id)) }),
       h('button', { type: 'button', class: 'danger forget', text: 'Forget this visit', onclick: () => guarded(() => forget(m.session_id)) })),
     list);
   g = { heading, list, staff: !!m.staff, count: 0 };
