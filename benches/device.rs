@@ -14,6 +14,11 @@
 //!
 //! Each round: hold 400 ms (longer than a tap), release, wait for the reply to play, 100 ms into
 //! it press again (the barge-in is the next round's press).
+//!
+//! - a recorded answer chosen on the screen -> its first sample written to ALSA: the touch on
+//!   the question's row, the kiosk loop, the turn finding the curator's recording (10 s) and
+//!   reading its first piece from the blob store, the playback thread. Each round cuts the
+//!   answer with a touch (which opens the question screen again) and chooses it again.
 
 mod support;
 
@@ -21,6 +26,8 @@ use std::time::{Duration, Instant};
 
 use docent::config::DeviceMode;
 use docent::device::audio::AudioEvent;
+use docent::device::choice::Choose;
+use docent::device::display::questions;
 use docent::engine::live::Status;
 use fake_openai::{Chat, FakeOpenAi, Speech, Transcription};
 use serde_json::json;
@@ -32,6 +39,7 @@ const HOLD: Duration = Duration::from_millis(400);
 const INTO_REPLY: Duration = Duration::from_millis(100);
 const TARGET_RELEASE_MS: f64 = 20.0;
 const TARGET_STOP_MS: f64 = 30.0;
+const TARGET_RECORDED_MS: f64 = 150.0;
 
 fn main() {
     support::block_on(run());
@@ -133,7 +141,107 @@ async fn run() {
         (s50, s95, smax),
         TARGET_STOP_MS,
     );
+    let mut recorded = recorded_answer(&http, &site, &id, &devices, &mut events).await;
+    row(
+        "recorded answer chosen -> first sample written to ALSA",
+        stats(&mut recorded),
+        TARGET_RECORDED_MS,
+    );
     kiosk.stop().await;
+}
+
+/// The question on the screen and its recorded answer (a 10 s tone as WAV); then `ROUNDS`
+/// times: the row touched -> the recording's first sample written; a touch cuts it.
+async fn recorded_answer(
+    http: &reqwest::Client,
+    site: &str,
+    id: &str,
+    devices: &docent::device::Devices,
+    events: &mut broadcast::Receiver<AudioEvent>,
+) -> Vec<f64> {
+    let question = "When does the museum open?";
+    let faq = format!("Q: {question}\nA: The museum opens at nine.\n");
+    let form = reqwest::multipart::Form::new().part(
+        "files",
+        reqwest::multipart::Part::bytes(faq.into_bytes()).file_name("faq.txt"),
+    );
+    let res = http
+        .post(format!("{site}/api/v1/characters/{id}/knowledge/files"))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success(), "knowledge: {}", res.status());
+    let screen = format!("{site}/api/v1/characters/{id}/screen-questions");
+    // Put on the screen once indexed.
+    for _ in 0..200 {
+        let res = http
+            .put(&screen)
+            .json(&json!({ "questions": [question] }))
+            .send()
+            .await
+            .unwrap();
+        if res.status().is_success() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let tone: Vec<i16> = (0..240_000)
+        .map(|i| ((i as f64 / 24_000.0 * 330.0 * std::f64::consts::TAU).sin() * 6_000.0) as i16)
+        .collect();
+    let form = reqwest::multipart::Form::new()
+        .text("question", question)
+        .part(
+            "file",
+            reqwest::multipart::Part::bytes(docent::engine::audio::wav_bytes(&tone, 24_000))
+                .file_name("answer.wav"),
+        );
+    let res = http
+        .post(format!("{site}/api/v1/characters/{id}/recordings"))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201, "recording uploaded");
+
+    let touch = |y: f32| devices.choose(Choose::Touch { x: 0.5, y }).expect("touch");
+    let mut state = devices.state.clone();
+    let mut out = Vec::new();
+    for round in 0..=ROUNDS {
+        // A touch opens the question screen (and cuts the answer playing); the kiosk reads
+        // the screen's questions once a second, and a touch while it listens does nothing.
+        let opened = Instant::now();
+        loop {
+            touch(0.5);
+            let shown = tokio::time::timeout(
+                Duration::from_millis(500),
+                state.wait_for(|s| s.questions.as_ref().is_some_and(|p| p.rows.len() == 1)),
+            )
+            .await;
+            if shown.is_ok() {
+                break;
+            }
+            assert!(
+                opened.elapsed() < Duration::from_secs(20),
+                "the question screen"
+            );
+        }
+        drain(events);
+        let chosen = Instant::now();
+        touch(questions::row_centre(0));
+        let playing = next(events, |e| match e {
+            AudioEvent::Playing { at, .. } => Some(at),
+            _ => None,
+        })
+        .await;
+        if round > 0 {
+            out.push(ms(playing - chosen));
+        }
+        tokio::time::sleep(INTO_REPLY).await;
+    }
+    // Cut the last one.
+    touch(0.5);
+    out
 }
 
 /// The tests' OpenAI-compatible fake, answering every request at once: recognition, the reply
