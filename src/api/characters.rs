@@ -17,9 +17,11 @@ use super::statuses;
 use super::{AppState, blocking, files};
 use crate::config::Limits;
 use crate::engine::characters::{Activation, CharacterInput, CharacterView, ImageView};
+use crate::engine::knowledge::faq::{FAQ_MAX_BYTES, FaqInput, FaqView};
 use crate::engine::knowledge::recordings::RecordingView;
 use crate::engine::knowledge::screen::ScreenChoice;
 use crate::engine::knowledge::{Upload, extract::mime_for};
+use crate::engine::language::Language;
 use crate::engine::turn::Asked;
 use crate::store::BlobRef;
 
@@ -59,11 +61,18 @@ pub fn routes(limits: &Limits) -> Router<AppState> {
             "/api/v1/characters/{id}/screen-questions",
             get(screen_questions).put(set_screen_questions),
         )
+        .route("/api/v1/characters/{id}/faq", get(faq).put(set_faq))
+        .route(
+            "/api/v1/characters/{id}/faq.csv",
+            get(faq_csv).put(set_faq_csv),
+        )
         .route(
             "/api/v1/characters/{id}/recordings",
             get(recordings)
                 .post(upload_recording)
-                .layer(DefaultBodyLimit::max(RECORDING_BYTES + MULTIPART_SLACK)),
+                .layer(DefaultBodyLimit::max(
+                    limits.recording_bytes + MULTIPART_SLACK,
+                )),
         )
         .route(
             "/api/v1/characters/{id}/recordings/{recording_id}",
@@ -505,7 +514,8 @@ async fn upload_knowledge(
     check_length(req.headers(), limits.knowledge_request_bytes)?;
     s.engine.sources(&id)?;
     let mut staged: Vec<(String, BlobRef)> = Vec::new();
-    let received = receive_files(req, &s, &limits, &mut staged).await;
+    let mut language = None;
+    let received = receive_files(req, &s, &limits, &mut staged, &mut language).await;
     let blobs = s.engine.blobs();
     let paths = match received {
         Ok(paths) => paths,
@@ -532,7 +542,7 @@ async fn upload_knowledge(
             filename,
             relative_path: paths.next(),
             blob,
-            language: None,
+            language: language.clone(),
         })
         .collect();
     let (sources, skipped) = blocking(&s, move |e| e.add_sources(&id, uploads)).await?;
@@ -547,6 +557,7 @@ async fn receive_files(
     s: &AppState,
     limits: &Limits,
     staged: &mut Vec<(String, BlobRef)>,
+    language: &mut Option<Language>,
 ) -> ApiResult<Vec<String>> {
     let mut form = multipart(req, s).await?;
     let mut paths = Vec::new();
@@ -583,6 +594,12 @@ async fn receive_files(
                 staged.push((filename, blob));
             }
             Some("relative_paths") => paths.push(field.text().await.map_err(multipart_error)?),
+            Some("language") => {
+                let tag = field.text().await.map_err(multipart_error)?;
+                *language = Some(Language::parse(&tag).ok_or_else(|| {
+                    ApiError::bad("language must be a language tag such as de or pt-BR")
+                })?);
+            }
             _ => {}
         }
     }
@@ -724,8 +741,130 @@ async fn set_screen_questions(
     ))
 }
 
-/// The largest recorded answer uploaded: two minutes of 48 kHz stereo WAV, with room.
-const RECORDING_BYTES: usize = 24 << 20;
+/// The FAQ with its translations side by side, and the museum's languages each entry lacks.
+#[utoipa::path(get, path = "/api/v1/characters/{id}/faq", tag = "knowledge",
+    params(("id" = String, Path, description = "Character id")),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The FAQ's entries and the museum's languages", body = FaqView),
+        statuses::AdminCharacterRead,
+    ))]
+async fn faq(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+) -> ApiResult<Json<FaqView>> {
+    Ok(Json(blocking(&s, move |e| e.faq(&id)).await?))
+}
+
+/// Reads a whole body of `content_type` (415 for another: a form cannot forge it) up to the
+/// FAQ's bound, and no larger than a knowledge file (which the FAQ becomes).
+async fn faq_body(s: &AppState, req: Request, content_type: &str) -> ApiResult<axum::body::Bytes> {
+    let limit = FAQ_MAX_BYTES.min(s.engine.config.limits.knowledge_file_bytes);
+    let essence = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(str::trim);
+    if !essence.is_some_and(|t| t.eq_ignore_ascii_case(content_type)) {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("the body must be sent as Content-Type: {content_type}"),
+        ));
+    }
+    check_length(req.headers(), limit)?;
+    read_body(req.into_body(), limit).await
+}
+
+/// Replaces the FAQ (entries without an id are new) and regenerates its knowledge files.
+#[utoipa::path(put, path = "/api/v1/characters/{id}/faq", tag = "knowledge",
+    params(("id" = String, Path, description = "Character id")),
+    request_body(content = FaqInput, content_type = "application/json"),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The FAQ as stored", body = FaqView),
+        statuses::AdminAction,
+        statuses::NoSuchCharacter,
+        statuses::TooLarge,
+        statuses::NotJson,
+        (
+            status = 400,
+            description = "Invalid body, too many or too long entries, a question without its \
+                answer, a question twice in one language",
+            body = crate::api::openapi::ErrorBody,
+        ),
+    ))]
+async fn set_faq(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+    req: Request,
+) -> ApiResult<Json<FaqView>> {
+    let bytes = faq_body(&s, req, "application/json").await?;
+    let input: FaqInput = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad(format!("invalid JSON body: {e}")))?;
+    Ok(Json(blocking(&s, move |e| e.set_faq(&id, input)).await?))
+}
+
+/// The FAQ as CSV for a translation agency: `id`, then `question:<lang>`, `answer:<lang>` per
+/// language (RFC 4180, UTF-8 with a byte order mark).
+#[utoipa::path(get, path = "/api/v1/characters/{id}/faq.csv", tag = "knowledge",
+    params(("id" = String, Path, description = "Character id")),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The FAQ", content_type = "text/csv", body = String),
+        statuses::AdminCharacterRead,
+    ))]
+async fn faq_csv(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+) -> ApiResult<impl IntoResponse> {
+    let name = format!("attachment; filename=\"faq-{id}.csv\"");
+    let csv = blocking(&s, move |e| e.faq_csv(&id)).await?;
+    Ok((
+        [
+            (CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
+            (CACHE_CONTROL, "no-store".to_string()),
+            (axum::http::header::CONTENT_DISPOSITION, name),
+        ],
+        csv,
+    ))
+}
+
+/// Replaces the FAQ with a CSV file's entries (as the export writes them); a bad file is
+/// refused with the line it goes wrong on, and nothing changes.
+#[utoipa::path(put, path = "/api/v1/characters/{id}/faq.csv", tag = "knowledge",
+    params(("id" = String, Path, description = "Character id")),
+    request_body(content = String, content_type = "text/csv"),
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The FAQ as stored", body = FaqView),
+        statuses::AdminAction,
+        statuses::NoSuchCharacter,
+        statuses::TooLarge,
+        (status = 415, description = "The body is not sent as text/csv", body = crate::api::openapi::ErrorBody),
+        (
+            status = 400,
+            description = "Not UTF-8, an unknown column, a line with too few or many fields, \
+                an entry out of bounds (the error names the line)",
+            body = crate::api::openapi::ErrorBody,
+        ),
+    ))]
+async fn set_faq_csv(
+    _: Admin,
+    State(s): State<AppState>,
+    Params(id): Params<String>,
+    req: Request,
+) -> ApiResult<Json<FaqView>> {
+    let bytes = faq_body(&s, req, "text/csv").await?;
+    let text = String::from_utf8(bytes.to_vec())
+        .map_err(|_| ApiError::bad("the CSV file must be UTF-8"))?;
+    Ok(Json(
+        blocking(&s, move |e| e.set_faq_csv(&id, &text)).await?,
+    ))
+}
 
 #[utoipa::path(get, path = "/api/v1/characters/{id}/recordings", tag = "knowledge",
     params(("id" = String, Path, description = "Character id")),
@@ -758,7 +897,8 @@ async fn upload_recording(
     Params(id): Params<String>,
     req: Request,
 ) -> ApiResult<(StatusCode, Json<RecordingView>)> {
-    check_length(req.headers(), RECORDING_BYTES + MULTIPART_SLACK)?;
+    let limit = s.engine.config.limits.recording_bytes;
+    check_length(req.headers(), limit + MULTIPART_SLACK)?;
     s.engine.character_record(&id)?;
     let mut form = multipart(req, &s).await?;
     let mut question: Option<String> = None;
@@ -778,8 +918,8 @@ async fn upload_recording(
                 let orig_name = field.file_name().unwrap_or("").to_string();
                 let mut bytes = Vec::new();
                 while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
-                    if bytes.len() + chunk.len() > RECORDING_BYTES {
-                        return Err(ApiError::too_large(RECORDING_BYTES));
+                    if bytes.len() + chunk.len() > limit {
+                        return Err(ApiError::too_large(limit));
                     }
                     bytes.extend_from_slice(&chunk);
                 }

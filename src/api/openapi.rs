@@ -39,6 +39,7 @@ use super::{
         openapi_json,
         system::health,
         system::components,
+        system::get_privacy,
         system::get_settings,
         system::put_settings,
         system::test_settings,
@@ -107,6 +108,10 @@ use super::{
         characters::ask,
         characters::screen_questions,
         characters::set_screen_questions,
+        characters::faq,
+        characters::set_faq,
+        characters::faq_csv,
+        characters::set_faq_csv,
         characters::recordings,
         characters::upload_recording,
         characters::recording,
@@ -228,6 +233,7 @@ impl PartialSchema for KnowledgeForm {
                 "relative_paths",
                 ObjectBuilder::new().schema_type(Type::String),
             )
+            .property("language", ObjectBuilder::new().schema_type(Type::String))
             .required("file")
             .into()
     }

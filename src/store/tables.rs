@@ -36,6 +36,9 @@ pub const TASK_EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::ne
 pub const ARTIFACTS: TableDefinition<&str, &[u8]> = TableDefinition::new("artifacts");
 /// `character/source` -> `Source` (a knowledge file).
 pub const SOURCES: TableDefinition<&str, &[u8]> = TableDefinition::new("knowledge_sources");
+/// Character id -> `Faq`: the structured FAQ with its translations (see
+/// `engine::knowledge::faq`); its text reaches the index through managed sources.
+pub const FAQS: TableDefinition<&str, &[u8]> = TableDefinition::new("faqs");
 /// (source id, chunk number) -> passage text (UTF-8).
 pub const CHUNKS: TableDefinition<(&str, u32), &str> = TableDefinition::new("knowledge_chunks");
 /// (source id, term) -> packed postings of that term in that source (see `engine::knowledge::index`).
@@ -81,6 +84,7 @@ pub fn each(v: &mut impl Visit) -> Result<()> {
     v.visit(TASK_EVENTS)?;
     v.visit(ARTIFACTS)?;
     v.visit(SOURCES)?;
+    v.visit(FAQS)?;
     v.visit(CHUNKS)?;
     v.visit(POSTINGS)?;
     v.visit(SETTINGS)?;

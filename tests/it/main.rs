@@ -15,6 +15,7 @@ mod crash;
 mod device;
 mod display;
 mod engine;
+mod faq;
 mod faults;
 mod first_boot;
 mod fleet;

@@ -9,6 +9,7 @@
 
 pub mod chunk;
 pub mod extract;
+pub mod faq;
 pub mod index;
 pub mod recordings;
 pub mod screen;
@@ -442,6 +443,8 @@ impl Engine {
         character_id: &str,
     ) -> Result<Vec<BlobRef>> {
         let sources: Vec<Source> = store::scan(&tx.open_table(SOURCES)?, character_id)?;
+        tx.open_table(crate::store::tables::FAQS)?
+            .remove(character_id)?;
         let (lo, hi) = store::prefix_bounds(character_id);
         tx.open_table(SOURCES)?
             .retain_in(lo.as_str()..hi.as_str(), |_, _| false)?;

@@ -620,6 +620,44 @@ async fn specific(p: &mut Probe) {
         400,
     )
     .await;
+    for (m, path, body) in [
+        (Method::GET, "faq", None),
+        (
+            Method::PUT,
+            "faq",
+            Some(("application/json", "{\"entries\": []}")),
+        ),
+        (Method::GET, "faq.csv", None),
+        (
+            Method::PUT,
+            "faq.csv",
+            Some(("text/csv", "id,question:en,answer:en\r\n")),
+        ),
+    ] {
+        let mut req = admin(p, m.clone(), &format!("{nobody}/{path}"));
+        if let Some((media, text)) = body {
+            req = req.header("content-type", media).body(text);
+        }
+        p.expect(&format!("{m} {path} unknown character 404"), req, 404)
+            .await;
+        if m == Method::GET {
+            let bad = format!("/api/v1/characters/%FF/{path}");
+            p.expect(
+                &format!("GET {path} of an id that is not one 400"),
+                admin(p, Method::GET, &bad),
+                400,
+            )
+            .await;
+        }
+    }
+    p.expect(
+        "PUT faq.csv 200",
+        admin(p, Method::PUT, &format!("{chr}/faq.csv"))
+            .header("content-type", "text/csv")
+            .body("id,question:en,answer:en\r\n,When do you open?,At nine.\r\n"),
+        200,
+    )
+    .await;
     for (m, path) in [
         (Method::GET, format!("/api/v1/tasks/{UNKNOWN}")),
         (Method::GET, format!("/api/v1/tasks/{UNKNOWN}/events")),
