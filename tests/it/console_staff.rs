@@ -19,7 +19,7 @@ const PAGE_MAX: usize = 60 * 1024;
 
 /// A server guarded by a password, whose `http` client is its signed-in administrator (from
 /// its own origin).
-async fn kiosk() -> Server {
+pub(crate) async fn kiosk() -> Server {
     let mut s = Server::start_with(|c| {
         c.admin_password = Some(PASSWORD.into());
         c.devices = docent::config::DeviceMode::Sim;
@@ -33,7 +33,7 @@ async fn kiosk() -> Server {
 }
 
 /// A browser window of `width` (a phone's when 390) signed in to `s`.
-async fn signed_in(s: &Server, width: u32) -> Browser {
+pub(crate) async fn signed_in(s: &Server, width: u32) -> Browser {
     let mut b = Browser::launch().await;
     window(&mut b, width).await;
     b.call("Network.enable", json!({})).await;
@@ -41,7 +41,7 @@ async fn signed_in(s: &Server, width: u32) -> Browser {
     b
 }
 
-async fn window(b: &mut Browser, width: u32) {
+pub(crate) async fn window(b: &mut Browser, width: u32) {
     let phone = width < 600;
     let height = if phone { 844 } else { 900 };
     b.call(
@@ -111,7 +111,7 @@ const AUDIT: &str = r#"(() => {
 
 /// Runs the checks on the page shown, saves its screenshot as `name`, and returns what is
 /// wrong (prefixed by `name`), script errors and missing files included.
-async fn audit(b: &mut Browser, name: &str) -> Vec<String> {
+pub(crate) async fn audit(b: &mut Browser, name: &str) -> Vec<String> {
     // Let the page's own requests settle (its lists are filled from the API).
     tokio::time::sleep(Duration::from_millis(700)).await;
     let report = b.eval(AUDIT).await;

@@ -9,6 +9,7 @@ mod board_files;
 mod characters;
 mod choosing;
 mod console;
+mod console_faq;
 mod console_staff;
 mod conversations;
 mod crash;

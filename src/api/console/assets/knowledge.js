@@ -34,9 +34,160 @@ async function sources() {
     timer = setTimeout(() => guarded(sources), POLL_MS);
   } else {
     polls = 0;
-    await screen(); // the FAQ questions change with the indexed knowledge
+    await Promise.all([screen(), faqRecordings()]); // the FAQ questions change with the indexed knowledge
   }
 }
+
+// The FAQ: its entries with their translations side by side, each saved question beside its
+// recorded answer. `faq` is what the page edits; `saved` what the kiosk has (a recording is
+// attached to a question as saved, so an edited question offers none until it is saved).
+const FAQ_MAX_QUESTION = 300;
+const FAQ_MAX_ANSWER = 4000;
+let faq = { languages: [], entries: [] };
+let saved = [];
+let recordings = [];
+
+const copy = (entries) => entries.map((e) => ({ id: e.id, texts: JSON.parse(JSON.stringify(e.texts)) }));
+const written = (t) => !!t && !!(t.question.trim() || t.answer.trim());
+
+/** The language's name in itself ("Deutsch"), with its tag. */
+function languageName(tag) {
+  let name = tag;
+  try { name = new Intl.DisplayNames([tag], { type: 'language' }).of(tag) || tag; } catch { name = tag; }
+  return `${name[0].toUpperCase()}${name.slice(1)} (${tag})`;
+}
+
+/** The table's languages: the museum's in order, then any other an entry has. */
+function faqLanguages() {
+  const out = [...faq.languages];
+  for (const e of faq.entries) for (const tag of Object.keys(e.texts)) if (!out.includes(tag)) out.push(tag);
+  return out;
+}
+
+/** Uploads `file` as the recorded answer to `question`, replacing any it had. */
+async function record(question, file) {
+  const form = new FormData();
+  form.append('question', question);
+  form.append('file', file, file.name);
+  await api('POST', `${base()}/recordings`, form);
+  $('faq-result').textContent = `Recorded answer to "${question}" stored.`;
+  await faqRecordings();
+}
+
+/** The recorded answer's controls beside a saved question: play, replace, delete; or upload. */
+function recordingOf(i, tag, question) {
+  const r = recordings.find((x) => x.question === question && x.language === tag);
+  const id = `faq-rec-${i}-${tag}`;
+  const input = h('input', { type: 'file', id, accept: 'audio/*,.wav,.flac,.ogg,.mp3', onchange: (ev) => {
+    const file = ev.target.files[0];
+    ev.target.value = '';
+    if (file) guarded(() => record(question, file), $('faq-error'));
+  } });
+  if (!r) {
+    return h('div', { class: 'rec' }, h('label', { for: id, text: 'Upload a recorded answer' }), input);
+  }
+  return h('div', { class: 'rec', 'data-recording': r.id },
+    h('span', { class: 'hint', text: `Recorded answer, ${r.seconds.toFixed(1)} s (${r.orig_name})` }),
+    h('audio', { controls: true, preload: 'metadata', src: r.url, 'aria-label': `Recorded answer to ${question}` }),
+    h('label', { for: id, text: 'Replace the recording' }), input,
+    h('button', { type: 'button', class: 'danger', text: 'Delete the recording', onclick: () => guarded(async () => {
+      if (!confirm(`Delete the recorded answer to "${question}"?`)) return;
+      await api('DELETE', `${base()}/recordings/${encodeURIComponent(r.id)}`);
+      $('faq-result').textContent = 'Recording deleted: the answer is synthesised again.';
+      await faqRecordings();
+    }, $('faq-error')) }));
+}
+
+/** A cell of the table: one language's question and answer of entry `i`. */
+function faqCell(i, tag) {
+  const e = faq.entries[i];
+  const t = e.texts[tag] || { question: '', answer: '' };
+  const lacking = !written(t);
+  const edit = (side) => (ev) => {
+    e.texts[tag] = { ...(e.texts[tag] || { question: '', answer: '' }), [side]: ev.target.value };
+    $('faq-result').textContent = 'Not saved yet.';
+  };
+  const stored = saved.find((x) => x.id === e.id);
+  const storedText = stored && stored.texts[tag];
+  const asSaved = storedText && storedText.question === t.question && storedText.answer === t.answer;
+  const name = languageName(tag);
+  return h('td', { class: lacking ? 'missing' : null, 'data-language': name },
+    lacking ? h('span', { class: 'tag', text: 'missing' }) : null,
+    h('label', { for: `faq-q-${i}-${tag}`, text: `Question, ${name}` }),
+    h('input', { id: `faq-q-${i}-${tag}`, value: t.question, maxlength: String(FAQ_MAX_QUESTION), oninput: edit('question') }),
+    h('label', { for: `faq-a-${i}-${tag}`, text: `Answer, ${name}` }),
+    h('textarea', { id: `faq-a-${i}-${tag}`, maxlength: String(FAQ_MAX_ANSWER), oninput: edit('answer') }, t.answer),
+    asSaved ? recordingOf(i, tag, t.question) : null);
+}
+
+/** Draws the FAQ table: a row per entry, a column per language. */
+function drawFaq() {
+  const languages = faqLanguages();
+  $('faq-download').href = `${base()}/faq.csv`;
+  const head = h('thead', {}, h('tr', {}, languages.map((tag) => h('th', { scope: 'col', text: languageName(tag) })),
+    h('th', { scope: 'col', text: 'Entry' })));
+  const rows = faq.entries.map((e, i) => h('tr', { 'data-entry': e.id || '' },
+    languages.map((tag) => faqCell(i, tag)),
+    h('td', { class: 'actions', 'data-language': 'Entry' }, h('button', { type: 'button', class: 'danger', text: 'Remove', 'aria-label': `Remove entry ${i + 1}`, onclick: () => {
+      faq.entries.splice(i, 1);
+      $('faq-result').textContent = 'Not saved yet.';
+      drawFaq();
+    } }))));
+  const body = h('tbody', {}, rows.length ? rows
+    : h('tr', {}, h('td', { colspan: String(languages.length + 1), class: 'hint', text: 'No FAQ entry yet: add a question, or upload a CSV file.' })));
+  $('faq-table').replaceChildren(head, body);
+}
+
+function showFaq(view) {
+  faq = { languages: view.languages, entries: copy(view.entries) };
+  saved = copy(view.entries);
+  drawFaq();
+}
+
+async function faqRecordings() {
+  recordings = await api('GET', `${base()}/recordings`);
+  drawFaq();
+}
+
+async function loadFaq() {
+  const [view, recs] = await Promise.all([api('GET', `${base()}/faq`), api('GET', `${base()}/recordings`)]);
+  recordings = recs;
+  showFaq(view);
+}
+
+$('faq-add').addEventListener('click', () => {
+  faq.entries.push({ id: '', texts: {} });
+  drawFaq();
+  const first = faqLanguages()[0];
+  if (first) $(`faq-q-${faq.entries.length - 1}-${first}`).focus();
+});
+
+$('faq-save').addEventListener('click', () => guarded(async () => {
+  $('faq-result').textContent = 'Saving…';
+  const entries = faq.entries.map((e) => ({ id: e.id || undefined, texts: e.texts }));
+  showFaq(await api('PUT', `${base()}/faq`, { entries }));
+  $('faq-result').textContent = 'Saved.';
+  await sources();
+}, $('faq-error')).then(() => { if (!$('faq-error').hidden) $('faq-result').textContent = ''; }));
+
+$('faq-csv').addEventListener('change', (ev) => {
+  const file = ev.target.files[0];
+  ev.target.value = '';
+  if (!file) return;
+  guarded(async () => {
+    let res;
+    try {
+      res = await fetch(`${base()}/faq.csv`, { method: 'PUT', credentials: 'same-origin', headers: { 'Content-Type': 'text/csv' }, body: await file.text() });
+    } catch (e) {
+      throw new Error(`Cannot reach the kiosk: ${e.message}`);
+    }
+    const body = await res.json().catch(() => null);
+    if (!res.ok) throw new Error(explain((body && body.error) || res.statusText, res.status));
+    showFaq(body);
+    $('faq-result').textContent = `${file.name}: ${body.entries.length} entries stored.`;
+    await sources();
+  }, $('faq-error'));
+});
 
 const SCREEN_MAX = 30;
 const SCREEN_MAX_CHARS = 120;
@@ -187,10 +338,10 @@ $('character').addEventListener('change', (ev) => {
   history.replaceState(null, '', `?character=${encodeURIComponent(cid)}`);
   $('answer').replaceChildren();
   showError(null);
-  guarded(() => Promise.all([sources(), unmatched()]));
+  guarded(() => Promise.all([loadFaq(), sources(), unmatched()]));
 });
 
 guarded(async () => {
   cid = await pickCharacter($('character'));
-  if (cid) await Promise.all([sources(), unmatched()]);
+  if (cid) await Promise.all([loadFaq(), sources(), unmatched()]);
 });
