@@ -196,7 +196,10 @@ const ON_SCREEN_FAQ: &str = "Q: What is the lighthouse lens?\nA: It is a first o
 lens, made in Paris in 1872 for the lighthouse at the harbour mouth. Its glass prisms bend the \
 light of a single lamp into a beam that sailors could see twenty miles out at sea. It turned \
 once every thirty seconds on a bath of mercury, and the keepers wound its clockwork by hand \
-every four hours through the night. It came to the museum in 1988.\n";
+every four hours through the night. It came to the museum in 1988.\nQ: Who kept the \
+lighthouse?\nA: Three keepers lived in the tower, and the last of them left in 1961.\n";
+/// The second question of the FAQ, which the buttons' visitor walks to and chooses.
+const SECOND: &str = "Who kept the lighthouse?";
 /// The speaker's recording of the touch test: the touch, the answer's start and the cut.
 const TOUCH_TAP_SECONDS: u32 = 60;
 
@@ -215,7 +218,7 @@ fn a_visitor_asks_by_touch_and_a_touch_cuts_the_answer() {
     let (mut b, admin, _) = first_boot(&rt, &disk, dir.path());
     raucs_state_stays_put(&mut b);
     let cid = set_up_the_kiosk(&b, &rt, &admin, dir.path());
-    rt.block_on(admin.question_on_the_screen(&cid));
+    rt.block_on(admin.questions_on_the_screen(&cid, &[ON_SCREEN]));
     let node = b.sh("readlink -f /dev/input/touchscreen");
     let event = node.strip_prefix("/dev/input/").unwrap_or_default();
     assert!(
@@ -297,6 +300,101 @@ fn a_visitor_asks_by_touch_and_a_touch_cuts_the_answer() {
         .unwrap_or_else(|| panic!("the question in the history: {history}"));
     assert_eq!(asked["content"], ON_SCREEN, "{asked}");
     assert_eq!(asked["touch"], true, "stored as asked by touch: {asked}");
+}
+
+/// The simulated board's choice buttons: gpio-sim lines of the push-to-talk button's bank
+/// (board/sim/guest/gpio-sim, `[choice_buttons]` of board/qemu-aarch64/docent.toml).
+const NEXT_LINE: u32 = 3;
+const CHOOSE_LINE: u32 = 4;
+/// The speaker's recording of the buttons' test: the press on "choose" and the short answer.
+const BUTTONS_TAP_SECONDS: u32 = 30;
+
+/// Issue 31, asking without speaking on the board with the three buttons: previous, next and
+/// choose are gpio-sim lines 2, 3, 4, requested by docent with its pull-up as the push-to-talk
+/// line is (untouched, they read released). Staff have put two questions on the screen; "next"
+/// opens the question screen on the first, "next" again points at the second, "choose" asks it;
+/// the answer is heard on the loopback speaker and stored as chosen on the screen. Prints the
+/// time from the press on "choose" to the first reply sample.
+#[test]
+#[ignore = "boots the simulated board: run by ./x appliance"]
+fn a_visitor_walks_the_questions_with_next_and_asks_with_choose() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Disk::flash(dir.path());
+    let (mut b, admin, _) = first_boot(&rt, &disk, dir.path());
+    let cid = set_up_the_kiosk(&b, &rt, &admin, dir.path());
+    rt.block_on(admin.questions_on_the_screen(&cid, &[ON_SCREEN, SECOND]));
+    for line in 2..=4 {
+        assert_eq!(
+            b.sh(&format!("button get {line}")),
+            "1",
+            "line {line} released: held high by docent's pull-up (gpio-sim starts it low)"
+        );
+    }
+    let health = rt.block_on(async {
+        let url = format!("http://{}/api/v1/health", b.docent);
+        let reply = health_client().get(url).send().await.unwrap();
+        reply.json::<Value>().await.unwrap()
+    });
+    assert_eq!(
+        health["device"]["choice"], "ok",
+        "docent reads the board's touch screen and buttons: {health}"
+    );
+    wait_device(&mut b, "the idle screen offers to choose", |d| {
+        d["can_choose"] == true
+    });
+
+    press_button(&mut b, NEXT_LINE);
+    wait_device(&mut b, "\"next\" opens the question screen", |d| {
+        d["questions"]["rows"] == json!([ON_SCREEN, SECOND]) && d["questions"]["selected"] == 0
+    });
+    press_button(&mut b, NEXT_LINE);
+    wait_device(&mut b, "\"next\" points at the second question", |d| {
+        d["questions"]["selected"] == 1
+    });
+    record_speaker(&mut b, BUTTONS_TAP_SECONDS);
+    let chosen_at = press_button(&mut b, CHOOSE_LINE);
+    let d = wait_device(&mut b, "\"choose\" asks the second question", |d| {
+        d["status"] == "speaking"
+    });
+    assert_eq!(d["captions"]["heard"], SECOND, "{d}");
+
+    let (first_sound, _) = speaker_sound(&mut b, &rt, BUTTONS_TAP_SECONDS);
+    let press_to_sound = first_sound - chosen_at;
+    println!(
+        "press on \"choose\" -> first reply sample on the loopback speaker (aarch64, offline \
+         engine, TCG): {:.0} ms",
+        press_to_sound * 1000.0
+    );
+    assert!(
+        press_to_sound > 0.0,
+        "the answer starts after the press ({press_to_sound:.3} s)"
+    );
+    let history =
+        rt.block_on(admin.get(&format!("/api/v1/characters/{cid}/conversations/messages")));
+    let asked = history["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .cloned()
+        .unwrap_or_else(|| panic!("the question in the history: {history}"));
+    assert_eq!(asked["content"], SECOND, "{asked}");
+    assert_eq!(
+        asked["touch"], true,
+        "stored as chosen on the screen: {asked}"
+    );
+}
+
+/// Presses the simulated button on gpio-sim `line` for 150 ms (far past the 20 ms debounce);
+/// returns the board's clock (unix seconds) at the press.
+fn press_button(b: &mut Board, line: u32) -> f64 {
+    let said = b.sh(&format!(
+        // busybox's date has no sub-second format; adjtimex shows the clock in microseconds.
+        "button press {line} && adjtimex | grep time.tv_ && sleep 0.15 && button release {line}"
+    ));
+    value_after::<f64>(&said, "time.tv_sec:")
+        .zip(value_after::<f64>(&said, "time.tv_usec:"))
+        .map(|(s, us)| s + us / 1e6)
+        .unwrap_or_else(|| panic!("button {line} pressed: {said}"))
 }
 
 /// The kiosk's state as the internal device route on the board shows it.
@@ -2245,9 +2343,9 @@ impl Admin {
         cid
     }
 
-    /// Puts `ON_SCREEN` on character `cid`'s touch screen: its FAQ file indexed, then the
-    /// question marked for the screen (docs/touch.md).
-    async fn question_on_the_screen(&self, cid: &str) {
+    /// Puts `questions` (of `ON_SCREEN_FAQ`) on character `cid`'s question screen, in this
+    /// order: the FAQ file indexed, then the questions marked for the screen (docs/touch.md).
+    async fn questions_on_the_screen(&self, cid: &str, questions: &[&str]) {
         let form = reqwest::multipart::Form::new().part(
             "file",
             reqwest::multipart::Part::bytes(ON_SCREEN_FAQ.as_bytes().to_vec()).file_name("faq.txt"),
@@ -2279,11 +2377,17 @@ impl Admin {
                     reqwest::Method::PUT,
                     &format!("/api/v1/characters/{cid}/screen-questions"),
                 )
-                .json(&json!({ "questions": [ON_SCREEN] })),
+                .json(&json!({ "questions": questions })),
                 200,
             )
             .await;
-        assert_eq!(screen["on_screen"][0]["text"], ON_SCREEN, "{screen}");
+        let texts: Vec<&str> = screen["on_screen"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|q| q["text"].as_str())
+            .collect();
+        assert_eq!(texts, questions, "{screen}");
     }
 
     /// The kiosk's session, opened by the first press.

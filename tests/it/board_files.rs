@@ -62,6 +62,18 @@ fn only_simulated_boards_open_test_hooks() {
     );
 }
 
+/// The simulated board's previous / next / choose buttons are gpio-sim lines 2, 3, 4 of the
+/// push-to-talk button's bank (board/sim/guest/gpio-sim), none the button's or the LED's, wired
+/// and pulled up as the button is.
+#[test]
+fn the_simulated_boards_choice_buttons_are_the_banks_free_lines() {
+    let c = profile("qemu-aarch64");
+    let b = &c.choice_buttons;
+    assert_eq!(b.chip, c.ptt.chip, "the button's bank");
+    assert_eq!((b.previous, b.next, b.choose), (Some(2), Some(3), Some(4)));
+    assert_eq!((b.active_low, b.bias()), (true, Bias::PullUp));
+}
+
 fn unit_path() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("board/systemd/docent.service")
 }
