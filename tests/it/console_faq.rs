@@ -187,3 +187,71 @@ async fn staff_translate_the_faq_side_by_side_exchange_csv_and_record_answers() 
     problems.extend(audit(&mut b, "knowledge-faq-phone").await);
     assert!(problems.is_empty(), "{problems:#?}");
 }
+
+#[tokio::test]
+async fn the_museum_s_languages_and_a_voice_per_language_are_set_in_the_console() {
+    let s = kiosk().await;
+    let cid = s.character("Harbour Guide").await;
+    let mut b = signed_in(&s, 1280).await;
+
+    // Settings: the languages in order, each named in itself, the first the default.
+    b.goto(&format!("{}/console/settings", s.base)).await;
+    b.wait_until("document.getElementById('s-kiosk-languages')?.value === 'en'")
+        .await;
+    assert_eq!(
+        b.eval("!!document.getElementById('s-kiosk-language')")
+            .await,
+        json!(false),
+        "the single language is the first of the list"
+    );
+    b.type_into("s-kiosk-languages", "en, de, es").await;
+    b.wait_text(
+        "s-kiosk-languages-named",
+        "English (default) · Deutsch · Español",
+    )
+    .await;
+    b.click("#providers button[type=submit]").await;
+    b.wait_until("document.getElementById('settings-result')?.textContent === 'Saved: kiosk.'")
+        .await;
+    let settings = s.get_json("/api/v1/settings", 200).await;
+    assert_eq!(settings["kiosk"]["languages"], json!(["en", "de", "es"]));
+    assert_eq!(settings["kiosk"]["language"], "en");
+
+    // The character: a voice for each language beyond the default, with its sample.
+    let voices = s
+        .get_json("/api/v1/characters/voices?provider=local", 200)
+        .await;
+    let german = voices["voices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["id"].as_str().unwrap())
+        .find(|id| *id == "de" || id.starts_with("de"))
+        .expect("a German voice")
+        .to_string();
+    b.goto(&format!("{}/console/characters", s.base)).await;
+    b.wait_until(
+        "[...document.querySelectorAll('#list button')].some((x) => x.textContent === 'Edit')",
+    )
+    .await;
+    b.eval(&format!(
+        "[...document.querySelectorAll('#list li')].find((li) => li.textContent.includes('Harbour Guide')).querySelector('button').click()"
+    ))
+    .await;
+    b.wait_until("document.getElementById('edit').open && !document.getElementById('voices-by-language').hidden")
+        .await;
+    let labels = b
+        .eval("[...document.querySelectorAll('#voices label')].map((l) => l.textContent)")
+        .await;
+    assert_eq!(labels, json!(["Deutsch (de)", "Español (es)"]));
+    b.type_into("f-voice-de", &german).await;
+    b.click("#voices button").await;
+    b.wait_until("(() => { const a = document.getElementById('sample'); return !a.hidden && a.readyState >= 1 && a.duration > 0; })()")
+        .await;
+    let problems = audit(&mut b, "characters-voices-desktop").await;
+    b.click("#form button[type=submit]").await;
+    b.wait_until("!document.getElementById('edit').open").await;
+    let c = s.get_json(&format!("/api/v1/characters/{cid}"), 200).await;
+    assert_eq!(c["voices"], json!({ "de": german }));
+    assert!(problems.is_empty(), "{problems:#?}");
+}

@@ -7,6 +7,7 @@ const STATES = ['idle', 'listening', 'speaking'];
 const PART = { voice_provider: 'voice', 'components.llm': 'brain', 'components.asr': 'hearing', 'components.tts': 'voice' };
 let editing = null; // the character being edited, or null for a new one
 let kiosk = '';
+let languages = []; // the museum's, the default first (a voice per language for the others)
 let sampleUrl = null; // the object URL of the voice sample playing, revoked when replaced
 
 const enc = encodeURIComponent;
@@ -126,6 +127,7 @@ async function load() {
     api('GET', '/api/v1/settings'),
   ]);
   kiosk = settings.kiosk.character_id || (list[0] && list[0].id) || '';
+  languages = settings.kiosk.languages || [];
   const current = list.find((c) => c.id === kiosk);
   $('kiosk-character').textContent = current ? current.name : 'no character';
   $('list').replaceChildren(...list.map(card));
@@ -154,8 +156,9 @@ async function loadVoices() {
       ...v.voices.map((x) => h('option', { value: x.id, text: x.name === x.id ? x.id : `${x.name} (${x.id})`, selected: x.id === current })),
       known ? null : h('option', { value: current, text: `${current} (this provider has no such voice)`, selected: true }));
     $('voice-note').textContent = `${v.voices.length} voices of ${v.provider}.`;
-  } else if (v) {
-    $('voice-list').replaceChildren(...v.voices.map((x) => h('option', { value: x.id })));
+  }
+  if (v) $('voice-list').replaceChildren(...v.voices.map((x) => h('option', { value: x.id })));
+  if (!closed && v) {
     $('voice-note').textContent = v.voices.length ? `Suggested voices of ${v.provider}; its server may have others.` : 'This provider speaks in the voice its own settings choose.';
   }
 }
@@ -163,10 +166,32 @@ async function loadVoices() {
 $('f-voice_pick').addEventListener('change', (ev) => { $('f-voice_type').value = ev.target.value; });
 $('f-voice_provider').addEventListener('change', () => guarded(loadVoices, $('sample-error')));
 
+/** The language's name in itself ("Deutsch"), with its code. */
+function languageName(tag) {
+  let name = tag;
+  try { name = new Intl.DisplayNames([tag], { type: 'language' }).of(tag) || tag; } catch { name = tag; }
+  return `${name[0].toUpperCase()}${name.slice(1)} (${tag})`;
+}
+
+/** A voice field per museum language beyond the default, each with its sample. */
+function drawVoices(c) {
+  const others = languages.slice(1);
+  $('voices-by-language').hidden = !others.length;
+  $('voices').replaceChildren(...others.map((tag) => {
+    const id = `f-voice-${tag}`;
+    const field = h('input', { id, 'data-language': tag, list: 'voice-list', autocomplete: 'off', value: (c && c.voices && c.voices[tag]) || '' });
+    return h('div', { class: 'row' },
+      h('div', { class: 'grow' }, h('label', { for: id, text: languageName(tag) }), field),
+      h('button', { type: 'button', class: 'secondary', text: 'Play a sample', 'aria-label': `Play a sample of the ${languageName(tag)} voice`,
+        onclick: () => guarded(() => playSample(field.value || $('f-voice_type').value), $('sample-error')) }));
+  }));
+}
+
 function open(c) {
   editing = c;
   $('edit-h').textContent = c ? `Edit ${c.name}` : 'New character';
   for (const f of FIELDS) $(`f-${f}`).value = c ? c[f] || '' : '';
+  drawVoices(c);
   guarded(loadVoices, $('sample-error'));
   showError(null, $('form-error'));
   showError(null, $('sample-error'));
@@ -176,12 +201,12 @@ function open(c) {
 }
 
 /** Plays a sample of the chosen voice: the voice test asked for a WAV, played from a blob URL. */
-async function playSample() {
+async function playSample(voice = $('f-voice_type').value) {
   const res = await fetch('/api/v1/characters/test-voice', {
     method: 'POST',
     credentials: 'same-origin',
     headers: { 'Content-Type': 'application/json', Accept: 'audio/wav' },
-    body: JSON.stringify({ voice_provider: $('f-voice_provider').value, voice_type: $('f-voice_type').value }),
+    body: JSON.stringify({ voice_provider: $('f-voice_provider').value, voice_type: voice }),
   });
   if (!res.ok) {
     let msg = res.statusText;
@@ -198,11 +223,16 @@ async function playSample() {
 
 $('new').addEventListener('click', () => open(null));
 $('cancel').addEventListener('click', () => $('edit').close());
-$('sample-play').addEventListener('click', () => guarded(playSample, $('sample-error')));
+$('sample-play').addEventListener('click', () => guarded(() => playSample(), $('sample-error')));
 $('form').addEventListener('submit', async (ev) => {
   ev.preventDefault();
   const body = editing ? { ...editing } : {};
   for (const f of FIELDS) body[f] = $(`f-${f}`).value;
+  body.voices = { ...(editing && editing.voices) };
+  for (const field of $('voices').querySelectorAll('input[data-language]')) {
+    if (field.value.trim()) body.voices[field.dataset.language] = field.value.trim();
+    else delete body.voices[field.dataset.language];
+  }
   await guarded(async () => {
     if (editing) await api('PUT', `/api/v1/characters/${enc(editing.id)}`, body);
     else await api('POST', `/api/v1/characters`, body);

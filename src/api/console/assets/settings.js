@@ -37,6 +37,7 @@ const FIELDS = {
   volume: ['Speaker volume', 'Applied within a second of saving; also a launch setting of the audio section below.'],
   assistive_volume: ['Assistive speaker volume', 'The hearing loop or headphone socket, when the kiosk has one (the audio section below names it); it plays every answer and the test sound at this volume.'],
   language: ['Language', 'The language visitors speak, as a code such as en or en-US.'],
+  languages: ['Languages', 'The languages visitors may choose on the screen, as codes such as en, de, es or pt-BR separated by commas, in the order the screen offers them; the first is the default every visit starts in.'],
   provider: ['Provider', 'Who does this part.'],
   base_url: ['Server address (URL)', 'Where the provider is reached, such as http://10.0.0.5:8000/v1.'],
   api_key: ['API key', 'Sent only to the address above: a new address needs the key again.'],
@@ -107,6 +108,28 @@ function input(section, key, value, secret) {
   return h('input', { ...attrs, type: 'text', value: value ?? '', autocomplete: 'off' });
 }
 
+/** The language's name in itself ("Deutsch"), else its code. */
+function languageName(tag) {
+  let name = tag;
+  try { name = new Intl.DisplayNames([tag], { type: 'language' }).of(tag) || tag; } catch { name = tag; }
+  return `${name[0].toUpperCase()}${name.slice(1)}`;
+}
+
+/** The museum's languages: codes in order, the first the default; their names said below. */
+function languagesField(list) {
+  const id = fieldId('kiosk', 'languages');
+  const [label, help] = FIELDS.languages;
+  const named = h('p', { id: `${id}-named`, 'aria-live': 'polite' });
+  const name = (text) => {
+    const tags = text.split(/[\s,]+/).filter(Boolean);
+    named.textContent = tags.length ? tags.map((t, i) => `${languageName(t)}${i === 0 ? ' (default)' : ''}`).join(' · ') : 'No language: the kiosk needs one.';
+  };
+  const field = h('input', { id, name: 'kiosk.languages', 'data-section': 'kiosk', 'data-key': 'languages', 'aria-describedby': `${id}-help`,
+    type: 'text', value: list.join(', '), autocomplete: 'off', oninput: (ev) => name(ev.target.value) });
+  name(field.value);
+  return [h('label', { for: id, text: label }), field, named, h('p', { class: 'hint', id: `${id}-help`, text: help })];
+}
+
 function section(name, values) {
   const meta = SECTIONS.find(([n]) => n === name) || [name, name, ''];
   const rows = [];
@@ -114,6 +137,11 @@ function section(name, values) {
   const rank = (k) => { const i = Object.keys(FIELDS).indexOf(k); return i < 0 ? 99 : i; };
   for (const [key, value] of Object.entries(values).sort(([a], [b]) => rank(a) - rank(b))) {
     if (key.endsWith('_set') && `${key.slice(0, -4)}` in values) continue;
+    if (name === 'kiosk' && key === 'language' && Array.isArray(values.languages)) continue; // the first of languages
+    if (name === 'kiosk' && key === 'languages' && Array.isArray(value)) {
+      rows.push(...languagesField(value));
+      continue;
+    }
     if (value !== null && typeof value === 'object') continue;
     const secret = `${key}_set` in values;
     const [label, help] = FIELDS[`${name}.${key}`] || FIELDS[key] || [key, ''];
@@ -195,6 +223,10 @@ function changes() {
     if (`${key}_set` in original[s] && (el.hidden || value === '')) continue;
     if (typeof before === 'number') value = Number(value);
     if (typeof before === 'boolean') value = value === 'true';
+    if (Array.isArray(before)) {
+      value = value.split(/[\s,]+/).filter(Boolean);
+      if (JSON.stringify(value) === JSON.stringify(before)) continue;
+    }
     if (value === before) continue;
     (patch[s] ||= {})[key] = value;
   }
