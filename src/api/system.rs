@@ -26,6 +26,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/components", get(components))
         .route("/api/v1/settings", get(get_settings).put(put_settings))
         .route("/api/v1/settings/test", post(test_settings))
+        .route("/api/v1/settings/privacy", get(get_privacy))
         .route("/api/v1/config/avatar-model", get(avatar_model))
         .route("/api/v1/config/launch", get(get_launch).put(put_launch))
         .route(
@@ -606,6 +607,22 @@ async fn components(State(s): State<AppState>) -> Json<crate::engine::providers:
     responses((status = 200, description = "The settings, secrets masked", body = Object), statuses::NotAdmin))]
 async fn get_settings(_: Admin, State(s): State<AppState>) -> Json<Value> {
     Json(s.engine.settings().masked())
+}
+
+/// What leaves the kiosk under the settings in force: per stage, which provider receives what,
+/// and where (docs/privacy.md).
+#[utoipa::path(get, path = "/api/v1/settings/privacy", tag = "settings",
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Per stage, the provider, what it receives and its host",
+            body = crate::engine::privacy::Disclosure),
+        statuses::NotAdmin,
+    ))]
+async fn get_privacy(
+    _: Admin,
+    State(s): State<AppState>,
+) -> Json<crate::engine::privacy::Disclosure> {
+    Json(s.engine.disclosure())
 }
 
 #[utoipa::path(put, path = "/api/v1/settings", tag = "settings",

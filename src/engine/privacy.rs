@@ -277,3 +277,138 @@ impl Engine {
         Ok(())
     }
 }
+
+/// What a provider receives of a visit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Receives {
+    /// The visitor's voice.
+    VoiceAudio,
+    /// What the visitor said, as text, or the reply to be spoken.
+    Transcripts,
+    /// The character's persona and knowledge passages.
+    Knowledge,
+}
+
+/// Where one stage of a visitor's turn goes.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
+pub struct Flow {
+    /// `asr`, `llm` or `tts` (an omni provider, chosen as `llm`, does all three).
+    pub stage: &'static str,
+    pub provider: crate::engine::providers::Provider,
+    /// The host it is reached at ("" for the offline engine, which runs in the kiosk).
+    pub host: String,
+    pub receives: Vec<Receives>,
+    /// The host is neither the kiosk nor on the museum's network (a private, link-local or
+    /// `.local` address): what it receives leaves the building.
+    pub leaves_building: bool,
+}
+
+/// What leaves the kiosk under the settings in force (docs/privacy.md).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
+pub struct Disclosure {
+    pub flows: Vec<Flow>,
+    /// Some visitor's voice goes to a host outside the building.
+    pub voices_leave: bool,
+}
+
+/// The host of a provider address (`https://host/v1`, `tcp://host:port`, `host:port`).
+fn host_of(address: &str) -> String {
+    let with_scheme = if address.contains("://") {
+        address.to_string()
+    } else {
+        format!("http://{address}")
+    };
+    with_scheme
+        .parse::<axum::http::Uri>()
+        .ok()
+        .and_then(|u| {
+            u.host()
+                .map(|h| h.trim_matches(['[', ']']).to_ascii_lowercase())
+        })
+        .unwrap_or_default()
+}
+
+/// Whether `host` is in the building: the kiosk itself, a private or link-local address, or a
+/// `.local` name (mDNS answers only on the local network) or a bare name.
+fn in_building(host: &str) -> bool {
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback() || ip.is_private() || ip.is_link_local(),
+        Ok(std::net::IpAddr::V6(ip)) => {
+            ip.is_loopback() || ip.is_unique_local() || ip.is_unicast_link_local()
+        }
+        Err(_) => host == "localhost" || host.ends_with(".local") || !host.contains('.'),
+    }
+}
+
+impl Engine {
+    /// Per stage of a turn under the settings in force, which provider receives what, and
+    /// where. Characters that choose their own components are not shown.
+    pub fn disclosure(&self) -> Disclosure {
+        use crate::engine::providers::{Choice, Provider, Stage};
+        use Receives::{Knowledge, Transcripts, VoiceAudio};
+        let settings = self.settings();
+        let llm = settings.provider(Stage::Llm);
+        let omni = matches!(llm, Choice::Kiosk(p) if p.is_omni());
+        let mut flows = Vec::new();
+        for stage in Stage::ALL {
+            let Choice::Kiosk(provider) = settings.provider(stage) else {
+                continue;
+            };
+            if omni && stage != Stage::Llm || !provider.serves(stage) {
+                continue;
+            }
+            let receives = match (stage, provider) {
+                (_, Provider::OpenaiRealtime) => vec![VoiceAudio, Transcripts, Knowledge],
+                (_, Provider::Remote) => vec![VoiceAudio, Transcripts],
+                (Stage::Asr, _) => vec![VoiceAudio],
+                (Stage::Llm, _) => vec![Transcripts, Knowledge],
+                (Stage::Tts, _) => vec![Transcripts],
+            };
+            let host = provider
+                .service(stage)
+                .and_then(|s| settings.endpoint(s).ok().map(|e| host_of(e.address)))
+                .unwrap_or_default();
+            let leaves_building = !host.is_empty() && !in_building(&host);
+            flows.push(Flow {
+                stage: stage.name(),
+                provider,
+                host,
+                receives,
+                leaves_building,
+            });
+        }
+        let voices_leave = flows
+            .iter()
+            .any(|f| f.leaves_building && f.receives.contains(&VoiceAudio));
+        Disclosure {
+            flows,
+            voices_leave,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{host_of, in_building};
+
+    #[test]
+    fn hosts_in_and_out_of_the_building() {
+        assert_eq!(host_of("https://api.openai.com/v1"), "api.openai.com");
+        assert_eq!(host_of("tcp://192.168.1.10:10300"), "192.168.1.10");
+        assert_eq!(host_of("10.0.0.5:50051"), "10.0.0.5");
+        for inside in [
+            "127.0.0.1",
+            "192.168.1.10",
+            "10.0.0.5",
+            "fd00::1",
+            "gpu-box",
+            "whisper.local",
+        ] {
+            assert!(in_building(inside), "{inside}");
+        }
+        for outside in ["api.openai.com", "8.8.8.8", "2001:db8::1"] {
+            assert!(!in_building(outside), "{outside}");
+        }
+    }
+}

@@ -363,3 +363,59 @@ async fn a_question_is_listed_once_three_visits_asked_it() {
         );
     }
 }
+
+#[tokio::test]
+async fn settings_say_what_leaves_the_building_and_the_dashboard_marks_voices_that_do() {
+    const PASSWORD: &str = "privacy-test-password";
+    let mut s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let cookie = crate::support::sign_in(&s, PASSWORD).await;
+    s.as_admin(&cookie);
+    let flows = "[...document.querySelectorAll('#flows li')].map((li) => li.textContent).join('|')";
+    let mut b = crate::support::browser::Browser::launch().await;
+    b.sign_in_page(&s.base, PASSWORD).await;
+
+    // The offline engine, the default: nothing leaves, no mark.
+    b.goto(&s.url("/console/settings")).await;
+    b.wait_for(
+        flows,
+        json!("Nothing leaves the kiosk: the offline engine hears, answers and speaks on the kiosk itself."),
+    )
+    .await;
+    b.goto(&s.url("/console/")).await;
+    b.wait_for(
+        "document.getElementById('voices-leave').hidden",
+        json!(true),
+    )
+    .await;
+
+    // Hearing in a cloud, the voice on a server of the museum's network.
+    s.put_json(
+        "/api/v1/settings",
+        json!({
+            "asr": {"provider": "openai", "base_url": "https://speech.example.com/v1", "api_key": "sk-test"},
+            "tts": {"provider": "wyoming", "base_url": "tcp://192.168.1.10:10200"},
+        }),
+        200,
+    )
+    .await;
+    let v = s.get_json("/api/v1/settings/privacy", 200).await;
+    assert_eq!(v["voices_leave"], true, "{v}");
+    b.goto(&s.url("/console/settings")).await;
+    b.wait_for(
+        flows,
+        json!(
+            "Hearing (openai): visitors' voices go to speech.example.com leaves the building|\
+             Voice (wyoming): the conversation as text go to 192.168.1.10 (in the building)"
+        ),
+    )
+    .await;
+    b.goto(&s.url("/console/")).await;
+    b.wait_for(
+        "document.getElementById('voices-leave').hidden",
+        json!(false),
+    )
+    .await;
+    b.wait_text("voices-to", "speech.example.com").await;
+    b.screenshot("privacy-dashboard").await;
+    assert!(b.errors.is_empty(), "{:?}", b.errors);
+}

@@ -156,7 +156,17 @@ async function snapshots() {
   else setTimeout(snapshots, SNAPSHOT_EVERY_MS);
 }
 
+/** Marks a kiosk whose visitors' voices go to a host outside the building. */
+async function privacy() {
+  const v = await api('GET', '/api/v1/settings/privacy');
+  const hosts = [...new Set(v.flows.filter((f) => f.leaves_building && f.receives.includes('voice_audio')).map((f) => f.host))];
+  $('voices-to').textContent = hosts.join(', ');
+  $('voices-leave').hidden = !v.voices_leave;
+}
+
 $('refresh').addEventListener('click', health);
+$('refresh').addEventListener('click', () => guarded(privacy));
+guarded(privacy);
 health();
 setInterval(health, 15000);
 watch();

@@ -257,6 +257,7 @@ $('providers').addEventListener('submit', (ev) => {
     }
     await api('PUT', '/api/v1/settings', patch);
     await loadSettings();
+    await loadFlows();
     $('settings-result').textContent = `Saved: ${Object.keys(patch).join(', ')}.`;
   });
 });
@@ -315,7 +316,23 @@ $('launch').addEventListener('submit', (ev) => {
   });
 });
 
+/** What each provider receives, as staff say it. */
+const RECEIVES = { voice_audio: "visitors' voices", transcripts: 'the conversation as text', knowledge: "the character's knowledge" };
+const STAGE_NAMES = { asr: 'Hearing', llm: 'Answers', tts: 'Voice' };
+
+/** Lists what leaves the kiosk under the settings in force (GET /api/v1/settings/privacy). */
+async function loadFlows() {
+  const v = await api('GET', '/api/v1/settings/privacy');
+  const items = v.flows.filter((f) => f.host).map((f) => h('li', { class: f.leaves_building ? 'flow leaves' : 'flow', 'data-stage': f.stage },
+    h('strong', { text: `${STAGE_NAMES[f.stage] || f.stage} (${f.provider}): ` }),
+    `${f.receives.map((r) => RECEIVES[r] || r).join(', ')} go to ${f.host}`,
+    f.leaves_building ? h('span', { class: 'tag', text: ' leaves the building' }) : ' (in the building)'));
+  $('flows').replaceChildren(...(items.length ? items
+    : [h('li', { class: 'flow', text: 'Nothing leaves the kiosk: the offline engine hears, answers and speaks on the kiosk itself.' })]));
+}
+
 guarded(loadSettings);
+guarded(loadFlows);
 guarded(loadLaunch).catch((e) => showError(e));
 
 async function loadCertificate() {
