@@ -234,10 +234,9 @@ async fn the_museum_s_languages_and_a_voice_per_language_are_set_in_the_console(
         "[...document.querySelectorAll('#list button')].some((x) => x.textContent === 'Edit')",
     )
     .await;
-    b.eval(&format!(
-        "[...document.querySelectorAll('#list li')].find((li) => li.textContent.includes('Harbour Guide')).querySelector('button').click()"
-    ))
-    .await;
+    let edit = "[...document.querySelectorAll('#list li')]\
+        .find((li) => li.textContent.includes('Harbour Guide')).querySelector('button').click()";
+    b.eval(edit).await;
     b.wait_until("document.getElementById('edit').open && !document.getElementById('voices-by-language').hidden")
         .await;
     let labels = b
