@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::console_staff::{audit, kiosk, signed_in, window};
+use crate::support::Server;
 use crate::support::browser::Browser;
 
 /// A WAV of `seconds` of a tone (sox), and the name it is uploaded under.
@@ -47,6 +48,15 @@ const GERMAN_AUDIO: &str = "(() => { const a = document.querySelector('#faq-tabl
 async fn wait_duration(b: &mut Browser, near: f64) {
     let check = format!("Math.abs({GERMAN_AUDIO} - {near}) < {}", near * 0.05);
     b.wait_until(&check).await;
+}
+
+/// Waits until the kiosk has indexed every knowledge file (a recording needs its question there).
+async fn indexed(s: &Server, cid: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while s.sources(cid).await.iter().any(|x| x[1] == "indexing") {
+        assert!(std::time::Instant::now() < deadline, "still indexing");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]
@@ -102,11 +112,7 @@ async fn staff_translate_the_faq_side_by_side_exchange_csv_and_record_answers() 
         "!!document.querySelector('{german} input[type=file]')"
     ))
     .await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while s.sources(&cid).await.iter().any(|x| x[1] == "indexing") {
-        assert!(std::time::Instant::now() < deadline, "still indexing");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    indexed(&s, &cid).await;
     let dir = tempfile::tempdir().unwrap();
     let (first, seconds) = spoken(dir.path(), "Das Café ist im Erdgeschoss, gleich links.");
     assert!(
@@ -170,6 +176,27 @@ async fn staff_translate_the_faq_side_by_side_exchange_csv_and_record_answers() 
         "Im Erdgeschoss, gleich links."
     );
 
+    // A recorded question edited: its recording is listed apart, to delete.
+    indexed(&s, &cid).await;
+    b.wait_until(&format!(
+        "!!document.querySelector('{german} input[type=file]')"
+    ))
+    .await;
+    b.choose_files("#faq-rec-0-de", &[&second]).await;
+    wait_duration(&mut b, 5.0).await;
+    b.type_into("faq-q-0-de", "Wo finde ich das Café?").await;
+    b.click("#faq-save").await;
+    b.wait_text("faq-result", "Saved.").await;
+    b.wait_until("document.querySelector('#orphans li span')?.textContent === 'Wo ist das Café? (de, 5.0 s)'")
+        .await;
+    b.click("#orphans button.danger").await;
+    b.wait_until("document.getElementById('faq-orphans').hidden")
+        .await;
+    let recordings = s
+        .get_json(&format!("/api/v1/characters/{cid}/recordings"), 200)
+        .await;
+    assert_eq!(recordings, json!([]));
+
     // A bad file is refused with its line, on the page.
     let bad = dir.path().join("bad.csv");
     std::fs::write(&bad, "id,question:en,answer:en\r\n,Open?\r\n").unwrap();
@@ -182,7 +209,7 @@ async fn staff_translate_the_faq_side_by_side_exchange_csv_and_record_answers() 
     window(&mut b, 390).await;
     b.goto(&format!("{}/console/knowledge?character={cid}", s.base))
         .await;
-    b.wait_until("document.getElementById('faq-q-0-de')?.value === 'Wo ist das Café?'")
+    b.wait_until("document.getElementById('faq-q-0-de')?.value === 'Wo finde ich das Café?'")
         .await;
     problems.extend(audit(&mut b, "knowledge-faq-phone").await);
     assert!(problems.is_empty(), "{problems:#?}");

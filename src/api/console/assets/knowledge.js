@@ -120,6 +120,19 @@ function faqCell(i, tag) {
     asSaved ? recordingOf(i, tag, t.question) : null);
 }
 
+/** Recordings whose question is no saved entry's any more (it was edited or removed). */
+function drawOrphans() {
+  const orphans = recordings.filter((r) => !saved.some((e) => e.texts[r.language] && e.texts[r.language].question === r.question));
+  $('faq-orphans').hidden = !orphans.length;
+  $('orphans').replaceChildren(...orphans.map((r) => h('li', { 'data-recording': r.id },
+    h('span', { class: 'grow', text: `${r.question} (${r.language}, ${r.seconds.toFixed(1)} s)` }),
+    h('audio', { controls: true, preload: 'none', src: r.url, 'aria-label': `Recorded answer to ${r.question}` }),
+    h('button', { type: 'button', class: 'danger', text: 'Delete', 'aria-label': `Delete the recording of ${r.question}`, onclick: () => guarded(async () => {
+      await api('DELETE', `${base()}/recordings/${encodeURIComponent(r.id)}`);
+      await faqRecordings();
+    }, $('faq-error')) }))));
+}
+
 /** Draws the FAQ table: a row per entry, a column per language. */
 function drawFaq() {
   const languages = faqLanguages();
@@ -136,6 +149,7 @@ function drawFaq() {
   const body = h('tbody', {}, rows.length ? rows
     : h('tr', {}, h('td', { colspan: String(languages.length + 1), class: 'hint', text: 'No FAQ entry yet: add a question, or upload a CSV file.' })));
   $('faq-table').replaceChildren(head, body);
+  drawOrphans();
 }
 
 function showFaq(view) {
