@@ -227,7 +227,7 @@ fn caption_view(n: usize) -> display::captions::View {
             )],
         },
         can_choose: false,
-        language: Default::default(),
+        words: Default::default(),
     }
 }
 

@@ -58,7 +58,7 @@ use crate::engine::Engine;
 use crate::engine::ScreenQuestion;
 use crate::engine::access::Owner;
 use crate::engine::hours::{Clock, Opening, WhenClosed};
-use crate::engine::language::{Language, Phrase};
+use crate::engine::language::{Language, Phrase, Words};
 use crate::engine::live::{AudioWanted, Event, LiveSession, Status};
 use crate::engine::sessions::NewSession;
 use crate::engine::turn::TurnInput;
@@ -350,9 +350,10 @@ impl Kiosk {
             captions: self.captions.clone(),
             questions: self.choosing.map(|c| self.page(c)),
             can_choose: self.can_choose && !self.entries(Listing::Questions).is_empty(),
-            language: self.lines_language(),
+            words: Arc::new(self.words()),
+            language: self.language(),
         };
-        self.state.send_if_modified(|s| {
+        let changed = self.state.send_if_modified(|s| {
             if *s == next {
                 false
             } else {
@@ -360,7 +361,9 @@ impl Kiosk {
                 true
             }
         });
-        self.wake.notify();
+        if changed {
+            self.wake.notify();
+        }
     }
 
     async fn button(&mut self, e: PttEvent, events: &mut Option<broadcast::Receiver<Event>>) {
@@ -778,15 +781,10 @@ impl Kiosk {
             .unwrap_or_else(|| self.engine.settings().default_language())
     }
 
-    /// The language the screen's own lines are written in: the visit's when the kiosk has
-    /// lines in it, else the default's.
-    fn lines_language(&self) -> Language {
-        let language = self.language();
-        if language.has_lines() {
-            language
-        } else {
-            self.engine.settings().default_language()
-        }
+    /// The kiosk's lines in the visit's language.
+    fn words(&self) -> Words {
+        let (settings, language) = (self.engine.settings(), self.language());
+        Words::new(|p| settings.line(&language, p))
     }
 
     /// The rows of `listing`: the questions in the visit's language (the default's when it
@@ -803,9 +801,7 @@ impl Kiosk {
         let mut out = Vec::new();
         if languages.len() > 1 {
             let names: Vec<String> = languages.iter().map(Language::own_name).collect();
-            let label = self
-                .lines_language()
-                .say(Phrase::Languages, &Language::english());
+            let label = settings.line(&self.language(), Phrase::Languages);
             out.push((
                 format!("{label}: {}", names.join(" · ")),
                 Entry::OpenLanguages,
@@ -838,8 +834,8 @@ impl Kiosk {
     fn page(&self, c: Choosing) -> Page {
         let entries = self.entries(c.listing);
         let pages = entries.len().div_ceil(questions::ROWS).max(1);
-        let lines = self.lines_language();
-        let say = |p: Phrase| lines.say(p, &Language::english());
+        let words = self.words();
+        let say = |p: Phrase| words.get(p).to_string();
         let title = match c.listing {
             Listing::Questions => say(Phrase::ChooseQuestion)
                 .replace("{pages}", &pages.to_string())
@@ -1072,6 +1068,8 @@ impl Kiosk {
                 self.publish();
             }
         }
+        // The settings may have changed the museum's languages or the kiosk's words.
+        self.publish();
         if character != self.character_id {
             self.character_id = character;
             if self.status == Status::Idle

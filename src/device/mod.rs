@@ -43,7 +43,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::DeviceMode;
 use crate::engine::Engine;
 use crate::engine::hours::{Clock, Opening};
-use crate::engine::language::Language;
+use crate::engine::language::{Language, Words};
 use crate::engine::live::Status;
 use crate::watchdog::Heartbeat;
 
@@ -67,9 +67,10 @@ pub struct KioskState {
     /// Whether a visitor can choose a question (the character has questions on the screen and
     /// the kiosk has a touch screen, buttons or their simulation): the idle screen says how.
     pub can_choose: bool,
-    /// The language of the kiosk's own lines on the screen: the visit's (or the museum's
-    /// default) when the kiosk has lines in it, else the default's.
+    /// The visit's language (the museum's default until chosen or heard).
     pub language: Language,
+    /// The kiosk's own lines in it, as the screen writes them.
+    pub words: Arc<Words>,
 }
 
 /// The captions of the visit in progress: the kiosk loop keeps them in step with the button,
@@ -104,6 +105,7 @@ impl KioskState {
             questions: None,
             can_choose: false,
             language: Language::english(),
+            words: Arc::default(),
         }
     }
 }

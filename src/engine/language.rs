@@ -4,6 +4,7 @@
 //! Italian, and any other language speaks them in the default language's words until it has its
 //! own (docs/languages.md).
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -81,11 +82,20 @@ impl Language {
             .or_else(|| Language::parse(reported))
     }
 
-    /// The kiosk's line `phrase` in this language, else in `fallback`'s, else in English.
+    /// The kiosk's built-in line `phrase` in this language, else in `fallback`'s, else in
+    /// English.
     pub fn say(&self, phrase: Phrase, fallback: &Language) -> String {
-        let words = |l: &Language| LINES.iter().find(|t| t.tag == l.primary());
-        let table = words(self).or_else(|| words(fallback)).unwrap_or(&LINES[0]);
-        table.line(phrase).to_string()
+        self.built_in(phrase)
+            .or_else(|| fallback.built_in(phrase))
+            .unwrap_or(LINES[0].line(phrase))
+            .to_string()
+    }
+
+    fn built_in(&self, phrase: Phrase) -> Option<&'static str> {
+        LINES
+            .iter()
+            .find(|t| t.tag == self.primary())
+            .map(|t| t.line(phrase))
     }
 
     /// Whether the kiosk has its own lines in this language (not the default's).
@@ -162,8 +172,51 @@ const KNOWN: &[Known] = &[
     Known { tag: "ko", own: "한국어", english: "Korean" },
 ];
 
+/// Staff's wording of the kiosk's lines, per language (settings `kiosk.lines`), over the
+/// built-in lines.
+pub type Wording = BTreeMap<Language, BTreeMap<Phrase, String>>;
+
+/// The kiosk's line `phrase` in `language`: staff's wording in it, else the built-in line in
+/// it, else staff's wording in the `default` language, else the built-in line there, else
+/// English.
+pub fn line(wording: &Wording, language: &Language, phrase: Phrase, default: &Language) -> String {
+    let own = |l: &Language| {
+        wording
+            .get(l)
+            .or_else(|| wording.iter().find(|(t, _)| t.same_as(l)).map(|(_, w)| w))
+            .and_then(|w| w.get(&phrase))
+            .cloned()
+    };
+    own(language)
+        .or_else(|| language.built_in(phrase).map(str::to_string))
+        .or_else(|| own(default))
+        .unwrap_or_else(|| default.say(phrase, &Language::english()))
+}
+
+/// The most characters of a line staff write.
+pub const LINE_MAX_CHARS: usize = 300;
+
+/// Checks staff's wording: every line short, not blank, with the placeholders it needs.
+pub fn check_wording(wording: &Wording) -> Result<(), String> {
+    for (language, lines) in wording {
+        for (phrase, text) in lines {
+            let name = format!("kiosk.lines.{language}.{}", phrase.name());
+            if text.trim().is_empty() || text.chars().count() > LINE_MAX_CHARS {
+                return Err(format!("{name} must be 1 to {LINE_MAX_CHARS} characters"));
+            }
+            for hole in phrase.placeholders() {
+                if !text.contains(hole) {
+                    return Err(format!("{name} must contain {hole}"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The kiosk's own lines: what it says and shows besides the character's answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Phrase {
     /// Nothing was recognised in the visitor's speech.
     NotHeard,
@@ -193,21 +246,83 @@ pub enum Phrase {
     Languages,
 }
 
+impl Phrase {
+    pub const ALL: [Phrase; 18] = [
+        Phrase::NotHeard,
+        Phrase::Apology,
+        Phrase::DontKnow,
+        Phrase::Greeting,
+        Phrase::HearsEnglishOnly,
+        Phrase::Listening,
+        Phrase::Thinking,
+        Phrase::Speaking,
+        Phrase::YouAsked,
+        Phrase::HoldToTalk,
+        Phrase::TouchToChoose,
+        Phrase::HoldToAskMore,
+        Phrase::HoldOrTouchToAskMore,
+        Phrase::ChooseQuestion,
+        Phrase::Previous,
+        Phrase::Close,
+        Phrase::Next,
+        Phrase::Languages,
+    ];
+
+    /// Its name in the settings (`not_heard`).
+    pub fn name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+
+    /// What a line of this phrase must contain: the character's name, the page numbers.
+    pub fn placeholders(self) -> &'static [&'static str] {
+        match self {
+            Phrase::DontKnow | Phrase::Greeting => &["{name}"],
+            Phrase::ChooseQuestion => &["{page}", "{pages}"],
+            _ => &[],
+        }
+    }
+}
+
+/// Every line of the kiosk in one language, resolved (staff's wording or the built-in), so a
+/// screen draws them without reading the settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Words(Vec<String>);
+
+impl Words {
+    pub fn new(line: impl Fn(Phrase) -> String) -> Words {
+        Words(Phrase::ALL.into_iter().map(line).collect())
+    }
+
+    pub fn get(&self, phrase: Phrase) -> &str {
+        &self.0[phrase as usize]
+    }
+}
+
+impl Default for Words {
+    /// The built-in English lines.
+    fn default() -> Self {
+        Words::new(|p| LINES[0].line(p).to_string())
+    }
+}
+
 /// One language's lines, in the order of `Phrase`.
-struct Lines {
+struct Table {
     tag: &'static str,
     lines: [&'static str; 18],
 }
 
-impl Lines {
+impl Table {
     fn line(&self, p: Phrase) -> &'static str {
         self.lines[p as usize]
     }
 }
 
 /// The kiosk's lines in the languages it knows; English first (the last resort).
-const LINES: &[Lines] = &[
-    Lines {
+const LINES: &[Table] = &[
+    Table {
         tag: "en",
         lines: [
             "Sorry, I didn't catch that. Could you say it again?",
@@ -230,7 +345,7 @@ const LINES: &[Lines] = &[
             "Languages",
         ],
     },
-    Lines {
+    Table {
         tag: "de",
         lines: [
             "Entschuldigung, das habe ich nicht verstanden. Können Sie es noch einmal sagen?",
@@ -253,7 +368,7 @@ const LINES: &[Lines] = &[
             "Sprachen",
         ],
     },
-    Lines {
+    Table {
         tag: "fr",
         lines: [
             "Pardon, je n'ai pas compris. Pouvez-vous répéter ?",
@@ -276,7 +391,7 @@ const LINES: &[Lines] = &[
             "Langues",
         ],
     },
-    Lines {
+    Table {
         tag: "es",
         lines: [
             "Perdona, no te he entendido. ¿Puedes repetirlo?",
@@ -299,7 +414,7 @@ const LINES: &[Lines] = &[
             "Idiomas",
         ],
     },
-    Lines {
+    Table {
         tag: "it",
         lines: [
             "Scusa, non ho capito. Puoi ripetere?",
@@ -355,13 +470,12 @@ mod tests {
             }
             let l = Language::parse(table.tag).unwrap();
             let en = Language::english();
-            for (phrase, holes) in [
-                (Phrase::DontKnow, &["{name}"][..]),
-                (Phrase::Greeting, &["{name}"]),
-                (Phrase::ChooseQuestion, &["{page}", "{pages}"]),
-            ] {
+            // Every phrase once, in the order of the table's lines.
+            assert_eq!(Phrase::ALL.len(), table.lines.len());
+            for (i, phrase) in Phrase::ALL.into_iter().enumerate() {
+                assert_eq!(phrase as usize, i);
                 let line = l.say(phrase, &en);
-                for hole in holes {
+                for hole in phrase.placeholders() {
                     assert!(line.contains(hole), "{}: {line}", table.tag);
                 }
             }
@@ -372,5 +486,41 @@ mod tests {
         assert_eq!(nl.say(Phrase::Close, &de), "Schließen");
         assert_eq!(nl.own_name(), "Nederlands");
         assert!(!nl.has_lines());
+    }
+
+    #[test]
+    fn staffs_wording_comes_first_then_the_built_in_lines_then_the_default() {
+        let (de, nl, en) = (
+            Language::parse("de").unwrap(),
+            Language::parse("nl").unwrap(),
+            Language::english(),
+        );
+        let wording: Wording = serde_json::from_value(serde_json::json!({
+            "de": {"hold_to_talk": "Knopf halten und sprechen"},
+            "nl": {"close": "Sluiten"},
+        }))
+        .unwrap();
+        assert_eq!(
+            line(&wording, &de, Phrase::HoldToTalk, &en),
+            "Knopf halten und sprechen"
+        );
+        assert_eq!(line(&wording, &de, Phrase::Close, &en), "Schließen");
+        assert_eq!(line(&wording, &nl, Phrase::Close, &en), "Sluiten");
+        assert_eq!(line(&wording, &nl, Phrase::Next, &de), "Weiter ›");
+        assert_eq!(
+            Phrase::HoldOrTouchToAskMore.name(),
+            "hold_or_touch_to_ask_more"
+        );
+        assert!(check_wording(&wording).is_ok());
+        let missing: Wording =
+            serde_json::from_value(serde_json::json!({"es": {"greeting": "¡Hola!"}})).unwrap();
+        let err = check_wording(&missing).unwrap_err();
+        assert!(
+            err.contains("kiosk.lines.es.greeting must contain {name}"),
+            "{err}"
+        );
+        let unknown =
+            serde_json::from_value::<Wording>(serde_json::json!({"es": {"shout": "¡Eh!"}}));
+        assert!(unknown.is_err());
     }
 }

@@ -39,7 +39,18 @@ impl Detail {
 
 /// `text` with its personal details replaced by placeholders.
 pub fn redact(text: &str) -> String {
-    let spans = find(text);
+    replace(text, find(text))
+}
+
+/// A character's reply with the personal details it repeats replaced, but no name: "I'm",
+/// "I am" and "my name is" in a reply introduce the character itself, no visitor.
+pub fn redact_reply(text: &str) -> String {
+    let mut spans = find(text);
+    spans.retain(|s| s.2 != Detail::Name);
+    replace(text, spans)
+}
+
+fn replace(text: &str, spans: Vec<(usize, usize, Detail)>) -> String {
     let mut out = String::with_capacity(text.len());
     let mut at = 0;
     for (start, end, detail) in spans {
@@ -425,6 +436,15 @@ fn phrases(text: &str, spans: &mut Vec<(usize, usize, Detail)>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reply_keeps_the_characters_own_name_but_not_a_visitors_details() {
+        assert_eq!(
+            redact_reply("I'm Docent. Your card 4111 1111 1111 1111 is at the desk."),
+            "I'm Docent. Your card [card] is at the desk."
+        );
+        assert_eq!(redact("I'm Maria."), "I'm [name].");
+    }
 
     #[test]
     fn each_kind_is_replaced() {

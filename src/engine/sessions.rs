@@ -797,7 +797,11 @@ pub fn append_message(
     let m = Message {
         session_id: session.id.clone(),
         role: role.into(),
-        content: super::redact::redact(content),
+        content: if role == "user" {
+            super::redact::redact(content)
+        } else {
+            super::redact::redact_reply(content)
+        },
         timestamp: store::now(),
         turn_seq,
         unmatched: mark == Mark::Unmatched,

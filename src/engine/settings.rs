@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::error::{Result, bad};
 use super::hours::Hours;
-use super::language::Language;
+use super::language::{self, Language, Phrase, Wording};
 use super::providers::{Choice, Endpoint, Provider, ProviderError, Stage, wyoming};
 use super::{Engine, is_id};
 use crate::store::tables::SETTINGS;
@@ -105,6 +105,8 @@ pub struct Kiosk {
     /// The museum's languages in the order the screen offers them; the first is the default a
     /// visit starts in (docs/languages.md).
     pub languages: Vec<Language>,
+    /// Staff's wording of the kiosk's own lines, per language, over the built-in ones.
+    pub lines: Wording,
 }
 
 impl Default for Llm {
@@ -174,7 +176,12 @@ impl Kiosk {
                 return Err(bad(format!("kiosk.languages names {l} twice")));
             }
         }
-        Ok(())
+        if self.lines.len() > MAX_LANGUAGES {
+            return Err(bad(format!(
+                "kiosk.lines: at most {MAX_LANGUAGES} languages"
+            )));
+        }
+        language::check_wording(&self.lines).map_err(bad)
     }
 }
 
@@ -186,6 +193,7 @@ impl Default for Kiosk {
             assistive_volume: 80,
             language: "en".into(),
             languages: vec![Language::english()],
+            lines: Wording::new(),
         }
     }
 }
@@ -459,6 +467,16 @@ impl Settings {
     /// The museum's languages, the default first.
     pub fn languages(&self) -> &[Language] {
         &self.kiosk.languages
+    }
+
+    /// The kiosk's line `phrase` in `language`, staff's wording first (see `language::line`).
+    pub fn line(&self, language: &Language, phrase: Phrase) -> String {
+        language::line(
+            &self.kiosk.lines,
+            language,
+            phrase,
+            &self.default_language(),
+        )
     }
 
     /// The language a visit starts in.

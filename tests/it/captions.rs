@@ -148,7 +148,7 @@ impl Screen {
                 said: said.iter().map(|s| s.to_string()).collect(),
             },
             can_choose: false,
-            language: Default::default(),
+            words: Default::default(),
         }
     }
 

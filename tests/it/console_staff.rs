@@ -1020,7 +1020,7 @@ async fn statistics_count_visits_and_questions_and_draw_them() {
     let today = &docent::store::now()[..10];
     assert_eq!(
         stats["days"],
-        json!([{"day": today, "visits": 1, "questions": 3, "answered": 1, "unanswered": 2, "asked_again": 1, "by_touch": 0}]),
+        json!([{"day": today, "visits": 1, "questions": 3, "answered": 1, "unanswered": 2, "asked_again": 1, "by_touch": 0, "by_language": {"en": 3}}]),
         "{stats}"
     );
     assert_eq!(

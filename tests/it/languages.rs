@@ -380,6 +380,29 @@ async fn a_visitor_chooses_german_on_the_screen_and_asks_by_touch() {
         &["Für weitere Fragen den Knopf halten oder den Bildschirm berühren"],
     )
     .await;
+    // Staff word a line their own way; a line without the placeholder it needs is refused.
+    let own = "Noch eine Frage? Knopf halten oder Bildschirm antippen";
+    s.put_json(
+        "/api/v1/settings",
+        json!({"kiosk": {"lines": {"de": {"hold_or_touch_to_ask_more": own}}}}),
+        200,
+    )
+    .await;
+    screen_writes(&s, &[own]).await;
+    let refused = s
+        .put_json(
+            "/api/v1/settings",
+            json!({"kiosk": {"lines": {"de": {"greeting": "Hallo!"}}}}),
+            400,
+        )
+        .await;
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("kiosk.lines.de.greeting must contain {name}"),
+        "{refused}"
+    );
 
     // The offline recogniser hears English only: it says so in German, and writes it.
     let (d, _) = speak(&s).await;

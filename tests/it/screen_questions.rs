@@ -279,7 +279,7 @@ async fn a_question_chosen_on_the_screen_is_answered_stored_and_counted_as_by_to
     assert_eq!(
         stats["days"],
         json!([{"day": today, "visits": 1, "questions": 2, "answered": 2, "unanswered": 0,
-            "asked_again": 1, "by_touch": 1}]),
+            "asked_again": 1, "by_touch": 1, "by_language": {"en": 2}}]),
         "{stats}"
     );
 }

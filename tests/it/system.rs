@@ -218,7 +218,14 @@ async fn settings_have_the_documented_shape() {
         ("doubao", &["access_token", "access_token_set", "app_id"]),
         (
             "kiosk",
-            &["assistive_volume", "character_id", "language", "volume"],
+            &[
+                "assistive_volume",
+                "character_id",
+                "language",
+                "languages",
+                "lines",
+                "volume",
+            ],
         ),
         ("hours", &["closed_days", "enabled", "week", "when_closed"]),
         (

@@ -9,7 +9,7 @@
 
 use super::text::{self, Canvas, Style, Weight};
 use crate::device::Captions;
-use crate::engine::language::{Language, Phrase};
+use crate::engine::language::{Phrase, Words};
 use crate::engine::live::Status;
 
 pub const PANEL_BG: u32 = 0x0E1116;
@@ -38,8 +38,8 @@ pub struct View {
     pub captions: Captions,
     /// The visitor can choose a question on the screen instead of speaking.
     pub can_choose: bool,
-    /// The language of the state lines ("Listening…").
-    pub language: Language,
+    /// The kiosk's lines ("Listening…") in the visit's language.
+    pub words: std::sync::Arc<Words>,
 }
 
 /// One line of the panel.
@@ -73,7 +73,7 @@ pub fn lines(view: &View, w: u32, size: u32, max: usize) -> Vec<Line> {
     let room = w - 2 * margin(size);
     let style = |weight, colour| Style::new(size, weight, colour);
     let wrap = |t: &str, weight| text::wrap(t, room, size, weight);
-    let say = |p: Phrase| view.language.say(p, &Language::english());
+    let say = |p: Phrase| view.words.get(p).to_string();
     let heard = || -> Vec<Line> {
         let c = &view.captions;
         if c.heard.is_empty() {
@@ -248,7 +248,7 @@ mod tests {
                 said: vec![long.trim().to_string()],
             },
             can_choose: false,
-            language: Language::english(),
+            words: Default::default(),
         };
         let panel = draw(&view, (800, 480), 20);
         assert!(panel.top >= 480 - (480.0 * MAX_SHARE) as u32);

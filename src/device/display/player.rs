@@ -348,7 +348,7 @@ impl Player {
         if self.view.status == state.status
             && self.view.captions == state.captions
             && self.view.can_choose == state.can_choose
-            && self.view.language == state.language
+            && self.view.words == state.words
             && !self.panel.px.is_empty()
         {
             return false;
@@ -356,7 +356,7 @@ impl Player {
         self.view.status = state.status;
         self.view.captions = state.captions.clone();
         self.view.can_choose = state.can_choose;
-        self.view.language = state.language.clone();
+        self.view.words = state.words.clone();
         self.panel = captions::draw(&self.view, self.size, self.caption_lines);
         true
     }

@@ -336,8 +336,9 @@ impl Turn {
             .overrides()
             .bot_name
             .unwrap_or_else(|| plan.character.name.clone());
-        plan.language
-            .say(phrase, &plan.default_language)
+        self.engine
+            .settings()
+            .line(&plan.language, phrase)
             .replace("{name}", &name)
     }
 

@@ -52,7 +52,10 @@ impl Engine {
             session_id,
             question,
             sure,
-            fallback: fallback(character, language, &self.settings().default_language()),
+            fallback: self
+                .settings()
+                .line(language, Phrase::DontKnow)
+                .replace("{name}", &character.name),
             language,
         };
         let answered = self
@@ -207,11 +210,4 @@ pub(super) fn chat_request(
         temperature: temperature.unwrap_or(settings.llm.temperature as f32),
         max_tokens: settings.llm.max_tokens,
     }
-}
-
-/// What the offline engine says when its knowledge has nothing relevant.
-fn fallback(c: &Character, language: &Language, default: &Language) -> String {
-    language
-        .say(Phrase::DontKnow, default)
-        .replace("{name}", &c.name)
 }
