@@ -620,69 +620,6 @@ async fn specific(p: &mut Probe) {
         400,
     )
     .await;
-    // Recorded answers: one stored for an FAQ question once its file is indexed, played back,
-    // deleted; and what is not there or not a name.
-    let faq = reqwest::multipart::Form::new().part(
-        "file",
-        reqwest::multipart::Part::bytes(b"Q: When do you open?\nA: At nine.\n".to_vec())
-            .file_name("faq.md"),
-    );
-    p.expect(
-        "POST FAQ file 201",
-        admin(p, Method::POST, &format!("{chr}/knowledge/files")).multipart(faq),
-        201,
-    )
-    .await;
-    let wav = docent::engine::audio::wav_bytes(&[1_000i16; 12_000], 24_000);
-    let recording = |wav: &[u8]| {
-        reqwest::multipart::Form::new()
-            .text("question", "When do you open?")
-            .part(
-                "file",
-                reqwest::multipart::Part::bytes(wav.to_vec()).file_name("open.wav"),
-            )
-    };
-    let mut stored: Option<Value> = None;
-    for _ in 0..200 {
-        let res = admin(p, Method::POST, &format!("{chr}/recordings"))
-            .multipart(recording(&wav))
-            .send()
-            .await
-            .unwrap();
-        if res.status() == 201 {
-            stored = res.json().await.ok();
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    let stored = stored.expect("a recording stored once the FAQ is indexed");
-    let url = stored["url"].as_str().unwrap().to_string();
-    p.expect("GET recording 200", admin(p, Method::GET, &url), 200)
-        .await;
-    p.expect("DELETE recording 204", admin(p, Method::DELETE, &url), 204)
-        .await;
-    for (m, path) in [
-        (Method::GET, format!("{nobody}/recordings")),
-        (Method::GET, format!("{chr}/recordings/{UNKNOWN}")),
-        (Method::DELETE, format!("{chr}/recordings/{UNKNOWN}")),
-    ] {
-        p.expect(&format!("{m} {path} 404"), admin(p, m.clone(), &path), 404)
-            .await;
-    }
-    p.expect(
-        "POST recording unknown character 404",
-        admin(p, Method::POST, &format!("{nobody}/recordings")).multipart(recording(&wav)),
-        404,
-    )
-    .await;
-    for (m, path) in [
-        (Method::GET, "/api/v1/characters/%FF/recordings".to_string()),
-        (Method::GET, format!("{chr}/recordings/%FF")),
-        (Method::DELETE, format!("{chr}/recordings/%FF")),
-    ] {
-        p.expect(&format!("{m} {path} 400"), admin(p, m.clone(), &path), 400)
-            .await;
-    }
     for (m, path, body) in [
         (Method::GET, "faq", None),
         (
@@ -721,71 +658,6 @@ async fn specific(p: &mut Probe) {
         200,
     )
     .await;
-    // A recorded answer to that question, once it is indexed.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let choice = admin(p, Method::GET, &format!("{chr}/screen-questions"))
-            .send()
-            .await
-            .unwrap()
-            .json::<serde_json::Value>()
-            .await
-            .unwrap();
-        if choice["faq"] == json!(["When do you open?"]) {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not indexed: {choice}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    let tone: Vec<i16> = (0..24_000)
-        .map(|i| ((f64::from(i) / 24_000.0 * 300.0 * std::f64::consts::TAU).sin() * 8_000.0) as i16)
-        .collect();
-    let wav = docent::engine::audio::wav_bytes(&tone, 24_000);
-    let form = |wav: &[u8]| {
-        reqwest::multipart::Form::new()
-            .text("question", "When do you open?")
-            .part(
-                "file",
-                reqwest::multipart::Part::bytes(wav.to_vec()).file_name("open.wav"),
-            )
-    };
-    let recording = p
-        .expect(
-            "POST recordings 201",
-            admin(p, Method::POST, &format!("{chr}/recordings")).multipart(form(&wav)),
-            201,
-        )
-        .await;
-    let recording: serde_json::Value = serde_json::from_str(&recording).unwrap_or_default();
-    let rid = recording["id"].as_str().unwrap_or("none").to_string();
-    p.expect(
-        "POST recordings unknown character 404",
-        admin(p, Method::POST, &format!("{nobody}/recordings")).multipart(form(&wav)),
-        404,
-    )
-    .await;
-    for (m, path, status) in [
-        (Method::GET, format!("{chr}/recordings/{rid}"), 200),
-        (Method::GET, format!("{nobody}/recordings"), 404),
-        (
-            Method::GET,
-            "/api/v1/characters/%FF/recordings".to_string(),
-            400,
-        ),
-        (Method::GET, format!("{chr}/recordings/%FF"), 400),
-        (Method::DELETE, format!("{chr}/recordings/%FF"), 400),
-        (Method::DELETE, format!("{chr}/recordings/{rid}"), 204),
-    ] {
-        p.expect(
-            &format!("{m} {path} {status}"),
-            admin(p, m.clone(), &path),
-            status,
-        )
-        .await;
-    }
     for (m, path) in [
         (Method::GET, format!("/api/v1/tasks/{UNKNOWN}")),
         (Method::GET, format!("/api/v1/tasks/{UNKNOWN}/events")),
@@ -859,28 +731,6 @@ async fn specific(p: &mut Probe) {
         "GET /ws/chat/{id} without upgrade headers 400",
         admin(p, Method::GET, &format!("/ws/chat/{session}")),
         400,
-    )
-    .await;
-    // The visit forgotten (its question "hello" goes); then nothing to purge of a character
-    // that is not there.
-    p.expect(
-        "DELETE a visit 200",
-        admin(
-            p,
-            Method::DELETE,
-            &format!("{chr}/conversations/visits/{session}"),
-        ),
-        200,
-    )
-    .await;
-    p.expect(
-        "DELETE messages of an unknown character 404",
-        admin(
-            p,
-            Method::DELETE,
-            &format!("/api/v1/characters/{UNKNOWN}/conversations/messages"),
-        ),
-        404,
     )
     .await;
 
