@@ -563,6 +563,15 @@ pub async fn full_disk() -> Outcome {
     )
     .await;
     p.expect(
+        "DELETE a visit on a full disk 507",
+        p.admin(
+            Method::DELETE,
+            &format!("/api/v1/characters/{c}/conversations/visits/{c}"),
+        ),
+        507,
+    )
+    .await;
+    p.expect(
         "GET /api/v1/system/backup on a full disk 507",
         p.admin(Method::GET, "/api/v1/system/backup"),
         507,

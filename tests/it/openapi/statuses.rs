@@ -620,6 +620,69 @@ async fn specific(p: &mut Probe) {
         400,
     )
     .await;
+    // Recorded answers: one stored for an FAQ question once its file is indexed, played back,
+    // deleted; and what is not there or not a name.
+    let faq = reqwest::multipart::Form::new().part(
+        "file",
+        reqwest::multipart::Part::bytes(b"Q: When do you open?\nA: At nine.\n".to_vec())
+            .file_name("faq.md"),
+    );
+    p.expect(
+        "POST FAQ file 201",
+        admin(p, Method::POST, &format!("{chr}/knowledge/files")).multipart(faq),
+        201,
+    )
+    .await;
+    let wav = docent::engine::audio::wav_bytes(&[1_000i16; 12_000], 24_000);
+    let recording = |wav: &[u8]| {
+        reqwest::multipart::Form::new()
+            .text("question", "When do you open?")
+            .part(
+                "file",
+                reqwest::multipart::Part::bytes(wav.to_vec()).file_name("open.wav"),
+            )
+    };
+    let mut stored: Option<Value> = None;
+    for _ in 0..200 {
+        let res = admin(p, Method::POST, &format!("{chr}/recordings"))
+            .multipart(recording(&wav))
+            .send()
+            .await
+            .unwrap();
+        if res.status() == 201 {
+            stored = res.json().await.ok();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let stored = stored.expect("a recording stored once the FAQ is indexed");
+    let url = stored["url"].as_str().unwrap().to_string();
+    p.expect("GET recording 200", admin(p, Method::GET, &url), 200)
+        .await;
+    p.expect("DELETE recording 204", admin(p, Method::DELETE, &url), 204)
+        .await;
+    for (m, path) in [
+        (Method::GET, format!("{nobody}/recordings")),
+        (Method::GET, format!("{chr}/recordings/{UNKNOWN}")),
+        (Method::DELETE, format!("{chr}/recordings/{UNKNOWN}")),
+    ] {
+        p.expect(&format!("{m} {path} 404"), admin(p, m.clone(), &path), 404)
+            .await;
+    }
+    p.expect(
+        "POST recording unknown character 404",
+        admin(p, Method::POST, &format!("{nobody}/recordings")).multipart(recording(&wav)),
+        404,
+    )
+    .await;
+    for (m, path) in [
+        (Method::GET, "/api/v1/characters/%FF/recordings".to_string()),
+        (Method::GET, format!("{chr}/recordings/%FF")),
+        (Method::DELETE, format!("{chr}/recordings/%FF")),
+    ] {
+        p.expect(&format!("{m} {path} 400"), admin(p, m.clone(), &path), 400)
+            .await;
+    }
     for (m, path, body) in [
         (Method::GET, "faq", None),
         (
