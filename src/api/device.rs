@@ -120,6 +120,7 @@ async fn device(_: Internal, State(s): State<AppState>) -> Json<Value> {
         "mode": d.mode,
         "status": state.status,
         "character_id": state.character_id,
+        "session_id": state.session_id,
         "captions": {
             "level": state.captions.level,
             "heard": state.captions.heard,

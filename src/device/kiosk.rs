@@ -121,6 +121,8 @@ enum Entry {
     Question(ScreenQuestion),
     OpenLanguages,
     Language(Language),
+    /// The visitor's own visit deleted at once (docs/privacy.md).
+    ForgetVisit,
 }
 
 /// The visitor's session as the kiosk holds it.
@@ -827,6 +829,10 @@ impl Kiosk {
                 .into_iter()
                 .map(|q| (q.text.clone(), Entry::Question(q.clone()))),
         );
+        if self.visit.is_some() && !out.is_empty() {
+            let forget = settings.line(&self.language(), Phrase::ForgetVisit);
+            out.push((forget, Entry::ForgetVisit));
+        }
         out
     }
 
@@ -925,6 +931,7 @@ impl Kiosk {
             Some(Entry::Question(q)) => self.ask_question(q, events).await,
             Some(Entry::OpenLanguages) => self.open_questions(Listing::Languages, 0, 0),
             Some(Entry::Language(l)) => self.choose_language(l, events).await,
+            Some(Entry::ForgetVisit) => self.forget_visit(events).await,
             None => {}
         }
     }
@@ -984,6 +991,37 @@ impl Kiosk {
         self.turn = None;
         self.announcement = None;
         self.enter(Status::Idle, None);
+    }
+
+    /// The visitor asked that their visit be forgotten: its transcript goes at once (its
+    /// counts stay in the statistics), the visit ends, and the screen says so.
+    async fn forget_visit(&mut self, events: &mut Option<broadcast::Receiver<Event>>) {
+        self.choosing = None;
+        let line = self
+            .engine
+            .settings()
+            .line(&self.language(), Phrase::VisitForgotten);
+        let Some(v) = self.visit.take() else {
+            return;
+        };
+        // The session's end is the kiosk's own doing: its closing event is not awaited.
+        *events = None;
+        let (engine, character, session) = (
+            self.engine.clone(),
+            v.live.character_id.clone(),
+            v.live.id.clone(),
+        );
+        let forgotten =
+            tokio::task::spawn_blocking(move || engine.forget_visit(&character, &session)).await;
+        match forgotten {
+            Ok(Ok(n)) => tracing::info!(messages = n, "kiosk: a visitor had their visit forgotten"),
+            Ok(Err(e)) => tracing::warn!("kiosk: the visit could not be forgotten: {e}"),
+            Err(_) => {}
+        }
+        self.clear_captions();
+        self.captions.said = vec![line];
+        self.linger = Some(Instant::now() + Duration::from_millis(self.config.caption_linger_ms));
+        self.publish();
     }
 
     /// Asks question `q` of the screen as the visit's next turn.

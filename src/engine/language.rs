@@ -244,10 +244,14 @@ pub enum Phrase {
     Next,
     /// The question screen's row that opens the list of languages.
     Languages,
+    /// The question screen's last row during a visit: its transcript is deleted at once.
+    ForgetVisit,
+    /// Written once the visit is forgotten.
+    VisitForgotten,
 }
 
 impl Phrase {
-    pub const ALL: [Phrase; 18] = [
+    pub const ALL: [Phrase; 20] = [
         Phrase::NotHeard,
         Phrase::Apology,
         Phrase::DontKnow,
@@ -266,6 +270,8 @@ impl Phrase {
         Phrase::Close,
         Phrase::Next,
         Phrase::Languages,
+        Phrase::ForgetVisit,
+        Phrase::VisitForgotten,
     ];
 
     /// Its name in the settings (`not_heard`).
@@ -311,7 +317,7 @@ impl Default for Words {
 /// One language's lines, in the order of `Phrase`.
 struct Table {
     tag: &'static str,
-    lines: [&'static str; 18],
+    lines: [&'static str; 20],
 }
 
 impl Table {
@@ -343,6 +349,8 @@ const LINES: &[Table] = &[
             "Close",
             "Next ›",
             "Languages",
+            "Forget my visit",
+            "Your visit is forgotten: nothing of it is kept.",
         ],
     },
     Table {
@@ -366,6 +374,8 @@ const LINES: &[Table] = &[
             "Schließen",
             "Weiter ›",
             "Sprachen",
+            "Meinen Besuch vergessen",
+            "Ihr Besuch ist vergessen: nichts davon wird gespeichert.",
         ],
     },
     Table {
@@ -389,6 +399,8 @@ const LINES: &[Table] = &[
             "Fermer",
             "Suivant ›",
             "Langues",
+            "Oublier ma visite",
+            "Votre visite est oubliée : rien n'en est conservé.",
         ],
     },
     Table {
@@ -412,6 +424,8 @@ const LINES: &[Table] = &[
             "Cerrar",
             "Siguiente ›",
             "Idiomas",
+            "Olvidar mi visita",
+            "Tu visita se ha olvidado: no se guarda nada de ella.",
         ],
     },
     Table {
@@ -435,6 +449,8 @@ const LINES: &[Table] = &[
             "Chiudi",
             "Avanti ›",
             "Lingue",
+            "Dimentica la mia visita",
+            "La tua visita è dimenticata: non ne resta nulla.",
         ],
     },
 ];

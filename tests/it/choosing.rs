@@ -332,6 +332,86 @@ async fn a_visitor_asks_by_touch_and_by_the_buttons_and_a_touch_cuts_the_reply()
     s.stop().await;
 }
 
+/// A visitor who wants nothing of their visit kept: during a visit the question screen's last
+/// row forgets it at once: its transcript goes (the counts stay), the visit ends, and the screen
+/// says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_visitor_has_their_visit_forgotten_from_the_question_screen() {
+    let mut s = Server::start_with(|c| {
+        c.devices = DeviceMode::Sim;
+        c.admin_password = Some(PASSWORD.into());
+    })
+    .await;
+    let cookie = sign_in(&s, PASSWORD).await;
+    s.as_admin(&cookie);
+    let cid = s.character("Harbour Guide").await;
+    s.knowledge_ready(&cid, "faq.txt", FAQ).await;
+    let res = s
+        .put(&format!("/api/v1/characters/{cid}/screen-questions"))
+        .json(&json!({ "questions": QUESTIONS }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    s.put_json(
+        "/api/v1/settings",
+        json!({"kiosk": {"character_id": cid}}),
+        200,
+    )
+    .await;
+    until(&s, "the kiosk offers to choose", |d| {
+        d["can_choose"] == true
+    })
+    .await;
+
+    // No visit yet: nothing to forget on the screen.
+    choose(&s, json!({"touch": {"x": 0.5, "y": 0.5}})).await;
+    let d = until(&s, "the question screen", |d| !d["questions"].is_null()).await;
+    assert_eq!(d["questions"]["rows"], json!(QUESTIONS), "{d}");
+    choose(
+        &s,
+        json!({"touch": {"x": 0.5, "y": questions::row_centre(0)}}),
+    )
+    .await;
+    answered(&s, &cid, QUESTIONS[0]).await;
+    let visit = device(&s).await["session_id"].as_str().unwrap().to_string();
+    assert!(!visit.is_empty());
+
+    choose(&s, json!({"touch": {"x": 0.5, "y": 0.5}})).await;
+    let d = until(&s, "the question screen", |d| !d["questions"].is_null()).await;
+    assert_eq!(d["questions"]["rows"][3], "Forget my visit", "{d}");
+    choose(
+        &s,
+        json!({"touch": {"x": 0.5, "y": questions::row_centre(3)}}),
+    )
+    .await;
+    let d = until(&s, "forgotten", |d| d["session_id"] == "").await;
+    assert_eq!(
+        d["captions"]["said"],
+        json!(["Your visit is forgotten: nothing of it is kept."]),
+        "{d}"
+    );
+    let history = s
+        .get_json(
+            &format!("/api/v1/characters/{cid}/conversations/messages"),
+            200,
+        )
+        .await;
+    assert!(
+        history["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["session_id"] != visit.as_str()),
+        "{history}"
+    );
+    let stats = s
+        .get_json(&format!("/api/v1/characters/{cid}/statistics"), 200)
+        .await;
+    assert_eq!(stats["days"][0]["questions"], 1, "the count stays: {stats}");
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_devices_there_is_nothing_to_choose_with() {
     let dir = tempfile::tempdir().unwrap();

@@ -322,7 +322,11 @@ async fn a_visitor_chooses_german_on_the_screen_and_asks_by_touch() {
     );
     assert_eq!(
         d["questions"]["rows"],
-        json!(["Sprachen: English · Deutsch", "Wo ist die Garderobe?"]),
+        json!([
+            "Sprachen: English · Deutsch",
+            "Wo ist die Garderobe?",
+            "Meinen Besuch vergessen"
+        ]),
         "{d}"
     );
 

@@ -40,12 +40,12 @@ pub fn decode(bytes: &[u8], max_secs: u32) -> Result<Vec<i16>, String> {
     let too_long = || format!("longer than {max_secs} seconds");
     let (samples, rate, channels) = match kind {
         Kind::Wav => {
-            let wav = parse_wav(bytes)?;
-            let frames = wav.samples.len() as u64 / u64::from(wav.channels.max(1));
-            if frames > u64::from(max_secs) * u64::from(wav.rate) {
+            let (samples, rate, channels) = wav_any(bytes)?;
+            let frames = samples.len() as u64 / u64::from(channels.max(1));
+            if frames > u64::from(max_secs) * u64::from(rate) {
                 return Err(too_long());
             }
-            (wav.samples, wav.rate, wav.channels)
+            (samples, rate, channels)
         }
         Kind::Flac => {
             let mut reader = claxon::FlacReader::new(Cursor::new(bytes))
@@ -104,6 +104,63 @@ pub fn decode(bytes: &[u8], max_secs: u32) -> Result<Vec<i16>, String> {
         return Err("the recording holds no sound".into());
     }
     Ok(resample(&downmix(&samples, channels), rate, OUTPUT_RATE))
+}
+
+/// A WAV file as recorders write it: integer PCM of 8, 16, 24 or 32 bits, or 32-bit float
+/// (format tag 1, 3, or the extensible form of either), as 16-bit samples with its rate and
+/// channels.
+fn wav_any(bytes: &[u8]) -> Result<(Vec<i16>, u32, u16), String> {
+    let mut pos = 12;
+    let mut format: Option<(u16, u16, u32, u16)> = None;
+    while pos + 8 <= bytes.len() {
+        let id = &bytes[pos..pos + 4];
+        let size =
+            u32::from_le_bytes(bytes[pos + 4..pos + 8].try_into().expect("4 bytes")) as usize;
+        let body = pos + 8;
+        let end = body.saturating_add(size).min(bytes.len());
+        if id == b"fmt " && end >= body + 16 {
+            let f = &bytes[body..end];
+            let word = |i: usize| u16::from_le_bytes([f[i], f[i + 1]]);
+            let mut tag = word(0);
+            // WAVE_FORMAT_EXTENSIBLE: the real tag opens the sub-format GUID.
+            if tag == 0xFFFE && f.len() >= 26 {
+                tag = word(24);
+            }
+            let rate = u32::from_le_bytes([f[4], f[5], f[6], f[7]]);
+            format = Some((tag, word(2), rate, word(14)));
+        } else if id == b"data" {
+            let (tag, channels, rate, bits) = format.ok_or("a WAV file without its format")?;
+            let data = &bytes[body..end];
+            let samples: Vec<i16> = match (tag, bits) {
+                (1, 8) => data.iter().map(|&b| (i16::from(b) - 128) << 8).collect(),
+                (1, 16) => return Ok((parse_wav(bytes)?.samples, rate, channels)),
+                (1, 24) => data
+                    .chunks_exact(3)
+                    .map(|c| i16::from_le_bytes([c[1], c[2]]))
+                    .collect(),
+                (1, 32) => data
+                    .chunks_exact(4)
+                    .map(|c| i16::from_le_bytes([c[2], c[3]]))
+                    .collect(),
+                (3, 32) => data
+                    .chunks_exact(4)
+                    .map(|c| {
+                        let v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                        (v.clamp(-1.0, 1.0) * 32767.0) as i16
+                    })
+                    .collect(),
+                _ => {
+                    return Err(format!(
+                        "a WAV file the kiosk cannot read (format {tag}, {bits} bits): \
+                         save it as PCM or float"
+                    ));
+                }
+            };
+            return Ok((samples, rate, channels.max(1)));
+        }
+        pos = body.saturating_add(size).saturating_add(size & 1);
+    }
+    Err("a WAV file without sound".into())
 }
 
 /// The loudness every answer is brought to, in dB of full scale over the gated blocks (see
@@ -189,6 +246,39 @@ mod tests {
             err.contains("WAV (16-bit PCM), FLAC, Ogg Vorbis or MP3"),
             "{err}"
         );
+    }
+
+    /// sox writes what recorders write: 8, 24 and 32-bit integer and 32-bit float WAVs (its
+    /// default for a float source is 32 bits, WAVE_FORMAT_EXTENSIBLE).
+    #[test]
+    fn wavs_of_every_common_sample_format_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        for args in [
+            &["-b", "8", "-e", "unsigned-integer"][..],
+            &["-b", "24"],
+            &["-b", "32"],
+            &["-b", "32", "-e", "floating-point"],
+        ] {
+            let path = dir.path().join("t.wav");
+            let ok = std::process::Command::new("sox")
+                .args(["-n", "-r", "48000", "-c", "2"])
+                .args(args)
+                .arg(&path)
+                .args(["synth", "1", "sine", "330", "vol", "0.5"])
+                .status()
+                .unwrap();
+            assert!(ok.success());
+            let out = decode(&std::fs::read(&path).unwrap(), 5)
+                .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert!(
+                (out.len() as i64 - 24_000).abs() < 10,
+                "{args:?}: {}",
+                out.len()
+            );
+            let level = loudness(&out).unwrap();
+            // A sine at half scale is -9 dBFS by power.
+            assert!((level + 9.0).abs() < 0.5, "{args:?}: {level}");
+        }
     }
 
     #[test]
