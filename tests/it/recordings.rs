@@ -117,7 +117,7 @@ async fn every_format_is_read_a_bad_file_stores_nothing_and_a_new_one_replaces_t
             "Where is the cafe?",
             "page.html",
             b"<html>an answer</html>".to_vec(),
-            "WAV (16-bit PCM), FLAC, Ogg Vorbis or MP3",
+            "WAV (PCM or float), FLAC, Ogg Vorbis or MP3",
         ),
         (
             "Where is the cafe?",

@@ -1,4 +1,4 @@
-//! Recorded answers as a curator uploads them: WAV (16-bit PCM), FLAC, Ogg Vorbis or MP3,
+//! Recorded answers as a curator uploads them: WAV (PCM or float), FLAC, Ogg Vorbis or MP3,
 //! recognised by their content and decoded by pure-Rust decoders (claxon, lewton, nanomp3; Ogg
 //! Opus has none that is kept up, see docs/languages.md), mixed down to mono, resampled to the
 //! speaker's 24 kHz and brought to the loudness of the kiosk's synthesised speech, so that a
@@ -36,7 +36,7 @@ pub fn sniff(bytes: &[u8]) -> Option<Kind> {
 /// before decoding more of it.
 pub fn decode(bytes: &[u8], max_secs: u32) -> Result<Vec<i16>, String> {
     let kind = sniff(bytes)
-        .ok_or("not a recording the kiosk can read: WAV (16-bit PCM), FLAC, Ogg Vorbis or MP3")?;
+        .ok_or("not a recording the kiosk can read: WAV (PCM or float), FLAC, Ogg Vorbis or MP3")?;
     let too_long = || format!("longer than {max_secs} seconds");
     let (samples, rate, channels) = match kind {
         Kind::Wav => {
@@ -243,7 +243,7 @@ mod tests {
         assert!(decode(&wav_bytes(&tone(3.0, 16_000, 8_000.0), 16_000), 2).is_err());
         let err = decode(b"<html>not audio</html>", 5).unwrap_err();
         assert!(
-            err.contains("WAV (16-bit PCM), FLAC, Ogg Vorbis or MP3"),
+            err.contains("WAV (PCM or float), FLAC, Ogg Vorbis or MP3"),
             "{err}"
         );
     }
