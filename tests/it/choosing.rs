@@ -172,12 +172,9 @@ async fn answered(s: &Server, cid: &str, question: &str) {
     assert_eq!(asked["touch"], true, "{asked}");
 }
 
-/// A visitor who does not speak: the idle screen says the screen can be touched; a touch
-/// opens the question screen (drawn, read back); the buttons walk it and choose; a touch on a
-/// question asks it; a touch while the kiosk speaks cuts the answer; "Close" closes. Every
-/// question chosen is heard, written (captions) and stored as asked by touch.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_visitor_asks_by_touch_and_by_the_buttons_and_a_touch_cuts_the_reply() {
+/// A kiosk with simulated devices, signed in, speaking as a character whose FAQ's questions
+/// are on the screen.
+async fn kiosk_with_questions() -> (Server, String) {
     let mut s = Server::start_with(|c| {
         c.devices = DeviceMode::Sim;
         c.admin_password = Some(PASSWORD.into());
@@ -200,6 +197,16 @@ async fn a_visitor_asks_by_touch_and_by_the_buttons_and_a_touch_cuts_the_reply()
         200,
     )
     .await;
+    (s, cid)
+}
+
+/// A visitor who does not speak: the idle screen says the screen can be touched; a touch
+/// opens the question screen (drawn, read back); the buttons walk it and choose; a touch on a
+/// question asks it; a touch while the kiosk speaks cuts the answer; "Close" closes. Every
+/// question chosen is heard, written (captions) and stored as asked by touch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_visitor_asks_by_touch_and_by_the_buttons_and_a_touch_cuts_the_reply() {
+    let (s, cid) = kiosk_with_questions().await;
     assert_eq!(device(&s).await["health"]["choice"], "sim");
 
     // Idle: the panel offers the touch screen.
@@ -337,28 +344,7 @@ async fn a_visitor_asks_by_touch_and_by_the_buttons_and_a_touch_cuts_the_reply()
 /// says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_visitor_has_their_visit_forgotten_from_the_question_screen() {
-    let mut s = Server::start_with(|c| {
-        c.devices = DeviceMode::Sim;
-        c.admin_password = Some(PASSWORD.into());
-    })
-    .await;
-    let cookie = sign_in(&s, PASSWORD).await;
-    s.as_admin(&cookie);
-    let cid = s.character("Harbour Guide").await;
-    s.knowledge_ready(&cid, "faq.txt", FAQ).await;
-    let res = s
-        .put(&format!("/api/v1/characters/{cid}/screen-questions"))
-        .json(&json!({ "questions": QUESTIONS }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    s.put_json(
-        "/api/v1/settings",
-        json!({"kiosk": {"character_id": cid}}),
-        200,
-    )
-    .await;
+    let (s, cid) = kiosk_with_questions().await;
     until(&s, "the kiosk offers to choose", |d| {
         d["can_choose"] == true
     })
