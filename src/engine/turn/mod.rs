@@ -465,36 +465,31 @@ impl Turn {
         };
         if let Some(recorded) = self.recorded(&question).await {
             let (_, text) = tokio::join!(store_question, self.play_recorded(recorded));
-            self.said_stored();
-            self.store_reply(text.clone(), true).await;
-            self.publish(Event::Transcript {
-                speaker: "assistant",
-                text,
-                is_final: true,
-                turn_seq: self.seq,
-            });
-            self.status(Status::Idle);
+            self.replied(text, true).await;
             return;
         }
         let (_, replied) = tokio::join!(store_question, self.reply(&question, &sure));
         match replied {
-            Ok((text, matched)) => {
-                // Stored whole, before the final (so a client that sees the final finds it in
-                // the history); a cancel from here on must not store it again as a partial.
-                self.said_stored();
-                if !text.is_empty() {
-                    self.store_reply(text.clone(), matched).await;
-                }
-                self.publish(Event::Transcript {
-                    speaker: "assistant",
-                    text,
-                    is_final: true,
-                    turn_seq: self.seq,
-                });
-                self.status(Status::Idle);
-            }
+            Ok((text, matched)) => self.replied(text, matched).await,
             Err((code, e)) => self.fail(code, &e).await,
         }
+    }
+
+    /// The reply is over: stored whole, before the final (so a client that sees the final finds
+    /// it in the history; a cancel from here on must not store it again as a partial), then the
+    /// final, then idle.
+    async fn replied(&self, text: String, matched: bool) {
+        self.said_stored();
+        if !text.is_empty() {
+            self.store_reply(text.clone(), matched).await;
+        }
+        self.publish(Event::Transcript {
+            speaker: "assistant",
+            text,
+            is_final: true,
+            turn_seq: self.seq,
+        });
+        self.status(Status::Idle);
     }
 
     /// The first stage this input needs whose provider this kiosk does not have.
