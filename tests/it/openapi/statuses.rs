@@ -796,6 +796,28 @@ async fn specific(p: &mut Probe) {
         400,
     )
     .await;
+    // The visit forgotten (its question "hello" goes); then nothing to purge of a character
+    // that is not there.
+    p.expect(
+        "DELETE a visit 200",
+        admin(
+            p,
+            Method::DELETE,
+            &format!("{chr}/conversations/visits/{session}"),
+        ),
+        200,
+    )
+    .await;
+    p.expect(
+        "DELETE messages of an unknown character 404",
+        admin(
+            p,
+            Method::DELETE,
+            &format!("/api/v1/characters/{UNKNOWN}/conversations/messages"),
+        ),
+        404,
+    )
+    .await;
 
     // Site document.
     p.expect(
