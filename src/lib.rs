@@ -8,9 +8,11 @@ pub mod api;
 pub mod config;
 pub mod device;
 pub mod engine;
+pub mod fleet;
 pub mod logs;
 pub mod proto;
 pub mod store;
+pub mod update;
 pub mod watchdog;
 
 use std::sync::Arc;
@@ -64,7 +66,7 @@ pub async fn run_with(
 /// default the kiosk's own, RAUC).
 pub async fn run_with_firmware(
     config: Config,
-    firmware: Option<Arc<dyn engine::fleet::Firmware>>,
+    firmware: Option<Arc<dyn fleet::Firmware>>,
     on_ready: impl FnOnce(Ready),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<Stopped> {
@@ -94,10 +96,15 @@ pub async fn run_with_firmware(
     spawn_retention(&engine);
     // The fleet's controller id defaults to the kiosk's host name on the LAN.
     let fleet_stop = tokio_util::sync::CancellationToken::new();
-    let firmware =
-        firmware.unwrap_or_else(|| Arc::new(engine::fleet::Rauc::new(engine.updates.clone())));
-    let fleet = engine::fleet::client::spawn(
+    let updates = Arc::new(update::Updates::open(
+        &engine.config.update,
+        &engine.config.data_dir,
+    )?);
+    let firmware = firmware.unwrap_or_else(|| Arc::new(fleet::Rauc::new(updates.clone())));
+    let fleet_state = Arc::new(fleet::Fleet::default());
+    let fleet = fleet::client::spawn(
         engine.clone(),
+        fleet_state.clone(),
         firmware,
         api::mdns::host_name(&engine.config),
         fleet_stop.clone(),
@@ -121,7 +128,7 @@ pub async fn run_with_firmware(
             heartbeat,
         });
     }
-    tokio::spawn(start_check(Arc::downgrade(&engine), addr, loops.clone()));
+    tokio::spawn(start_check(updates.clone(), addr, loops.clone()));
     on_ready(Ready {
         addr,
         engine: engine.clone(),
@@ -142,7 +149,7 @@ pub async fn run_with_firmware(
     };
     let served = api::serve(
         listener,
-        AppState::new(engine.clone(), devices.clone()),
+        AppState::new(engine.clone(), devices.clone(), updates, fleet_state),
         tls,
         shutdown,
     )
@@ -168,10 +175,9 @@ const START_CHECK_AFTER: std::time::Duration = std::time::Duration::from_secs(5)
 
 /// The start check (docs/updates.md): docent answers on its own listener and its loops beat. It
 /// decides whether the slot this board booted is good; after an update that fails it, the board
-/// goes back to the slot it came from. It holds the engine weakly: a restart within the process
-/// must be able to open the store again.
+/// goes back to the slot it came from.
 async fn start_check(
-    engine: std::sync::Weak<Engine>,
+    updates: Arc<update::Updates>,
     addr: std::net::SocketAddr,
     loops: Vec<watchdog::Watched>,
 ) {
@@ -185,10 +191,6 @@ async fn start_check(
             None => Ok(()),
         },
         Err(e) => Err(e),
-    };
-    // The update service only: the engine (and its store) is not held across the calls to RAUC.
-    let Some(updates) = engine.upgrade().map(|e| e.updates.clone()) else {
-        return;
     };
     match updates.settle(check).await {
         Ok(true) => {

@@ -103,6 +103,26 @@ impl Drop for Line {
     }
 }
 
+/// A value from outside (the server's text, an error quoting it) as it may appear in a log
+/// line: control characters and line separators escaped (`\n`, `\u{1b}`), so that no server
+/// can start a line of its own in the journal or the console's log view. Every value a fleet
+/// log line formats goes through it.
+pub struct Escaped<T>(pub T);
+
+impl<T: std::fmt::Display> std::fmt::Display for Escaped<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::fmt::Write as _;
+        for c in self.0.to_string().chars() {
+            if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+                write!(f, "{}", c.escape_default())?;
+            } else {
+                f.write_char(c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,5 +139,16 @@ mod tests {
         assert_eq!(all.len(), LINES);
         assert_eq!(all.last().unwrap(), &format!("line {}", LINES + 4));
         assert_eq!(recent(2).len(), 2);
+    }
+
+    #[test]
+    fn escaped_text_stays_on_its_line() {
+        let forged = "x\n2026-01-01T00:00:00Z  INFO docent: slot marked good\r\u{1b}[2K\u{2028}é";
+        let shown = super::Escaped(forged).to_string();
+        assert_eq!(
+            shown,
+            "x\\n2026-01-01T00:00:00Z  INFO docent: slot marked good\\r\\u{1b}[2K\\u{2028}é"
+        );
+        assert!(!shown.chars().any(char::is_control));
     }
 }

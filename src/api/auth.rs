@@ -9,8 +9,8 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use subtle::ConstantTimeEq;
 
-use super::AppState;
 use super::error::ApiError;
+use super::state::AppState;
 use crate::engine::Engine;
 use crate::engine::access::Owner;
 

@@ -12,10 +12,12 @@ use serde_json::{Value, json};
 use super::auth::Admin;
 use super::error::{ApiError, ApiResult};
 use super::extract::{JsonBody, Params, QueryArgs, check_length, read_body};
+use super::files;
 use super::gzip::AcceptsGzip;
+use super::state::{AppState, blocking};
 use super::statuses;
-use super::{AppState, blocking, files};
 use crate::config::Limits;
+use crate::engine::BlobRef;
 use crate::engine::characters::{Activation, CharacterInput, CharacterView, ImageView};
 use crate::engine::knowledge::faq::{FAQ_MAX_BYTES, FaqInput, FaqView};
 use crate::engine::knowledge::recordings::RecordingView;
@@ -23,7 +25,6 @@ use crate::engine::knowledge::screen::ScreenChoice;
 use crate::engine::knowledge::{Upload, extract::mime_for};
 use crate::engine::language::Language;
 use crate::engine::turn::Asked;
-use crate::store::BlobRef;
 
 /// Room for multipart framing around a file at its size bound.
 const MULTIPART_SLACK: usize = 64 << 10;
@@ -174,12 +175,12 @@ struct VoiceTest {
             status = 200,
             description = "The voice works (`{\"status\": \"ok\"}`), or, asked with `Accept: audio/wav`, \
                 a sample of it",
-            content((Object = "application/json"), (crate::api::openapi::Binary = "audio/wav")),
+            content((Object = "application/json"), (crate::api::schema::Binary = "audio/wav")),
         ),
         statuses::AdminJsonWrite,
-        (status = 502, description = "The provider failed", body = crate::api::openapi::ErrorBody),
-        (status = 503, description = "The provider is unavailable", body = crate::api::openapi::ErrorBody),
-        (status = 504, description = "The provider timed out", body = crate::api::openapi::ErrorBody),
+        (status = 502, description = "The provider failed", body = crate::api::schema::ErrorBody),
+        (status = 503, description = "The provider is unavailable", body = crate::api::schema::ErrorBody),
+        (status = 504, description = "The provider timed out", body = crate::api::schema::ErrorBody),
     ))]
 async fn test_voice(
     _: Admin,
@@ -236,7 +237,7 @@ struct VoicesQuery {
             status = 503,
             description = "No list of the provider's voices now (not on this kiosk, not installed, not configured, \
                 or its server does not answer)",
-            body = crate::api::openapi::ErrorBody,
+            body = crate::api::schema::ErrorBody,
         ),
     ))]
 async fn voices(
@@ -265,12 +266,12 @@ async fn multipart(req: Request, s: &AppState) -> ApiResult<Multipart> {
 
 #[utoipa::path(post, path = "/api/v1/characters/{id}/avatar", tag = "characters",
     params(("id" = String, Path, description = "Character id")),
-    request_body(content = crate::api::openapi::AvatarForm, content_type = "multipart/form-data"),
+    request_body(content = crate::api::schema::AvatarForm, content_type = "multipart/form-data"),
     security(("admin_session" = []), ("bearer" = [])),
     responses(
         (status = 200, description = "Stored", body = Object),
         statuses::AdminUpload,
-        (status = 415, description = "Not an image", body = crate::api::openapi::ErrorBody),
+        (status = 415, description = "Not an image", body = crate::api::schema::ErrorBody),
     ))]
 async fn upload_avatar(
     _: Admin,
@@ -398,8 +399,8 @@ struct ClipPath {
         ("filename" = String, Path, description = "Clip file name"),
     ),
     responses(
-        (status = 200, description = "The clip", body = crate::api::openapi::Binary, content_type = "video/mp4"),
-        (status = 206, description = "A byte range", body = crate::api::openapi::Binary, content_type = "video/mp4"),
+        (status = 200, description = "The clip", body = crate::api::schema::Binary, content_type = "video/mp4"),
+        (status = 206, description = "A byte range", body = crate::api::schema::Binary, content_type = "video/mp4"),
         statuses::NotModified,
         statuses::FileErrors,
         (status = 404, description = "No such clip", body = String, content_type = "text/plain"),
@@ -425,7 +426,7 @@ async fn get_clip(
         ("filename" = String, Path, description = "Clip file name"),
     ),
     request_body(
-        content = crate::api::openapi::Binary,
+        content = crate::api::schema::Binary,
         description = "An MP4 with an H.264 track",
         content_type = "application/octet-stream",
     ),
@@ -433,7 +434,7 @@ async fn get_clip(
     responses(
         (status = 201, description = "Stored", body = Object),
         statuses::AdminUpload,
-        (status = 415, description = "Not an MP4 with an H.264 track", body = crate::api::openapi::ErrorBody),
+        (status = 415, description = "Not an MP4 with an H.264 track", body = crate::api::schema::ErrorBody),
     ))]
 async fn put_clip(
     _: Admin,
@@ -501,7 +502,7 @@ async fn knowledge(
 /// in memory; any failure discards every file of the request.
 #[utoipa::path(post, path = "/api/v1/characters/{id}/knowledge/files", tag = "knowledge",
     params(("id" = String, Path, description = "Character id")),
-    request_body(content = crate::api::openapi::KnowledgeForm, content_type = "multipart/form-data"),
+    request_body(content = crate::api::schema::KnowledgeForm, content_type = "multipart/form-data"),
     security(("admin_session" = []), ("bearer" = [])),
     responses((status = 201, description = "Stored; indexing follows", body = Object), statuses::AdminUpload))]
 async fn upload_knowledge(
@@ -607,7 +608,7 @@ async fn receive_files(
 }
 
 fn io_error(e: std::io::Error) -> ApiError {
-    if crate::store::is_full(&e) {
+    if crate::engine::error::is_full(&e) {
         return crate::engine::Error::from(e).into();
     }
     tracing::error!("cannot stage an upload: {e}");
@@ -669,11 +670,11 @@ struct Question {
         (
             status = 400,
             description = "Invalid body, or a blank or too long question",
-            body = crate::api::openapi::ErrorBody,
+            body = crate::api::schema::ErrorBody,
         ),
-        (status = 502, description = "The language model failed", body = crate::api::openapi::ErrorBody),
-        (status = 503, description = "The language model is unavailable", body = crate::api::openapi::ErrorBody),
-        (status = 504, description = "The language model timed out", body = crate::api::openapi::ErrorBody),
+        (status = 502, description = "The language model failed", body = crate::api::schema::ErrorBody),
+        (status = 503, description = "The language model is unavailable", body = crate::api::schema::ErrorBody),
+        (status = 504, description = "The language model timed out", body = crate::api::schema::ErrorBody),
     ))]
 async fn ask(
     _: Admin,
@@ -727,7 +728,7 @@ struct OnScreen {
             status = 400,
             description = "Invalid body, too many or too long questions, a question twice, or one \
                 that is not an FAQ question of the knowledge",
-            body = crate::api::openapi::ErrorBody,
+            body = crate::api::schema::ErrorBody,
         ),
     ))]
 async fn set_screen_questions(
@@ -792,7 +793,7 @@ async fn faq_body(s: &AppState, req: Request, content_type: &str) -> ApiResult<a
             status = 400,
             description = "Invalid body, too many or too long entries, a question without its \
                 answer, a question twice in one language",
-            body = crate::api::openapi::ErrorBody,
+            body = crate::api::schema::ErrorBody,
         ),
     ))]
 async fn set_faq(
@@ -844,12 +845,12 @@ async fn faq_csv(
         statuses::AdminAction,
         statuses::NoSuchCharacter,
         statuses::TooLarge,
-        (status = 415, description = "The body is not sent as text/csv", body = crate::api::openapi::ErrorBody),
+        (status = 415, description = "The body is not sent as text/csv", body = crate::api::schema::ErrorBody),
         (
             status = 400,
             description = "Not UTF-8, an unknown column, a line with too few or many fields, \
                 an entry out of bounds (the error names the line)",
-            body = crate::api::openapi::ErrorBody,
+            body = crate::api::schema::ErrorBody,
         ),
     ))]
 async fn set_faq_csv(
@@ -885,7 +886,7 @@ async fn recordings(
 /// and normalised first; a file the kiosk cannot play is refused and nothing is stored.
 #[utoipa::path(post, path = "/api/v1/characters/{id}/recordings", tag = "knowledge",
     params(("id" = String, Path, description = "Character id")),
-    request_body(content = crate::api::openapi::RecordingForm, content_type = "multipart/form-data"),
+    request_body(content = crate::api::schema::RecordingForm, content_type = "multipart/form-data"),
     security(("admin_session" = []), ("bearer" = [])),
     responses(
         (status = 201, description = "Stored, replacing the question's earlier recording", body = RecordingView),

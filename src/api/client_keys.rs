@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use super::auth::Admin;
 use super::error::ApiResult;
 use super::extract::{JsonBody, Params};
+use super::state::{AppState, blocking};
 use super::statuses;
-use super::{AppState, blocking};
 use crate::engine::access::NewClientKey;
 
 pub fn routes() -> Router<AppState> {
@@ -32,7 +32,7 @@ struct NewKey {
     responses(
         (status = 201, description = "Created; the only answer that holds the key", body = NewClientKey,),
         statuses::AdminJsonWrite,
-        (status = 409, description = "At most 64 keys", body = crate::api::openapi::ErrorBody),
+        (status = 409, description = "At most 64 keys", body = crate::api::schema::ErrorBody),
     ))]
 async fn create(
     State(s): State<AppState>,

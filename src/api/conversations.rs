@@ -14,10 +14,10 @@ use serde_json::Value;
 use super::auth::Admin;
 use super::error::ApiResult;
 use super::extract::{Params, QueryArgs};
+use super::state::{AppState, blocking};
 use super::statuses;
-use super::{AppState, blocking};
+use crate::engine::Message;
 use crate::engine::sessions::{HistoryPage, Purge, Statistics, Unmatched};
-use crate::store::records::Message;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -159,7 +159,7 @@ async fn export(
         Format::Csv => ("text/csv; charset=utf-8", "csv"),
         Format::Json => ("application/json", "json"),
     };
-    let today = &crate::store::now()[..10];
+    let today = &crate::engine::now()[..10];
     let disposition = format!("attachment; filename=\"conversations-{name}-{today}.{ext}\"");
     let state = s.clone();
     let body = futures_util::stream::unfold(Step::Start, move |step| {
@@ -277,7 +277,7 @@ async fn statistics(
         }
         out.push_str("\r\n");
     }
-    let today = &crate::store::now()[..10];
+    let today = &crate::engine::now()[..10];
     let name = file_name(&character.name);
     Ok((
         [
@@ -368,8 +368,8 @@ struct Purged {
         (status = 200, description = "Removed; how many messages", body = Purged),
         statuses::AdminAction,
         statuses::NoSuchCharacter,
-        (status = 400, description = "Invalid parameter or date", body = crate::api::openapi::ErrorBody),
-        (status = 507, description = "The data partition is full", body = crate::api::openapi::ErrorBody),
+        (status = 400, description = "Invalid parameter or date", body = crate::api::schema::ErrorBody),
+        (status = 507, description = "The data partition is full", body = crate::api::schema::ErrorBody),
     ))]
 async fn purge_history(
     _: Admin,
@@ -403,8 +403,8 @@ struct Forgotten {
         (status = 200, description = "Forgotten; how many messages went", body = Forgotten),
         statuses::AdminAction,
         (status = 404, description = "No such character, or it has no such visit",
-            body = crate::api::openapi::ErrorBody),
-        (status = 507, description = "The data partition is full", body = crate::api::openapi::ErrorBody),
+            body = crate::api::schema::ErrorBody),
+        (status = 507, description = "The data partition is full", body = crate::api::schema::ErrorBody),
     ))]
 async fn forget_visit(
     _: Admin,

@@ -9,10 +9,10 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::AppState;
 use super::auth::Internal;
 use super::error::{ApiError, ApiResult};
 use super::extract::JsonBody;
+use super::state::AppState;
 
 pub fn routes() -> Router<AppState> {
     Router::new()

@@ -8,10 +8,10 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::AppState;
 use super::auth::Internal;
 use super::error::{ApiError, ApiResult};
 use super::extract::JsonBody;
+use super::state::AppState;
 use super::statuses;
 use crate::device::PressError;
 use crate::device::choice::Choose;
@@ -42,8 +42,8 @@ struct Press {
         statuses::NotInternal,
         statuses::TooLarge,
         statuses::NotJson,
-        (status = 409, description = "The button is a real one", body = crate::api::openapi::ErrorBody),
-        (status = 503, description = "The kiosk runs without devices", body = crate::api::openapi::ErrorBody),
+        (status = 409, description = "The button is a real one", body = crate::api::schema::ErrorBody),
+        (status = 503, description = "The kiosk runs without devices", body = crate::api::schema::ErrorBody),
     ))]
 async fn ptt(
     _: Internal,
@@ -78,9 +78,9 @@ async fn ptt(
         (
             status = 409,
             description = "The touch screen and buttons are real ones",
-            body = crate::api::openapi::ErrorBody,
+            body = crate::api::schema::ErrorBody,
         ),
-        (status = 503, description = "The kiosk runs without devices", body = crate::api::openapi::ErrorBody),
+        (status = 503, description = "The kiosk runs without devices", body = crate::api::schema::ErrorBody),
     ))]
 async fn choose(
     _: Internal,
@@ -151,7 +151,7 @@ async fn device(_: Internal, State(s): State<AppState>) -> Json<Value> {
         (
             status = 200,
             description = "The simulated screen",
-            body = crate::api::openapi::Binary,
+            body = crate::api::schema::Binary,
             content_type = "image/png",
         ),
         statuses::NotInternal,

@@ -93,7 +93,7 @@ impl ApiError {
             )
                 .into_response()
         } else {
-            let body = super::openapi::ErrorBody {
+            let body = super::schema::ErrorBody {
                 error: self.message,
             };
             (self.status, Json(body)).into_response()

@@ -13,8 +13,8 @@ use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
-use super::AppState;
 use super::error::ApiError;
+use super::state::AppState;
 
 /// A JSON body no larger than `limits.json_bytes`.
 pub struct JsonBody<T>(pub T);

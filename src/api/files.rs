@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio_util::io::ReaderStream;
 
 use super::error::{ApiError, ApiResult};
-use crate::store::{BlobRef, Blobs};
+use crate::engine::{BlobRef, Blobs};
 
 /// Answers a GET of a stored file.
 pub async fn serve(blobs: &Blobs, blob: &BlobRef, req: &HeaderMap) -> ApiResult<Response> {

@@ -13,10 +13,11 @@ use serde::Deserialize;
 use super::auth::Admin;
 use super::error::ApiResult;
 use super::extract::{JsonBody, QueryArgs};
-use super::openapi::ErrorBody;
-use super::{AppState, blocking, statuses};
-use crate::engine::fleet::Status;
-use crate::engine::fleet::content::Replay;
+use super::schema::ErrorBody;
+use super::state::{AppState, blocking};
+use super::statuses;
+use crate::engine::content::Replay;
+use crate::fleet::Status;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -35,7 +36,7 @@ pub fn routes() -> Router<AppState> {
         statuses::NotAdmin,
     ))]
 async fn status(_: Admin, State(s): State<AppState>) -> Json<Status> {
-    Json(s.engine.fleet.status())
+    Json(s.fleet.status())
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -58,7 +59,7 @@ async fn pause(
     JsonBody(body): JsonBody<Pause>,
 ) -> ApiResult<Json<Status>> {
     let saved = blocking(&s, move |e| e.set_fleet_paused(body.paused)).await?;
-    let mut status = s.engine.fleet.status();
+    let mut status = s.fleet.status();
     status.paused = saved.paused;
     Ok(Json(status))
 }
@@ -82,7 +83,7 @@ pub struct Export {
         (
             status = 200,
             description = "The signed content bundle (tar), as a download",
-            body = crate::api::openapi::Binary,
+            body = crate::api::schema::Binary,
             content_type = "application/x-tar",
         ),
         statuses::AdminJsonWrite,
@@ -143,7 +144,7 @@ pub struct Applied {
 #[utoipa::path(post, path = "/api/v1/fleet/content/apply", tag = "fleet",
     params(ApplyQuery),
     request_body(
-        content = crate::api::openapi::Binary,
+        content = crate::api::schema::Binary,
         description = "A content bundle (tar) from `POST /api/v1/fleet/content/export`",
         content_type = "application/octet-stream",
     ),

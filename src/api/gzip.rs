@@ -32,7 +32,7 @@ impl Gzipped {
     /// `json` as a JSON answer, gzipped when the request accepts it.
     pub fn answer(&self, accepts: AcceptsGzip, json: Bytes) -> Response {
         let vary = (VARY, HeaderValue::from_static("accept-encoding"));
-        let content_type = (CONTENT_TYPE, super::JSON);
+        let content_type = (CONTENT_TYPE, super::schema::JSON);
         if !accepts.0 {
             return ([content_type, vary], Body::from(json)).into_response();
         }

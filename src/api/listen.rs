@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::App;
+use super::app::App;
 use super::tls::Tls;
 use crate::config::Config;
 

@@ -11,14 +11,12 @@ use axum::body::Bytes;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 use axum::routing::get;
-use serde::Serialize;
-use utoipa::openapi::RefOr;
-use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
+use utoipa::{Modify, OpenApi};
 
-use super::AppState;
 use super::auth::SESSION_COOKIE;
+use super::schema::ErrorBody;
+use super::state::AppState;
 use super::{
     characters, client_keys, console, conversations, device, fleet, sessions, site, system, tasks,
     update, ws,
@@ -139,12 +137,6 @@ use super::{
 )]
 pub struct ApiDoc;
 
-/// The body of every JSON error answer.
-#[derive(Serialize, ToSchema)]
-pub struct ErrorBody {
-    pub error: String,
-}
-
 /// The security schemes the operations name.
 struct Security;
 
@@ -172,74 +164,6 @@ impl Modify for Security {
         );
     }
 }
-
-/// Raw bytes of a request or response body (`string`, `binary`).
-pub enum Binary {}
-
-impl PartialSchema for Binary {
-    fn schema() -> RefOr<Schema> {
-        ObjectBuilder::new()
-            .schema_type(Type::String)
-            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Binary)))
-            .into()
-    }
-}
-
-impl ToSchema for Binary {}
-
-/// The multipart form of an avatar upload: the image in the field `avatar`.
-pub enum AvatarForm {}
-
-impl PartialSchema for AvatarForm {
-    fn schema() -> RefOr<Schema> {
-        ObjectBuilder::new()
-            .schema_type(Type::Object)
-            .property("avatar", Binary::schema())
-            .required("avatar")
-            .into()
-    }
-}
-
-impl ToSchema for AvatarForm {}
-
-/// The multipart form of a recorded answer: the FAQ question it answers, then the file (WAV,
-/// FLAC, Ogg Vorbis or MP3).
-pub enum RecordingForm {}
-
-impl PartialSchema for RecordingForm {
-    fn schema() -> RefOr<Schema> {
-        ObjectBuilder::new()
-            .schema_type(Type::Object)
-            .property("question", ObjectBuilder::new().schema_type(Type::String))
-            .property("file", Binary::schema())
-            .required("question")
-            .required("file")
-            .into()
-    }
-}
-
-impl ToSchema for RecordingForm {}
-
-/// The multipart form of a knowledge upload: files in `file` (or `files`) fields, and
-/// optionally one `relative_paths` field per file, in order.
-pub enum KnowledgeForm {}
-
-impl PartialSchema for KnowledgeForm {
-    fn schema() -> RefOr<Schema> {
-        ObjectBuilder::new()
-            .schema_type(Type::Object)
-            .property("file", Binary::schema())
-            .property(
-                "relative_paths",
-                ObjectBuilder::new().schema_type(Type::String),
-            )
-            .property("language", ObjectBuilder::new().schema_type(Type::String))
-            .required("file")
-            .into()
-    }
-}
-
-impl ToSchema for KnowledgeForm {}
 
 /// The document, built once.
 pub fn document() -> &'static Bytes {

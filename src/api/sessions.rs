@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use super::auth::Caller;
 use super::error::ApiResult;
 use super::extract::{JsonBody, JsonOrEmpty, Params, QueryArgs};
+use super::state::{AppState, blocking};
 use super::statuses;
-use super::{AppState, blocking};
 use crate::engine::sessions::{NewSession, SessionCreated, SessionSummary};
 use crate::engine::tasks::TaskView;
 
@@ -34,7 +34,7 @@ pub fn routes() -> Router<AppState> {
         (status = 201, description = "Created", body = SessionCreated),
         statuses::ClientJsonWrite,
         statuses::CrossOriginWrite,
-        (status = 503, description = "Every session place is taken", body = crate::api::openapi::ErrorBody),
+        (status = 503, description = "Every session place is taken", body = crate::api::schema::ErrorBody),
     ))]
 async fn create(
     State(s): State<AppState>,
@@ -84,7 +84,7 @@ struct MessageBody {
         (status = 202, description = "Queued", body = Object),
         statuses::ClientJsonWrite,
         statuses::NotOwnerOrCrossOrigin,
-        (status = 429, description = "Message budget spent", body = crate::api::openapi::ErrorBody),
+        (status = 429, description = "Message budget spent", body = crate::api::schema::ErrorBody),
     ))]
 async fn message(
     State(s): State<AppState>,

@@ -25,8 +25,8 @@ use super::auth::{SESSION_COOKIE, is_admin, peer, session_token};
 use super::error::{ApiError, ApiResult};
 use super::extract::{Params, check_length, read_body};
 use super::listen::Transport;
+use super::state::{AppState, blocking};
 use super::statuses;
-use super::{AppState, blocking};
 use crate::engine::auth::{Change, Login};
 
 const IMAGE_CACHE_CONTROL: &str = "public, max-age=31536000, immutable";
@@ -174,11 +174,11 @@ const LOGIN_BODY_WAIT: Duration = Duration::from_secs(5);
     responses(
         (status = 200, description = "Signed in; sets the session cookie", body = Object),
         statuses::TooLarge,
-        (status = 400, description = "No password", body = crate::api::openapi::ErrorBody),
-        (status = 401, description = "Wrong password", body = crate::api::openapi::ErrorBody),
-        (status = 403, description = "A login in clear from the network", body = crate::api::openapi::ErrorBody),
+        (status = 400, description = "No password", body = crate::api::schema::ErrorBody),
+        (status = 401, description = "Wrong password", body = crate::api::schema::ErrorBody),
+        (status = 403, description = "A login in clear from the network", body = crate::api::schema::ErrorBody),
         (status = 429, description = "Too many failures or checks; see Retry-After", body = Object),
-        (status = 500, description = "No administrator password is configured", body = crate::api::openapi::ErrorBody),
+        (status = 500, description = "No administrator password is configured", body = crate::api::schema::ErrorBody),
     ))]
 async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
     let (parts, body) = req.into_parts();
@@ -274,23 +274,23 @@ struct PasswordChange {
         (
             status = 400,
             description = "Not `{current, new}`, or a new password the rules refuse",
-            body = crate::api::openapi::ErrorBody,
+            body = crate::api::schema::ErrorBody,
         ),
         (
             status = 403,
             description = "The current password is wrong, a change in clear from the network, \
                 or a cookie write from another origin",
-            body = crate::api::openapi::ErrorBody,
+            body = crate::api::schema::ErrorBody,
         ),
         (
             status = 409,
             description = "No administrator password is configured (setup mode)",
-            body = crate::api::openapi::ErrorBody,
+            body = crate::api::schema::ErrorBody,
         ),
         (
             status = 429,
             description = "Too many failures or checks; see Retry-After",
-            body = crate::api::openapi::ErrorBody,
+            body = crate::api::schema::ErrorBody,
         ),
     ))]
 async fn change_password(
@@ -347,7 +347,7 @@ async fn get_data(State(s): State<AppState>) -> ApiResult<Response> {
     let doc = s.engine.site_document()?;
     Ok((
         [
-            (CONTENT_TYPE, super::JSON),
+            (CONTENT_TYPE, super::schema::JSON),
             (CACHE_CONTROL, HeaderValue::from_static(DATA_CACHE_CONTROL)),
         ],
         doc,
@@ -378,7 +378,7 @@ async fn put_data(State(s): State<AppState>, req: Request) -> ApiResult<Json<Val
     responses(
         (status = 200, description = "Seeded with the default document", body = Object),
         statuses::AdminAction,
-        (status = 405, description = "Without ?seed=1", body = crate::api::openapi::ErrorBody),
+        (status = 405, description = "Without ?seed=1", body = crate::api::schema::ErrorBody),
     ))]
 async fn seed_data(
     State(s): State<AppState>,
@@ -671,14 +671,14 @@ async fn remove_image(s: &AppState, key: String, request: &Parts) -> ApiResult<J
 
 #[utoipa::path(put, path = "/api/img/{name}", tag = "site",
     params(("name" = String, Path, description = "Image key")),
-    request_body(content = crate::api::openapi::Binary, content_type = "image/png"),
+    request_body(content = crate::api::schema::Binary, content_type = "image/png"),
     security(("admin_session" = []), ("bearer" = [])),
     responses(
         (status = 200, description = "Stored", body = Object),
         statuses::AdminWrite,
         statuses::TooLarge,
         statuses::NoImageStore,
-        (status = 415, description = "Not a PNG, JPEG, GIF or WebP image", body = crate::api::openapi::ErrorBody),
+        (status = 415, description = "Not a PNG, JPEG, GIF or WebP image", body = crate::api::schema::ErrorBody),
     ))]
 async fn put_image(
     State(s): State<AppState>,
@@ -689,7 +689,7 @@ async fn put_image(
 }
 
 #[utoipa::path(put, path = "/api/img/", tag = "site",
-    request_body(content = crate::api::openapi::Binary, content_type = "image/png"),
+    request_body(content = crate::api::schema::Binary, content_type = "image/png"),
     security(("admin_session" = []), ("bearer" = [])),
     responses(statuses::AdminWrite, statuses::NoImageStore))]
 async fn put_image_empty(State(s): State<AppState>, req: Request) -> ApiResult<Json<Value>> {

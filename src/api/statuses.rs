@@ -11,7 +11,7 @@ use utoipa::openapi::content::ContentBuilder;
 use utoipa::openapi::response::{Response, ResponseBuilder};
 use utoipa::openapi::{Ref, RefOr, Type};
 
-use super::openapi::{Binary, ErrorBody};
+use super::schema::{Binary, ErrorBody};
 
 type Answers = BTreeMap<String, RefOr<Response>>;
 

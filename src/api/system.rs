@@ -15,9 +15,9 @@ use tokio::io::AsyncWriteExt;
 use super::auth::Admin;
 use super::error::{ApiError, ApiResult};
 use super::extract::{JsonBody, JsonOrEmpty, QueryArgs};
+use super::state::{AppState, blocking};
 use super::statuses;
 use super::tls::Refused;
-use super::{AppState, blocking};
 use crate::engine::launch::LaunchUpdate;
 
 pub fn routes() -> Router<AppState> {
@@ -82,15 +82,15 @@ const BACKUP_CHUNK_BYTES: usize = 64 << 10;
         (
             status = 200,
             description = "The backup archive (tar: the database and the stored files), as a download",
-            body = crate::api::openapi::Binary,
+            body = crate::api::schema::Binary,
             content_type = "application/x-tar",
         ),
         statuses::NotAdmin,
-        (status = 409, description = "Another backup is being written", body = crate::api::openapi::ErrorBody),
+        (status = 409, description = "Another backup is being written", body = crate::api::schema::ErrorBody),
         (
             status = 507,
             description = "The data partition is below its reserve, or has no room for the database copy",
-            body = crate::api::openapi::ErrorBody,
+            body = crate::api::schema::ErrorBody,
         ),
     ))]
 async fn backup(_: Admin, State(s): State<AppState>) -> ApiResult<Response> {
@@ -191,7 +191,7 @@ impl std::io::Write for ChannelWriter {
 /// changes nothing: 400 with the reason.
 #[utoipa::path(post, path = "/api/v1/system/restore", tag = "system",
     request_body(
-        content = crate::api::openapi::Binary,
+        content = crate::api::schema::Binary,
         description = "A backup archive (tar) from `GET /api/v1/system/backup`",
         content_type = "application/octet-stream",
     ),
@@ -202,14 +202,14 @@ impl std::io::Write for ChannelWriter {
         (
             status = 400,
             description = "Not a backup of this kiosk, or cut short; nothing changed",
-            body = crate::api::openapi::ErrorBody,
+            body = crate::api::schema::ErrorBody,
         ),
-        (status = 409, description = "Another restore or backup is under way", body = crate::api::openapi::ErrorBody),
-        (status = 413, description = "Larger than `limits.backup_bytes`", body = crate::api::openapi::ErrorBody),
+        (status = 409, description = "Another restore or backup is under way", body = crate::api::schema::ErrorBody),
+        (status = 413, description = "Larger than `limits.backup_bytes`", body = crate::api::schema::ErrorBody),
         (
             status = 507,
             description = "The data partition is below its reserve, or has no room to stage the archive",
-            body = crate::api::openapi::ErrorBody,
+            body = crate::api::schema::ErrorBody,
         ),
     ))]
 async fn restore(_: Admin, State(s): State<AppState>, body: Body) -> ApiResult<Json<Restored>> {
@@ -386,12 +386,12 @@ struct CertificateUpload {
         (
             status = 400,
             description = "Invalid body, or a certificate or key that does not parse or match",
-            body = crate::api::openapi::ErrorBody,
+            body = crate::api::schema::ErrorBody,
         ),
         (
             status = 409,
             description = "The configuration names the certificate files",
-            body = crate::api::openapi::ErrorBody,
+            body = crate::api::schema::ErrorBody,
         ),
     ))]
 async fn put_certificate(
@@ -444,7 +444,8 @@ async fn health(admin: Result<Admin, ApiError>, State(s): State<AppState>) -> Ap
         foreign: e.characters_not_on_this_kiosk()?,
         device: s.devices.health.get(),
         inference_connected: probes.iter().all(|c| c.ok),
-        outcome: e.updates.outcome(),
+        outcome: s.updates.outcome(),
+        firmware_version: s.updates.firmware_version().map(str::to_owned),
         admin,
         sessions: e.session_count().unwrap_or(0),
         stages: e.provider_health(&probes),
@@ -456,7 +457,7 @@ async fn health(admin: Result<Admin, ApiError>, State(s): State<AppState>) -> Ap
         serde_json::to_writer(&mut body, &inputs.health(e)).expect("health serialises");
         body.into()
     });
-    Ok(([(CONTENT_TYPE, super::JSON)], body).into_response())
+    Ok(([(CONTENT_TYPE, super::schema::JSON)], body).into_response())
 }
 
 /// What a health answer usually takes (some 400 bytes; more with problems to report).
@@ -470,7 +471,8 @@ struct HealthInputs {
     foreign: Vec<(String, String, Vec<crate::engine::characters::ForeignField>)>,
     device: crate::device::DeviceHealth,
     inference_connected: bool,
-    outcome: Option<crate::engine::update::Outcome>,
+    outcome: Option<crate::update::Outcome>,
+    firmware_version: Option<String>,
     /// The caller is the administrator: the answer says `version` and `firmware`.
     admin: bool,
     sessions: usize,
@@ -495,7 +497,7 @@ impl HealthInputs {
             firmware: self.admin.then(|| Firmware {
                 data: e.data_fell_back(),
                 update: self.outcome.as_ref().map(|o| o.sentence()),
-                version: e.updates.firmware_version(),
+                version: self.firmware_version.as_deref(),
             }),
             inference_connected: self.inference_connected,
             providers: self

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use super::auth::{Caller, Internal};
 use super::error::ApiResult;
 use super::extract::{JsonBody, Params, QueryArgs};
+use super::state::{AppState, blocking};
 use super::statuses;
-use super::{AppState, blocking};
 use crate::engine::tasks::{ArtifactInput, ArtifactView, EventInput, Posted, TaskView};
 
 pub fn routes() -> Router<AppState> {
@@ -81,7 +81,7 @@ async fn events(
         (
             status = 200,
             description = "The artifact's content, with its type",
-            body = crate::api::openapi::Binary,
+            body = crate::api::schema::Binary,
             content_type = "*/*",
         ),
         statuses::ClientRead,

@@ -13,9 +13,10 @@ use tokio::io::AsyncWriteExt;
 use super::auth::Admin;
 use super::error::{ApiError, ApiResult};
 use super::extract::JsonOrEmpty;
-use super::openapi::ErrorBody;
-use super::{AppState, statuses};
-use crate::engine::update::{Status, Verdict};
+use super::schema::ErrorBody;
+use super::state::AppState;
+use super::statuses;
+use crate::update::{Status, Verdict};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -34,7 +35,7 @@ pub fn routes() -> Router<AppState> {
     path = "/api/v1/system/update",
     tag = "system",
     request_body(
-        content = crate::api::openapi::Binary,
+        content = crate::api::schema::Binary,
         description = "A RAUC bundle (`./x bundle`)",
         content_type = "application/octet-stream"
     ),
@@ -55,7 +56,7 @@ async fn upload_update(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Json<Verdict>> {
-    let updates = &s.engine.updates;
+    let updates = &s.updates;
     let _busy = updates.begin()?;
     let limit = updates.max_bundle_bytes();
     let too_large = || {
@@ -135,8 +136,8 @@ async fn install_update(
     State(s): State<AppState>,
     JsonOrEmpty(req): JsonOrEmpty<InstallRequest>,
 ) -> ApiResult<(StatusCode, Json<Status>)> {
-    s.engine.updates.install(req.force).await?;
-    Ok((StatusCode::ACCEPTED, Json(s.engine.updates.status().await)))
+    s.updates.install(req.force).await?;
+    Ok((StatusCode::ACCEPTED, Json(s.updates.status().await)))
 }
 
 /// Whether this kiosk can update itself, what it runs, and the install in progress or the last
@@ -152,7 +153,7 @@ async fn install_update(
     )
 )]
 async fn update_status(_: Admin, State(s): State<AppState>) -> Json<Status> {
-    Json(s.engine.updates.status().await)
+    Json(s.updates.status().await)
 }
 
 /// Asks the board to reboot: the kiosk is back in about a minute (on the new slot after an
@@ -172,7 +173,7 @@ async fn reboot(
     _: Admin,
     State(s): State<AppState>,
 ) -> ApiResult<(StatusCode, Json<super::system::StatusBody>)> {
-    s.engine.updates.request_reboot()?;
+    s.updates.request_reboot()?;
     Ok((
         StatusCode::ACCEPTED,
         Json(super::system::StatusBody::new("rebooting")),

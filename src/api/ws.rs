@@ -22,9 +22,9 @@ use tokio::sync::{broadcast, mpsc};
 use super::auth::{Opener, caller, peer};
 use super::error::ApiError;
 use super::extract::{Params, QueryArgs};
+use super::state::{AppState, blocking};
 use super::statuses;
 use super::streams::{Buffer, Streams};
-use super::{AppState, blocking};
 use crate::engine::access::{Owner, Use};
 use crate::engine::audio;
 use crate::engine::live::{AudioWanted, ErrorCode, Event, LiveSession};
@@ -77,14 +77,14 @@ struct KeyQuery {
         (
             status = 400,
             description = "Invalid parameter, or not a WebSocket upgrade request",
-            body = crate::api::openapi::ErrorBody,
+            body = crate::api::schema::ErrorBody,
         ),
         (
             status = 426,
             description = "An upgrade on a connection that cannot switch protocols (HTTP/1.0)",
-            body = crate::api::openapi::ErrorBody,
+            body = crate::api::schema::ErrorBody,
         ),
-        (status = 503, description = "Too many live WebSockets", body = crate::api::openapi::ErrorBody),
+        (status = 503, description = "Too many live WebSockets", body = crate::api::schema::ErrorBody),
     ))]
 async fn upgrade(
     State(s): State<AppState>,

@@ -211,6 +211,19 @@ impl Engine {
         store::Headroom::new(&self.config.data_dir, self.config.data_reserve_bytes)
     }
 
+    /// Whether the data partition can take `bytes` more and keep its reserve (a download
+    /// checks it first).
+    pub fn has_room_for(&self, bytes: u64) -> Result<bool> {
+        let free = store::free_bytes(&self.config.data_dir)?;
+        Ok(free >= bytes.saturating_add(self.config.data_reserve_bytes))
+    }
+
+    /// Whether a restore (or a content bundle) is staged for the next start: once that start
+    /// applied it, it is gone.
+    pub fn restore_staged(&self) -> bool {
+        self.config.data_dir.join(store::backup::PENDING).exists()
+    }
+
     fn maintenance_lock(&self) -> Result<std::sync::MutexGuard<'_, ()>> {
         self.maintenance.try_lock().map_err(|_| {
             Error::Conflict("a backup or restore is already running; try again later".into())

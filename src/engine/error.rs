@@ -47,6 +47,12 @@ impl std::fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// Whether an I/O error is the data partition being full: a front door that stages an upload
+/// itself answers it as the engine would (507).
+pub fn is_full(e: &std::io::Error) -> bool {
+    crate::store::is_full(e)
+}
+
 impl From<StoreError> for Error {
     fn from(e: StoreError) -> Self {
         // Not logged here: a full partition is the caller's to report (a 507, or one line of

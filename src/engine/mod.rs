@@ -9,8 +9,8 @@ pub mod audio;
 pub mod auth;
 pub mod backup;
 pub mod characters;
+pub mod content;
 pub mod error;
-pub mod fleet;
 pub mod hours;
 pub mod knowledge;
 pub mod language;
@@ -26,7 +26,6 @@ pub mod site;
 pub mod spoken;
 pub mod tasks;
 pub mod turn;
-pub mod update;
 pub mod voice;
 
 use std::sync::Arc;
@@ -35,6 +34,10 @@ use std::time::Instant;
 use crate::config::Config;
 use crate::store::Store;
 pub use crate::store::blobs::{BlobRef, Blobs};
+/// Now, as the records write it (RFC 3339, milliseconds).
+pub use crate::store::now;
+/// A stored message of the history, as front doors write it out (the export).
+pub use crate::store::records::Message;
 /// A question on the kiosk's screen, as the device layer reads it.
 pub use crate::store::records::ScreenQuestion;
 pub use error::{Error, Result};
@@ -72,10 +75,6 @@ pub struct Engine {
     last_calls: providers::LastCalls,
     /// The open sessions counted, with the store version counted at (a health poll's count).
     session_count: std::sync::Mutex<Option<(u64, usize)>>,
-    /// Firmware updates through RAUC.
-    pub updates: Arc<update::Updates>,
-    /// The fleet client's state (hawkBit), which the console shows.
-    pub fleet: fleet::Fleet,
     site_document: site::DocumentCache,
     /// The transcripts' retention sweep (`privacy`).
     pub retention: privacy::Retention,
@@ -112,7 +111,6 @@ impl Engine {
         // Several engines may open in one process (tests); the first installation wins.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = http_client(config.provider_connect_timeout_ms)?;
-        let updates = Arc::new(update::Updates::open(&config.update, &config.data_dir)?);
         let scratch = config.data_dir.join("tmp");
         if scratch.exists() {
             std::fs::remove_dir_all(&scratch)?;
@@ -142,8 +140,6 @@ impl Engine {
             reachability: providers::Reachability::default(),
             last_calls: providers::LastCalls::default(),
             session_count: Default::default(),
-            updates,
-            fleet: fleet::Fleet::default(),
             site_document: site::DocumentCache::default(),
             retention: privacy::Retention::default(),
         });

@@ -963,7 +963,7 @@ fn pending_update(uid: u32, gid: u32) -> (tempfile::TempDir, std::path::PathBuf)
 /// Issue 34, finding 7: the gate keeps 300 bytes of docent's last line; a cut through a
 /// character left a lone byte in the outcome, docent could not read it and never reported the
 /// rollback. The gate now cuts at a character's end (docent reads the outcome leniently too:
-/// `engine::update::tests::an_outcome_with_a_bad_byte_is_still_read`).
+/// `update::tests::an_outcome_with_a_bad_byte_is_still_read`).
 #[test]
 fn the_update_gate_cuts_docents_last_words_between_characters() {
     let Some((uid, gid)) = docent_stand_in() else {

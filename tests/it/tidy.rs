@@ -7,14 +7,21 @@ use std::path::{Path, PathBuf};
 
 use crate::support::rust_files;
 
-/// What each layer must not name. The front doors (`api`) may name every layer; the device
-/// layer is a client of the engine like any front door, so it names neither the store nor the
-/// front doors; the engine and the store know nothing of HTTP or of the board.
+/// What each layer must not name. The front doors (`api`) reach the records only through the
+/// engine; the device layer, the update service (`update`) and the fleet client (`fleet`) are
+/// clients of the engine like any front door, so they name neither the store nor the front
+/// doors; the engine and the store know nothing of HTTP, the board, updates or the fleet.
 const FORBIDDEN: &[(&str, &[&str])] = &[
-    ("store", &["engine", "api", "device"]),
-    ("engine", &["api", "device"]),
-    ("config", &["engine", "api", "device", "store"]),
-    ("device", &["store", "api"]),
+    ("store", &["engine", "api", "device", "update", "fleet"]),
+    ("engine", &["api", "device", "update", "fleet"]),
+    (
+        "config",
+        &["engine", "api", "device", "store", "update", "fleet"],
+    ),
+    ("device", &["store", "api", "update", "fleet"]),
+    ("update", &["store", "api", "device", "fleet"]),
+    ("fleet", &["store", "api", "device"]),
+    ("api", &["store"]),
 ];
 
 /// Phrases that cite a document the repository does not contain.
@@ -169,6 +176,117 @@ fn layers_name_each_other_only_as_allowed() {
     assert!(all.is_empty(), "layer violations:\n{}", all.join("\n"));
 }
 
+/// What a file of `src/api` other than `mod.rs` takes from the api module itself (`super::x`
+/// from `api/x.rs`, `super::super::x` from `api/console/x.rs`, `crate::api::x`): the names,
+/// with their lines.
+fn api_names(relative: &Path, code: &str) -> Vec<(usize, String)> {
+    let module = module_path(relative);
+    if module.first().map(String::as_str) != Some("api") || module.len() < 2 {
+        return Vec::new();
+    }
+    // A file's own tests (`mod tests`, at its end) are a module deeper: `super::` is the file.
+    let code = strip_comments(code.split("#[cfg(test)]").next().unwrap_or_default());
+    let line_of = |at: usize| code[..at].matches('\n').count() + 1;
+    let up = "super::".repeat(module.len() - 1);
+    let mut found = Vec::new();
+    for prefix in ["crate::api::", up.as_str()] {
+        for (at, _) in code.match_indices(prefix) {
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            for name in names_after(&code[at + prefix.len()..]) {
+                found.push((line_of(at), name));
+            }
+        }
+    }
+    found
+}
+
+/// The api has no circle: a handler takes the shared state from `api/state.rs` and the schema
+/// types from `api/schema.rs`, never an item of `api/mod.rs` or of `api/openapi.rs` (which
+/// lists every handler); only the router (`api/app.rs`) names the document's routes.
+fn api_circle_violations(relative: &Path, code: &str, modules: &[String]) -> Vec<String> {
+    api_names(relative, code)
+        .into_iter()
+        .filter(|(_, name)| !name.is_empty())
+        .filter(|(_, name)| {
+            !modules.contains(name) || (name == "openapi" && relative != Path::new("api/app.rs"))
+        })
+        .map(|(line, name)| {
+            format!(
+                "src/{}:{line}: names `{name}` of the api's router or document",
+                relative.display()
+            )
+        })
+        .collect()
+}
+
+/// The modules `api/mod.rs` declares.
+fn api_modules(mod_rs: &str) -> Vec<String> {
+    mod_rs
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim().strip_prefix("pub ").unwrap_or(l.trim());
+            l.strip_prefix("mod ")?.strip_suffix(';').map(str::to_owned)
+        })
+        .collect()
+}
+
+#[test]
+fn api_handlers_name_neither_the_router_nor_the_document() {
+    let src = root().join("src");
+    let modules = api_modules(&std::fs::read_to_string(src.join("api/mod.rs")).unwrap());
+    assert!(modules.contains(&"state".to_string()));
+    let mut files = Vec::new();
+    rust_files(&src.join("api"), &mut files);
+    let mut all = Vec::new();
+    for file in &files {
+        let relative = file.strip_prefix(&src).unwrap();
+        if matches!(relative.to_str(), Some("api/mod.rs" | "api/openapi.rs")) {
+            continue;
+        }
+        let code = std::fs::read_to_string(file).unwrap();
+        all.extend(api_circle_violations(relative, &code, &modules));
+    }
+    assert!(all.is_empty(), "the api's circle:\n{}", all.join("\n"));
+}
+
+#[test]
+fn a_planted_api_circle_is_found() {
+    let modules = vec![
+        "state".to_string(),
+        "auth".to_string(),
+        "openapi".to_string(),
+    ];
+    let handler = Path::new("api/sessions.rs");
+    assert_eq!(
+        api_circle_violations(handler, "use super::{AppState, blocking};", &modules).len(),
+        2,
+        "items of mod.rs"
+    );
+    assert_eq!(
+        api_circle_violations(handler, "use super::openapi::ErrorBody;", &modules).len(),
+        1,
+        "the document"
+    );
+    assert_eq!(
+        api_circle_violations(
+            Path::new("api/console/events.rs"),
+            "use super::super::JSON;",
+            &modules
+        )
+        .len(),
+        1,
+        "from a folder below"
+    );
+    assert!(
+        api_circle_violations(handler, "use super::state::{AppState, blocking};", &modules)
+            .is_empty()
+    );
+    assert!(api_circle_violations(handler, "use super::auth::Admin;", &modules).is_empty());
+}
+
 #[test]
 fn a_planted_violation_is_found() {
     let store = Path::new("store/blobs.rs");
@@ -194,7 +312,24 @@ fn a_planted_violation_is_found() {
         violations(Path::new("config.rs"), "let m: docent::device::X;").len(),
         1
     );
-    assert!(violations(Path::new("api/mod.rs"), "use crate::store::Store;").is_empty());
+    assert_eq!(
+        violations(
+            Path::new("api/sessions.rs"),
+            "use crate::store::records::Message;"
+        )
+        .len(),
+        1,
+        "the api reaches records through the engine"
+    );
+    for (room, code) in [
+        ("engine/mod.rs", "use crate::update::Updates;"),
+        ("engine/settings/mod.rs", "let f: crate::fleet::Fleet;"),
+        ("fleet/client.rs", "use crate::store::free_bytes;"),
+        ("update/mod.rs", "use crate::api::AppState;"),
+        ("device/kiosk.rs", "use crate::fleet::Fleet;"),
+    ] {
+        assert_eq!(violations(Path::new(room), code).len(), 1, "{room}: {code}");
+    }
 }
 
 /// Paths in backquotes that name something in the repository.

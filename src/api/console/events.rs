@@ -19,8 +19,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use crate::api::auth::{Admin, Opener, peer};
 use crate::api::error::{ApiError, ApiResult};
 use crate::api::extract::JsonBody;
+use crate::api::state::{AppState, blocking};
 use crate::api::statuses;
-use crate::api::{AppState, blocking};
 use crate::device::KioskState;
 use crate::engine::access::Owner;
 use crate::engine::live::Event;
@@ -62,7 +62,7 @@ pub struct TestSound {
     responses(
         (status = 200, description = "Asked to play (`status: playing`)", body = Object),
         statuses::AdminJsonWrite,
-        (status = 503, description = "The kiosk has no speaker", body = crate::api::openapi::ErrorBody),
+        (status = 503, description = "The kiosk has no speaker", body = crate::api::schema::ErrorBody),
     ))]
 async fn test_sound(
     _: Admin,
@@ -87,7 +87,7 @@ async fn test_sound(
         (
             status = 200,
             description = "The simulated screen",
-            body = crate::api::openapi::Binary,
+            body = crate::api::schema::Binary,
             content_type = "image/png",
         ),
         statuses::NotAdmin,
@@ -109,7 +109,7 @@ async fn snapshot(_: Admin, State(s): State<AppState>) -> ApiResult<Response> {
             content_type = "text/event-stream",
         ),
         statuses::NotAdmin,
-        (status = 503, description = "Too many event streams", body = crate::api::openapi::ErrorBody),
+        (status = 503, description = "Too many event streams", body = crate::api::schema::ErrorBody),
     ))]
 async fn events(
     _: Admin,

@@ -16,10 +16,10 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
 
-use super::AppState;
 use super::auth::{admin_session, is_admin};
 use super::error::ApiError;
 use super::extract::Params;
+use super::state::AppState;
 
 /// The policy of every console response: only this origin, no inline code, no framing.
 pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \

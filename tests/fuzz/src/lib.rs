@@ -15,6 +15,8 @@ use docent::api::{App, AppState};
 use docent::config::{Config, DeviceMode};
 use docent::device::Devices;
 use docent::engine::Engine;
+use docent::fleet::Fleet;
+use docent::update::Updates;
 use prost::Message;
 
 /// Every target, by the name of its binary and its corpus folder.
@@ -252,10 +254,16 @@ impl Kiosk {
             .enable_all()
             .build()
             .expect("runtime");
+        let updates = Updates::open(&config.update, &config.data_dir).expect("update service");
         let engine = Engine::open(config).expect("engine");
         let app = {
             let _entered = runtime.enter();
-            App::new(AppState::new(engine.clone(), Arc::new(Devices::none())))
+            App::new(AppState::new(
+                engine.clone(),
+                Arc::new(Devices::none()),
+                Arc::new(updates),
+                Arc::new(Fleet::default()),
+            ))
         };
         Kiosk {
             engine,

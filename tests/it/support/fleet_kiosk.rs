@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use docent::engine::fleet::{Firmware, Outcome, Progress, Running, Verdict};
+use docent::fleet::{Firmware, Outcome, Progress, Running, Verdict};
 use serde_json::{Value, json};
 use sha2::Digest as _;
 use tokio::sync::watch;

@@ -3,7 +3,9 @@
 //! Secrets (API keys, tokens) are stored as given but never leave through the API: reads show a
 //! mask and a `<field>_set` flag, and sending the mask back leaves the secret unchanged.
 
-use std::sync::{Arc, RwLock};
+mod fleet;
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -15,6 +17,7 @@ use super::providers::{Choice, Endpoint, Provider, ProviderError, Stage, wyoming
 use super::{Engine, is_id};
 use crate::store::tables::SETTINGS;
 use crate::store::{self, Store};
+pub use fleet::FleetSettings;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -29,7 +32,7 @@ pub struct Settings {
     pub kiosk: Kiosk,
     pub hours: Hours,
     /// The fleet server this kiosk polls (hawkBit DDI); off by default.
-    pub fleet: super::fleet::FleetSettings,
+    pub fleet: FleetSettings,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -298,13 +301,16 @@ impl Service {
 }
 
 /// The settings the engine runs with, swapped whole on every update.
-pub struct Live(RwLock<Arc<Settings>>);
+/// The settings in force, and the bell of everyone who follows them (the fleet client).
+pub struct Live(tokio::sync::watch::Sender<Arc<Settings>>);
 
 impl Live {
     pub fn load(store: &Store) -> Result<Live> {
         let tx = store.read()?;
         let saved: Option<Settings> = store::get(&tx.open_table(SETTINGS)?, "settings")?;
-        Ok(Live(RwLock::new(Arc::new(saved.unwrap_or_default()))))
+        Ok(Live(tokio::sync::watch::Sender::new(Arc::new(
+            saved.unwrap_or_default(),
+        ))))
     }
 }
 
@@ -603,7 +609,13 @@ fn check_url(name: &str, url: &str, schemes: &[&str]) -> Result<()> {
 impl Engine {
     /// The settings in force now.
     pub fn settings(&self) -> Arc<Settings> {
-        self.settings.0.read().expect("settings lock").clone()
+        self.settings.0.borrow().clone()
+    }
+
+    /// The settings in force, marked changed whenever an update is stored: a client that
+    /// follows them (the fleet client) wakes at once.
+    pub fn watch_settings(&self) -> tokio::sync::watch::Receiver<Arc<Settings>> {
+        self.settings.0.subscribe()
     }
 
     /// Applies a partial update, stores it and puts it in force for the next call of every
@@ -622,9 +634,7 @@ impl Engine {
             .insert("settings", store::to_json(&next).as_slice())?;
         tx.commit()?;
         let next = Arc::new(next);
-        *self.settings.0.write().expect("settings lock") = next.clone();
-        // The fleet client follows at once (turned on, another server).
-        self.fleet.wake.notify_one();
+        self.settings.0.send_replace(next.clone());
         Ok(next)
     }
 }

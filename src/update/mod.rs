@@ -13,8 +13,8 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use super::{Error, Result};
 use crate::config::UpdateConfig;
+use crate::engine::{Error, Result};
 use rauc::InstallerProxy;
 
 /// The uploaded bundle, in `update/` under the data directory.

@@ -18,11 +18,10 @@ use ring::signature::{self, Ed25519KeyPair, KeyPair, UnparsedPublicKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::FleetSettings;
 use crate::engine::Engine;
 use crate::engine::backup::append;
 use crate::engine::error::{Error, Result, bad};
-use crate::engine::settings::Settings;
+use crate::engine::settings::{FleetSettings, Settings};
 
 const MANIFEST: &str = "docent-content.json";
 const SIGNATURE: &str = "docent-content.sig";
@@ -188,7 +187,7 @@ impl Engine {
     fn content_work_dir(&self) -> Result<std::path::PathBuf> {
         let work = self
             .scratch_dir()
-            .join(format!("content-{}", super::super::new_id()));
+            .join(format!("content-{}", super::new_id()));
         std::fs::create_dir_all(&work)?;
         Ok(work)
     }
@@ -272,7 +271,7 @@ impl Engine {
                 .save(data_dir)?;
             }
             tracing::info!(
-                version = %super::Escaped(&manifest.content_version),
+                version = %crate::logs::Escaped(&manifest.content_version),
                 "content bundle staged"
             );
             Ok(manifest.content_version)

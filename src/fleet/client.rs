@@ -18,7 +18,8 @@ use super::ddi::{
     Finished, Handling, Polled, Window,
 };
 use super::{
-    ActionStatus, Escaped, Firmware, FleetSettings, Kind, OutcomeKind, Pending, State, unix_now,
+    ActionStatus, Escaped, Firmware, Fleet, FleetSettings, Kind, OutcomeKind, Pending, State,
+    unix_now,
 };
 use crate::engine::Engine;
 use crate::engine::error::{Error, Result};
@@ -31,6 +32,7 @@ pub const CONTENT_PART: &str = "docent-content";
 /// Starts the loop; it ends when `stop` is cancelled.
 pub fn spawn(
     engine: Arc<Engine>,
+    fleet: Arc<Fleet>,
     firmware: Arc<dyn Firmware>,
     default_id: String,
     stop: CancellationToken,
@@ -38,6 +40,7 @@ pub fn spawn(
     tokio::spawn(async move {
         let mut client = Client {
             engine,
+            fleet,
             firmware,
             default_id,
             etag: None,
@@ -51,6 +54,8 @@ pub fn spawn(
 
 struct Client {
     engine: Arc<Engine>,
+    /// The state the console shows.
+    fleet: Arc<Fleet>,
     firmware: Arc<dyn Firmware>,
     default_id: String,
     /// The ETag of the last root resource read, and that resource.
@@ -68,14 +73,16 @@ impl Client {
         // hawkBit's default until the server says.
         self.interval = 300;
         let mut server = None;
+        // Rung whenever the settings change: turned on or off, paused, another server.
+        let mut bell = self.engine.watch_settings();
         loop {
             if stop.is_cancelled() {
                 return;
             }
-            let settings = self.engine.settings().fleet.clone();
+            let settings = bell.borrow_and_update().fleet.clone();
             let id = controller_id(&settings, &self.default_id);
             let state = State::load(&self.engine.config.data_dir);
-            self.engine.fleet.update(|s| {
+            self.fleet.update(|s| {
                 s.enabled = settings.enabled;
                 s.paused = settings.paused;
                 s.server = settings.server_url.clone();
@@ -108,17 +115,17 @@ impl Client {
                 if let Some(ddi) = &ddi {
                     ddi.set_interrupt(interrupt.clone());
                 }
-                let engine = self.engine.clone();
+                let mut inner_bell = bell.clone();
                 let default_id = self.default_id.clone();
                 let woken = std::sync::atomic::AtomicBool::new(false);
                 let watch = async {
                     loop {
                         tokio::select! {
                             _ = stop.cancelled() => break,
-                            _ = engine.fleet.wake.notified() => {}
+                            _ = inner_bell.changed() => {}
                         }
                         woken.store(true, std::sync::atomic::Ordering::Relaxed);
-                        let now = engine.settings().fleet.clone();
+                        let now = inner_bell.borrow_and_update().fleet.clone();
                         if !now.enabled
                             || now.paused
                             || now.server_url.is_empty()
@@ -139,12 +146,10 @@ impl Client {
                     _ = watch => unreachable!("the watch never ends"),
                 };
                 match done {
-                    Ok(()) => self.engine.fleet.update(|s| s.last_error = None),
+                    Ok(()) => self.fleet.update(|s| s.last_error = None),
                     Err(e) => {
                         tracing::warn!("fleet: {}", Escaped(&e));
-                        self.engine
-                            .fleet
-                            .update(|s| s.last_error = Some(e.to_string()));
+                        self.fleet.update(|s| s.last_error = Some(e.to_string()));
                     }
                 }
                 // Woken while working: the settings are read again at once.
@@ -154,7 +159,7 @@ impl Client {
                 let interval = self
                     .interval
                     .clamp(limits.min_poll_secs, limits.max_poll_secs);
-                self.engine.fleet.update(|s| s.interval_secs = interval);
+                self.fleet.update(|s| s.interval_secs = interval);
                 Some(Duration::from_secs(interval))
             };
             let sleep = async {
@@ -165,7 +170,7 @@ impl Client {
             };
             tokio::select! {
                 _ = stop.cancelled() => return,
-                _ = self.engine.fleet.wake.notified() => {}
+                _ = bell.changed() => {}
                 _ = sleep => {}
             }
         }
@@ -190,7 +195,7 @@ impl Client {
                 true
             }
         };
-        self.engine.fleet.update(|s| s.last_poll = Some(unix_now()));
+        self.fleet.update(|s| s.last_poll = Some(unix_now()));
         self.interval = self
             .base
             .config
@@ -275,18 +280,17 @@ impl Client {
                 state.pending = None;
                 state.outcome_seen = o.installed_at;
                 state.save(&dir)?;
-                self.engine.fleet.update(|s| s.action = None);
+                self.fleet.update(|s| s.action = None);
             }
             Some(p) => {
                 // Applied at the start of this run: the staged restore is gone.
-                if dir.join(crate::store::backup::PENDING).exists() {
+                if self.engine.restore_staged() {
                     return Ok(());
                 }
                 // In force now, whether or not the server hears it at once.
                 state.content_version = Some(p.version.clone());
                 state.save(&dir)?;
-                self.engine
-                    .fleet
+                self.fleet
                     .update(|s| s.content_version = Some(p.version.clone()));
                 self.feedback(
                     ddi,
@@ -300,7 +304,7 @@ impl Client {
                 .await?;
                 state.pending = None;
                 state.save(&dir)?;
-                self.engine.fleet.update(|s| s.action = None);
+                self.fleet.update(|s| s.action = None);
             }
             None => {
                 if let Some(o) = outcome.filter(|o| o.installed_at > state.outcome_seen) {
@@ -310,7 +314,7 @@ impl Client {
                             version: o.to.clone(),
                         };
                         ddi.installed_base(&version).await?;
-                        self.engine.fleet.reported(
+                        self.fleet.reported(
                             "installedBase".into(),
                             format!("{} {}", version.name, version.version),
                         );
@@ -365,7 +369,7 @@ impl Client {
             data,
         })
         .await?;
-        self.engine.fleet.reported("configData".into(), details);
+        self.fleet.reported("configData".into(), details);
         Ok(())
     }
 
@@ -384,7 +388,7 @@ impl Client {
             )
         } else {
             discard_download(&dir);
-            self.engine.fleet.update(|s| s.action = None);
+            self.fleet.update(|s| s.action = None);
             tracing::info!("fleet: action {} cancelled by the server", Escaped(&stop));
             Feedback::new(
                 Execution::Canceled,
@@ -394,7 +398,7 @@ impl Client {
         };
         let summary = feedback.summary();
         ddi.cancel_feedback(&cancel.id, &feedback).await?;
-        self.engine.fleet.reported(
+        self.fleet.reported(
             format!("cancelAction {}: {summary}", cancel.id),
             feedback.status.details.join("; "),
         );
@@ -422,8 +426,7 @@ impl Client {
                 Escaped(&details)
             );
         }
-        self.engine
-            .fleet
+        self.fleet
             .reported(format!("feedback {id}: {summary}"), details);
         Ok(())
     }
@@ -431,7 +434,7 @@ impl Client {
     /// Ends the action with a failure.
     async fn fail(&mut self, ddi: &Ddi, id: &str, why: String) -> Result<()> {
         discard_download(&self.engine.config.data_dir);
-        self.engine.fleet.update(|s| s.action = None);
+        self.fleet.update(|s| s.action = None);
         self.feedback(
             ddi,
             id,
@@ -448,7 +451,7 @@ impl Client {
             stage: stage.into(),
             percent,
         };
-        self.engine.fleet.update(|s| s.action = Some(action));
+        self.fleet.update(|s| s.action = Some(action));
     }
 
     async fn deploy(
@@ -509,14 +512,13 @@ impl Client {
         let file = prepare_download(&dir, &id, &want)?;
         let have = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
         let remaining = artifact.size.unwrap_or(max).saturating_sub(have);
-        let free = crate::store::free_bytes(&dir)?;
-        if free < remaining.saturating_add(self.engine.config.data_reserve_bytes) {
+        if !self.engine.has_room_for(remaining)? {
             let why = format!("not enough space on the data partition for {remaining} more bytes");
             return self.fail(ddi, &id, why).await;
         }
         let size = artifact.size;
         self.stage(&id, kind, &version, "downloading", 0);
-        let fleet = &self.engine.fleet;
+        let fleet = &self.fleet;
         // Downloaded at an earlier poll (waiting for the window or the update).
         let complete = size.is_some_and(|s| s == have && s > 0);
         // The announced size is advice: free space is looked at again as the bytes arrive.
@@ -706,7 +708,7 @@ impl Client {
         let path = file.to_path_buf();
         let applied = tokio::task::spawn_blocking(move || {
             // The fleet never forces: a replayed older bundle is a failure.
-            engine.apply_content(&path, &key, super::content::Replay::Refuse)
+            engine.apply_content(&path, &key, crate::engine::content::Replay::Refuse)
         })
         .await
         .map_err(|e| Error::Internal(e.to_string()))?;
