@@ -28,7 +28,7 @@ fn every_board_profile_loads() {
             .collect();
     assert!(
         boards.len() >= 2,
-        "rpi4 and the simulated board: {boards:?}"
+        "raspberrypi4-64 and the simulated board: {boards:?}"
     );
     for board in &boards {
         let c = profile(board);
@@ -48,8 +48,8 @@ fn every_board_profile_loads() {
 
 #[test]
 fn only_simulated_boards_open_test_hooks() {
-    assert!(!profile("rpi4").test_hooks, "never on a real board");
-    let c = profile("qemu-aarch64");
+    assert!(!profile("raspberrypi4-64").test_hooks, "never on a real board");
+    let c = profile("qemuarm64");
     assert!(
         c.test_hooks,
         "the simulated board: the appliance test stalls a loop"
@@ -67,7 +67,7 @@ fn only_simulated_boards_open_test_hooks() {
 /// and pulled up as the button is.
 #[test]
 fn the_simulated_boards_choice_buttons_are_the_banks_free_lines() {
-    let c = profile("qemu-aarch64");
+    let c = profile("qemuarm64");
     let b = &c.choice_buttons;
     assert_eq!(b.chip, c.ptt.chip, "the button's bank");
     assert_eq!((b.previous, b.next, b.choose), (Some(2), Some(3), Some(4)));
@@ -108,7 +108,7 @@ fn docent_runs_as_its_own_user_with_no_capabilities_on_an_unprivileged_port() {
     assert_eq!(unit_values("MemoryMax"), ["400M"]);
     assert_eq!(unit_values("TasksMax"), ["256"]);
     // Binding below 1024 would need CAP_NET_BIND_SERVICE, which the unit does not give.
-    for board in ["rpi4", "qemu-aarch64"] {
+    for board in ["raspberrypi4-64", "qemuarm64"] {
         let port = profile(board).listen.port();
         assert!(port >= 1024, "{board}: port {port} needs a capability");
     }
@@ -163,11 +163,11 @@ fn the_unit_sandbox_scores_ok_in_systemd_analyze_security() {
 fn every_alsa_configuration_loads_and_names_the_profiles_devices() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let shipped = [
-        ("board/rpi4/asound.conf", Some("rpi4")),
-        ("board/qemu-aarch64/asound.conf", Some("qemu-aarch64")),
+        ("board/raspberrypi4-64/asound.conf", Some("raspberrypi4-64")),
+        ("board/qemuarm64/asound.conf", Some("qemuarm64")),
         (
             "yocto/meta-docent/recipes-kiosk/docent/files/asound.conf",
-            Some("rpi4"),
+            Some("raspberrypi4-64"),
         ),
         ("board/sim/asoundrc", None),
     ];
@@ -252,8 +252,8 @@ fn raucs_state_is_a_mount_point_before_rauc_and_docent_start() {
         );
     }
     for conf in [
-        "board/qemu-aarch64/rauc-system.conf",
-        "board/rpi4/rauc-system.conf",
+        "board/qemuarm64/rauc-system.conf",
+        "board/raspberrypi4-64/rauc-system.conf",
         "yocto/meta-docent/recipes-core/rauc/files/qemuarm64/system.conf",
         "yocto/meta-docent/recipes-core/rauc/files/raspberrypi4-64/system.conf",
     ] {
@@ -323,7 +323,7 @@ fn the_simulated_boards_touch_screen_is_the_name_its_udev_rule_gives() {
         .and_then(|rest| rest.split('"').next())
         .expect("a rule naming the virtio tablet");
     assert_eq!(
-        profile("qemu-aarch64").touch.device,
+        profile("qemuarm64").touch.device,
         format!("/dev/{link}"),
         "the profile's [touch] device"
     );

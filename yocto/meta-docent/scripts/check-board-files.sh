@@ -26,21 +26,21 @@ firstboot.sh:recipes-kiosk/docent/files/firstboot.sh
 systemd/docent-grow-data.service:recipes-kiosk/docent/files/docent-grow-data.service
 grow-data.sh:recipes-kiosk/docent/files/grow-data.sh
 systemd/data-rauc.mount:recipes-kiosk/docent/files/data-rauc.mount
-rpi4/serial-getty.conf:recipes-kiosk/docent/files/serial-getty.conf
-rpi4/console-shell:recipes-kiosk/docent/files/console-shell
-rpi4/docent.toml:recipes-kiosk/docent/files/docent.toml
-rpi4/asound.conf:recipes-kiosk/docent/files/asound.conf
+raspberrypi4-64/serial-getty.conf:recipes-kiosk/docent/files/serial-getty.conf
+raspberrypi4-64/console-shell:recipes-kiosk/docent/files/console-shell
+raspberrypi4-64/docent.toml:recipes-kiosk/docent/files/docent.toml
+raspberrypi4-64/asound.conf:recipes-kiosk/docent/files/asound.conf
 boot/boot.cmd:recipes-bsp/docent-boot/files/boot.cmd
 boot/boot-ok.sh:recipes-bsp/docent-boot/files/boot-ok.sh
 systemd/docent-boot-ok.service:recipes-bsp/docent-boot/files/docent-boot-ok.service
 layout/bootstate.env:recipes-bsp/docent-boot/files/bootstate.env
 layout/fw_env.config:recipes-bsp/docent-boot/files/fw_env.config
-qemu-aarch64/bootargs:recipes-bsp/docent-boot/files/qemuarm64/bootargs
-qemu-aarch64/rauc-system.conf:recipes-core/rauc/files/qemuarm64/system.conf
-rpi4/rauc-system.conf:recipes-core/rauc/files/raspberrypi4-64/system.conf
+qemuarm64/bootargs:recipes-bsp/docent-boot/files/qemuarm64/bootargs
+qemuarm64/rauc-system.conf:recipes-core/rauc/files/qemuarm64/system.conf
+raspberrypi4-64/rauc-system.conf:recipes-core/rauc/files/raspberrypi4-64/system.conf
 rauc/docent-rauc.conf:recipes-core/rauc/files/docent-rauc.conf"
 # The layer's own, with no board/ source: the Pi's console under meta-raspberrypi's kernel is
-# ttyS0 (its device tree's serial0 is the mini UART), while board/rpi4/bootargs is for Debian's
+# ttyS0 (its device tree's serial0 is the mini UART), while board/raspberrypi4-64/bootargs is for Debian's
 # kernel (mainline device tree: the mini UART is ttyS1).
 OWN="recipes-bsp/docent-boot/files/raspberrypi4-64/bootargs"
 for pair in $PAIRS; do

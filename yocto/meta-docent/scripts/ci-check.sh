@@ -180,22 +180,22 @@ update_config_check() {
   local t=$TMP/update
   "$PY" "$SCRIPTS/check-update-config.py" "$ROOT" || die "update settings differ from board/ (above)"
   # On a copy: a bundle compatible that is not the board's, and a slot of another size, fail.
-  mkdir -p "$t/board/qemu-aarch64" "$t/board/rpi4" "$t/board/layout" \
+  mkdir -p "$t/board/qemuarm64" "$t/board/raspberrypi4-64" "$t/board/layout" \
     "$t/layer/recipes-core/bundles" "$t/layer/recipes-core/images"
-  for f in qemu-aarch64/rauc-system.conf rpi4/rauc-system.conf layout/partitions; do
+  for f in qemuarm64/rauc-system.conf raspberrypi4-64/rauc-system.conf layout/partitions; do
     cp "$ROOT/board/$f" "$t/board/$f"
   done
   cp "$LAYER/recipes-core/bundles/docent-bundle.bb" "$t/layer/recipes-core/bundles/"
   cp "$LAYER/recipes-core/images/docent-image.bb" "$t/layer/recipes-core/images/"
   "$PY" "$SCRIPTS/check-update-config.py" "$t" "$t/layer" >/dev/null \
     || die "check-update-config.py fails on an unmodified copy"
-  sed -i 's/^compatible=.*/compatible=docent-other-board/' "$t/board/rpi4/rauc-system.conf"
+  sed -i 's/^compatible=.*/compatible=docent-other-board/' "$t/board/raspberrypi4-64/rauc-system.conf"
   "$PY" "$SCRIPTS/check-update-config.py" "$t" "$t/layer" 2>"$TMP/err" >/dev/null \
     && die "check-update-config.py passed a bundle compatible that is not the board's"
   grep -q "RAUC_BUNDLE_COMPATIBLE:raspberrypi4-64 is 'docent-rpi4', but .* says compatible=docent-other-board" \
     "$TMP/err" || { cat "$TMP/err" >&2; die "check-update-config.py: no message naming the compatible"; }
   echo "PASS update config check: a board compatible the bundle does not carry fails"
-  cp "$ROOT/board/rpi4/rauc-system.conf" "$t/board/rpi4/rauc-system.conf"
+  cp "$ROOT/board/raspberrypi4-64/rauc-system.conf" "$t/board/raspberrypi4-64/rauc-system.conf"
   awk '$2 == "rootA" || $2 == "rootB" { $4 = 768 } { print }' "$ROOT/board/layout/partitions" \
     >"$t/board/layout/partitions"
   "$PY" "$SCRIPTS/check-update-config.py" "$t" "$t/layer" 2>"$TMP/err" >/dev/null \

@@ -117,7 +117,7 @@ do_install:append() {
 }
 
 # /etc/asound.conf for the reference board in its own package (alsa-state also ships one).
-# docent-console: the technician's root shell on the serial console (board/rpi4/serial-getty.conf,
+# docent-console: the technician's root shell on the serial console (board/raspberrypi4-64/serial-getty.conf,
 # which says why there is no password: the line is reached only inside the kiosk's case, where
 # the card is too). Its own package, so an image can leave it out. The drop-in runs
 # /usr/bin/busybox getty (-n -l console-shell): busybox is the image's base utilities
