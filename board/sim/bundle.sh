@@ -17,20 +17,16 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/rootfs.sh"
-BIN=""; NAME=qemuarm64; KEY=""; CERT=""; KEYRING=""; DOCENT_TOML=""; OUT=$(cd "$BOARD/.." && pwd)/target/bundle
-VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$BOARD/../Cargo.toml" | head -n1)
+KEY=""; CERT=""; OUT=$(cd "$BOARD/.." && pwd)/target/bundle
 while [ $# -gt 0 ]; do
   case "$1" in
-    --docent) BIN=$2; shift 2 ;;
-    --board) NAME=$2; shift 2 ;;
-    --version) VERSION=$2; shift 2 ;;
-    --key) KEY=$2; shift 2 ;;
-    --cert) CERT=$2; shift 2 ;;
-    --keyring) KEYRING=$2; shift 2 ;;
-    --docent-toml) DOCENT_TOML=$2; shift 2 ;;
-    --out) OUT=$2; shift 2 ;;
-    *) die "unknown option $1" ;;
+    --key) KEY=$2 ;;
+    --cert) CERT=$2 ;;
+    --docent-toml) DOCENT_TOML=$2 ;;
+    --out) OUT=$2 ;;
+    *) root_option "$@" || die "unknown option $1" ;;
   esac
+  shift 2
 done
 if [ -z "$KEY$CERT" ]; then
   test_ca

@@ -33,16 +33,9 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/rootfs.sh"
-BIN=""; NAME=qemuarm64; KEYRING=""; DOCENT_TOML=""
-VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$BOARD/../Cargo.toml" | head -n1)
 while [ $# -gt 0 ]; do
-  case "$1" in
-    --docent) BIN=$2; shift 2 ;;
-    --board) NAME=$2; shift 2 ;;
-    --version) VERSION=$2; shift 2 ;;
-    --keyring) KEYRING=$2; shift 2 ;;
-    *) die "unknown option $1" ;;
-  esac
+  root_option "$@" || die "unknown option $1"
+  shift 2
 done
 [ -n "$KEYRING" ] || { test_ca; KEYRING=$TEST_CA/ca.cert.pem; }
 root_setup

@@ -10,7 +10,9 @@
 #            not (docs/updates.md); empty: none
 #   KEYRING  the CA certificate(s) a bundle must be signed under: /etc/rauc/keyring.pem
 #   DOCENT_TOML  /etc/docent/docent.toml (default: the board's profile, board/<board>/docent.toml)
-# What goes into the tree is described in mkdisk.sh's header.
+# What goes into the tree is described in mkdisk.sh's header. The inputs' defaults are set here
+# (the simulated board, Cargo.toml's version, no binary, the test CA later); root_option sets
+# one from the callers' options, which both share: --docent, --board, --version, --keyring.
 A=arm64
 # The Raspberry Pi 4's device tree (from Debian's kernel; the firmware hands it to U-Boot, U-Boot
 # to the kernel), the node of its SD card's controller and that of its watchdog.
@@ -18,6 +20,19 @@ RPI4_DTB=bcm2711-rpi-4-b.dtb
 RPI4_ROOT_NODE=/emmc2bus/mmc@7e340000
 RPI4_RESET_NODE=/soc/watchdog@7e100000
 BOARD=$(cd "$BOARD_SIM_DIR/.." && pwd)
+BIN=""; NAME=qemuarm64; KEYRING=""; DOCENT_TOML=""
+VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$BOARD/../Cargo.toml" | head -n1)
+
+# root_option OPTION VALUE: sets the input OPTION names; returns 1 for any other option.
+root_option() {
+  case "$1" in
+    --docent) BIN=$2 ;;
+    --board) NAME=$2 ;;
+    --version) VERSION=$2 ;;
+    --keyring) KEYRING=$2 ;;
+    *) return 1 ;;
+  esac
+}
 
 root_setup() {
   case $NAME in qemuarm64|raspberrypi4-64) ;; *) die "--board qemuarm64|raspberrypi4-64 (got '$NAME')" ;; esac
