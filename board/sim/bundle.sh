@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bundle.sh --docent BIN [--board qemuarm64|raspberrypi4-64] [--version V] [--key KEY.pem --cert CERT.pem]
-#           [--keyring CA.pem] [--docent-toml FILE] [--out DIR]
+# bundle.sh --docent BIN [--board qemuarm64|raspberrypi4-64] [--version V]
+#           [--key KEY.pem --cert CERT.pem] [--keyring CA.pem] [--docent-toml FILE] [--out DIR]
 #   -> DIR/<compatible>-<version>.raucb, e.g. docent-qemu-aarch64-0.2.0.raucb (DIR: target/bundle by
 #      default, from ./x bundle; <compatible>: the board's RAUC compatible, below)
 # An update of a docent board: a RAUC bundle (format verity) whose one image is the slot's root

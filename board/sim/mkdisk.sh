@@ -23,10 +23,11 @@
 # and masked units (systemctl), modules.dep (depmod); plus an empty /etc/machine-id (systemd
 # makes one per boot on a read-only /etc), /etc/fstab and the merged /usr.
 # partitions lists each partition's name, first sector and sectors (the test writes into them).
-# --board raspberrypi4-64 makes the same disk for a Raspberry Pi 4 (never booted on one here): the boot
-# partition also holds the Pi firmware (raspi-firmware), U-Boot (u-boot-rpi), the device tree
-# (from Debian's kernel) and board/raspberrypi4-64/config.txt; the root has the raspberrypi4-64 profile, the modules
-# of the Pi's devices and no test rig.
+# --board raspberrypi4-64 makes the same disk for a Raspberry Pi 4 (never booted on one here):
+# the boot partition also holds the Pi firmware (raspi-firmware), U-Boot (u-boot-rpi), the device
+# tree (from Debian's kernel) and board/raspberrypi4-64/config.txt; the root has that profile,
+# the modules of the Pi's devices and no test rig. --board is the board's folder under board/,
+# named by its Yocto MACHINE.
 # --version V: the image's version, VERSION_ID in /etc/os-release (default: Cargo.toml's).
 # --keyring CA.pem: the certificate(s) an update bundle must be signed under (default: the test
 # CA under $DOCENT_SIM_HOME/rauc-ca, made here if missing; see rootfs.sh).
