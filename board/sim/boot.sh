@@ -2,7 +2,7 @@
 # boot.sh [--fg] [--http PORT] [--fwd HOSTPORT:GUESTPORT ...] [--mem MB] [--fresh]
 #   Boot the simulated aarch64 board by hand: QEMU virt (TCG; /dev/kvm on our hosts is a nested
 #   hypervisor QEMU cannot use; acpi=off keeps the PL061 GPIO, so gpio-sim is gpiochip1 as
-#   board/qemu-aarch64/docent.toml says) with Debian's U-Boot as its firmware (-bios), which runs the boot
+#   board/qemuarm64/docent.toml says) with Debian's U-Boot as its firmware (-bios), which runs the boot
 #   script from the disk's boot partition. The disk is a copy of mkdisk.sh's image in
 #   $RUN/disk.img, kept between boots (--fresh: a new copy, a first boot). In the background:
 #     serial console  unix socket $RUN/serial.sock, everything logged to $RUN/serial.log

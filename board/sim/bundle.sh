@@ -1,34 +1,32 @@
 #!/usr/bin/env bash
-# bundle.sh --docent BIN [--board qemu-aarch64|rpi4] [--version V] [--key KEY.pem --cert CERT.pem]
-#           [--keyring CA.pem] [--docent-toml FILE] [--out DIR]
-#   -> DIR/docent-<board>-<version>.raucb (DIR: target/bundle by default, from ./x bundle)
+# bundle.sh --docent BIN [--board qemuarm64|raspberrypi4-64] [--version V]
+#           [--key KEY.pem --cert CERT.pem] [--keyring CA.pem] [--docent-toml FILE] [--out DIR]
+#   -> DIR/<compatible>-<version>.raucb, e.g. docent-qemu-aarch64-0.2.0.raucb (DIR: target/bundle by
+#      default, from ./x bundle; <compatible>: the board's RAUC compatible, below)
 # An update of a docent board: a RAUC bundle (format verity) whose one image is the slot's root
 # file system, the same tree mkdisk.sh puts in both slots (rootfs.sh, here with VERSION_ID=V in
 # /etc/os-release), as an ext4 image sized to its content; RAUC writes it into the slot that is
 # not running (rootA or rootB, board/<board>/rauc-system.conf) and switches the boot state to it.
-# The manifest names the board's compatible (docent-<board>: a board refuses another board's
-# bundle) and the version. The bundle is signed with KEY/CERT (default: the test CA's signing
-# key under $DOCENT_SIM_HOME/rauc-ca, made if missing, see rootfs.sh); the signature must chain
-# to the keyring in the image (--keyring: the CA the images were built with, checked here too).
+# The manifest names the board's compatible (its rauc-system.conf: docent-qemu-aarch64,
+# docent-rpi4, the names kiosks in the field carry; a board refuses another board's bundle) and
+# the version. The bundle is signed with KEY/CERT (default: the test CA's signing key under
+# $DOCENT_SIM_HOME/rauc-ca, made if missing, see rootfs.sh); the signature must chain to the
+# keyring in the image (--keyring: the CA the images were built with, checked here too).
 # --docent-toml: the kiosk's configuration in the new root (default: the board's profile).
 # A museum signs with its own key: README.md, "Updates".
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/rootfs.sh"
-BIN=""; NAME=qemu-aarch64; KEY=""; CERT=""; KEYRING=""; DOCENT_TOML=""; OUT=$(cd "$BOARD/.." && pwd)/target/bundle
-VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$BOARD/../Cargo.toml" | head -n1)
+KEY=""; CERT=""; OUT=$(cd "$BOARD/.." && pwd)/target/bundle
 while [ $# -gt 0 ]; do
   case "$1" in
-    --docent) BIN=$2; shift 2 ;;
-    --board) NAME=$2; shift 2 ;;
-    --version) VERSION=$2; shift 2 ;;
-    --key) KEY=$2; shift 2 ;;
-    --cert) CERT=$2; shift 2 ;;
-    --keyring) KEYRING=$2; shift 2 ;;
-    --docent-toml) DOCENT_TOML=$2; shift 2 ;;
-    --out) OUT=$2; shift 2 ;;
-    *) die "unknown option $1" ;;
+    --key) KEY=$2 ;;
+    --cert) CERT=$2 ;;
+    --docent-toml) DOCENT_TOML=$2 ;;
+    --out) OUT=$2 ;;
+    *) root_option "$@" || die "unknown option $1" ;;
   esac
+  shift 2
 done
 if [ -z "$KEY$CERT" ]; then
   test_ca
@@ -63,7 +61,7 @@ format=verity
 filename=rootfs.ext4
 EOF2
 mkdir -p "$OUT"
-B=$OUT/docent-$NAME-$VERSION.raucb
+B=$OUT/$compatible-$VERSION.raucb
 rm -f "$B"
 rauc bundle --cert="$CERT" --key="$KEY" --keyring="$KEYRING" "$W/content" "$B" >/dev/null \
   || die "rauc bundle failed"

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# mkdisk.sh [--board qemu-aarch64|rpi4] --docent BIN [--version V] [--keyring CA.pem]
-#   ->  $DOCENT_SIM_HOME/img/arm64/{disk.img,partitions,u-boot.bin}   (qemu-aarch64, the default)
-#   ->  $DOCENT_SIM_HOME/img/rpi4/disk.img                            (rpi4: ./x image)
+# mkdisk.sh [--board qemuarm64|raspberrypi4-64] --docent BIN [--version V] [--keyring CA.pem]
+#   ->  $DOCENT_SIM_HOME/img/arm64/{disk.img,partitions,u-boot.bin}   (qemuarm64, the default)
+#   ->  $DOCENT_SIM_HOME/img/raspberrypi4-64/disk.img                 (raspberrypi4-64: ./x image)
 # The simulated aarch64 board's disk, in the layout of every docent board (board/layout):
 #   boot       FAT: boot.scr (board/boot/boot.cmd) and bootstate.txt (the board's factory boot
 #              state, read when the bootstate partition's checksum fails); U-Boot itself is
 #              QEMU's -bios here
 #   bootstate  the U-Boot environment of the boot state (board/layout/bootstate.env + the
-#              board's kernel arguments, board/qemu-aarch64/bootargs), made by mkenvimage
+#              board's kernel arguments, board/qemuarm64/bootargs), made by mkenvimage
 #   rootA/B    the same read-only ext4 root in both slots: Debian 12's arm64 packages (systemd,
 #   rootA/B    the same read-only ext4 root in both slots (rootfs.sh, which ./x bundle uses
 #              too): Debian 12's arm64 packages (systemd, udev, dbus, libubootenv-tool, RAUC,
@@ -16,33 +16,27 @@
 #              initramfs (/boot/initrd.img) and the modules the board uses, docent (BIN: the
 #              static release binary), the board's systemd units, udev rules, tmpfiles and
 #              sysusers files, RAUC's system.conf, keyring and D-Bus policy, its profile
-#              (board/qemu-aarch64), and the test rig's units (board/sim/guest: gpio-sim, the
+#              (board/qemuarm64), and the test rig's units (board/sim/guest: gpio-sim, the
 #              console shell, httpd)
 # What a package's maintainer scripts would do is done here by hand, with this machine's
 # systemd tools working on the tree (--root): users and groups (systemd-sysusers), enabled
 # and masked units (systemctl), modules.dep (depmod); plus an empty /etc/machine-id (systemd
 # makes one per boot on a read-only /etc), /etc/fstab and the merged /usr.
 # partitions lists each partition's name, first sector and sectors (the test writes into them).
-# --board rpi4 makes the same disk for a Raspberry Pi 4 (never booted on one here): the boot
-# partition also holds the Pi firmware (raspi-firmware), U-Boot (u-boot-rpi), the device tree
-# (from Debian's kernel) and board/rpi4/config.txt; the root has the rpi4 profile, the modules
-# of the Pi's devices and no test rig.
+# --board raspberrypi4-64 makes the same disk for a Raspberry Pi 4 (never booted on one here):
+# the boot partition also holds the Pi firmware (raspi-firmware), U-Boot (u-boot-rpi), the device
+# tree (from Debian's kernel) and board/raspberrypi4-64/config.txt; the root has that profile,
+# the modules of the Pi's devices and no test rig. --board is the board's folder under board/,
+# named by its Yocto MACHINE.
 # --version V: the image's version, VERSION_ID in /etc/os-release (default: Cargo.toml's).
 # --keyring CA.pem: the certificate(s) an update bundle must be signed under (default: the test
 # CA under $DOCENT_SIM_HOME/rauc-ca, made here if missing; see rootfs.sh).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/rootfs.sh"
-BIN=""; NAME=qemu-aarch64; KEYRING=""; DOCENT_TOML=""
-VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$BOARD/../Cargo.toml" | head -n1)
 while [ $# -gt 0 ]; do
-  case "$1" in
-    --docent) BIN=$2; shift 2 ;;
-    --board) NAME=$2; shift 2 ;;
-    --version) VERSION=$2; shift 2 ;;
-    --keyring) KEYRING=$2; shift 2 ;;
-    *) die "unknown option $1" ;;
-  esac
+  root_option "$@" || die "unknown option $1"
+  shift 2
 done
 [ -n "$KEYRING" ] || { test_ca; KEYRING=$TEST_CA/ca.cert.pem; }
 root_setup
@@ -82,7 +76,7 @@ mkfs.vfat -n BOOT -C "$W/boot.img" $((boot_mib * 1024)) >/dev/null
 { cat "$BOARD/layout/bootstate.env"; echo "docent_bootargs=$(cat "$PROFILE/bootargs")"; } > "$W/bootstate.txt"
 mcopy -i "$W/boot.img" "$W/boot.scr" "$W/bootstate.txt" ::
 if [ $SIM = no ]; then
-  mcopy -i "$W/boot.img" "$PI/u/usr/lib/u-boot/rpi_arm64/u-boot.bin" "$BOARD/rpi4/config.txt" \
+  mcopy -i "$W/boot.img" "$PI/u/usr/lib/u-boot/rpi_arm64/u-boot.bin" "$PROFILE/config.txt" \
     "$PI/f/usr/lib/raspi-firmware/start4.elf" "$PI/f/usr/lib/raspi-firmware/fixup4.dat" \
     "$K/usr/lib/linux-image-$KVER/broadcom/$RPI4_DTB" ::
 fi

@@ -2,14 +2,17 @@
 # (mkdisk.sh: both slots) and the update bundle (bundle.sh: the slot's image). Sourced after
 # lib.sh. root_setup checks the inputs and unpacks Debian's packages once; root_tree DIR builds
 # the tree in DIR. Inputs (set by the caller):
-#   NAME     the board: qemu-aarch64 (the simulated board, with its test rig) or rpi4
+#   NAME     the board, by its Yocto MACHINE (its folder under board/): qemuarm64 (the simulated
+#            board, with its test rig) or raspberrypi4-64
 #   BIN      the static aarch64 docent binary
 #   VERSION  the image's version: VERSION_ID in /etc/os-release, the bundle's version
 #   DOCENT_MIN_VERSION  optional: the oldest version docent installs over this image, forced or
 #            not (docs/updates.md); empty: none
 #   KEYRING  the CA certificate(s) a bundle must be signed under: /etc/rauc/keyring.pem
 #   DOCENT_TOML  /etc/docent/docent.toml (default: the board's profile, board/<board>/docent.toml)
-# What goes into the tree is described in mkdisk.sh's header.
+# What goes into the tree is described in mkdisk.sh's header. The inputs' defaults are set here
+# (the simulated board, Cargo.toml's version, no binary, the test CA later); root_option sets
+# one from the callers' options, which both share: --docent, --board, --version, --keyring.
 A=arm64
 # The Raspberry Pi 4's device tree (from Debian's kernel; the firmware hands it to U-Boot, U-Boot
 # to the kernel), the node of its SD card's controller and that of its watchdog.
@@ -17,14 +20,27 @@ RPI4_DTB=bcm2711-rpi-4-b.dtb
 RPI4_ROOT_NODE=/emmc2bus/mmc@7e340000
 RPI4_RESET_NODE=/soc/watchdog@7e100000
 BOARD=$(cd "$BOARD_SIM_DIR/.." && pwd)
+BIN=""; NAME=qemuarm64; KEYRING=""; DOCENT_TOML=""
+VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$BOARD/../Cargo.toml" | head -n1)
+
+# root_option OPTION VALUE: sets the input OPTION names; returns 1 for any other option.
+root_option() {
+  case "$1" in
+    --docent) BIN=$2 ;;
+    --board) NAME=$2 ;;
+    --version) VERSION=$2 ;;
+    --keyring) KEYRING=$2 ;;
+    *) return 1 ;;
+  esac
+}
 
 root_setup() {
-  case $NAME in qemu-aarch64|rpi4) ;; *) die "--board qemu-aarch64|rpi4 (got '$NAME')" ;; esac
+  case $NAME in qemuarm64|raspberrypi4-64) ;; *) die "--board qemuarm64|raspberrypi4-64 (got '$NAME')" ;; esac
   PROFILE=$BOARD/$NAME
   DOCENT_TOML=${DOCENT_TOML:-$PROFILE/docent.toml}
   [ -f "$DOCENT_TOML" ] || die "no docent.toml '$DOCENT_TOML'"
   GUEST=$BOARD_SIM_DIR/guest
-  SIM=no; [ "$NAME" = qemu-aarch64 ] && SIM=yes
+  SIM=no; [ "$NAME" = qemuarm64 ] && SIM=yes
   KVER=$(kver_of $A); K=$SIM_HOME/kernel/$A
   GS=$SIM_HOME/gpio-sim/$A/gpio-sim.ko; [ $SIM = no ] || [ -f "$GS" ] || die "no $GS: run build-gpio-sim.sh $A"
   BB=$SIM_HOME/busybox/$A/bin/busybox; [ -x "$BB" ] || die "no busybox: run fetch-kernel.sh $A"
@@ -204,7 +220,7 @@ root_tree() { # root_tree DIR: the root file system in DIR (made anew), with ini
   fi
   RIG=(); CONSOLE=()
   if [ $SIM = no ]; then
-    # The technician's console: a root shell on the serial line (board/rpi4/README.md, "Console").
+    # The technician's console: a root shell on the serial line (board/raspberrypi4-64/README.md, "Console").
     install -D -m 0644 "$PROFILE/serial-getty.conf" "$F/usr/lib/systemd/system/serial-getty@.service.d/docent.conf"
     install -m 0755 "$PROFILE/console-shell" "$F/usr/libexec/docent/console-shell"
   else

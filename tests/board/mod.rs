@@ -35,7 +35,7 @@ pub fn images() -> PathBuf {
     images_of("arm64")
 }
 
-/// The images `board/sim/mkdisk.sh` made for `board` (`arm64`: the simulated board; `rpi4`:
+/// The images `board/sim/mkdisk.sh` made for `board` (`arm64`: the simulated board; `raspberrypi4-64`:
 /// the Raspberry Pi 4 image of `./x image`).
 pub fn images_of(board: &str) -> PathBuf {
     let dir = sim_home().join("img").join(board);

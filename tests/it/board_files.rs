@@ -28,7 +28,7 @@ fn every_board_profile_loads() {
             .collect();
     assert!(
         boards.len() >= 2,
-        "rpi4 and the simulated board: {boards:?}"
+        "raspberrypi4-64 and the simulated board: {boards:?}"
     );
     for board in &boards {
         let c = profile(board);
@@ -48,8 +48,11 @@ fn every_board_profile_loads() {
 
 #[test]
 fn only_simulated_boards_open_test_hooks() {
-    assert!(!profile("rpi4").test_hooks, "never on a real board");
-    let c = profile("qemu-aarch64");
+    assert!(
+        !profile("raspberrypi4-64").test_hooks,
+        "never on a real board"
+    );
+    let c = profile("qemuarm64");
     assert!(
         c.test_hooks,
         "the simulated board: the appliance test stalls a loop"
@@ -67,7 +70,7 @@ fn only_simulated_boards_open_test_hooks() {
 /// and pulled up as the button is.
 #[test]
 fn the_simulated_boards_choice_buttons_are_the_banks_free_lines() {
-    let c = profile("qemu-aarch64");
+    let c = profile("qemuarm64");
     let b = &c.choice_buttons;
     assert_eq!(b.chip, c.ptt.chip, "the button's bank");
     assert_eq!((b.previous, b.next, b.choose), (Some(2), Some(3), Some(4)));
@@ -108,7 +111,7 @@ fn docent_runs_as_its_own_user_with_no_capabilities_on_an_unprivileged_port() {
     assert_eq!(unit_values("MemoryMax"), ["400M"]);
     assert_eq!(unit_values("TasksMax"), ["256"]);
     // Binding below 1024 would need CAP_NET_BIND_SERVICE, which the unit does not give.
-    for board in ["rpi4", "qemu-aarch64"] {
+    for board in ["raspberrypi4-64", "qemuarm64"] {
         let port = profile(board).listen.port();
         assert!(port >= 1024, "{board}: port {port} needs a capability");
     }
@@ -163,12 +166,8 @@ fn the_unit_sandbox_scores_ok_in_systemd_analyze_security() {
 fn every_alsa_configuration_loads_and_names_the_profiles_devices() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let shipped = [
-        ("board/rpi4/asound.conf", Some("rpi4")),
-        ("board/qemu-aarch64/asound.conf", Some("qemu-aarch64")),
-        (
-            "yocto/meta-docent/recipes-kiosk/docent/files/asound.conf",
-            Some("rpi4"),
-        ),
+        ("board/raspberrypi4-64/asound.conf", Some("raspberrypi4-64")),
+        ("board/qemuarm64/asound.conf", Some("qemuarm64")),
         ("board/sim/asoundrc", None),
     ];
     let home = tempfile::tempdir().unwrap();
@@ -252,10 +251,8 @@ fn raucs_state_is_a_mount_point_before_rauc_and_docent_start() {
         );
     }
     for conf in [
-        "board/qemu-aarch64/rauc-system.conf",
-        "board/rpi4/rauc-system.conf",
-        "yocto/meta-docent/recipes-core/rauc/files/qemuarm64/system.conf",
-        "yocto/meta-docent/recipes-core/rauc/files/raspberrypi4-64/system.conf",
+        "board/qemuarm64/rauc-system.conf",
+        "board/raspberrypi4-64/rauc-system.conf",
     ] {
         let text = std::fs::read_to_string(root.join(conf)).unwrap();
         assert!(
@@ -323,7 +320,7 @@ fn the_simulated_boards_touch_screen_is_the_name_its_udev_rule_gives() {
         .and_then(|rest| rest.split('"').next())
         .expect("a rule naming the virtio tablet");
     assert_eq!(
-        profile("qemu-aarch64").touch.device,
+        profile("qemuarm64").touch.device,
         format!("/dev/{link}"),
         "the profile's [touch] device"
     );
@@ -335,4 +332,194 @@ fn the_simulated_boards_touch_screen_is_the_name_its_udev_rule_gives() {
             "{module} is loaded at boot"
         );
     }
+}
+
+/// Files under `dir` (recursively), as paths relative to the project.
+fn files_under(root: &Path, dir: &str) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![root.join(dir)];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                out.push(path.strip_prefix(root).unwrap().to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The lines of a text that can repeat another file's: trimmed, blank lines left out.
+fn meaningful_lines(text: &str) -> Vec<&str> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// How many consecutive lines two files may share. Six, like the `duplicates` tool: a copied
+/// unit, script or configuration is longer; shorter runs are everyday words (`fi`, `done`).
+const SHARED_RUN: usize = 6;
+
+/// Where `copy` repeats `source`: the whole of it (a short file such as `bootargs`, equal once
+/// trimmed), or `SHARED_RUN` consecutive non-blank lines with some substance (at least 40
+/// letters and digits among them: six lines of `}` or `fi` are no copy). Returns the 1-based
+/// number of the first shared non-blank line of each, in `copy` and in `source`.
+fn repeats(copy: &str, source: &str) -> Option<(usize, usize)> {
+    let (c, s) = (meaningful_lines(copy), meaningful_lines(source));
+    if !s.is_empty() && c == s {
+        return Some((1, 1));
+    }
+    if c.len() < SHARED_RUN || s.len() < SHARED_RUN {
+        return None;
+    }
+    let substance = |w: &[&str]| {
+        w.iter()
+            .flat_map(|l| l.chars())
+            .filter(char::is_ascii_alphanumeric)
+            .count()
+            >= 40
+    };
+    let mut seen = std::collections::HashMap::new();
+    for (i, w) in s.windows(SHARED_RUN).enumerate() {
+        if substance(w) {
+            seen.entry(w).or_insert(i);
+        }
+    }
+    c.windows(SHARED_RUN)
+        .enumerate()
+        .find_map(|(i, w)| seen.get(w).map(|&j| (i + 1, j + 1)))
+}
+
+/// Every pair of a file under `yocto/` and one under `board/` where the first repeats the second.
+fn yocto_repeats_of_board(root: &Path) -> Vec<String> {
+    let read = |p: &Path| {
+        std::fs::read(root.join(p))
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+    };
+    let board: Vec<_> = files_under(root, "board")
+        .into_iter()
+        .filter_map(|p| read(&p).map(|t| (p, t)))
+        .collect();
+    let mut found = Vec::new();
+    for copy in files_under(root, "yocto") {
+        let Some(text) = read(&copy) else { continue };
+        for (source, source_text) in &board {
+            if let Some((at, from)) = repeats(&text, source_text) {
+                found.push(format!(
+                    "{}:{at} repeats {}:{from}",
+                    copy.display(),
+                    source.display()
+                ));
+            }
+        }
+    }
+    found
+}
+
+/// The MACHINEs the layer supports: `docent-boot`'s `COMPATIBLE_MACHINE` (the boards whose boot
+/// it knows; docent-bundle and docent-image say the same), `^(a|b)$`.
+fn layer_machines(root: &Path) -> Vec<String> {
+    let recipe = root.join("yocto/meta-docent/recipes-bsp/docent-boot/docent-boot_1.0.bb");
+    let text = std::fs::read_to_string(&recipe).unwrap();
+    let value = text
+        .lines()
+        .find_map(|l| l.strip_prefix("COMPATIBLE_MACHINE = \""))
+        .and_then(|rest| rest.strip_suffix('"'))
+        .unwrap_or_else(|| panic!("{}: no COMPATIBLE_MACHINE", recipe.display()));
+    value
+        .trim_start_matches("^(")
+        .trim_end_matches(")$")
+        .split('|')
+        .map(str::to_string)
+        .collect()
+}
+
+/// The folders of `board/` that are a machine's: they hold what differs by board (a profile, the
+/// kernel arguments, RAUC's system.conf), which the recipes find as `board/${MACHINE}/...`.
+fn machine_folders(root: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(root.join("board"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            ["docent.toml", "bootargs", "rauc-system.conf"]
+                .iter()
+                .any(|f| e.path().join(f).is_file())
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    out
+}
+
+/// A machine folder that is not a MACHINE of the layer, and a MACHINE with no folder.
+fn machine_folder_problems(folders: &[String], machines: &[String]) -> Vec<String> {
+    let mut problems: Vec<String> = folders
+        .iter()
+        .filter(|f| !machines.contains(f))
+        .map(|f| format!("board/{f} is not named by a MACHINE the layer supports ({machines:?})"))
+        .collect();
+    problems.extend(
+        machines
+            .iter()
+            .filter(|m| !folders.contains(m))
+            .map(|m| format!("MACHINE {m} has no folder board/{m}")),
+    );
+    problems
+}
+
+/// Issue 33: board files exist once. The Yocto layer installs them from the project's tree
+/// (yocto/meta-docent/README.md, "Board files from the project's tree"), so no file under
+/// `yocto/` repeats one under `board/`, whole or in six consecutive lines; and `board/`'s machine
+/// folders are named by the MACHINE they are for, each MACHINE of the layer has one, so a recipe
+/// finds a board's file as `board/${MACHINE}/...` with no name map.
+#[test]
+fn board_files_exist_once_and_machine_folders_are_the_layers_machines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let machines = layer_machines(root);
+    assert!(machines.len() >= 2, "the Pi and QEMU: {machines:?}");
+    let mut problems: Vec<String> = yocto_repeats_of_board(root)
+        .into_iter()
+        .map(|c| format!("{c} (install it from the project's tree instead)"))
+        .collect();
+    problems.extend(machine_folder_problems(&machine_folders(root), &machines));
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The rule finds what it is for: a unit copied whole, six lines of a script inside another
+/// file, a one-line file repeated, a folder by another name than its MACHINE, a MACHINE with no
+/// folder; and not six lines of shell keywords.
+#[test]
+fn a_planted_copy_of_a_board_file_and_a_misnamed_machine_folder_are_found() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let unit = std::fs::read_to_string(root.join("board/systemd/docent.service")).unwrap();
+    assert_eq!(repeats(&unit, &unit), Some((1, 1)));
+    let script = std::fs::read_to_string(root.join("board/grow-data.sh")).unwrap();
+    let six: Vec<&str> = script
+        .lines()
+        .filter(|l| l.trim().len() > 10)
+        .take(6)
+        .collect();
+    let planted = format!("# a recipe\ndo_install() {{\n{}\n}}\n", six.join("\n"));
+    assert!(repeats(&planted, &script).is_some(), "{planted}");
+    let five = format!("do_install() {{\n{}\n}}\n", six[..5].join("\n"));
+    assert_eq!(repeats(&five, &script), None, "five lines are not a copy");
+    assert_eq!(
+        repeats("console=ttyAMA0 quiet\n", "console=ttyAMA0 quiet\n\n"),
+        Some((1, 1))
+    );
+    let keywords = "fi\ndone\n}\nfi\ndone\n}\nfi\n";
+    assert_eq!(repeats(keywords, keywords.trim_end_matches("fi\n")), None);
+
+    let machines = ["qemuarm64".to_string(), "raspberrypi4-64".to_string()];
+    let old = ["qemu-aarch64".to_string(), "rpi4".to_string()];
+    let problems = machine_folder_problems(&old, &machines);
+    assert_eq!(problems.len(), 4, "{problems:?}");
+    assert!(problems[0].contains("board/qemu-aarch64 is not named by a MACHINE"));
+    assert!(problems[3].contains("MACHINE raspberrypi4-64 has no folder"));
+    assert!(machine_folder_problems(&machines, &machines).is_empty());
 }

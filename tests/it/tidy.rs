@@ -501,17 +501,13 @@ fn collect_text_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The scripts that root runs on the board (their units have no `User=`), as board/ has them and
-/// as the Yocto layer installs them.
+/// The scripts that root runs on the board (their units have no `User=`), as board/ has them: the
+/// simulated board and the Yocto layer install these very files.
 const ROOT_SCRIPTS: &[&str] = &[
     "board/firstboot.sh",
     "board/rauc/update-gate.sh",
     "board/grow-data.sh",
     "board/boot/boot-ok.sh",
-    "yocto/meta-docent/recipes-kiosk/docent/files/firstboot.sh",
-    "yocto/meta-docent/recipes-kiosk/docent/files/update-gate.sh",
-    "yocto/meta-docent/recipes-kiosk/docent/files/grow-data.sh",
-    "yocto/meta-docent/recipes-bsp/docent-boot/files/boot-ok.sh",
 ];
 
 /// Commands that write, move or remove a file, or change its owner or mode.

@@ -164,6 +164,11 @@ fi
 cp -a "$LAYER" "$WORK/meta-docent"
 rm -rf "$WORK/meta-docent/scripts"
 chmod -R a+rX "$WORK/meta-docent"
+# The project's board/ files, which the recipes install from the fetched tree (nothing is
+# fetched here): bitbake-values.py checks that each one they name exists.
+mkdir -p "$WORK/project"
+cp -a "$ROOT/board" "$WORK/project/board"
+chmod -R a+rX "$WORK/project"
 mkdir -p "$WORK/build/conf/multiconfig"
 cleanup() {
   [ -n "${KEEP_WORK:-}" ] && { say "work directory kept: $WORK"; return; }
@@ -245,15 +250,16 @@ for want in docent espeak-ng pocketsphinx sphinxbase docent-boot u-boot rauc rau
 done
 grep -qx "mc:pi:rpi-bootfiles" "$WORK/build/pn-buildlist" \
   || die "mc:pi:rpi-bootfiles is not in the task graph of ${TARGETS[*]} (pn-buildlist)"
-# What bitbake makes of the update settings, per machine (bitbake-values.py: the kernel's
-# rauc.cfg, system.conf and the bundle's compatible, version, format, RAUC's PACKAGECONFIG; the
-# Pi kernel's docent-boot.cfg; the console's busybox getty and shell; grow-data's packages);
-# one tinfoil session on the warm parse cache.
+# What bitbake makes of the update settings, per machine (bitbake-values.py: the board/ files
+# the recipes install from the project's tree exist; the kernel's rauc.cfg, system.conf and the
+# bundle's compatible, version, format, RAUC's PACKAGECONFIG; the Pi kernel's docent-boot.cfg;
+# the console's busybox getty and shell; grow-data's packages); one tinfoil session on the warm
+# parse cache.
 cp "$SCRIPTS/bitbake-values.py" "$WORK/bitbake-values.py"
 chmod a+r "$WORK/bitbake-values.py"
 values() {
   (cd "$WORK/build" && "${RUN[@]}" env -i "${ENVV[@]}" PYTHONPATH="$(lay bitbake)/lib" \
-    "$PY" "$WORK/bitbake-values.py")
+    "$PY" "$WORK/bitbake-values.py" "$WORK/project")
 }
 values || die "bitbake's values of the update settings (above)"
 
@@ -278,19 +284,28 @@ must_fail "an image package nothing provides" "Nothing RPROVIDES 'docent-ci-miss
   "$WORK/meta-docent/recipes-core/images/docent-image.bbappend" \
   'IMAGE_INSTALL:append = " docent-ci-missing"'
 # The update checks fail too: without the Pi kernel's append (meta-rauc's fragment and the
-# layer's docent-boot.cfg), the values check names the kernel and both fragments; without the
-# update keys, bitbake stops before parsing and says how to make them.
+# layer's docent-boot.cfg), the values check names the kernel and both fragments; without a
+# board/ file a recipe installs (one run: the Pi's system.conf gone from the project), it names
+# the recipe and the file; without the update keys, bitbake stops before parsing and says how to
+# make them.
 append=$WORK/meta-docent/dynamic-layers/raspberrypi/recipes-kernel/linux/linux-raspberrypi_%.bbappend
+gone=$WORK/project/board/raspberrypi4-64/rauc-system.conf
 mv "$append" "$WORK/kernel.bbappend"
+mv "$gone" "$WORK/rauc-system.conf.away"
 rc=0
 values >"$WORK/values-must-fail.log" 2>&1 || rc=$?
 mv "$WORK/kernel.bbappend" "$append"
+mv "$WORK/rauc-system.conf.away" "$gone"
 [ "$rc" != 0 ] || { cat "$WORK/values-must-fail.log" >&2; die "bitbake-values.py passed a Pi kernel without rauc.cfg"; }
 for frag in rauc.cfg docent-boot.cfg; do
   grep -q "raspberrypi4-64: linux-raspberrypi does not fetch $frag" "$WORK/values-must-fail.log" \
     || { tail -20 "$WORK/values-must-fail.log" >&2; die "bitbake-values.py failed without naming the Pi kernel's $frag"; }
 done
 echo "PASS bitbake check: a Pi kernel without meta-rauc's and the layer's fragments fails (exit $rc, \"does not fetch rauc.cfg\", \"does not fetch docent-boot.cfg\")"
+grep -q "raspberrypi4-64: rauc-conf installs board/raspberrypi4-64/rauc-system.conf, which the project does not have" \
+  "$WORK/values-must-fail.log" \
+  || { tail -20 "$WORK/values-must-fail.log" >&2; die "bitbake-values.py failed without naming the missing board/ file"; }
+echo "PASS bitbake check: a board/ file a recipe installs, missing from the project, fails (\"rauc-conf installs board/raspberrypi4-64/rauc-system.conf, which the project does not have\")"
 mv "$WORK/build/docent-dev-keys" "$WORK/build/docent-dev-keys.away"
 rc=0
 (cd "$WORK/build" && "${RUN[@]}" env -i "${ENVV[@]}" bitbake -g docent-bundle) >"$WORK/keys-must-fail.log" 2>&1 || rc=$?

@@ -3,10 +3,14 @@
 directory, after `bitbake -g`, with bitbake's lib/ on PYTHONPATH; one tinfoil session, parse
 cache warm). Exit 1 with the reasons when any of these does not hold, for qemuarm64 and (mc:pi:)
 raspberrypi4-64:
+  - docent, docent-boot and rauc-conf fetch the project (DOCENT_GIT_URI, docent-source.inc) and
+    their DOCENT_BOARD is its board/ folder where the fetcher unpacks it; every board/ file their
+    do_compile and do_install name exists in the project (PROJECT, the argument: the files are
+    not fetched here, so bitbake itself cannot tell);
   - the kernel (virtual/kernel: linux-yocto, linux-raspberrypi) fetches meta-rauc's rauc.cfg,
     and that fragment asks for loop, squashfs, device mapper and dm-verity built in;
-  - rauc-conf's system.conf is the machine's copy of its board's (files/<MACHINE>/system.conf)
-    and its compatible is docent-bundle's RAUC_BUNDLE_COMPATIBLE;
+  - rauc-conf installs board/<MACHINE>/rauc-system.conf as /etc/rauc/system.conf, and its
+    compatible is docent-bundle's RAUC_BUNDLE_COMPATIBLE;
   - docent-bundle: verity, the rootfs slot from docent-image's ext4, version DISTRO_VERSION,
     which is also os-release's VERSION_ID;
   - os-release writes DOCENT_MIN_VERSION (the firmware's minimum version, which docent reads
@@ -16,14 +20,17 @@ raspberrypi4-64:
     what lies between it and its root (SD controllers, their regulators, the watchdog, ext4),
     and no other local fragment of that kernel sets one of those options otherwise;
   - the technician's console: the image installs docent-console, whose drop-in for
-    serial-getty@ runs busybox getty from where busybox is (${base_bindir}/busybox, built with
-    getty) and console-shell from where the recipe puts it, and root's home is /root;
+    serial-getty@ (a board/ file) runs busybox getty from where busybox is
+    (${base_bindir}/busybox, built with getty) and console-shell from where the recipe puts it,
+    and root's home is /root;
   - docent enables docent-grow-data.service and depends on the packages of the programs
     grow-data.sh runs (sfdisk, partx, resize2fs, dumpe2fs, readlink).
+  bitbake-values.py PROJECT
 """
 import os
 import re
 import sys
+from pathlib import Path
 
 import bb.fetch2
 import bb.tinfoil
@@ -50,6 +57,55 @@ def local_path(d, name):
         return []
     fetcher = bb.fetch2.Fetch(urls, d)
     return [fetcher.localpath(u) for u in fetcher.urls]
+
+
+def board_files(d, project, err):
+    """The board/ files (paths relative to the project) a recipe's do_compile and do_install name
+    through DOCENT_BOARD; DOCENT_BOARD must be the board/ folder of the project's tree where the
+    recipe's fetcher unpacks it, and each file must exist in PROJECT."""
+    pn = d.getVar("PN")
+    want = d.getVar("DOCENT_GIT_URI")
+    board = d.getVar("DOCENT_BOARD")
+    urls = [u for u in d.getVar("SRC_URI").split() if want and u.split(";")[0] == want.split(";")[0]]
+    if len(urls) != 1 or not board:
+        err(f"{pn} does not fetch the project once ({want}) into a DOCENT_BOARD "
+            f"(SRC_URI: {d.getVar('SRC_URI')}; DOCENT_BOARD: {board})")
+        return []
+    params = dict(p.split("=", 1) for p in urls[0].split(";")[1:] if "=" in p)
+    tree = os.path.join(d.getVar("UNPACKDIR"),
+                        params.get("destsuffix") or d.getVar("BB_GIT_DEFAULT_DESTSUFFIX"))
+    if os.path.normpath(board) != os.path.join(tree, "board"):
+        err(f"{pn}'s DOCENT_BOARD is {board}, not the board/ of the project it fetches ({tree})")
+    files = []
+    for func in ("do_compile", "do_install"):
+        text = d.getVar(func) or ""
+        for path in re.findall(re.escape(board) + r"/[^\s;(){}\"'<>$]+", text):
+            rel = "board/" + path[len(board) + 1:]
+            if rel not in files:
+                files.append(rel)
+            if not (project / rel).is_file():
+                err(f"{pn} installs {rel}, which the project does not have ({project / rel})")
+    if not files:
+        err(f"{pn} names no board/ file through DOCENT_BOARD")
+    return files
+
+
+def installed_from(d, dest):
+    """The source of `install ... SRC DEST` in a recipe's do_install (DEST expanded), or None."""
+    dest = d.expand(dest)
+    for line in (d.getVar("do_install") or "").splitlines():
+        words = line.split()
+        if len(words) >= 3 and words[0] == "install" and words[-1] == dest:
+            return words[-2]
+    return None
+
+
+def project_file(d, src, project):
+    """SRC, a path under a recipe's DOCENT_BOARD, as the project's file; None if it is not one."""
+    board = d.getVar("DOCENT_BOARD")
+    if not src or not board or not src.startswith(board + "/"):
+        return None
+    return project / "board" / src[len(board) + 1:]
 
 
 def local_files(d, suffix):
@@ -94,18 +150,18 @@ def check_boot_fragment(kernel, err):
                 err(f"{other} sets {name}={value}, docent-boot.cfg {ours[name]}")
 
 
-def check_console(image, docent, busybox, err):
+def check_console(image, docent, busybox, project, err):
     """docent-console in the image, and what its drop-in runs where the recipes put it."""
     if "docent-console" not in image.getVar("IMAGE_INSTALL").split():
         err("docent-image does not install docent-console (the technician's console)")
     dropin = docent.expand("${systemd_system_unitdir}/serial-getty@.service.d/docent.conf")
     if dropin not in (docent.getVar("FILES:docent-console") or "").split():
         err(f"docent-console does not ship {dropin}")
-    paths = local_path(docent, "serial-getty.conf")
-    if len(paths) != 1 or not os.path.exists(paths[0]):
-        err("docent does not fetch serial-getty.conf (the console's drop-in)")
+    path = project_file(docent, installed_from(docent, "${D}" + dropin), project)
+    if path is None or not path.is_file():
+        err(f"docent does not install a board/ file as {dropin} (the console's drop-in): {path}")
         return None
-    starts = [line.split("=", 1)[1].strip() for line in open(paths[0], encoding="utf-8")
+    starts = [line.split("=", 1)[1].strip() for line in open(path, encoding="utf-8")
               if line.startswith("ExecStart=")]
     argv = starts[-1].lstrip("-").split() if starts and starts[-1] else []
     shell = docent.expand("${libexecdir}/docent/console-shell")
@@ -138,7 +194,7 @@ def check_grow_data(docent, err):
         err(f"docent does not depend on {', '.join(missing)} (grow-data.sh runs them)")
 
 
-def check(tinfoil, mc, machine, errors):
+def check(tinfoil, mc, machine, project, errors):
     def err(msg):
         errors.append(f"{machine}: {msg}")
 
@@ -158,13 +214,19 @@ def check(tinfoil, mc, machine, errors):
         check_boot_fragment(kernel, err)
 
     conf = recipe("rauc-conf")
-    paths = local_path(conf, "system.conf")
-    want = f"/recipes-core/rauc/files/{machine}/system.conf"
-    if len(paths) != 1 or not paths[0].endswith(want):
-        err(f"rauc-conf's system.conf is {paths}, not the layer's ...{want}")
+    docent = recipe("docent")
+    boards = {pn: board_files(d, project, err)
+              for pn, d in (("docent", docent), ("docent-boot", recipe("docent-boot")),
+                            ("rauc-conf", conf))}
+    path = project_file(conf, installed_from(conf, "${D}${sysconfdir}/rauc/system.conf"), project)
+    want = project / "board" / machine / "rauc-system.conf"
+    if path != want:
+        err(f"rauc-conf's /etc/rauc/system.conf is {path}, not the project's {want}")
         compatible = None
+    elif not want.is_file():
+        compatible = None  # board_files said so
     else:
-        found = re.findall(r"^compatible=(.*)$", open(paths[0], encoding="utf-8").read(), re.M)
+        found = re.findall(r"^compatible=(.*)$", want.read_text(encoding="utf-8"), re.M)
         compatible = found[0] if len(found) == 1 else None
 
     bundle = recipe("docent-bundle")
@@ -200,8 +262,7 @@ def check(tinfoil, mc, machine, errors):
         if pkg not in image.getVar("IMAGE_INSTALL").split():
             err(f"docent-image does not install {pkg}")
 
-    docent = recipe("docent")
-    busybox_path = check_console(image, docent, recipe("busybox"), err)
+    busybox_path = check_console(image, docent, recipe("busybox"), project, err)
     check_grow_data(docent, err)
 
     pkgconfig = recipe("rauc").getVar("PACKAGECONFIG").split()
@@ -211,18 +272,21 @@ def check(tinfoil, mc, machine, errors):
     if "service" not in pkgconfig:
         err(f"rauc is built without its D-Bus service (PACKAGECONFIG {pkgconfig})")
     boot = " and docent-boot.cfg" if machine in BOOT_FRAGMENT_MACHINES else ""
-    return f"{machine}: kernel {kernel.getVar('PN')} {kernel.getVar('LINUX_VERSION')} with rauc.cfg{boot}, " \
+    counts = ", ".join(f"{pn} {len(files)}" for pn, files in boards.items())
+    return f"{machine}: board/ files from the project ({counts}), " \
+           f"kernel {kernel.getVar('PN')} {kernel.getVar('LINUX_VERSION')} with rauc.cfg{boot}, " \
            f"compatible {compatible}, version {version}, minimum {floor or 'none'}, console {busybox_path} getty, " \
            f"grow-data enabled"
 
 
 def main():
+    project = Path(sys.argv[1]).resolve()
     errors = []
     done = []
     with bb.tinfoil.Tinfoil() as tinfoil:
         tinfoil.prepare(quiet=2)
         for mc, machine in MACHINES.items():
-            done.append(check(tinfoil, mc, machine, errors))
+            done.append(check(tinfoil, mc, machine, project, errors))
     for e in errors:
         print(f"bitbake-values: {e}", file=sys.stderr)
     if errors:

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Checks that the layer's update settings match the board files they follow (exit 1 if not):
-  - docent-bundle.bb's RAUC_BUNDLE_COMPATIBLE for each machine is the `compatible` of that
-    board's system.conf (board/<board>/rauc-system.conf): RAUC refuses a bundle whose
-    compatible differs, so a mismatch would make every update of that board fail;
+  - docent-bundle.bb's RAUC_BUNDLE_COMPATIBLE:<MACHINE> for each machine is the `compatible`
+    of that board's system.conf (board/<MACHINE>/rauc-system.conf: a board's folder is named by
+    its MACHINE): RAUC refuses a bundle whose compatible differs, so a mismatch would make every
+    update of that board fail;
   - docent-image.bb's IMAGE_ROOTFS_SIZE and IMAGE_ROOTFS_MAXSIZE (KiB) are the size of the root
     slots rootA and rootB in board/layout/partitions: the ext4 image a bundle carries is written
     into a slot.
@@ -12,8 +13,6 @@ import re
 import sys
 from pathlib import Path
 
-# MACHINE -> the board folder under board/ whose system.conf it installs (rauc-conf.bbappend).
-BOARDS = {"qemuarm64": "qemu-aarch64", "raspberrypi4-64": "rpi4"}
 
 
 def assignments(path):
@@ -32,8 +31,14 @@ def main():
     errors = []
     bundle = layer / "recipes-core" / "bundles" / "docent-bundle.bb"
     bundle_vars = assignments(bundle)
-    for machine, board in BOARDS.items():
-        conf = root / "board" / board / "rauc-system.conf"
+    machines = [k.split(":", 1)[1] for k in bundle_vars if k.startswith("RAUC_BUNDLE_COMPATIBLE:")]
+    if not machines:
+        errors.append(f"{bundle}: no RAUC_BUNDLE_COMPATIBLE:<MACHINE>")
+    for machine in machines:
+        conf = root / "board" / machine / "rauc-system.conf"
+        if not conf.is_file():
+            errors.append(f"{bundle}: RAUC_BUNDLE_COMPATIBLE:{machine}, but there is no {conf}")
+            continue
         found = re.findall(r"^compatible=(.*)$", conf.read_text(encoding="utf-8"), re.M)
         if len(found) != 1:
             errors.append(f"{conf}: expected one compatible= line, found {len(found)}")
@@ -61,7 +66,7 @@ def main():
         print(f"check-update-config: {e}", file=sys.stderr)
     if errors:
         return 1
-    compatibles = ", ".join(m + "=" + bundle_vars["RAUC_BUNDLE_COMPATIBLE:" + m] for m in BOARDS)
+    compatibles = ", ".join(m + "=" + bundle_vars["RAUC_BUNDLE_COMPATIBLE:" + m] for m in machines)
     print(f"check-update-config: bundle compatibles and the slot size match board/ "
           f"({compatibles}; {kib} KiB)")
     return 0

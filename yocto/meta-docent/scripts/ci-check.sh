@@ -5,12 +5,12 @@
 #      rule set (no config file read): any finding, even "info", fails;
 #   2. recipes-kiosk/docent/docent-crates.inc matches the project's Cargo.lock
 #      (generate-crates-inc.py --check), and that check is shown to fail when Cargo.lock changes;
-#   3. the layer's copies of board/ files are current (check-board-files.sh), its wic
-#      kickstart is the board layout (generate-wks.py --check), and the update bundle's
-#      compatibles and the root image's size match the boards' system.conf and the slots
-#      (check-update-config.py, shown to fail when they differ);
+#   3. the layer's wic kickstart is the board layout (generate-wks.py --check), and the update
+#      bundle's compatibles and the root image's size match the boards' system.conf and the
+#      slots (check-update-config.py, shown to fail when they differ);
 #   4. real bitbake accepts the layer: `bitbake -g docent-image docent-bundle` for qemuarm64 and
-#      raspberrypi4-64, offline, at the layers' pinned commits (bitbake-check.sh).
+#      raspberrypi4-64, offline, at the layers' pinned commits, and every board/ file the
+#      recipes install from the project's tree exists (bitbake-check.sh, bitbake-values.py).
 # oelint-adv is installed from PyPI once, pinned, into a cached venv
 # (${XDG_CACHE_HOME:-~/.cache}/docent-oelint/venv, or $DOCENT_OELINT_VENV); later runs are offline.
 #   yocto/meta-docent/scripts/ci-check.sh
@@ -172,30 +172,30 @@ lint_layer
 crates_current
 crates_check_fails_on_change
 # --- 3. board files -----------------------------------------------------------------------
-"$SCRIPTS/check-board-files.sh" "$ROOT" >/dev/null || die "stale copies of board/ files (above)"
-say "layer copies of board/ files match"
+# (The recipes install board/ files from the project's tree, not copies: bitbake-values.py, in
+# 4., checks that every one they name exists.)
 "$PY" "$SCRIPTS/generate-wks.py" "$ROOT" --check || die "files/wic/docent.wks is not board/layout/partitions (above)"
 say "files/wic/docent.wks is board/layout/partitions"
 update_config_check() {
   local t=$TMP/update
   "$PY" "$SCRIPTS/check-update-config.py" "$ROOT" || die "update settings differ from board/ (above)"
   # On a copy: a bundle compatible that is not the board's, and a slot of another size, fail.
-  mkdir -p "$t/board/qemu-aarch64" "$t/board/rpi4" "$t/board/layout" \
+  mkdir -p "$t/board/qemuarm64" "$t/board/raspberrypi4-64" "$t/board/layout" \
     "$t/layer/recipes-core/bundles" "$t/layer/recipes-core/images"
-  for f in qemu-aarch64/rauc-system.conf rpi4/rauc-system.conf layout/partitions; do
+  for f in qemuarm64/rauc-system.conf raspberrypi4-64/rauc-system.conf layout/partitions; do
     cp "$ROOT/board/$f" "$t/board/$f"
   done
   cp "$LAYER/recipes-core/bundles/docent-bundle.bb" "$t/layer/recipes-core/bundles/"
   cp "$LAYER/recipes-core/images/docent-image.bb" "$t/layer/recipes-core/images/"
   "$PY" "$SCRIPTS/check-update-config.py" "$t" "$t/layer" >/dev/null \
     || die "check-update-config.py fails on an unmodified copy"
-  sed -i 's/^compatible=.*/compatible=docent-other-board/' "$t/board/rpi4/rauc-system.conf"
+  sed -i 's/^compatible=.*/compatible=docent-other-board/' "$t/board/raspberrypi4-64/rauc-system.conf"
   "$PY" "$SCRIPTS/check-update-config.py" "$t" "$t/layer" 2>"$TMP/err" >/dev/null \
     && die "check-update-config.py passed a bundle compatible that is not the board's"
   grep -q "RAUC_BUNDLE_COMPATIBLE:raspberrypi4-64 is 'docent-rpi4', but .* says compatible=docent-other-board" \
     "$TMP/err" || { cat "$TMP/err" >&2; die "check-update-config.py: no message naming the compatible"; }
   echo "PASS update config check: a board compatible the bundle does not carry fails"
-  cp "$ROOT/board/rpi4/rauc-system.conf" "$t/board/rpi4/rauc-system.conf"
+  cp "$ROOT/board/raspberrypi4-64/rauc-system.conf" "$t/board/raspberrypi4-64/rauc-system.conf"
   awk '$2 == "rootA" || $2 == "rootB" { $4 = 768 } { print }' "$ROOT/board/layout/partitions" \
     >"$t/board/layout/partitions"
   "$PY" "$SCRIPTS/check-update-config.py" "$t" "$t/layer" 2>"$TMP/err" >/dev/null \

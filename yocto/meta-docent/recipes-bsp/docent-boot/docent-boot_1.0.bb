@@ -11,14 +11,14 @@ BUGTRACKER = "https://example.invalid/docent/issues"
 SECTION = "bootloaders"
 CVE_PRODUCT = "docent"
 # The project's own files, under the project's licence (the `license` line of its Cargo.toml,
-# which is not among these sources).
+# as in docent_0.1.0.bb).
 LICENSE = "MIT | Apache-2.0"
-# nooelint: oelint.var.licenseremotefile - the sources are the project's files, no licence among them
-LIC_FILES_CHKSUM = "file://${COMMON_LICENSE_DIR}/MIT;md5=0835ade698e0bcf8506ecda2f7b4f302 \
-                    file://${COMMON_LICENSE_DIR}/Apache-2.0;md5=89aea4e17d99a7cacdbeed46a0096b10"
+LIC_FILES_CHKSUM = "file://Cargo.toml;beginline=6;endline=6;md5=86b31c7756a1a7962f28b62856ed4f05"
 
-# The boards whose boot this layer knows (their bootargs under files/); yocto-check-layer's
-# default MACHINE found that other machines could not even parse the recipe.
+# The boards whose boot this layer knows (board/<MACHINE>/ in the project, files/raspberrypi4-64/
+# here); yocto-check-layer's default MACHINE found that other machines could not even parse the
+# recipe. These are the MACHINEs the layer supports: each has its folder under board/, named so
+# (tests/it/board_files.rs checks both ways).
 COMPATIBLE_MACHINE = "^(qemuarm64|raspberrypi4-64)$"
 
 DEPENDS = "u-boot-mkenvimage-native u-boot-mkimage-native"
@@ -28,19 +28,24 @@ DEPENDS = "u-boot-mkenvimage-native u-boot-mkimage-native"
 # distro sets PREFERRED_PROVIDER_u-boot-default-script).
 PROVIDES = "u-boot-default-script"
 
-# Copies of board/boot, board/layout and board/<board>/bootargs (scripts/check-board-files.sh
-# keeps them current). bootargs, the board's kernel arguments (its console), is found per
-# MACHINE (files/qemuarm64/, files/raspberrypi4-64/) and stored in the boot state as
-# docent_bootargs, which boot.cmd adds to root=, ro, panic= and docent.slot=.
-SRC_URI = "file://boot.cmd \
-           file://bootstate.env \
-           file://bootargs \
-           file://fw_env.config \
-           file://boot-ok.sh \
-           file://docent-boot-ok.service \
-           "
+# The project's tree (docent-source.inc, as in docent_0.1.0.bb): board/boot, board/layout,
+# board/systemd/docent-boot-ok.service and board/<MACHINE>/bootargs, installed from ${S}, so the
+# layer carries no copies. bootargs, the board's kernel arguments (its console), is stored in the
+# boot state as docent_bootargs, which boot.cmd adds to root=, ro, panic= and docent.slot=. The
+# Pi's is the layer's own (files/raspberrypi4-64/bootargs, console=ttyS0): under
+# meta-raspberrypi's kernel the mini UART is ttyS0, while board/raspberrypi4-64/bootargs is for
+# Debian's kernel of ./x image (mainline device tree: ttyS1).
+require recipes-kiosk/docent/docent-source.inc
+SRC_URI = "${DOCENT_GIT_URI}"
+SRC_URI:append:raspberrypi4-64 = " file://bootargs"
+SRCREV = "${DOCENT_SRCREV}"
 
-S = "${UNPACKDIR}"
+DOCENT_BOARD = "${S}/board"
+DOCENT_BOOTARGS = "${DOCENT_BOARD}/${MACHINE}/bootargs"
+DOCENT_BOOTARGS:raspberrypi4-64 = "${UNPACKDIR}/bootargs"
+
+# What is made here (boot.scr, the boot state, the empty initrd) stays out of the source tree.
+B = "${WORKDIR}/build"
 
 inherit deploy kernel-arch systemd
 
@@ -48,10 +53,10 @@ inherit deploy kernel-arch systemd
 DOCENT_BOOTSTATE_SIZE = "0x4000"
 
 do_compile() {
-    mkimage -A ${UBOOT_ARCH} -T script -C none -n "docent A/B boot" -d ${S}/boot.cmd ${B}/boot.scr
+    mkimage -A ${UBOOT_ARCH} -T script -C none -n "docent A/B boot" -d ${DOCENT_BOARD}/boot/boot.cmd ${B}/boot.scr
     # The board's factory state: the bootstate partition's first content, and bootstate.txt on
     # the boot partition, which boot.cmd reads when the partition's checksum fails.
-    { cat ${S}/bootstate.env; echo "docent_bootargs=$(cat ${S}/bootargs)"; } > ${B}/bootstate.txt
+    { cat ${DOCENT_BOARD}/layout/bootstate.env; echo "docent_bootargs=$(cat ${DOCENT_BOOTARGS})"; } > ${B}/bootstate.txt
     uboot-mkenvimage -s ${DOCENT_BOOTSTATE_SIZE} -o ${B}/docent-bootstate.bin ${B}/bootstate.txt
     # boot.cmd boots a slot's /boot/Image with its /boot/initrd.img (Debian's kernel on the
     # simulated board needs one). This image's kernel mounts root=PARTLABEL=... itself: its
@@ -62,12 +67,12 @@ do_compile() {
 
 do_install() {
     install -d ${D}${sysconfdir} ${D}${libexecdir}/docent
-    install -m 0644 ${S}/fw_env.config ${D}${sysconfdir}/fw_env.config
-    install -m 0755 ${S}/boot-ok.sh ${D}${libexecdir}/docent/boot-ok.sh
+    install -m 0644 ${DOCENT_BOARD}/layout/fw_env.config ${D}${sysconfdir}/fw_env.config
+    install -m 0755 ${DOCENT_BOARD}/boot/boot-ok.sh ${D}${libexecdir}/docent/boot-ok.sh
     install -d ${D}/boot
     install -m 0644 ${B}/initrd.img ${D}/boot/initrd.img
     install -d ${D}${systemd_system_unitdir}
-    install -m 0644 ${S}/docent-boot-ok.service ${D}${systemd_system_unitdir}/docent-boot-ok.service
+    install -m 0644 ${DOCENT_BOARD}/systemd/docent-boot-ok.service ${D}${systemd_system_unitdir}/docent-boot-ok.service
 }
 
 do_deploy() {

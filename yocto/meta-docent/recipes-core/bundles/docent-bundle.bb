@@ -15,7 +15,7 @@ LICENSE = "MIT"
 inherit bundle
 
 # The boards this layer knows; the compatible of each is the one of its system.conf
-# (board/<board>/rauc-system.conf, in rauc-conf; scripts/check-update-config.py compares them):
+# (board/<MACHINE>/rauc-system.conf, in rauc-conf; scripts/check-update-config.py compares them):
 # RAUC refuses a bundle for another board.
 COMPATIBLE_MACHINE = "^(qemuarm64|raspberrypi4-64)$"
 # nooelint: oelint.vars.mispell.unknown - meta-rauc's bundle class

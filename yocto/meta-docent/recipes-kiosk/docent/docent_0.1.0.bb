@@ -22,29 +22,18 @@ DEPENDS += "alsa-lib"
 DEPENDS:append:x86 = " nasm-native"
 DEPENDS:append:x86-64 = " nasm-native"
 
-# PLACEHOLDER: point this at the project's real repository and pin SRCREV to the commit whose
-# Cargo.lock docent-crates.inc was generated from (scripts/generate-crates-inc.py; CI checks it).
-# For development against a local checkout, use instead in local.conf:
-#   EXTERNALSRC:pn-docent = "/path/to/docent"   and   INHERIT += "externalsrc"
-SRC_URI = "git://git.example.invalid/docent.git;protocol=https;branch=main \
-           file://docent.toml \
-           file://asound.conf \
-           file://docent.service \
-           file://docent-firstboot.service \
-           file://firstboot.sh \
-           file://docent-tmpfiles.conf \
-           file://70-docent.rules \
-           file://docent-reboot.path \
-           file://docent-reboot.service \
-           file://docent-update-gate.service \
-           file://update-gate.sh \
-           file://docent-grow-data.service \
-           file://data-rauc.mount \
-           file://grow-data.sh \
-           file://serial-getty.conf \
-           file://console-shell \
-           "
-SRCREV = "0000000000000000000000000000000000000000"
+# The project's repository (docent-source.inc: a PLACEHOLDER address and commit). Its board/
+# files are installed from the fetched tree (${S}/board), not from copies in this layer.
+require docent-source.inc
+SRC_URI = "${DOCENT_GIT_URI}"
+SRCREV = "${DOCENT_SRCREV}"
+
+# The board files: the units, scripts and rules of every board (board/systemd, board/udev,
+# board/rauc, board/firstboot.sh, board/grow-data.sh) and the reference board's profile
+# (board/raspberrypi4-64: docent.toml, asound.conf, the technician's console), which the
+# qemuarm64 image carries too (the same image for QEMU). board/README.md says what each is.
+DOCENT_BOARD = "${S}/board"
+DOCENT_PROFILE = "${DOCENT_BOARD}/raspberrypi4-64"
 
 require docent-crates.inc
 
@@ -81,35 +70,35 @@ USERADD_PARAM:${PN} = "--system --gid docent --groups audio,video,input,gpio \
 do_install:append() {
     # cargo_do_install has put the binary in ${bindir}/docent.
     install -d ${D}${sysconfdir}/docent
-    install -m 0644 ${UNPACKDIR}/docent.toml ${D}${sysconfdir}/docent/docent.toml
-    install -m 0644 ${UNPACKDIR}/asound.conf ${D}${sysconfdir}/asound.conf
+    install -m 0644 ${DOCENT_PROFILE}/docent.toml ${D}${sysconfdir}/docent/docent.toml
+    install -m 0644 ${DOCENT_PROFILE}/asound.conf ${D}${sysconfdir}/asound.conf
 
     install -d ${D}${systemd_system_unitdir}
-    install -m 0644 ${UNPACKDIR}/docent.service ${D}${systemd_system_unitdir}/docent.service
-    install -m 0644 ${UNPACKDIR}/docent-firstboot.service ${D}${systemd_system_unitdir}/docent-firstboot.service
-    install -m 0644 ${UNPACKDIR}/docent-reboot.path ${D}${systemd_system_unitdir}/docent-reboot.path
-    install -m 0644 ${UNPACKDIR}/docent-reboot.service ${D}${systemd_system_unitdir}/docent-reboot.service
-    install -m 0644 ${UNPACKDIR}/docent-update-gate.service ${D}${systemd_system_unitdir}/docent-update-gate.service
-    install -m 0644 ${UNPACKDIR}/docent-grow-data.service ${D}${systemd_system_unitdir}/docent-grow-data.service
-    install -m 0644 ${UNPACKDIR}/data-rauc.mount ${D}${systemd_system_unitdir}/data-rauc.mount
+    install -m 0644 ${DOCENT_BOARD}/systemd/docent.service ${D}${systemd_system_unitdir}/docent.service
+    install -m 0644 ${DOCENT_BOARD}/systemd/docent-firstboot.service ${D}${systemd_system_unitdir}/docent-firstboot.service
+    install -m 0644 ${DOCENT_BOARD}/systemd/docent-reboot.path ${D}${systemd_system_unitdir}/docent-reboot.path
+    install -m 0644 ${DOCENT_BOARD}/systemd/docent-reboot.service ${D}${systemd_system_unitdir}/docent-reboot.service
+    install -m 0644 ${DOCENT_BOARD}/systemd/docent-update-gate.service ${D}${systemd_system_unitdir}/docent-update-gate.service
+    install -m 0644 ${DOCENT_BOARD}/systemd/docent-grow-data.service ${D}${systemd_system_unitdir}/docent-grow-data.service
+    install -m 0644 ${DOCENT_BOARD}/systemd/data-rauc.mount ${D}${systemd_system_unitdir}/data-rauc.mount
 
     install -d ${D}${libexecdir}/docent
-    install -m 0755 ${UNPACKDIR}/firstboot.sh ${D}${libexecdir}/docent/firstboot.sh
-    install -m 0755 ${UNPACKDIR}/update-gate.sh ${D}${libexecdir}/docent/update-gate.sh
-    install -m 0755 ${UNPACKDIR}/grow-data.sh ${D}${libexecdir}/docent/grow-data.sh
+    install -m 0755 ${DOCENT_BOARD}/firstboot.sh ${D}${libexecdir}/docent/firstboot.sh
+    install -m 0755 ${DOCENT_BOARD}/rauc/update-gate.sh ${D}${libexecdir}/docent/update-gate.sh
+    install -m 0755 ${DOCENT_BOARD}/grow-data.sh ${D}${libexecdir}/docent/grow-data.sh
 
     # The technician's console (docent-console): a drop-in for every serial-getty@ instance
     # (systemd's unit, which SERIAL_CONSOLES enables through systemd-serialgetty) and the shell
     # it starts.
     install -d ${D}${systemd_system_unitdir}/serial-getty@.service.d
-    install -m 0644 ${UNPACKDIR}/serial-getty.conf ${D}${systemd_system_unitdir}/serial-getty@.service.d/docent.conf
-    install -m 0755 ${UNPACKDIR}/console-shell ${D}${libexecdir}/docent/console-shell
+    install -m 0644 ${DOCENT_PROFILE}/serial-getty.conf ${D}${systemd_system_unitdir}/serial-getty@.service.d/docent.conf
+    install -m 0755 ${DOCENT_PROFILE}/console-shell ${D}${libexecdir}/docent/console-shell
 
     # The device nodes go to docent's groups; the data partition to docent (at every boot).
     install -d ${D}${nonarch_base_libdir}/udev/rules.d
-    install -m 0644 ${UNPACKDIR}/70-docent.rules ${D}${nonarch_base_libdir}/udev/rules.d/70-docent.rules
+    install -m 0644 ${DOCENT_BOARD}/udev/70-docent.rules ${D}${nonarch_base_libdir}/udev/rules.d/70-docent.rules
     install -d ${D}${nonarch_libdir}/tmpfiles.d
-    install -m 0644 ${UNPACKDIR}/docent-tmpfiles.conf ${D}${nonarch_libdir}/tmpfiles.d/docent.conf
+    install -m 0644 ${DOCENT_BOARD}/systemd/docent-tmpfiles.conf ${D}${nonarch_libdir}/tmpfiles.d/docent.conf
 
     # Mount point of the data partition (the root file system is read-only).
     install -d -m 0700 ${D}/data
@@ -117,7 +106,7 @@ do_install:append() {
 }
 
 # /etc/asound.conf for the reference board in its own package (alsa-state also ships one).
-# docent-console: the technician's root shell on the serial console (board/rpi4/serial-getty.conf,
+# docent-console: the technician's root shell on the serial console (board/raspberrypi4-64/serial-getty.conf,
 # which says why there is no password: the line is reached only inside the kiosk's case, where
 # the card is too). Its own package, so an image can leave it out. The drop-in runs
 # /usr/bin/busybox getty (-n -l console-shell): busybox is the image's base utilities
