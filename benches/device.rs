@@ -193,7 +193,7 @@ async fn recorded_answer(
         .text("question", question)
         .part(
             "file",
-            reqwest::multipart::Part::bytes(docent::engine::audio::wav_bytes(&tone, 24_000))
+            reqwest::multipart::Part::bytes(docent::engine::pcm::wav_bytes(&tone, 24_000))
                 .file_name("answer.wav"),
         );
     let res = http

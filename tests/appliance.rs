@@ -35,7 +35,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use board::{Board, Disk, HostService, Screen};
 use docent::device::display::{questions, testclip};
-use docent::engine::audio;
+use docent::engine::pcm;
 use fake_hawkbit::{CONTROLLER, FakeHawkbit, TENANT, counting_proxy};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -167,7 +167,7 @@ fn the_assistive_speaker_plays_along_at_its_own_volume() {
             Duration::from_secs(60),
         );
         let bytes = rt.block_on(fetch(&format!("http://{}/{wav}.wav", b.www)));
-        let tap = audio::parse_wav(&bytes).expect("the recording is a WAV file");
+        let tap = pcm::parse_wav(&bytes).expect("the recording is a WAV file");
         // The chime: the samples above the loopback's noise, from the first to the last.
         let loud = |s: &&i16| s.unsigned_abs() > 300;
         let first = tap.samples.iter().position(|s| loud(&s));
@@ -175,7 +175,7 @@ fn the_assistive_speaker_plays_along_at_its_own_volume() {
         let (Some(first), Some(last)) = (first, last) else {
             panic!("the {wav} played nothing: {}", b.sh(DOCENT_LOG));
         };
-        let level = audio::rms(&tap.samples[first..=last]);
+        let level = pcm::rms(&tap.samples[first..=last]);
         let secs = (last - first) as f64 / f64::from(TAP_RATE);
         println!("{wav}: the chime for {secs:.2} s, rms {level:.0}");
         assert!(
@@ -655,7 +655,7 @@ fn set_up_the_kiosk(b: &Board, rt: &Runtime, admin: &Admin, dir: &Path) -> Strin
 /// speaker, seen on the screen and in the conversation. Prints the release-to-sound time.
 fn visit(b: &mut Board, rt: &Runtime, admin: &Admin, dir: &Path) {
     let question = spoken_question();
-    put_file(b, "/tmp/question.raw", &audio::samples_to_le(&question));
+    put_file(b, "/tmp/question.raw", &pcm::samples_to_le(&question));
     record_speaker(b, TAP_SECONDS);
     b.sh("button press");
     let session = rt.block_on(admin.kiosk_session());
@@ -770,7 +770,7 @@ fn speaker_sound(b: &mut Board, rt: &Runtime, seconds: u32) -> (f64, f64) {
     let record_start: f64 = value_after(&record_log, "first frame at unix ")
         .unwrap_or_else(|| panic!("the recorder ran: {record_log}"));
     let wav = rt.block_on(fetch(&format!("http://{}/speaker.wav", b.www)));
-    let tap = audio::parse_wav(&wav).expect("the recording is a WAV file");
+    let tap = pcm::parse_wav(&wav).expect("the recording is a WAV file");
     let loud = |s: &&i16| s.unsigned_abs() > 1000;
     let first = tap
         .samples
@@ -779,7 +779,7 @@ fn speaker_sound(b: &mut Board, rt: &Runtime, seconds: u32) -> (f64, f64) {
         .expect("the speaker played something");
     let last = tap.samples.iter().rposition(|s| loud(&s)).unwrap_or(first);
     let voiced = tap.samples.iter().filter(loud).count();
-    let level = audio::rms(&tap.samples[first..]);
+    let level = pcm::rms(&tap.samples[first..]);
     assert!(
         voiced as f64 / f64::from(TAP_RATE) > 0.3 && level > 300.0,
         "the reply is audible: {voiced} loud samples, rms {level:.0}"
@@ -2070,8 +2070,8 @@ fn spoken_question() -> Vec<i16> {
         .expect("espeak-ng runs (./x installs it)")
         .success();
     assert!(ok);
-    let wav = audio::parse_wav(&std::fs::read(&path).unwrap()).unwrap();
-    audio::resample(&wav.samples, wav.rate, 16_000)
+    let wav = pcm::parse_wav(&std::fs::read(&path).unwrap()).unwrap();
+    pcm::resample(&wav.samples, wav.rate, 16_000)
 }
 
 /// Copies `bytes` to `path` on the board through the console (base64 in a here-document).

@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use docent::engine::providers::{SOUNDS_ALIKE, local};
+use docent::engine::providers::local::{self, SOUNDS_ALIKE};
 
 use super::rig::{
     HEADER, Outcome, Tally, VARIATIONS, VOICES, Variation, Verdict, Voice, judge, make_character,
@@ -60,7 +60,8 @@ pub async fn run(options: Options) {
     std::fs::copy(&model.dict, root.join("model.dict")).unwrap();
     std::fs::copy(&model.lm, root.join("model.lm")).unwrap();
     std::fs::copy(&model.grammar, root.join("model.gram")).unwrap();
-    let corpus = docent::engine::providers::lm::corpus(&engine.knowledge_texts(&id).unwrap());
+    let corpus =
+        docent::engine::providers::local::lm::corpus(&engine.knowledge_texts(&id).unwrap());
     let lines: Vec<String> = corpus.iter().map(|s| s.join(" ")).collect();
     std::fs::write(root.join("corpus.txt"), lines.join("\n")).unwrap();
     // The questions asked in each voice, with the variation the benchmark gives them.
@@ -169,7 +170,7 @@ pub async fn run(options: Options) {
             let (fit, frames, speech) = closed
                 .as_ref()
                 .map_or((f64::NAN, 0, 0), |c| (c.fit, c.frames, c.speech_frames));
-            let support = |s: Option<docent::engine::providers::answer::Support>| {
+            let support = |s: Option<docent::engine::providers::local::answer::Support>| {
                 s.map_or("- -".to_string(), |s| {
                     format!("{:.3} {:.3}", s.score, s.shared)
                 })

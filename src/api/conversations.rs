@@ -17,7 +17,8 @@ use super::extract::{Params, QueryArgs};
 use super::state::{AppState, blocking};
 use super::statuses;
 use crate::engine::Message;
-use crate::engine::sessions::{HistoryPage, Purge, Statistics, Unmatched};
+use crate::engine::history::{HistoryPage, Purge};
+use crate::engine::statistics::{Statistics, Unmatched};
 
 pub fn routes() -> Router<AppState> {
     Router::new()

@@ -20,7 +20,7 @@ use crate::engine::live::{AudioWanted, Event, LiveSession, Overrides};
 use crate::engine::providers::CHECK_TIMEOUT;
 use crate::engine::sessions::NewSession;
 use crate::engine::turn::TurnInput;
-use crate::engine::{Engine, audio, new_id};
+use crate::engine::{Engine, new_id, pcm};
 use crate::proto::voice_llm_input::Input;
 use crate::proto::voice_llm_service_server::{VoiceLlmService, VoiceLlmServiceServer};
 use crate::proto::{
@@ -439,7 +439,7 @@ impl Conversation {
         }
         if self.utterance.is_none()
             && self.engine.config.vad_silence_ms > 0
-            && audio::rms(&audio::samples_from_le(&chunk.data)) <= SPEECH_RMS
+            && pcm::rms(&pcm::samples_from_le(&chunk.data)) <= SPEECH_RMS
         {
             // With voice activity detection, silence between utterances starts none (it
             // would barge in on the reply to the last one).
@@ -476,9 +476,9 @@ impl Conversation {
         let vad = self.engine.config.vad_silence_ms;
         let mut ended = chunk.is_final;
         if vad > 0 {
-            let samples = audio::samples_from_le(&chunk.data);
+            let samples = pcm::samples_from_le(&chunk.data);
             let ms = samples.len() as u64 * 1000 / (u.rate as u64 * u.channels as u64).max(1);
-            if audio::rms(&samples) > SPEECH_RMS {
+            if pcm::rms(&samples) > SPEECH_RMS {
                 u.heard_speech = true;
                 u.silence_ms = 0;
             } else {
@@ -488,7 +488,7 @@ impl Conversation {
         }
         if ended {
             let u = self.utterance.take().expect("set above");
-            let pcm = audio::to_recogniser(u.bytes.bytes(), u.rate, u.channels);
+            let pcm = pcm::to_recogniser(u.bytes.bytes(), u.rate, u.channels);
             let question = self.question.take().unwrap_or_else(new_id);
             self.start(live, TurnInput::Audio(pcm), question)?;
         }
@@ -604,7 +604,7 @@ async fn forward(
                 let audio =
                     (is_final && audio_sent.remove(&turn_seq).unwrap_or(false)).then(|| {
                         AudioChunk {
-                            sample_rate: audio::OUTPUT_RATE as i32,
+                            sample_rate: pcm::OUTPUT_RATE as i32,
                             channels: 1,
                             format: "pcm_s16le".into(),
                             is_final: true,
@@ -631,7 +631,7 @@ async fn forward(
                 let (q, r) = label(turn_seq);
                 let chunk = AudioChunk {
                     data: pcm.to_vec(),
-                    sample_rate: audio::OUTPUT_RATE as i32,
+                    sample_rate: pcm::OUTPUT_RATE as i32,
                     channels: 1,
                     format: "pcm_s16le".into(),
                     is_final: false,

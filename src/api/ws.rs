@@ -26,8 +26,8 @@ use super::state::{AppState, blocking};
 use super::statuses;
 use super::streams::{Buffer, Streams};
 use crate::engine::access::{Owner, Use};
-use crate::engine::audio;
 use crate::engine::live::{AudioWanted, ErrorCode, Event, LiveSession};
+use crate::engine::pcm;
 use crate::engine::turn::TurnInput;
 use crate::engine::{Engine, Error};
 
@@ -372,7 +372,7 @@ fn handle(
                 ));
             };
             spend(engine, caller)?;
-            let pcm = audio::to_recogniser(u.bytes.bytes(), u.rate, u.channels);
+            let pcm = pcm::to_recogniser(u.bytes.bytes(), u.rate, u.channels);
             engine.start_turn(live, TurnInput::Audio(pcm));
         }
         ClientMessage::AudioOutput { enabled } => {
@@ -410,7 +410,7 @@ fn frame_of(event: &Event, wants_audio: bool) -> Option<(Option<u64>, Message)> 
             json!({
                 "type": "audio_start",
                 "turn_seq": turn_seq,
-                "sample_rate": audio::OUTPUT_RATE,
+                "sample_rate": pcm::OUTPUT_RATE,
                 "channels": 1,
                 "format": "pcm_s16le",
             })
@@ -419,7 +419,7 @@ fn frame_of(event: &Event, wants_audio: bool) -> Option<(Option<u64>, Message)> 
             json!({
                 "type": "audio_end",
                 "turn_seq": turn_seq,
-                "sample_rate": audio::OUTPUT_RATE,
+                "sample_rate": pcm::OUTPUT_RATE,
                 "channels": 1,
                 "format": "pcm_s16le",
             })

@@ -49,7 +49,7 @@ use bytes::Bytes;
 use tokio::sync::{broadcast, mpsc};
 
 use super::{Health, HealthBoard};
-use crate::engine::audio::{self as pcm_util, OUTPUT_RATE, RECOGNISER_RATE, Resampler};
+use crate::engine::pcm::{self as pcm_util, OUTPUT_RATE, RECOGNISER_RATE, Resampler};
 
 /// The project's simulated-audio ALSA configuration (see the file).
 pub const SIM_ASOUNDRC: &str = include_str!("../../board/sim/asoundrc");

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use alsa::Direction;
 
 use super::audio::{Setup, configure, open_pcm, why};
-use crate::engine::audio as pcm_util;
+use crate::engine::pcm as pcm_util;
 
 /// Period and buffer of the check, in frames: the values known good under emulation.
 const PERIOD: u32 = 800;

@@ -752,7 +752,7 @@ impl Kiosk {
         let seq = u64::MAX - self.announcements;
         self.announcement = Some(seq);
         a.begin(seq, volume.min(100));
-        a.play(seq, crate::engine::audio::samples_to_le(&chime()).into());
+        a.play(seq, crate::engine::pcm::samples_to_le(&chime()).into());
         a.end(seq);
         self.enter(Status::Speaking, Some(self.config.max_speaking_ms));
     }
@@ -765,7 +765,7 @@ impl Kiosk {
         match (&self.audio, line) {
             (Some(a), Some(pcm)) if !pcm.is_empty() => {
                 a.begin(seq, self.volume);
-                a.play(seq, crate::engine::audio::samples_to_le(&pcm).into());
+                a.play(seq, crate::engine::pcm::samples_to_le(&pcm).into());
                 a.end(seq);
                 self.clear_captions();
                 self.captions.said = vec![self.announcement_text.clone()];
@@ -1125,7 +1125,7 @@ impl Kiosk {
 /// Two notes (660 Hz then 880 Hz, 0.3 s each, faded in and out) at `audio::OUTPUT_RATE`: the
 /// test sound.
 fn chime() -> Vec<i16> {
-    let rate = crate::engine::audio::OUTPUT_RATE as f32;
+    let rate = crate::engine::pcm::OUTPUT_RATE as f32;
     let note = (rate * 0.3) as usize;
     let fade = (rate * 0.02) as usize;
     [660.0f32, 880.0]

@@ -5,18 +5,19 @@
 //! Engine methods that write block on fsync; async callers run them on the blocking pool.
 
 pub mod access;
-pub mod audio;
 pub mod auth;
 pub mod backup;
 pub mod characters;
 pub mod content;
 pub mod error;
+pub mod history;
 pub mod hours;
 pub mod knowledge;
 pub mod language;
 pub mod launch;
 pub mod live;
 pub mod media;
+pub mod pcm;
 pub mod privacy;
 pub mod providers;
 pub mod redact;
@@ -24,6 +25,7 @@ pub mod sessions;
 pub mod settings;
 pub mod site;
 pub mod spoken;
+pub mod statistics;
 pub mod tasks;
 pub mod turn;
 pub mod voice;
@@ -67,8 +69,8 @@ pub struct Engine {
     /// Client for HTTP providers (TLS through rustls with ring).
     http: reqwest::Client,
     recogniser_models: providers::EpochCache<providers::local::Model>,
-    answer_topics: providers::EpochCache<providers::answer::Topics>,
-    clarifying: providers::Clarifying,
+    answer_topics: providers::EpochCache<providers::local::answer::Topics>,
+    clarifying: providers::local::Clarifying,
     budgets: access::Budgets,
     last_used: access::LastUsed,
     reachability: providers::Reachability,

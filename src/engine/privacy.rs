@@ -13,7 +13,7 @@ use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 
 use super::Engine;
 use super::error::{Result, not_found};
-use super::sessions::{Day, question_key};
+use super::statistics::{Day, question_key};
 use crate::store;
 use crate::store::records::Message;
 use crate::store::tables::{DAILY, MESSAGES, SESSIONS};

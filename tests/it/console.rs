@@ -810,12 +810,12 @@ fn spoken_wav(dir: &std::path::Path, text: &str, before: f64, after: f64) -> (Pa
         .status()
         .expect("espeak-ng runs (./x installs it)");
     assert!(ok.success());
-    let w = docent::engine::audio::parse_wav(&std::fs::read(&raw).unwrap()).unwrap();
-    let speech = docent::engine::audio::downmix(&w.samples, w.channels);
+    let w = docent::engine::pcm::parse_wav(&std::fs::read(&raw).unwrap()).unwrap();
+    let speech = docent::engine::pcm::downmix(&w.samples, w.channels);
     let pad = |secs: f64| vec![0i16; (secs * w.rate as f64) as usize];
     let all = [pad(before), speech.clone(), pad(after)].concat();
     let path = dir.join("question.wav");
-    std::fs::write(&path, docent::engine::audio::wav_bytes(&all, w.rate)).unwrap();
+    std::fs::write(&path, docent::engine::pcm::wav_bytes(&all, w.rate)).unwrap();
     (
         path,
         Duration::from_secs_f64(speech.len() as f64 / w.rate as f64),

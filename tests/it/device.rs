@@ -10,7 +10,7 @@ use crate::support::{Server, launch_param};
 use docent::config::Config;
 use docent::config::DeviceMode;
 use docent::device::SimAudio;
-use docent::engine::audio;
+use docent::engine::pcm;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
@@ -106,14 +106,14 @@ fn spoken(text: &str) -> (Vec<u8>, Duration) {
         .status()
         .expect("espeak-ng runs (./x installs it)");
     assert!(ok.success());
-    let w = audio::parse_wav(&std::fs::read(wav.path()).unwrap()).unwrap();
-    let pcm = audio::resample(
-        &audio::downmix(&w.samples, w.channels),
+    let w = pcm::parse_wav(&std::fs::read(wav.path()).unwrap()).unwrap();
+    let pcm = pcm::resample(
+        &pcm::downmix(&w.samples, w.channels),
         w.rate,
         SimAudio::MIC_RATE,
     );
     let secs = pcm.len() as f64 / SimAudio::MIC_RATE as f64;
-    (audio::samples_to_le(&pcm), Duration::from_secs_f64(secs))
+    (pcm::samples_to_le(&pcm), Duration::from_secs_f64(secs))
 }
 
 fn len(path: &Path) -> u64 {
@@ -197,8 +197,8 @@ async fn an_in_person_turn_is_heard_and_a_press_cuts_the_reply() {
         full > SPEAKER_BPS,
         "the reply plays for more than a second: {full} bytes"
     );
-    let reply = audio::samples_from_le(&std::fs::read(&speaker).unwrap());
-    assert!(audio::rms(&reply) > 300.0, "the speaker file holds speech");
+    let reply = pcm::samples_from_le(&std::fs::read(&speaker).unwrap());
+    assert!(pcm::rms(&reply) > 300.0, "the speaker file holds speech");
 
     // The visitor's session is an ordinary one: listed, its history stored.
     let sessions = s.get_json("/api/v1/sessions", 200).await;
@@ -600,7 +600,7 @@ fn assistive_path(d: &Value) -> PathBuf {
 }
 
 fn samples(path: &Path) -> Vec<i16> {
-    audio::samples_from_le(&std::fs::read(path).unwrap_or_default())
+    pcm::samples_from_le(&std::fs::read(path).unwrap_or_default())
 }
 
 /// Polls until `path` holds `want` bytes (the assistive speaker's end is not reported: it plays
@@ -652,7 +652,7 @@ async fn the_assistive_speaker_plays_every_reply_at_its_own_volume_and_a_press_s
     let (loud, quiet) = (samples(&speaker), samples(&assistive));
     let expected: Vec<i16> = loud.iter().map(|&v| (v as f32 * 0.16) as i16).collect();
     assert_eq!(quiet, expected, "the same samples at the assistive volume");
-    let ratio = audio::rms(&quiet) / audio::rms(&loud);
+    let ratio = pcm::rms(&quiet) / pcm::rms(&loud);
     println!("test sound: assistive/speaker RMS ratio {ratio:.4} (0.16 asked)");
     assert!((ratio - 0.16).abs() < 0.005, "{ratio}");
 
@@ -673,7 +673,7 @@ async fn the_assistive_speaker_plays_every_reply_at_its_own_volume_and_a_press_s
     wait_len(&assistive, full, Duration::from_secs(2)).await;
     let loud = &samples(&speaker)[chime as usize / 2..];
     let quiet = &samples(&assistive)[chime as usize / 2..];
-    let ratio = audio::rms(quiet) / audio::rms(loud);
+    let ratio = pcm::rms(quiet) / pcm::rms(loud);
     println!("reply: assistive/speaker RMS ratio {ratio:.4} (0.25 asked)");
     assert!((ratio - 0.25).abs() < 0.01, "{ratio}");
 

@@ -1169,12 +1169,12 @@ async fn ws_speech_input_is_transcribed_then_answered() {
                 .as_deref()
                 .is_some_and(|n| n.ends_with(".wav"))
         );
-        let wav = docent::engine::audio::parse_wav(&call.file).expect("a valid WAV");
+        let wav = docent::engine::pcm::parse_wav(&call.file).expect("a valid WAV");
         assert_eq!((wav.rate, wav.channels), (16_000, 1));
         let n = wav.samples.len() as i64;
         assert!((n - 9_600).abs() <= 16, "600 ms at 16 kHz, got {n} samples");
         assert!(
-            docent::engine::audio::rms(&wav.samples) > 1_000.0,
+            docent::engine::pcm::rms(&wav.samples) > 1_000.0,
             "not silence"
         );
     }
@@ -1482,7 +1482,7 @@ async fn grpc_audio_turn_barges_in_transcribes_and_answers() {
     assert_eq!(fq, q, "the reply is tagged with the barge-in's question id");
 
     let t = &fake.transcriptions()[0];
-    let wav = docent::engine::audio::parse_wav(&t.file).expect("a valid WAV");
+    let wav = docent::engine::pcm::parse_wav(&t.file).expect("a valid WAV");
     assert_eq!((wav.rate, wav.channels), (16_000, 1));
     assert!((wav.samples.len() as i64 - 12_800).abs() <= 16);
     assert_eq!(
@@ -1530,7 +1530,7 @@ async fn grpc_voice_activity_detection_ends_an_utterance_after_silence() {
         outs.last().unwrap().transcript,
         "Yes, it is open until five."
     );
-    let wav = docent::engine::audio::parse_wav(&fake.transcriptions()[0].file).unwrap();
+    let wav = docent::engine::pcm::parse_wav(&fake.transcriptions()[0].file).unwrap();
     assert_eq!((wav.rate, wav.channels), (16_000, 1));
     let ms = wav.samples.len() * 1000 / 16_000;
     assert!(
@@ -2250,9 +2250,9 @@ async fn offline_engine_answers_spoken_questions_from_knowledge() {
         .await
         .unwrap();
     assert!(status.success());
-    let wav = docent::engine::audio::parse_wav(&std::fs::read(&wav_path).unwrap()).unwrap();
+    let wav = docent::engine::pcm::parse_wav(&std::fs::read(&wav_path).unwrap()).unwrap();
     assert_eq!(wav.channels, 1);
-    let pcm = docent::engine::audio::samples_to_le(&wav.samples);
+    let pcm = docent::engine::pcm::samples_to_le(&wav.samples);
 
     let mut client = grpc(&s).await;
     let mut conv = converse(&mut client, None).await;
@@ -2358,8 +2358,8 @@ async fn offline_engine_speaks_a_long_answer_while_synthesising_it() {
         .output()
         .await
         .unwrap();
-    let wav = docent::engine::audio::parse_wav(&out.stdout).unwrap();
-    let expected = docent::engine::audio::resample(&wav.samples, wav.rate, 24_000);
+    let wav = docent::engine::pcm::parse_wav(&out.stdout).unwrap();
+    let expected = docent::engine::pcm::resample(&wav.samples, wav.rate, 24_000);
 
     let (sid, mut ws) = ask_aloud(&s, &cid, "How much do tickets cost?").await;
     let sent = Instant::now();

@@ -224,7 +224,7 @@ impl Engine {
             c.description,
             c.personality,
             c.welcome_message,
-            crate::engine::providers::answer::WHO_QUESTIONS.to_string(),
+            crate::engine::providers::local::answer::WHO_QUESTIONS.to_string(),
         ];
         out.extend(
             self.knowledge_sources_text(character_id)?

@@ -42,7 +42,7 @@ impl RecordingView {
             id: r.id.clone(),
             question: r.question.clone(),
             language: r.language.clone(),
-            seconds: r.samples as f64 / f64::from(crate::engine::audio::OUTPUT_RATE),
+            seconds: r.samples as f64 / f64::from(crate::engine::pcm::OUTPUT_RATE),
             gain_db: (r.gain_db * 10.0).round() / 10.0,
             orig_name: r.orig_name.clone(),
             added_at: r.added_at.clone(),
@@ -92,7 +92,7 @@ impl Engine {
         let gain_db = sound::normalise(&mut speech);
         self.store.blobs().check_space()?;
         let blob = self.store.blobs().put(
-            &crate::engine::audio::samples_to_le(&speech),
+            &crate::engine::pcm::samples_to_le(&speech),
             "audio/L16;rate=24000",
         )?;
         let recording = Recording {
@@ -181,9 +181,9 @@ impl Engine {
             .find(|r| r.id == id)
             .ok_or_else(|| not_found("no such recording"))?;
         let pcm = self.store.blobs().read(&r.blob)?;
-        Ok(crate::engine::audio::wav_bytes(
-            &crate::engine::audio::samples_from_le(&pcm),
-            crate::engine::audio::OUTPUT_RATE,
+        Ok(crate::engine::pcm::wav_bytes(
+            &crate::engine::pcm::samples_from_le(&pcm),
+            crate::engine::pcm::OUTPUT_RATE,
         ))
     }
 

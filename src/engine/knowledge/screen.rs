@@ -9,11 +9,11 @@ use serde::Serialize;
 
 use crate::engine::Engine;
 use crate::engine::error::{Result, bad, not_found};
+use crate::engine::history::Mark;
 use crate::engine::language::Language;
 use crate::engine::live::LiveSession;
 use crate::engine::new_id;
-use crate::engine::providers::answer::{Side, faq_line};
-use crate::engine::sessions::Mark;
+use crate::engine::providers::local::answer::{Side, faq_line};
 use crate::engine::turn::TurnInput;
 use crate::store;
 use crate::store::records::ScreenQuestion;

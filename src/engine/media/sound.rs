@@ -6,7 +6,7 @@
 
 use std::io::Cursor;
 
-use crate::engine::audio::{OUTPUT_RATE, downmix, parse_wav, resample};
+use crate::engine::pcm::{OUTPUT_RATE, downmix, parse_wav, resample};
 
 /// The audio kinds a recorded answer may be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,7 +218,7 @@ pub fn normalise(samples: &mut [i16]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::audio::wav_bytes;
+    use crate::engine::pcm::wav_bytes;
 
     fn tone(seconds: f64, rate: u32, amplitude: f64) -> Vec<i16> {
         (0..(seconds * rate as f64) as usize)

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::{ChatRequest, Endpoint, ProviderError, StreamBounds};
-use crate::engine::audio;
+use crate::engine::pcm;
 
 impl Endpoint<'_> {
     fn url(&self, path: &str) -> String {
@@ -162,7 +162,7 @@ pub async fn transcribe(
     language: &str,
     timeout: Duration,
 ) -> Result<(String, Option<String>), ProviderError> {
-    let wav = audio::wav_bytes(pcm, audio::RECOGNISER_RATE);
+    let wav = pcm::wav_bytes(pcm, pcm::RECOGNISER_RATE);
     let detect = language.is_empty();
     let mut answer = transcription(client, ep, &wav, language, detect, timeout).await;
     if detect && matches!(&answer, Err(ProviderError::Failed(m)) if m.starts_with("400")) {
@@ -245,12 +245,12 @@ pub async fn speak(
         .await
         .map_err(|_| ProviderError::Timeout("speech synthesis did not answer in time".into()))??;
     if is_wav {
-        let wav = audio::parse_wav(&bytes).map_err(ProviderError::Garbage)?;
-        let mono = audio::downmix(&wav.samples, wav.channels);
-        Ok(audio::resample(&mono, wav.rate, audio::OUTPUT_RATE))
+        let wav = pcm::parse_wav(&bytes).map_err(ProviderError::Garbage)?;
+        let mono = pcm::downmix(&wav.samples, wav.channels);
+        Ok(pcm::resample(&mono, wav.rate, pcm::OUTPUT_RATE))
     } else if bytes.len() % 2 == 1 || bytes.is_empty() {
         Err(ProviderError::Garbage("speech is not 16-bit PCM".into()))
     } else {
-        Ok(audio::samples_from_le(&bytes))
+        Ok(pcm::samples_from_le(&bytes))
     }
 }

@@ -20,7 +20,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::Endpoint;
 use super::{OmniContext, OmniEvent, OmniInput, ProviderError};
-use crate::engine::audio;
+use crate::engine::pcm;
 
 type Sink = SplitSink<WebSocketStream<MaybeTlsStream<TcpStream>>, Message>;
 
@@ -137,10 +137,10 @@ pub async fn converse(
     match input {
         OmniInput::Text(t) => opening.push(json!({"type": "conversation.item.create", "item": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": t}]}})),
         OmniInput::Audio(pcm) => {
-            let pcm = audio::resample(pcm, audio::RECOGNISER_RATE, audio::OUTPUT_RATE);
+            let pcm = pcm::resample(pcm, pcm::RECOGNISER_RATE, pcm::OUTPUT_RATE);
             opening.push(json!({"type": "input_audio_buffer.clear"}));
             for piece in pcm.chunks(APPEND_SAMPLES) {
-                opening.push(json!({"type": "input_audio_buffer.append", "audio": STANDARD.encode(audio::samples_to_le(piece))}));
+                opening.push(json!({"type": "input_audio_buffer.append", "audio": STANDARD.encode(pcm::samples_to_le(piece))}));
             }
             opening.push(json!({"type": "input_audio_buffer.commit"}));
         }
@@ -174,9 +174,9 @@ pub async fn converse(
                 let bytes = STANDARD
                     .decode(event["delta"].as_str().unwrap_or(""))
                     .map_err(|_| ProviderError::Garbage("audio delta is not base64".into()))?;
-                let samples = audio::samples_from_le(&bytes);
+                let samples = pcm::samples_from_le(&bytes);
                 let item_id = event["item_id"].as_str().unwrap_or("").to_string();
-                let ms = samples.len() as u64 * 1000 / audio::OUTPUT_RATE as u64;
+                let ms = samples.len() as u64 * 1000 / pcm::OUTPUT_RATE as u64;
                 guard.item = Some(match guard.item.take() {
                     Some((id, played)) if id == item_id => (id, played + ms),
                     _ => (item_id, ms),

@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::{OmniContext, OmniEvent, OmniInput, ProviderError};
-use crate::engine::audio;
+use crate::engine::pcm;
 use crate::proto::voice_llm_input::Input;
 use crate::proto::voice_llm_service_client::VoiceLlmServiceClient;
 use crate::proto::{AudioChunk, VoiceLlmConfig, VoiceLlmDialogContextItem, VoiceLlmInput};
@@ -84,8 +84,8 @@ pub async fn converse(
             for (i, c) in chunks.iter().enumerate() {
                 inputs.push(VoiceLlmInput {
                     input: Some(Input::Audio(AudioChunk {
-                        data: audio::samples_to_le(c),
-                        sample_rate: audio::RECOGNISER_RATE as i32,
+                        data: pcm::samples_to_le(c),
+                        sample_rate: pcm::RECOGNISER_RATE as i32,
                         channels: 1,
                         format: "pcm_s16le".into(),
                         is_final: i + 1 == chunks.len(),
@@ -128,8 +128,8 @@ pub async fn converse(
         if let Some(a) = &o.audio
             && !a.data.is_empty()
         {
-            let mono = audio::downmix(&audio::samples_from_le(&a.data), a.channels.max(1) as u16);
-            let pcm = audio::resample(&mono, a.sample_rate.max(1) as u32, audio::OUTPUT_RATE);
+            let mono = pcm::downmix(&pcm::samples_from_le(&a.data), a.channels.max(1) as u16);
+            let pcm = pcm::resample(&mono, a.sample_rate.max(1) as u32, pcm::OUTPUT_RATE);
             if out.send(OmniEvent::Audio(pcm)).await.is_err() {
                 return Ok(());
             }

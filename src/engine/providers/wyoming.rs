@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 use super::{ProviderError, Speech};
-use crate::engine::audio;
+use crate::engine::pcm;
 
 /// Longest header line accepted (piper's and whisper's are well under 1 KiB).
 const HEADER_MAX: u64 = 16 * 1024;
@@ -247,10 +247,10 @@ pub async fn transcribe(
         request.insert("language".into(), language.into());
     }
     c.send("transcribe", &Value::Object(request), &[]).await?;
-    let format = json!({ "rate": audio::RECOGNISER_RATE, "width": 2, "channels": 1 });
+    let format = json!({ "rate": pcm::RECOGNISER_RATE, "width": 2, "channels": 1 });
     c.send("audio-start", &format, &[]).await?;
     for chunk in pcm.chunks(CHUNK_SAMPLES) {
-        c.send("audio-chunk", &format, &audio::samples_to_le(chunk))
+        c.send("audio-chunk", &format, &pcm::samples_to_le(chunk))
             .await?;
     }
     c.send("audio-stop", &json!({}), &[]).await?;
@@ -299,7 +299,7 @@ impl Format {
 /// Synthesised audio on its way to 24 kHz mono, piece by piece.
 struct Decoder {
     format: Format,
-    resampler: audio::Resampler,
+    resampler: pcm::Resampler,
     /// The start of a frame cut by the end of a chunk.
     carry: Vec<u8>,
     total: usize,
@@ -309,7 +309,7 @@ impl Decoder {
     fn new(format: Format) -> Decoder {
         Decoder {
             format,
-            resampler: audio::Resampler::new(format.rate, audio::OUTPUT_RATE),
+            resampler: pcm::Resampler::new(format.rate, pcm::OUTPUT_RATE),
             carry: Vec::new(),
             total: 0,
         }
@@ -327,9 +327,9 @@ impl Decoder {
         self.carry.extend_from_slice(bytes);
         let frame = 2 * self.format.channels as usize;
         let whole = self.carry.len() / frame * frame;
-        let samples = audio::samples_from_le(&self.carry[..whole]);
+        let samples = pcm::samples_from_le(&self.carry[..whole]);
         self.carry.drain(..whole);
-        let mono = audio::downmix(&samples, self.format.channels);
+        let mono = pcm::downmix(&samples, self.format.channels);
         let mut out = Vec::with_capacity(mono.len() * 2);
         self.resampler.push(&mono, &mut out);
         Ok(out)

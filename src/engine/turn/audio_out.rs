@@ -4,8 +4,8 @@
 use bytes::Bytes;
 
 use super::Turn;
-use crate::engine::audio;
 use crate::engine::live::{Event, Status};
+use crate::engine::pcm;
 use crate::engine::providers::Speech;
 
 /// Reply audio is published in chunks of this many samples (100 ms at 24 kHz).
@@ -77,7 +77,7 @@ impl<'a> AudioOut<'a> {
         self.sent += chunk.len() as u64;
         self.current = self.current
             && self.turn.publish(Event::Audio {
-                pcm: Bytes::from(audio::samples_to_le(chunk)),
+                pcm: Bytes::from(pcm::samples_to_le(chunk)),
                 turn_seq: self.turn.seq,
             });
     }

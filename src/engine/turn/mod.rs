@@ -11,7 +11,6 @@
 
 mod ask;
 mod audio_out;
-mod history;
 mod omni;
 mod recorded;
 mod sentences;
@@ -25,21 +24,18 @@ use tokio_util::sync::CancellationToken;
 
 use super::Engine;
 use super::error::{Result, bad};
+use super::history::Mark;
 use super::knowledge::SearchResult;
 use super::language::{Language, Phrase};
 use super::live::{ErrorCode, Event, LiveSession, Overrides, Status};
 use super::providers::{
     Choice, Foreign, NOT_ON_THIS_KIOSK, Provider, ProviderError, Stage, StreamBounds,
 };
-use super::sessions::Mark;
 use super::voice::{Voice, offline_listing, offline_voices};
 use crate::store::records::Character;
 use audio_out::AudioOut;
 
 pub use ask::Asked;
-
-/// Characters of earlier conversation sent to the language model at most.
-const HISTORY_MAX_CHARS: usize = 6_000;
 
 /// What starts a turn.
 #[derive(Debug)]

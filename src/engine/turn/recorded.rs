@@ -9,9 +9,9 @@ use tokio::sync::mpsc;
 use super::Turn;
 use super::audio_out::AudioOut;
 use super::sentences::Sentences;
-use crate::engine::audio::{OUTPUT_RATE, samples_from_le};
 use crate::engine::knowledge::recordings::Recorded;
 use crate::engine::live::Event;
+use crate::engine::pcm::{OUTPUT_RATE, samples_from_le};
 use crate::engine::providers::{Provider, Speech};
 
 /// Speech read from the blob at a time (half a second).

@@ -633,7 +633,7 @@ async fn specific(p: &mut Probe) {
         201,
     )
     .await;
-    let wav = docent::engine::audio::wav_bytes(&[1_000i16; 12_000], 24_000);
+    let wav = docent::engine::pcm::wav_bytes(&[1_000i16; 12_000], 24_000);
     let recording = |wav: &[u8]| {
         reqwest::multipart::Form::new()
             .text("question", "When do you open?")

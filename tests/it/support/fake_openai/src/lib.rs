@@ -665,19 +665,19 @@ async fn speech(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
         let samples = tone(script.samples * rate as usize / 24_000, rate);
         (
             [(header::CONTENT_TYPE, "audio/wav")],
-            docent::engine::audio::wav_bytes(&samples, rate),
+            docent::engine::pcm::wav_bytes(&samples, rate),
         )
             .into_response()
     } else {
         match body["response_format"].as_str().unwrap_or("mp3") {
             "pcm" => (
                 [(header::CONTENT_TYPE, "application/octet-stream")],
-                docent::engine::audio::samples_to_le(&tone(script.samples, 24_000)),
+                docent::engine::pcm::samples_to_le(&tone(script.samples, 24_000)),
             )
                 .into_response(),
             "wav" => (
                 [(header::CONTENT_TYPE, "audio/wav")],
-                docent::engine::audio::wav_bytes(&tone(script.samples, 24_000), 24_000),
+                docent::engine::pcm::wav_bytes(&tone(script.samples, 24_000), 24_000),
             )
                 .into_response(),
             other => openai_error(400, &format!("the fake cannot encode {other}")),

@@ -12,12 +12,18 @@
 //!   and its one or two sentences that answer it (`answer`); with no topic a clear winner, a
 //!   fallback line in the character's voice says so. It does not pretend to be more than that.
 
+pub mod answer;
+pub mod lm;
+mod turns;
+
+pub use turns::{CLOSED_FIT, Clarifying, SOUNDS_ALIKE, Weighing};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::ProviderError;
-use crate::engine::audio;
+use crate::engine::pcm;
 use crate::engine::voice::Voice;
 
 const MODEL_DIR: &str = "/usr/share/pocketsphinx/model/en-us";
@@ -75,7 +81,7 @@ async fn stream_wav(
     let mut stdout = child.stdout.take().expect("piped stdout");
     let mut stderr = child.stderr.take().expect("piped stderr");
     let run = async {
-        let mut wav = audio::WavStream::new(audio::OUTPUT_RATE);
+        let mut wav = pcm::WavStream::new(pcm::OUTPUT_RATE);
         let mut buf = vec![0u8; 16 * 1024];
         let mut errors = Vec::new();
         let read = async {
@@ -251,7 +257,7 @@ pub struct Closed {
 /// the pronouncing dictionary does not know are left out.
 pub fn model(dir: &Path, texts: &[String]) -> Result<Model, ProviderError> {
     use sha2::{Digest, Sha256};
-    let sentences = super::lm::corpus(texts);
+    let sentences = lm::corpus(texts);
     let mut words: BTreeSet<String> = QUESTION_WORDS
         .split_whitespace()
         .map(str::to_string)
@@ -302,8 +308,8 @@ pub fn model(dir: &Path, texts: &[String]) -> Result<Model, ProviderError> {
     let mut sentences = sentences;
     // Every known word can be said on its own, so none is unreachable.
     sentences.extend(known.iter().map(|w| vec![w.clone()]));
-    let arpa = super::lm::arpa(&sentences, &known);
-    let (grammar, questions) = super::lm::jsgf(&super::lm::closed_set(texts), &known);
+    let arpa = lm::arpa(&sentences, &known);
+    let (grammar, questions) = lm::jsgf(&lm::closed_set(texts), &known);
     let key = crate::store::blobs::hex(&Sha256::digest(format!("{dict}{arpa}{grammar}")))[..16]
         .to_string();
     // The names are ours (a hash), in the data directory's `asr`.
@@ -342,7 +348,7 @@ pub async fn transcribe(
     let program = super::find_program("pocketsphinx_continuous")
         .ok_or_else(|| ProviderError::Unavailable("PocketSphinx is not installed".into()))?;
     let wav_path = scratch.join(format!("utterance-{}.wav", uuid::Uuid::new_v4().simple()));
-    tokio::fs::write(&wav_path, audio::wav_bytes(pcm, audio::RECOGNISER_RATE))
+    tokio::fs::write(&wav_path, pcm::wav_bytes(pcm, pcm::RECOGNISER_RATE))
         .await
         .map_err(|e| ProviderError::Failed(format!("cannot stage the utterance: {e}")))?;
     let run = tokio::process::Command::new(program)
@@ -395,7 +401,7 @@ pub async fn closed_pass(
     let ctl = scratch.join(format!("{id}.ctl"));
     let outputs = [Search::Open, Search::Closed].map(|s| scratch.join(format!("{id}.{s:?}.seg")));
     let staged = async {
-        tokio::fs::write(&wav, audio::wav_bytes(pcm, audio::RECOGNISER_RATE)).await?;
+        tokio::fs::write(&wav, pcm::wav_bytes(pcm, pcm::RECOGNISER_RATE)).await?;
         tokio::fs::write(&ctl, format!("{id}\n")).await
     };
     let run = async {
@@ -599,11 +605,11 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let head: Vec<i16> = (0..6_000).map(|i| (i % 300) as i16).collect();
             let tail: Vec<i16> = (0..9_000).map(|i| -((i % 200) as i16)).collect();
-            let mut wav = audio::wav_bytes(&head, 24_000);
+            let mut wav = pcm::wav_bytes(&head, 24_000);
             // As espeak-ng writes it: sizes not known yet.
             wav[40..44].copy_from_slice(&0x7fff_f000u32.to_le_bytes());
             std::fs::write(dir.path().join("head"), wav).unwrap();
-            std::fs::write(dir.path().join("tail"), audio::samples_to_le(&tail)).unwrap();
+            std::fs::write(dir.path().join("tail"), pcm::samples_to_le(&tail)).unwrap();
             std::fs::write(
                 dir.path().join("speak.sh"),
                 "echo $$ > \"$1/pid\"; cat \"$1/head\"\n\
@@ -769,12 +775,8 @@ mod tests {
             .output()
             .await
             .unwrap();
-        let wav = audio::parse_wav(&out.stdout).unwrap();
-        let whole = audio::resample(
-            &audio::downmix(&wav.samples, wav.channels),
-            wav.rate,
-            24_000,
-        );
+        let wav = pcm::parse_wav(&out.stdout).unwrap();
+        let whole = pcm::resample(&pcm::downmix(&wav.samples, wav.channels), wav.rate, 24_000);
         assert!(pieces > 1, "handed on in pieces, got {pieces}");
         assert_eq!(streamed, whole, "the same speech as a whole run gives");
     }

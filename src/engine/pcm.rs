@@ -1,5 +1,5 @@
-//! PCM helpers shared by the providers and the device: WAV in and out, down-mixing and
-//! resampling of signed 16-bit little-endian audio.
+//! PCM: WAV in and out, down-mixing and resampling of signed 16-bit little-endian audio, shared
+//! by the providers, the turn and the device.
 
 /// Sample rate of all reply audio the engine sends out.
 pub const OUTPUT_RATE: u32 = 24_000;

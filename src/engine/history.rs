@@ -1,21 +1,28 @@
-//! What turns keep in the store: each message with its turn number, and the recent history a
-//! language model is given back. Writes run on the blocking pool, as every write waits for
-//! fsync.
+//! A character's history: the messages turns keep (each with its turn number, its personal
+//! details replaced by placeholders), the pages the console reads, the export's batches, the
+//! recent history a language model is given back, and the purge. Writes run on the blocking
+//! pool, as every write waits for fsync.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
-use super::HISTORY_MAX_CHARS;
-use crate::engine::Engine;
-use crate::engine::error::{Error, Result};
-use crate::engine::live::LiveSession;
-use crate::engine::providers::ChatMessage;
-use crate::engine::sessions::{Mark, append_message};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use redb::{ReadableTable, WriteTransaction};
+use serde::Serialize;
+
+use super::Engine;
+use super::error::{Error, Result, bad};
+use super::live::LiveSession;
+use super::providers::ChatMessage;
 use crate::store;
 use crate::store::records::{Message, Session};
 use crate::store::tables::{MESSAGES, SESSIONS};
 
 /// Messages of a character looked at, newest first, to find a session's recent history.
 const RECENT_SCAN: usize = 512;
+/// Characters of earlier conversation sent to the language model at most.
+const HISTORY_MAX_CHARS: usize = 6_000;
 
 impl Engine {
     /// The session's latest messages, oldest first, within the configured bounds. The character's
@@ -120,15 +127,262 @@ impl Engine {
     }
 }
 
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct HistoryPage {
+    pub messages: Vec<Message>,
+    pub next_cursor: Option<String>,
+    pub has_more: bool,
+}
+
+/// Messages per page at most (of the history, of the unanswered questions).
+pub(super) const HISTORY_MAX_PAGE: usize = 200;
+
+/// Messages read per transaction by an export.
+pub const EXPORT_BATCH: usize = 256;
+
+impl Engine {
+    /// One page of a character's history (or of one session's, one visit), walking back from
+    /// `before` (newest page first); messages within a page run oldest to newest.
+    pub fn history(
+        &self,
+        character_id: &str,
+        limit: Option<usize>,
+        before: Option<&str>,
+        session_id: Option<&str>,
+    ) -> Result<HistoryPage> {
+        let limit = limit.unwrap_or(50).clamp(1, HISTORY_MAX_PAGE);
+        let before = match before.filter(|s| !s.is_empty()) {
+            Some(c) => decode_cursor(c)?,
+            None => u64::MAX,
+        };
+        self.character_record(character_id)?;
+        let tx = self.store.read()?;
+        let table = tx.open_table(MESSAGES)?;
+        let mut page = Vec::with_capacity(limit);
+        let mut oldest = None;
+        let mut has_more = false;
+        for item in table
+            .range((character_id, 0)..(character_id, before))?
+            .rev()
+        {
+            let (k, v) = item?;
+            let m = store::from_json::<Message>(v.value())?;
+            if session_id.is_some_and(|s| s != m.session_id) {
+                continue;
+            }
+            if page.len() == limit {
+                has_more = true;
+                break;
+            }
+            oldest = Some(k.value().1);
+            page.push(m);
+        }
+        page.reverse();
+        Ok(HistoryPage {
+            messages: page,
+            next_cursor: oldest.filter(|_| has_more).map(encode_cursor),
+            has_more,
+        })
+    }
+
+    /// The next messages of a character's history (or one session's) after message number
+    /// `after`, oldest first, at most `EXPORT_BATCH`; with the number to continue after, or
+    /// `None` at the end. An export reads the history this way, one short read at a time.
+    pub fn history_batch(
+        &self,
+        character_id: &str,
+        after: Option<u64>,
+        session_id: Option<&str>,
+    ) -> Result<(Vec<Message>, Option<u64>)> {
+        let tx = self.store.read()?;
+        let table = tx.open_table(MESSAGES)?;
+        let start = after.map_or(0, |a| a.saturating_add(1));
+        let mut out = Vec::new();
+        for item in table.range((character_id, start)..=(character_id, u64::MAX))? {
+            let (k, v) = item?;
+            let m = store::from_json::<Message>(v.value())?;
+            if session_id.is_none_or(|s| s == m.session_id) {
+                out.push(m);
+            }
+            if out.len() == EXPORT_BATCH {
+                return Ok((out, Some(k.value().1)));
+            }
+        }
+        Ok((out, None))
+    }
+}
+
+/// What a purge of a character's history removes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Purge {
+    All,
+    /// The messages of one session (one visit).
+    Session(String),
+    /// Messages said before this time.
+    Before(SystemTime),
+}
+
+impl Purge {
+    /// The purge a request names: one session, or everything before a date (RFC 3339, or a
+    /// day `YYYY-MM-DD` meaning its start in UTC), or with neither the whole history.
+    pub fn parse(session_id: Option<&str>, before: Option<&str>) -> Result<Purge> {
+        match (session_id, before) {
+            (Some(_), Some(_)) => Err(bad("give session_id or before_date, not both")),
+            (Some(id), None) => Ok(Purge::Session(id.to_string())),
+            (None, Some(date)) => {
+                let full = if date.len() == 10 {
+                    format!("{date}T00:00:00Z")
+                } else {
+                    date.to_string()
+                };
+                humantime::parse_rfc3339_weak(&full)
+                    .map(Purge::Before)
+                    .map_err(|_| bad("before_date must be a date such as 2026-01-31"))
+            }
+            (None, None) => Ok(Purge::All),
+        }
+    }
+}
+
+/// Whether a stored message was said before `t` (an unreadable one counts as old).
+fn said_before(stored: &[u8], t: SystemTime) -> bool {
+    store::from_json::<Message>(stored)
+        .ok()
+        .and_then(|m| humantime::parse_rfc3339(&m.timestamp).ok())
+        .is_none_or(|at| at < t)
+}
+
+impl Engine {
+    /// Removes messages of a character's history (admin); returns how many.
+    pub fn purge_history(&self, character_id: &str, purge: &Purge) -> Result<usize> {
+        self.character_record(character_id)?;
+        let tx = self.store.write()?;
+        let mut removed = 0;
+        tx.open_table(MESSAGES)?.retain_in(
+            (character_id, 0)..=(character_id, u64::MAX),
+            |_, v| {
+                let gone = match purge {
+                    Purge::All => true,
+                    Purge::Session(id) => {
+                        store::from_json::<Message>(v).is_ok_and(|m| m.session_id == *id)
+                    }
+                    Purge::Before(t) => said_before(v, *t),
+                };
+                removed += usize::from(gone);
+                !gone
+            },
+        )?;
+        tx.commit()?;
+        Ok(removed)
+    }
+
+    /// Keeps a character's history within `history_max_messages` (newest kept) and
+    /// `history_max_days` (the old ones' counts kept: `privacy`); part of the transaction that
+    /// appended, so the bound holds after every write, and the hourly sweep holds it between
+    /// writes. The cost is one walk over at most the kept count plus what goes.
+    pub(in crate::engine) fn retain_history(
+        &self,
+        tx: &WriteTransaction,
+        character_id: &str,
+    ) -> Result<()> {
+        let max = self.config.history_max_messages;
+        if max > 0 {
+            let mut table = tx.open_table(MESSAGES)?;
+            let beyond = table
+                .range((character_id, 0)..=(character_id, u64::MAX))?
+                .rev()
+                .nth(max)
+                .transpose()?
+                .map(|(k, _)| k.value().1);
+            if let Some(newest_gone) = beyond {
+                table.retain_in((character_id, 0)..=(character_id, newest_gone), |_, _| {
+                    false
+                })?;
+            }
+        }
+        self.retire_old(tx, character_id)?;
+        Ok(())
+    }
+}
+
+/// What a stored message is marked as, beyond its role: the statistics count by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    Plain,
+    /// A reply the knowledge did not answer.
+    Unmatched,
+    /// A question chosen on the kiosk's screen (touch or buttons), not said or typed.
+    Touch,
+}
+
+/// Appends to the history of `session`'s character under the next global message number, so the
+/// order of keys is the order in which messages were said, its personal details replaced by
+/// placeholders (`redact`; the live turn has the words as said). `staff`: said in a staff test
+/// ([`Engine::is_staff`]).
+pub fn append_message(
+    tx: &WriteTransaction,
+    session: &Session,
+    role: &str,
+    content: &str,
+    turn_seq: u64,
+    mark: Mark,
+    staff: bool,
+) -> Result<()> {
+    let seq = store::next_counter(tx, "message_seq")?;
+    let m = Message {
+        session_id: session.id.clone(),
+        role: role.into(),
+        content: if role == "user" {
+            super::redact::redact(content)
+        } else {
+            super::redact::redact_reply(content)
+        },
+        timestamp: store::now(),
+        turn_seq,
+        unmatched: mark == Mark::Unmatched,
+        staff,
+        touch: mark == Mark::Touch,
+        language: session.language.clone(),
+    };
+    tx.open_table(MESSAGES)?.insert(
+        (session.character_id.as_str(), seq),
+        store::to_json(&m).as_slice(),
+    )?;
+    Ok(())
+}
+
+fn encode_cursor(seq: u64) -> String {
+    URL_SAFE_NO_PAD.encode(seq.to_be_bytes())
+}
+
+fn decode_cursor(c: &str) -> Result<u64> {
+    URL_SAFE_NO_PAD
+        .decode(c)
+        .ok()
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| bad("before is not a cursor this server issued"))
+}
+
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_reject_garbage() {
+        for n in [0, 1, 42, u64::MAX - 1] {
+            assert_eq!(decode_cursor(&encode_cursor(n)).unwrap(), n);
+        }
+        assert!(decode_cursor("not-a-cursor!").is_err());
+        assert!(decode_cursor("AAAA").is_err());
+    }
+
     use std::time::{Duration, Instant, SystemTime};
 
     use redb::ReadableTable;
 
-    use super::*;
     use crate::config::Config;
-    use crate::engine::sessions::{NewSession, Purge};
+    use crate::engine::sessions::NewSession;
 
     fn engine(dir: &tempfile::TempDir, tweak: impl FnOnce(&mut Config)) -> Arc<Engine> {
         let mut config = Config {
