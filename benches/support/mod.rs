@@ -132,14 +132,14 @@ impl Kiosk {
         tweak(&mut config);
         let (ready_tx, ready_rx) = oneshot::channel();
         let (stop, stop_rx) = oneshot::channel::<()>();
-        let server = tokio::spawn(docent::run_with(
-            config,
-            move |r| {
-                let _ = ready_tx.send(r);
-            },
-            async move {
-                let _ = stop_rx.await;
-            },
+        let server = tokio::spawn(docent::run(
+            docent::Run::new(config)
+                .on_ready(move |r| {
+                    let _ = ready_tx.send(r);
+                })
+                .shutdown(async move {
+                    let _ = stop_rx.await;
+                }),
         ));
         let ready = ready_rx.await.expect("kiosk started");
         Kiosk {

@@ -144,7 +144,7 @@ impl FromRequestParts<AppState> for Internal {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let loopback = trusted_loopback(&state.engine, peer(parts));
-        let token_ok = match (&state.engine.config.internal_token, bearer(&parts.headers)) {
+        let token_ok = match (&state.engine.config.access.internal_token, bearer(&parts.headers)) {
             (Some(want), Some(got)) if !want.is_empty() => {
                 bool::from(want.as_bytes().ct_eq(got.as_bytes()))
             }
@@ -201,7 +201,7 @@ pub fn peer(parts: &Parts) -> Option<SocketAddr> {
 
 /// Whether `peer` is on the kiosk itself and loopback is trusted (`loopback_is_trusted`).
 pub fn trusted_loopback(engine: &Engine, peer: Option<SocketAddr>) -> bool {
-    engine.config.loopback_is_trusted && peer.is_some_and(|a| a.ip().is_loopback())
+    engine.config.access.loopback_is_trusted && peer.is_some_and(|a| a.ip().is_loopback())
 }
 
 /// Turns a request's credentials into the caller: `key` is a client key presented another way
@@ -235,7 +235,7 @@ pub fn caller(
     }
     if loopback {
         Ok(Owner::Loopback)
-    } else if engine.config.open_conversation_api {
+    } else if engine.config.access.open_conversation_api {
         // Each address its own owner; the open API shares one message budget (see `access`).
         Ok(Owner::Anonymous(peer.map_or_else(
             || "unknown".into(),

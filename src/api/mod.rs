@@ -89,12 +89,12 @@ pub struct Reach {
 
 impl AppState {
     pub fn new(engine: Arc<Engine>, devices: Arc<Devices>) -> AppState {
-        let images = Arc::new(site::ImageCache::new(engine.config.image_cache_bytes));
+        let images = Arc::new(site::ImageCache::new(engine.config.storage.image_cache_bytes));
         let streams = Arc::new(streams::Streams::new(&engine.config));
         let logins = Arc::new(tokio::sync::Semaphore::new(
-            engine.config.login_concurrency.max(1),
+            engine.config.access.login_concurrency.max(1),
         ));
-        let body_budget = engine.config.request_body_budget_bytes;
+        let body_budget = engine.config.connections.request_body_budget_bytes;
         AppState(Arc::new(Reach {
             engine,
             devices,
@@ -150,7 +150,7 @@ impl App {
 
 /// The routes; `logged`: with [`front`] as a layer and the access log around it.
 fn router(state: &AppState, logged: bool) -> Router {
-    let hooks = if state.engine.config.test_hooks {
+    let hooks = if state.engine.config.test.hooks {
         debug::routes()
     } else {
         Router::new()
@@ -250,7 +250,7 @@ where
     let allowed = origin
         .as_ref()
         .and_then(|o| o.to_str().ok())
-        .filter(|o| state.engine.config.cors_origins.iter().any(|c| c == o))
+        .filter(|o| state.engine.config.access.cors_origins.iter().any(|c| c == o))
         .is_some();
     // An answer that trusts loopback (the kiosk's own caller: setup mode's administrator, a
     // conversation client without a key) is as credentialed as one to a cookie: a page of

@@ -143,7 +143,7 @@ fn refuse_plain_login(s: &AppState, req: &http::request::Parts) -> Result<(), Ap
     // Our own TLS only: `X-Forwarded-Proto` is the client's word (a proxy in front that
     // terminates TLS is what `allow_plain_http_login` is for).
     let tls = req.extensions.get::<Transport>().is_some_and(|t| t.tls);
-    if tls || from_loopback || s.engine.config.allow_plain_http_login {
+    if tls || from_loopback || s.engine.config.access.allow_plain_http_login {
         return Ok(());
     }
     let host = req
@@ -194,7 +194,7 @@ async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
     }
     // 2. Rate limit by client address, before anything else is looked at.
     let peer = parts.extensions.get::<Transport>().map(|t| t.peer.ip());
-    let client = client_key(peer, &parts.headers, &s.engine.config.trusted_proxies);
+    let client = client_key(peer, &parts.headers, &s.engine.config.access.trusted_proxies);
     let probe = client.clone();
     if let Some(wait) = blocking(&s, move |e| e.login_wait(&probe)).await? {
         return Ok(too_many(wait));
@@ -237,7 +237,7 @@ async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
         Login::Limited(wait) => Ok(too_many(wait)),
         Login::WrongPassword => Err(ApiError::new(StatusCode::UNAUTHORIZED, "wrong password")),
         Login::Success(token) => {
-            let cookie = session_cookie(&token, s.engine.config.admin_session_secs, secure);
+            let cookie = session_cookie(&token, s.engine.config.access.admin_session_secs, secure);
             Ok(([(SET_COOKIE, cookie)], Json(json!({ "ok": true }))).into_response())
         }
     }
@@ -301,7 +301,7 @@ async fn change_password(
     let (parts, body) = req.into_parts();
     refuse_plain_login(&s, &parts)?;
     let peer = parts.extensions.get::<Transport>().map(|t| t.peer.ip());
-    let client = client_key(peer, &parts.headers, &s.engine.config.trusted_proxies);
+    let client = client_key(peer, &parts.headers, &s.engine.config.access.trusted_proxies);
     let keep = session_token(&parts.headers).map(str::to_string);
     let body = read_body(body, s.engine.config.limits.json_bytes).await?;
     let PasswordChange { current, new } = serde_json::from_slice(&body)
@@ -568,7 +568,7 @@ async fn get_image_empty(State(s): State<AppState>, uri: Uri, headers: HeaderMap
 
 async fn serve_image(s: &AppState, key: &str, uri: &Uri, req: &HeaderMap) -> ApiResult<Response> {
     // 1. Store off, and 2. a bad key, come before the cache.
-    if !s.engine.config.image_store {
+    if !s.engine.config.storage.image_store {
         return Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "image store is not configured",
@@ -700,7 +700,7 @@ async fn store_image(s: &AppState, key: String, req: Request) -> ApiResult<Json<
     if !is_admin(req.headers(), peer_of(&req), s) {
         return Err(unauthorized(req.extensions()));
     }
-    if !s.engine.config.image_store {
+    if !s.engine.config.storage.image_store {
         return Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "image store is not configured",

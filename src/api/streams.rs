@@ -50,12 +50,12 @@ impl Drop for Place {
 impl Streams {
     pub fn new(config: &Config) -> Streams {
         Streams {
-            websockets: Arc::new(Semaphore::new(config.max_websockets)),
-            grpc: Arc::new(Semaphore::new(config.max_grpc_streams)),
+            websockets: Arc::new(Semaphore::new(config.connections.max_websockets)),
+            grpc: Arc::new(Semaphore::new(config.connections.max_grpc_streams)),
             held: Arc::default(),
-            per_owner: config.max_streams_per_client,
+            per_owner: config.sessions.max_streams_per_client,
             budget: Arc::new(Budget {
-                limit: config.stream_buffer_bytes,
+                limit: config.connections.stream_buffer_bytes,
                 used: AtomicUsize::new(0),
             }),
         }
@@ -150,10 +150,8 @@ mod tests {
 
     #[test]
     fn buffers_share_the_budget_and_give_it_back_when_dropped() {
-        let config = Config {
-            stream_buffer_bytes: 10,
-            ..Config::default()
-        };
+        let mut config = Config::default();
+        config.connections.stream_buffer_bytes = 10;
         let streams = Streams::new(&config);
         let mut a = streams.buffer();
         let mut b = streams.buffer();

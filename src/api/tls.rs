@@ -54,7 +54,7 @@ fn generated_paths(data_dir: &Path) -> (PathBuf, PathBuf) {
 
 /// Loads the configured certificate, or the self-signed one, creating it on first start.
 pub fn load_or_create(config: &Config) -> anyhow::Result<Tls> {
-    let (cert, key, uploads_to) = match (&config.tls_cert, &config.tls_key) {
+    let (cert, key, uploads_to) = match (&config.access.tls_cert, &config.access.tls_key) {
         (Some(cert), Some(key)) => (cert.clone(), key.clone(), None),
         (None, None) => {
             let (cert, key) = generated_paths(&config.data_dir);

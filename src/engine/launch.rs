@@ -18,7 +18,8 @@ use crate::store::{self, Store};
 struct Param {
     path: &'static str,
     name: &'static str,
-    /// Dotted key in `Config` (or in the settings, for a live parameter).
+    /// Dotted key in `Config` (or in the settings, for a live parameter). The store keeps saved
+    /// values under `path`, never this key, so moving a key in `Config` needs no migration.
     config_key: &'static str,
     readonly: bool,
     options: &'static [&'static str],
@@ -150,12 +151,12 @@ const SECTIONS: &[Section] = &[
             p(
                 "storage.image_store",
                 "Site image store enabled",
-                "image_store",
+                "storage.image_store",
             ),
             p(
                 "storage.max_sessions",
                 "Conversation sessions at once",
-                "max_sessions",
+                "sessions.max",
             ),
         ],
     },

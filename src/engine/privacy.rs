@@ -49,8 +49,8 @@ impl Engine {
     /// `history_min_visit_secs`. Their counts go to the daily statistics first. Returns how
     /// many messages went.
     pub fn sweep_transcripts(&self) -> Result<usize> {
-        let days = self.config.history_max_days.get();
-        let short = self.config.history_min_visit_secs;
+        let days = self.config.history.max_days.get();
+        let short = self.config.history.min_visit_secs;
         let cutoff = (days > 0)
             .then(|| self.retention_now() - Duration::from_secs(days.saturating_mul(86_400)));
         let tx = self.store.write()?;
@@ -253,7 +253,7 @@ impl Engine {
     /// messages older than `history_max_days`, oldest first up to the first young one, counted
     /// and removed.
     pub(super) fn retire_old(&self, tx: &WriteTransaction, character_id: &str) -> Result<()> {
-        let days = self.config.history_max_days.get();
+        let days = self.config.history.max_days.get();
         if days == 0 {
             return Ok(());
         }

@@ -156,13 +156,13 @@ impl Engine {
                     taken += usize::from(s.owner != Owner::Kiosk);
                     own += usize::from(s.owner == owner);
                 }
-                if taken >= self.config.max_sessions {
+                if taken >= self.config.sessions.max {
                     return Err(Error::Unavailable(format!(
                         "all {} conversation places are taken; try again later",
-                        self.config.max_sessions
+                        self.config.sessions.max
                     )));
                 }
-                if owner != Owner::Admin && own >= self.config.max_sessions_per_client {
+                if owner != Owner::Admin && own >= self.config.sessions.max_per_client {
                     return Err(Error::TooMany(format!(
                         "this client holds {own} conversation places already; end one first"
                     )));
@@ -246,7 +246,7 @@ impl Engine {
 
     /// Removes sessions idle for longer than `session_idle_secs`; returns their ids.
     fn sweep_sessions(&self, tx: &WriteTransaction) -> Result<Vec<String>> {
-        let cutoff = SystemTime::now() - Duration::from_secs(self.config.session_idle_secs);
+        let cutoff = SystemTime::now() - Duration::from_secs(self.config.sessions.idle_secs);
         let mut expired = Vec::new();
         tx.open_table(SESSIONS)?.retain(|id, v| {
             let stale = store::from_json::<Session>(v)
@@ -543,7 +543,7 @@ impl Engine {
                 }
             }
         }
-        let min = self.config.questions_min_visits;
+        let min = self.config.history.questions_min_visits;
         let mut askers = askers.into_iter();
         out.retain(|_| askers.next().is_some_and(|a| a.len() >= min));
         out.truncate(limit);
@@ -668,7 +668,7 @@ impl Engine {
             }
         }
         // One visitor's words alone are not shown (docs/privacy.md).
-        let min = self.config.questions_min_visits;
+        let min = self.config.history.questions_min_visits;
         asked.retain(|key, _| askers.get(key).is_some_and(|a| a.len() >= min));
         let mut most_asked: Vec<Asked> = asked.into_values().collect();
         most_asked.sort_by(|a, b| b.count.cmp(&a.count).then(a.question.cmp(&b.question)));
@@ -750,7 +750,7 @@ impl Engine {
         tx: &WriteTransaction,
         character_id: &str,
     ) -> Result<()> {
-        let max = self.config.history_max_messages;
+        let max = self.config.history.max_messages;
         if max > 0 {
             let mut table = tx.open_table(MESSAGES)?;
             let beyond = table

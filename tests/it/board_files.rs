@@ -38,7 +38,7 @@ fn every_board_profile_loads() {
             "{board}: the data partition"
         );
         assert_eq!(
-            c.admin_password_file.as_deref(),
+            c.access.admin_password_file.as_deref(),
             Some(Path::new("/data/admin-password")),
             "{board}: the first-boot password"
         );
@@ -48,10 +48,10 @@ fn every_board_profile_loads() {
 
 #[test]
 fn only_simulated_boards_open_test_hooks() {
-    assert!(!profile("rpi4").test_hooks, "never on a real board");
+    assert!(!profile("rpi4").test.hooks, "never on a real board");
     let c = profile("qemu-aarch64");
     assert!(
-        c.test_hooks,
+        c.test.hooks,
         "the simulated board: the appliance test stalls a loop"
     );
     assert_eq!(

@@ -22,7 +22,7 @@ async fn kiosk(release: &str) -> (Server, String, tempfile::TempDir) {
     std::fs::create_dir(&run).unwrap();
     let (os_release, reboot) = (etc.path().join("os-release"), run.join("reboot"));
     let s = Server::start_with(move |c| {
-        c.admin_password = Some(PASSWORD.into());
+        c.access.admin_password = Some(PASSWORD.into());
         c.update.os_release = os_release;
         c.update.reboot_request = reboot;
     })
@@ -147,7 +147,7 @@ async fn health_tells_the_administrator_what_the_last_update_did_and_the_lan_not
     .unwrap();
     let os_release = etc.path().join("os-release");
     let s = Server::start_in(dir, move |c| {
-        c.admin_password = Some(PASSWORD.into());
+        c.access.admin_password = Some(PASSWORD.into());
         c.update.os_release = os_release;
     })
     .await;

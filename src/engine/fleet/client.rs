@@ -510,7 +510,7 @@ impl Client {
         let have = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
         let remaining = artifact.size.unwrap_or(max).saturating_sub(have);
         let free = crate::store::free_bytes(&dir)?;
-        if free < remaining.saturating_add(self.engine.config.data_reserve_bytes) {
+        if free < remaining.saturating_add(self.engine.config.storage.data_reserve_bytes) {
             let why = format!("not enough space on the data partition for {remaining} more bytes");
             return self.fail(ddi, &id, why).await;
         }
