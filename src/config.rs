@@ -207,9 +207,21 @@ pub struct TestHooks {
 pub const MOVED_KEYS: &[(&str, &str, &str)] = &[
     ("max_connections", "connections", "max"),
     ("max_connections_per_peer", "connections", "max_per_peer"),
-    ("max_connections_per_subnet", "connections", "max_per_subnet"),
-    ("request_body_budget_bytes", "connections", "request_body_budget_bytes"),
-    ("header_read_timeout_ms", "connections", "header_read_timeout_ms"),
+    (
+        "max_connections_per_subnet",
+        "connections",
+        "max_per_subnet",
+    ),
+    (
+        "request_body_budget_bytes",
+        "connections",
+        "request_body_budget_bytes",
+    ),
+    (
+        "header_read_timeout_ms",
+        "connections",
+        "header_read_timeout_ms",
+    ),
     ("idle_timeout_secs", "connections", "idle_timeout_secs"),
     ("max_websockets", "connections", "max_websockets"),
     ("max_grpc_streams", "connections", "max_grpc_streams"),
@@ -230,7 +242,11 @@ pub const MOVED_KEYS: &[(&str, &str, &str)] = &[
     ("login_concurrency", "access", "login_concurrency"),
     ("max_sessions", "sessions", "max"),
     ("max_sessions_per_client", "sessions", "max_per_client"),
-    ("max_streams_per_client", "sessions", "max_streams_per_client"),
+    (
+        "max_streams_per_client",
+        "sessions",
+        "max_streams_per_client",
+    ),
     ("session_idle_secs", "sessions", "idle_secs"),
     ("message_burst", "sessions", "message_burst"),
     ("message_refill_ms", "sessions", "message_refill_ms"),
@@ -241,8 +257,16 @@ pub const MOVED_KEYS: &[(&str, &str, &str)] = &[
     ("history_min_visit_secs", "history", "min_visit_secs"),
     ("questions_min_visits", "history", "questions_min_visits"),
     ("provider_timeout_ms", "providers", "timeout_ms"),
-    ("provider_connect_timeout_ms", "providers", "connect_timeout_ms"),
-    ("provider_first_byte_timeout_ms", "providers", "first_byte_timeout_ms"),
+    (
+        "provider_connect_timeout_ms",
+        "providers",
+        "connect_timeout_ms",
+    ),
+    (
+        "provider_first_byte_timeout_ms",
+        "providers",
+        "first_byte_timeout_ms",
+    ),
     ("provider_chunk_timeout_ms", "providers", "chunk_timeout_ms"),
     ("data_reserve_bytes", "storage", "data_reserve_bytes"),
     ("store_cache_bytes", "storage", "store_cache_bytes"),
@@ -1094,12 +1118,19 @@ mod tests {
     fn a_flat_key_of_before_the_sections_names_its_new_place() {
         let err = Config::from_toml("max_connections = 3").unwrap_err();
         assert!(
-            err.0.contains("`max_connections` moved to `[connections]` as `max`"),
+            err.0
+                .contains("`max_connections` moved to `[connections]` as `max`"),
             "{err}"
         );
         let err = Config::from_toml("image_store = false\ntest_hooks = true").unwrap_err();
-        assert!(err.0.contains("`image_store` moved to `[storage]`"), "{err}");
-        assert!(err.0.contains("`test_hooks` moved to `[test]` as `hooks`"), "{err}");
+        assert!(
+            err.0.contains("`image_store` moved to `[storage]`"),
+            "{err}"
+        );
+        assert!(
+            err.0.contains("`test_hooks` moved to `[test]` as `hooks`"),
+            "{err}"
+        );
         let err = Config::from_toml("[history]\nhistory_max_days = 3").unwrap_err();
         assert!(err.0.contains("as `max_days`"), "{err}");
     }

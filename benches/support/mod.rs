@@ -61,7 +61,7 @@ impl Docent {
     ) -> Docent {
         std::fs::create_dir_all(data_dir).expect("data directory");
         let config = data_dir.join("bench.toml");
-        std::fs::write(&config, format!("max_connections_per_peer = {PER_PEER}\n"))
+        std::fs::write(&config, format!("connections.max_per_peer = {PER_PEER}\n"))
             .expect("bench configuration");
         // Another build of docent (an earlier commit's, to compare) when one is named.
         let binary = std::env::var_os("DOCENT_BENCH_BINARY")

@@ -63,7 +63,9 @@ pub async fn serve(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_millis(config.connections.header_read_timeout_ms));
+        .header_read_timeout(Duration::from_millis(
+            config.connections.header_read_timeout_ms,
+        ));
     builder
         .http2()
         .timer(TokioTimer::new())

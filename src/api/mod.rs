@@ -77,11 +77,11 @@ pub struct Reach {
     /// themselves (the console's event stream) let the graceful shutdown finish.
     stopping: tokio_util::sync::CancellationToken,
     streams: Arc<streams::Streams>,
-    /// Password checks allowed at once (`login_concurrency`).
+    /// Password checks allowed at once (`access.login_concurrency`).
     logins: Arc<tokio::sync::Semaphore>,
     /// The listener's certificate, set by `serve` (the certificate routes replace it).
     tls: std::sync::OnceLock<Arc<tls::Tls>>,
-    /// Request bodies being received at once (`request_body_budget_bytes`).
+    /// Request bodies being received at once (`connections.request_body_budget_bytes`).
     bodies: Arc<extract::BodyBudget>,
     health: system::HealthCache,
     characters_gzip: gzip::Gzipped,
@@ -89,7 +89,9 @@ pub struct Reach {
 
 impl AppState {
     pub fn new(engine: Arc<Engine>, devices: Arc<Devices>) -> AppState {
-        let images = Arc::new(site::ImageCache::new(engine.config.storage.image_cache_bytes));
+        let images = Arc::new(site::ImageCache::new(
+            engine.config.storage.image_cache_bytes,
+        ));
         let streams = Arc::new(streams::Streams::new(&engine.config));
         let logins = Arc::new(tokio::sync::Semaphore::new(
             engine.config.access.login_concurrency.max(1),
@@ -232,7 +234,7 @@ fn charged(state: &AppState, req: Request, peer: Option<std::net::SocketAddr>) -
 ///
 /// The CORS headers on every response; OPTIONS is answered before routing. A request that
 /// carries credentials (cookie or `Authorization`), or comes from a page of another origin over
-/// trusted loopback, is answered for the configured `cors_origins` only; anything else may be
+/// trusted loopback, is answered for the configured `access.cors_origins` only; anything else may be
 /// read by any page (`*`). A write authenticated by a live session cookie, or in setup mode a
 /// write from a page on trusted loopback, must come from the kiosk's own origin (or a
 /// configured one). The setup-mode write is refused (403); the cookie of another origin is set
@@ -250,7 +252,15 @@ where
     let allowed = origin
         .as_ref()
         .and_then(|o| o.to_str().ok())
-        .filter(|o| state.engine.config.access.cors_origins.iter().any(|c| c == o))
+        .filter(|o| {
+            state
+                .engine
+                .config
+                .access
+                .cors_origins
+                .iter()
+                .any(|c| c == o)
+        })
         .is_some();
     // An answer that trusts loopback (the kiosk's own caller: setup mode's administrator, a
     // conversation client without a key) is as credentialed as one to a cookie: a page of

@@ -70,7 +70,7 @@ async fn auth_status(State(s): State<AppState>, headers: HeaderMap) -> Json<Valu
     }
 }
 
-/// The rate-limit key: the TCP peer's address; only from a peer listed in `trusted_proxies`
+/// The rate-limit key: the TCP peer's address; only from a peer listed in `access.trusted_proxies`
 /// the address that proxy reports (`Edge-Connecting-IP`, else the last `X-Forwarded-For`
 /// entry, which is the one the proxy appended). `unknown` only without a peer address.
 fn client_key(peer: Option<IpAddr>, headers: &HeaderMap, trusted: &[IpAddr]) -> String {
@@ -134,14 +134,14 @@ fn session_cookie(value: &str, max_age: u64, secure: bool) -> HeaderValue {
 }
 
 /// The password must not cross the LAN in clear: a login over plain HTTP from another machine
-/// is refused (unless `allow_plain_http_login`), naming the HTTPS address to use instead.
+/// is refused (unless `access.allow_plain_http_login`), naming the HTTPS address to use instead.
 fn refuse_plain_login(s: &AppState, req: &http::request::Parts) -> Result<(), ApiError> {
     let from_loopback = req
         .extensions
         .get::<Transport>()
         .is_some_and(|t| t.peer.ip().to_canonical().is_loopback());
     // Our own TLS only: `X-Forwarded-Proto` is the client's word (a proxy in front that
-    // terminates TLS is what `allow_plain_http_login` is for).
+    // terminates TLS is what `access.allow_plain_http_login` is for).
     let tls = req.extensions.get::<Transport>().is_some_and(|t| t.tls);
     if tls || from_loopback || s.engine.config.access.allow_plain_http_login {
         return Ok(());
@@ -194,7 +194,11 @@ async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
     }
     // 2. Rate limit by client address, before anything else is looked at.
     let peer = parts.extensions.get::<Transport>().map(|t| t.peer.ip());
-    let client = client_key(peer, &parts.headers, &s.engine.config.access.trusted_proxies);
+    let client = client_key(
+        peer,
+        &parts.headers,
+        &s.engine.config.access.trusted_proxies,
+    );
     let probe = client.clone();
     if let Some(wait) = blocking(&s, move |e| e.login_wait(&probe)).await? {
         return Ok(too_many(wait));
@@ -221,7 +225,7 @@ async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
         tokio::time::sleep(delay).await;
     }
     // 5. and 6. Full-length constant-time comparison, then a session. Argon2 takes 19 MiB per
-    // check: only `login_concurrency` run at once, the rest wait briefly, then 429.
+    // check: only `access.login_concurrency` run at once, the rest wait briefly, then 429.
     let Ok(Ok(slot)) =
         tokio::time::timeout(LOGIN_QUEUE_WAIT, s.logins.clone().acquire_owned()).await
     else {
@@ -301,7 +305,11 @@ async fn change_password(
     let (parts, body) = req.into_parts();
     refuse_plain_login(&s, &parts)?;
     let peer = parts.extensions.get::<Transport>().map(|t| t.peer.ip());
-    let client = client_key(peer, &parts.headers, &s.engine.config.access.trusted_proxies);
+    let client = client_key(
+        peer,
+        &parts.headers,
+        &s.engine.config.access.trusted_proxies,
+    );
     let keep = session_token(&parts.headers).map(str::to_string);
     let body = read_body(body, s.engine.config.limits.json_bytes).await?;
     let PasswordChange { current, new } = serde_json::from_slice(&body)

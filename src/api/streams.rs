@@ -62,7 +62,7 @@ impl Streams {
     }
 
     /// A place for one more WebSocket of `owner`, held as long as the socket lives; None when
-    /// all are taken or the caller holds its share (`max_streams_per_client`; the
+    /// all are taken or the caller holds its share (`sessions.max_streams_per_client`; the
     /// administrator is not limited).
     pub fn websocket(&self, owner: &Owner) -> Option<Place> {
         self.place(&self.websockets, owner, Kind::WebSocket)

@@ -63,7 +63,7 @@ pub fn load_or_create(config: &Config) -> anyhow::Result<Tls> {
             }
             (cert.clone(), key.clone(), Some((cert, key)))
         }
-        _ => anyhow::bail!("tls_cert and tls_key must be set together"),
+        _ => anyhow::bail!("access.tls_cert and access.tls_key must be set together"),
     };
     let read = || -> anyhow::Result<(Arc<CertifiedKey>, String)> {
         let cert_pem = std::fs::read(&cert)

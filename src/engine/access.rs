@@ -219,9 +219,9 @@ impl Engine {
         self.live(id)
     }
 
-    /// Takes one message from `caller`'s budget (`message_burst`, one more every
-    /// `message_refill_ms`). Only callers from the LAN are limited (client keys, and everyone
-    /// at once under `open_conversation_api`): the kiosk, its administrator and its own loopback
+    /// Takes one message from `caller`'s budget (`sessions.message_burst`, one more every
+    /// `sessions.message_refill_ms`). Only callers from the LAN are limited (client keys, and everyone
+    /// at once under `access.open_conversation_api`): the kiosk, its administrator and its own loopback
     /// callers are not.
     pub fn spend_message(&self, caller: &Owner) -> Result<()> {
         let caller = match caller {

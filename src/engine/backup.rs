@@ -208,7 +208,10 @@ impl Engine {
     /// Keeps the reserve during a long write on the data partition (an upload, a download, a
     /// restore's staged copy): told every chunk before it is written.
     pub fn headroom(&self) -> store::Headroom {
-        store::Headroom::new(&self.config.data_dir, self.config.storage.data_reserve_bytes)
+        store::Headroom::new(
+            &self.config.data_dir,
+            self.config.storage.data_reserve_bytes,
+        )
     }
 
     fn maintenance_lock(&self) -> Result<std::sync::MutexGuard<'_, ()>> {

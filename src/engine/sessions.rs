@@ -148,7 +148,7 @@ impl Engine {
         let session = {
             let mut table = tx.open_table(SESSIONS)?;
             // The kiosk's visitor session takes no place and is never refused one; a caller
-            // other than the administrator holds at most `max_sessions_per_client` of them.
+            // other than the administrator holds at most `sessions.max_per_client` of them.
             if owner != Owner::Kiosk {
                 let (mut taken, mut own) = (0, 0);
                 for item in table.iter()? {
@@ -244,7 +244,7 @@ impl Engine {
         Ok(())
     }
 
-    /// Removes sessions idle for longer than `session_idle_secs`; returns their ids.
+    /// Removes sessions idle for longer than `sessions.idle_secs`; returns their ids.
     fn sweep_sessions(&self, tx: &WriteTransaction) -> Result<Vec<String>> {
         let cutoff = SystemTime::now() - Duration::from_secs(self.config.sessions.idle_secs);
         let mut expired = Vec::new();
@@ -486,7 +486,7 @@ impl Engine {
 
     /// The questions visitors asked that the knowledge did not answer, most recently asked
     /// first, repeats counted together (admin); staff tests are not visitors' questions. Walks
-    /// the whole kept history, which `history_max_messages` bounds.
+    /// the whole kept history, which `history.max_messages` bounds.
     pub fn unmatched_questions(
         &self,
         character_id: &str,
@@ -600,7 +600,7 @@ const MOST_ASKED: usize = 10;
 impl Engine {
     /// Visits and questions per day, how many were answered, asked again or not answered, and
     /// the most asked questions, over the whole kept history of `character_id` (admin); staff
-    /// tests are not counted. Walks the history, which `history_max_messages` bounds.
+    /// tests are not counted. Walks the history, which `history.max_messages` bounds.
     pub fn statistics(&self, character_id: &str) -> Result<Statistics> {
         self.character_record(character_id)?;
         let tx = self.store.read()?;
@@ -741,8 +741,8 @@ impl Engine {
         Ok(removed)
     }
 
-    /// Keeps a character's history within `history_max_messages` (newest kept) and
-    /// `history_max_days` (the old ones' counts kept: `privacy`); part of the transaction that
+    /// Keeps a character's history within `history.max_messages` (newest kept) and
+    /// `history.max_days` (the old ones' counts kept: `privacy`); part of the transaction that
     /// appended, so the bound holds after every write, and the hourly sweep holds it between
     /// writes. The cost is one walk over at most the kept count plus what goes.
     pub(in crate::engine) fn retain_history(

@@ -2,7 +2,7 @@
 //! used to steer, watch or fill the kiosk, now refused; client keys; sessions owned by their
 //! caller; bounded `dialog_context`; CORS, content types and origins; the per-caller budget.
 //!
-//! The tests connect over 127.0.0.1, so `loopback_is_trusted = false` makes the server treat them
+//! The tests connect over 127.0.0.1, so `access.loopback_is_trusted = false` makes the server treat them
 //! as a LAN client (see README's configuration block); internal routes then need the token.
 
 use std::time::{Duration, Instant};

@@ -382,7 +382,7 @@ async fn a_browser_changes_the_first_boot_password_and_reads_the_log() {
     // share the ring with every other test's servers, and the page shows the last 300 lines).
     let s = Process::new()
         .config(&format!(
-            "admin_password_file = {:?}\n",
+            "access.admin_password_file = {:?}\n",
             file.display().to_string()
         ))
         .start()

@@ -283,7 +283,8 @@ async fn history_per_visit_unmatched_questions_and_exports() {
 
 #[tokio::test]
 async fn the_new_routes_need_an_administrator() {
-    let s = Server::start_with(|c| c.access.admin_password = Some("conversations-password".into())).await;
+    let s = Server::start_with(|c| c.access.admin_password = Some("conversations-password".into()))
+        .await;
     let cid = s.default_character().await;
     let base = format!("/api/v1/characters/{cid}");
     for req in [

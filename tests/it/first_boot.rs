@@ -1,7 +1,7 @@
-//! First boot over the real server: a password from `admin_password_file` (as the board's
+//! First boot over the real server: a password from `access.admin_password_file` (as the board's
 //! first-boot step writes it) is what the display shows, with the admin address, until the first
 //! successful `POST /api/auth`; a wrong password does not end that, a restart does not forget
-//! that it ended, a password from `admin_password` is never first boot, and the clear text
+//! that it ended, a password from `access.admin_password` is never first boot, and the clear text
 //! reaches no API answer and no log line.
 
 use std::path::Path;
@@ -144,7 +144,7 @@ fn password_file(dir: &Path) -> std::path::PathBuf {
 /// and a visitor's press here starts a turn whose reply would hold it back.
 fn in_first_boot(file: &Path) -> Process {
     Process::new().args(["--devices", "sim"]).config(&format!(
-        "admin_password_file = {:?}\n[kiosk]\ncaption_linger_ms = 500\n",
+        "access.admin_password_file = {:?}\n[kiosk]\ncaption_linger_ms = 500\n",
         file.to_str().unwrap()
     ))
 }
@@ -224,7 +224,7 @@ async fn the_first_boot_password_is_shown_until_the_first_login_and_never_again(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configured_password_is_not_first_boot() {
-    // `admin_password` (which `ADMIN_PASSWORD` and `--admin-password` also set), alone or over
+    // `access.admin_password` (which `ADMIN_PASSWORD` and `--admin-password` also set), alone or over
     // the file.
     let dir = tempfile::tempdir().unwrap();
     let file = password_file(dir.path());
@@ -269,7 +269,10 @@ async fn a_configured_password_is_not_first_boot() {
     .await;
     assert_eq!(k.login(FIRST_BOOT_PASSWORD).await, 200);
     k.stop().await;
-    let k = Kiosk::start(dir.path(), |c| c.access.admin_password_file = Some(file.clone())).await;
+    let k = Kiosk::start(dir.path(), |c| {
+        c.access.admin_password_file = Some(file.clone())
+    })
+    .await;
     assert_eq!(k.engine.first_boot_password(), None);
     k.stop().await;
 }

@@ -1,7 +1,7 @@
 //! A hostile LAN, round 3 (each test names the finding it reproduces): a file of the kiosk read
 //! through a voice, memory used up before any credential is checked, places a client can take
 //! from the kiosk's visitor, credentials that outlive their revocation. The attacker is a
-//! client on 127.0.0.1 with `loopback_is_trusted = false` (see `access.rs`).
+//! client on 127.0.0.1 with `access.loopback_is_trusted = false` (see `access.rs`).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -479,7 +479,7 @@ async fn attacker(from: [u8; 4], server: SocketAddr, stop: tokio_util::sync::Can
 async fn a_flood_without_credentials_leaves_memory_bounded_and_the_kiosk_answering() {
     let running = crate::support::Process::new()
         .config(&format!(
-            "admin_password = \"{}\"\nloopback_is_trusted = false\ninternal_token = \"{}\"\n",
+            "access.admin_password = \"{}\"\naccess.loopback_is_trusted = false\naccess.internal_token = \"{}\"\n",
             crate::access::PW,
             crate::access::INTERNAL
         ))

@@ -126,7 +126,10 @@ async fn a_password_change_ends_every_session() {
     let s = Server::start_in(dir, |c| c.access.admin_password = Some(PW.into())).await;
     assert!(signed_in(&s, &old).await);
     let dir = s.stop().await;
-    let s = Server::start_in(dir, |c| c.access.admin_password = Some("a new password".into())).await;
+    let s = Server::start_in(dir, |c| {
+        c.access.admin_password = Some("a new password".into())
+    })
+    .await;
     assert!(
         !signed_in(&s, &old).await,
         "the old password's session ended"

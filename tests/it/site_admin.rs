@@ -1862,7 +1862,7 @@ async fn setup_mode_opens_the_admin_routes() {
     assert_eq!(health["admin_auth"], "password");
 }
 
-/// The same table from the LAN (`loopback_is_trusted = false`): every row refuses a caller
+/// The same table from the LAN (`access.loopback_is_trusted = false`): every row refuses a caller
 /// without credentials except the public ones; internal rows take the internal token; the
 /// conversation rows take a client key, and those naming a session only its owner's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1942,7 +1942,7 @@ async fn no_secret_appears_in_any_log_line() {
     const INTERNAL: &str = "it-LeakProbe-Internal-99317-tok";
 
     let docent = Process::new()
-        .config(&format!("internal_token = \"{INTERNAL}\"\n"))
+        .config(&format!("access.internal_token = \"{INTERNAL}\"\n"))
         .env("DOCENT_LOG", "trace")
         .env("ADMIN_PASSWORD", PASSWORD)
         .start()

@@ -606,7 +606,7 @@ async fn after_a_fallback_the_old_version_opens_its_copy_of_the_data() {
             .data_dir(&data)
             .env("ADMIN_PASSWORD", PASSWORD);
         if newer {
-            p = p.config("test_hooks = true\ntest_schema_version = 99\n");
+            p = p.config("test.hooks = true\ntest.schema_version = 99\n");
         }
         p.start()
     };
