@@ -1,7 +1,9 @@
 //! Configuration: a TOML file, then environment and command-line overrides.
 //!
 //! Every key has a default, so an empty file (or none) gives the embedded kiosk. Unknown keys are an
-//! error naming the key: a typo in a config must not silently fall back to a default.
+//! error naming the key: a typo in a config must not silently fall back to a default. The keys are
+//! grouped in tables by what they are about; a key written at the top level as before the tables
+//! is refused with its new place named (`MOVED_KEYS`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
