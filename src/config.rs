@@ -206,7 +206,7 @@ pub struct TestHooks {
 
 /// The keys that were top-level before the sections, with the table and name each has now, so
 /// that an old file's error says where its key went.
-pub const MOVED_KEYS: &[(&str, &str, &str)] = &[
+const MOVED_KEYS: &[(&str, &str, &str)] = &[
     ("max_connections", "connections", "max"),
     ("max_connections_per_peer", "connections", "max_per_peer"),
     (
