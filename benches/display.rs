@@ -24,7 +24,7 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use docent::config::Config;
+use docent::config::{AccessConfig, Config};
 use docent::device::KioskState;
 use docent::device::display::scale::YuvScaler;
 use docent::device::display::{self, MemoryScreen, testclip};
@@ -126,7 +126,10 @@ fn idle_cpu(clip_size: (u16, u16), screen: (u32, u32), mp4: &[u8]) -> f64 {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(Config {
         data_dir: dir.path().to_path_buf(),
-        admin_password: Some("bench".into()),
+        access: AccessConfig {
+            admin_password: Some("bench".into()),
+            ..AccessConfig::default()
+        },
         ..Config::default()
     })
     .unwrap();

@@ -44,7 +44,10 @@ fn start_server(data: &std::path::Path) -> SocketAddr {
         data_dir: data.to_path_buf(),
         listen: "127.0.0.1:0".parse().expect("address"),
         devices: docent::config::DeviceMode::None,
-        max_connections_per_peer: PER_PEER,
+        connections: docent::config::ConnectionsConfig {
+            max_per_peer: PER_PEER,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let (tx, rx) = std::sync::mpsc::channel();
@@ -56,9 +59,7 @@ fn start_server(data: &std::path::Path) -> SocketAddr {
             .expect("server runtime");
         runtime
             .block_on(docent::run(
-                config,
-                move |addr| tx.send(addr).expect("ready"),
-                std::future::pending(),
+                docent::Run::new(config).on_ready(move |ready| tx.send(ready.addr).expect("ready")),
             ))
             .expect("server runs");
     });

@@ -104,9 +104,9 @@ async fn run() {
 async fn start_server(dir: &std::path::Path, base_url: &str) -> Kiosk {
     // Every client is the same loopback caller: its share is all of it.
     let kiosk = Kiosk::start(dir, |c| {
-        c.max_sessions = SESSIONS + 10;
-        c.max_sessions_per_client = SESSIONS + 10;
-        c.max_streams_per_client = SESSIONS + 10;
+        c.sessions.max = SESSIONS + 10;
+        c.sessions.max_per_client = SESSIONS + 10;
+        c.sessions.max_streams_per_client = SESSIONS + 10;
     })
     .await;
     let addr = kiosk.ready.addr;

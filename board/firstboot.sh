@@ -4,7 +4,7 @@
 # /data/admin-password does not exist (ConditionPathExists=!/data/admin-password).
 #
 # The password is 16 characters from [A-Za-z0-9] read from /dev/urandom. docent reads the first
-# line of the file (admin_password_file in /etc/docent/docent.toml); the file is mode 0600 and
+# line of the file (admin_password_file under [access] in /etc/docent/docent.toml); the file is mode 0600 and
 # owned by the user docent runs as.
 #
 # The data directory is docent's: docent could have planted a link at any name in it (and it can

@@ -1,14 +1,17 @@
 //! Configuration: a TOML file, then environment and command-line overrides.
 //!
 //! Every key has a default, so an empty file (or none) gives the embedded kiosk. Unknown keys are an
-//! error naming the key: a typo in a config must not silently fall back to a default.
+//! error naming the key: a typo in a config must not silently fall back to a default. The keys are
+//! grouped in tables by what they are about; a key written at the top level as before the tables
+//! is refused with its new place named (`MOVED_KEYS`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// The whole configuration. Field names are the TOML keys.
+/// The whole configuration. Field names are the TOML keys; each section is a TOML table
+/// (`[connections]`, `[access]`, ...), so a reader finds a key by what it is about.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -16,14 +19,48 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Address of the one listener (HTTP, WebSocket, gRPC; plain and TLS on the same port).
     pub listen: SocketAddr,
+    /// Which devices the kiosk uses: `auto` (real where present, simulated for the rest), `sim`,
+    /// `real` or `none` (a pure server).
+    pub devices: DeviceMode,
+    /// Stall limit of the watchdog when systemd sets none (`WATCHDOG_USEC`): the engine or the
+    /// kiosk loop making no progress this long makes docent exit with code 70; 0 turns that off.
+    pub watchdog_secs: u64,
+    pub connections: ConnectionsConfig,
+    pub access: AccessConfig,
+    pub sessions: SessionsConfig,
+    pub history: HistoryConfig,
+    pub providers: ProvidersConfig,
+    pub storage: StorageConfig,
+    pub limits: Limits,
+    pub audio: AudioConfig,
+    pub ptt: PttConfig,
+    /// A touch screen to choose questions on without speaking (docs/touch.md).
+    pub touch: TouchConfig,
+    /// Up to three buttons to choose questions on without speaking (docs/touch.md).
+    pub choice_buttons: ChoiceButtonsConfig,
+    pub display: DisplayConfig,
+    pub kiosk: KioskConfig,
+    pub mdns: MdnsConfig,
+    pub update: UpdateConfig,
+    pub fleet: FleetConfig,
+    /// Hooks for the test rig only, kept apart so that a kiosk's file shows at a glance that
+    /// none is on.
+    pub test: TestHooks,
+}
+
+/// What the listener lets in at once, and for how long: bounds that keep many or slow clients
+/// from using up the board.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConnectionsConfig {
     /// Connections open at once. At this cap or the two below, a newcomer takes the place of
     /// an idle connection of whoever holds the most; with none idle, it is closed at once.
-    pub max_connections: usize,
+    pub max: usize,
     /// Connections open at once from one client address (loopback included).
-    pub max_connections_per_peer: usize,
+    pub max_per_peer: usize,
     /// Connections open at once from one client network (an IPv4 /24, an IPv6 /64): one
     /// client that adds addresses at will still meets a bound.
-    pub max_connections_per_subnet: usize,
+    pub max_per_subnet: usize,
     /// Bytes of request bodies being received at once, over every request of callers that
     /// are not the administrator (body bounds per route apply besides); beyond it a body is
     /// refused (503), so that many slow bodies cannot use up the board's memory.
@@ -39,6 +76,12 @@ pub struct Config {
     /// Memory shared by the utterances that WebSocket and gRPC clients are sending; a client
     /// that would go beyond it is closed (1013, RESOURCE_EXHAUSTED).
     pub stream_buffer_bytes: usize,
+}
+
+/// Who may call what: TLS, passwords and tokens, origins, proxies, and the bounds on logins.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct AccessConfig {
     /// PEM certificate chain and private key of the HTTPS listener; when unset, a self-signed
     /// certificate is created once in `data_dir/tls/`.
     pub tls_cert: Option<PathBuf>,
@@ -46,8 +89,6 @@ pub struct Config {
     /// Lets `POST /api/auth` work over plain HTTP from another machine (only where TLS is
     /// terminated in front of the kiosk).
     pub allow_plain_http_login: bool,
-    /// Whether the site image store (`/api/img/{name}`) is available.
-    pub image_store: bool,
     /// Administrator password in clear text (prefer `admin_password_file` or `ADMIN_PASSWORD`).
     pub admin_password: Option<String>,
     /// File whose first line is the administrator password (written at first boot on the image).
@@ -64,10 +105,6 @@ pub struct Config {
     /// Origins (`scheme://host[:port]`) whose pages may read responses to requests that carry
     /// credentials (cookie or `Authorization`); none: same-origin only.
     pub cors_origins: Vec<String>,
-    /// Messages (REST, WebSocket, gRPC turns) and voice checks one caller may send in a burst;
-    /// `message_refill_ms` gives one back.
-    pub message_burst: u32,
-    pub message_refill_ms: u64,
     /// Lifetime of an administrator login.
     pub admin_session_secs: u64,
     /// Failed logins allowed per client address inside `login_window_secs`.
@@ -80,74 +117,166 @@ pub struct Config {
     /// Password checks (Argon2, 19 MiB each) running at once; further logins wait briefly, then
     /// get 429, so parallel logins cannot exhaust memory.
     pub login_concurrency: usize,
-    /// Messages kept per character; older ones are removed when a message is stored.
-    pub history_max_messages: usize,
-    /// Days a visitor's transcript is kept (0..=365, 30 by default; docs/privacy.md): an hourly
-    /// sweep removes older messages even when nobody writes, their counts kept in the daily
-    /// statistics. 0 keeps none past the visit: statistics only.
-    pub history_max_days: RetentionDays,
-    /// A visit that ended in under this many seconds keeps no transcript (0: every visit is
-    /// kept); its counts stay in the statistics.
-    pub history_min_visit_secs: u64,
-    /// A question is listed as unanswered or most asked only when this many different visits
-    /// asked it (3): one visitor's words alone are never shown as a statistic.
-    pub questions_min_visits: usize,
-    /// Memory for cached `/api/img` responses.
-    pub image_cache_bytes: usize,
+}
+
+/// Conversations: how many at once, how long they live, how fast one caller may talk.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionsConfig {
     /// Live conversation sessions allowed at once.
-    pub max_sessions: usize,
+    pub max: usize,
     /// Of those, the places one caller (a client key, loopback, the open API) may hold; the
     /// kiosk's own visitor session never counts and is never refused a place.
-    pub max_sessions_per_client: usize,
+    pub max_per_client: usize,
     /// Live WebSocket chats, and gRPC `Converse` streams, one caller may hold at once (of
-    /// `max_websockets` and `max_grpc_streams`).
+    /// `connections.max_websockets` and `connections.max_grpc_streams`).
     pub max_streams_per_client: usize,
     /// A session with no activity for this long is closed and stops counting against the cap.
-    pub session_idle_secs: u64,
-    /// Bound on every provider call (recognition, each reply chunk, each sentence of speech).
-    pub provider_timeout_ms: u64,
-    /// Time to open a connection to a network provider.
-    pub provider_connect_timeout_ms: u64,
-    /// Wait for a streamed reply's first bytes (default: `provider_timeout_ms`).
-    pub provider_first_byte_timeout_ms: Option<u64>,
-    /// Wait between two chunks of a streamed reply (default: `provider_timeout_ms`).
-    pub provider_chunk_timeout_ms: Option<u64>,
-    /// Free space kept on the data partition: below it every write answers 507 before anything
-    /// is written, so the database never meets a full disk; turns still answer.
-    pub data_reserve_bytes: u64,
+    pub idle_secs: u64,
+    /// Messages (REST, WebSocket, gRPC turns) and voice checks one caller may send in a burst;
+    /// `message_refill_ms` gives one back.
+    pub message_burst: u32,
+    pub message_refill_ms: u64,
+    /// Earlier messages of the session sent to the language model with each turn.
+    pub history_messages: usize,
     /// Silence (ms) that ends a streamed gRPC utterance after speech; 0 turns voice activity
     /// detection off (utterances then end with an `is_final` chunk).
     pub vad_silence_ms: u64,
-    /// Earlier messages of the session sent to the language model with each turn.
-    pub history_messages: usize,
+}
+
+/// What is kept of visitors' words, and for how long (docs/privacy.md).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct HistoryConfig {
+    /// Messages kept per character; older ones are removed when a message is stored.
+    pub max_messages: usize,
+    /// Days a visitor's transcript is kept (0..=365, 30 by default; docs/privacy.md): an hourly
+    /// sweep removes older messages even when nobody writes, their counts kept in the daily
+    /// statistics. 0 keeps none past the visit: statistics only.
+    pub max_days: RetentionDays,
+    /// A visit that ended in under this many seconds keeps no transcript (0: every visit is
+    /// kept); its counts stay in the statistics.
+    pub min_visit_secs: u64,
+    /// A question is listed as unanswered or most asked only when this many different visits
+    /// asked it (3): one visitor's words alone are never shown as a statistic.
+    pub questions_min_visits: usize,
+}
+
+/// Bounds on the calls to recognition, language and speech providers.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProvidersConfig {
+    /// Bound on every provider call (recognition, each reply chunk, each sentence of speech).
+    pub timeout_ms: u64,
+    /// Time to open a connection to a network provider.
+    pub connect_timeout_ms: u64,
+    /// Wait for a streamed reply's first bytes (default: `timeout_ms`).
+    pub first_byte_timeout_ms: Option<u64>,
+    /// Wait between two chunks of a streamed reply (default: `timeout_ms`).
+    pub chunk_timeout_ms: Option<u64>,
+}
+
+/// The data partition: the room kept free, the caches in memory, the image store.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct StorageConfig {
+    /// Free space kept on the data partition: below it every write answers 507 before anything
+    /// is written, so the database never meets a full disk; turns still answer.
+    pub data_reserve_bytes: u64,
     /// Memory for redb's page cache.
     pub store_cache_bytes: usize,
-    /// Stall limit of the watchdog when systemd sets none (`WATCHDOG_USEC`): the engine or the
-    /// kiosk loop making no progress this long makes docent exit with code 70; 0 turns that off.
-    pub watchdog_secs: u64,
-    /// Enables `POST /api/v1/internal/debug/stall`, which really blocks a loop so the watchdog
-    /// can be tested. Never on a kiosk in service.
-    pub test_hooks: bool,
-    /// Test rig only (read only with `test_hooks`): this build acts as one whose schema is this
-    /// newer version, reached by migrations that change nothing, so that the simulated board can
-    /// update across a schema migration and fall back.
-    pub test_schema_version: Option<u64>,
-    pub limits: Limits,
-    /// Which devices the kiosk uses: `auto` (real where present, simulated for the rest), `sim`,
-    /// `real` or `none` (a pure server).
-    pub devices: DeviceMode,
-    pub audio: AudioConfig,
-    pub ptt: PttConfig,
-    /// A touch screen to choose questions on without speaking (docs/touch.md).
-    pub touch: TouchConfig,
-    /// Up to three buttons to choose questions on without speaking (docs/touch.md).
-    pub choice_buttons: ChoiceButtonsConfig,
-    pub display: DisplayConfig,
-    pub kiosk: KioskConfig,
-    pub mdns: MdnsConfig,
-    pub update: UpdateConfig,
-    pub fleet: FleetConfig,
+    /// Whether the site image store (`/api/img/{name}`) is available.
+    pub image_store: bool,
+    /// Memory for cached `/api/img` responses.
+    pub image_cache_bytes: usize,
 }
+
+/// Test rig only (`[test]`): never on a kiosk in service.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TestHooks {
+    /// Enables `POST /api/v1/internal/debug/stall`, which really blocks a loop so the watchdog
+    /// can be tested.
+    pub hooks: bool,
+    /// Read only with `hooks`: this build acts as one whose schema is this newer version,
+    /// reached by migrations that change nothing, so that the simulated board can update across
+    /// a schema migration and fall back.
+    pub schema_version: Option<u64>,
+}
+
+/// The keys that were top-level before the sections, with the table and name each has now, so
+/// that an old file's error says where its key went.
+const MOVED_KEYS: &[(&str, &str, &str)] = &[
+    ("max_connections", "connections", "max"),
+    ("max_connections_per_peer", "connections", "max_per_peer"),
+    (
+        "max_connections_per_subnet",
+        "connections",
+        "max_per_subnet",
+    ),
+    (
+        "request_body_budget_bytes",
+        "connections",
+        "request_body_budget_bytes",
+    ),
+    (
+        "header_read_timeout_ms",
+        "connections",
+        "header_read_timeout_ms",
+    ),
+    ("idle_timeout_secs", "connections", "idle_timeout_secs"),
+    ("max_websockets", "connections", "max_websockets"),
+    ("max_grpc_streams", "connections", "max_grpc_streams"),
+    ("stream_buffer_bytes", "connections", "stream_buffer_bytes"),
+    ("tls_cert", "access", "tls_cert"),
+    ("tls_key", "access", "tls_key"),
+    ("allow_plain_http_login", "access", "allow_plain_http_login"),
+    ("admin_password", "access", "admin_password"),
+    ("admin_password_file", "access", "admin_password_file"),
+    ("internal_token", "access", "internal_token"),
+    ("open_conversation_api", "access", "open_conversation_api"),
+    ("loopback_is_trusted", "access", "loopback_is_trusted"),
+    ("cors_origins", "access", "cors_origins"),
+    ("admin_session_secs", "access", "admin_session_secs"),
+    ("login_max_failures", "access", "login_max_failures"),
+    ("login_window_secs", "access", "login_window_secs"),
+    ("trusted_proxies", "access", "trusted_proxies"),
+    ("login_concurrency", "access", "login_concurrency"),
+    ("max_sessions", "sessions", "max"),
+    ("max_sessions_per_client", "sessions", "max_per_client"),
+    (
+        "max_streams_per_client",
+        "sessions",
+        "max_streams_per_client",
+    ),
+    ("session_idle_secs", "sessions", "idle_secs"),
+    ("message_burst", "sessions", "message_burst"),
+    ("message_refill_ms", "sessions", "message_refill_ms"),
+    ("history_messages", "sessions", "history_messages"),
+    ("vad_silence_ms", "sessions", "vad_silence_ms"),
+    ("history_max_messages", "history", "max_messages"),
+    ("history_max_days", "history", "max_days"),
+    ("history_min_visit_secs", "history", "min_visit_secs"),
+    ("questions_min_visits", "history", "questions_min_visits"),
+    ("provider_timeout_ms", "providers", "timeout_ms"),
+    (
+        "provider_connect_timeout_ms",
+        "providers",
+        "connect_timeout_ms",
+    ),
+    (
+        "provider_first_byte_timeout_ms",
+        "providers",
+        "first_byte_timeout_ms",
+    ),
+    ("provider_chunk_timeout_ms", "providers", "chunk_timeout_ms"),
+    ("data_reserve_bytes", "storage", "data_reserve_bytes"),
+    ("store_cache_bytes", "storage", "store_cache_bytes"),
+    ("image_store", "storage", "image_store"),
+    ("image_cache_bytes", "storage", "image_cache_bytes"),
+    ("test_hooks", "test", "hooks"),
+    ("test_schema_version", "test", "schema_version"),
+];
 
 /// Days a transcript is kept, at most a year: a museum states how long, and a typo cannot
 /// keep visitors' words for decades.
@@ -171,7 +300,7 @@ impl TryFrom<u64> for RetentionDays {
             .ok()
             .filter(|d| *d <= RetentionDays::MAX)
             .map(RetentionDays)
-            .ok_or_else(|| format!("history_max_days is 0 to 365, not {days}"))
+            .ok_or_else(|| format!("history.max_days is 0 to 365, not {days}"))
     }
 }
 
@@ -609,54 +738,15 @@ impl Default for Config {
         Config {
             data_dir: PathBuf::from("./data"),
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
-            max_connections: 256,
-            max_connections_per_peer: 32,
-            max_connections_per_subnet: 128,
-            request_body_budget_bytes: 32 << 20,
-            header_read_timeout_ms: 10_000,
-            idle_timeout_secs: 120,
-            max_websockets: 32,
-            max_grpc_streams: 32,
-            stream_buffer_bytes: 48 << 20,
-            tls_cert: None,
-            tls_key: None,
-            allow_plain_http_login: false,
-            image_store: true,
-            admin_password: None,
-            admin_password_file: None,
-            internal_token: None,
-            open_conversation_api: false,
-            loopback_is_trusted: true,
-            cors_origins: Vec::new(),
-            message_burst: 20,
-            message_refill_ms: 2_000,
-            admin_session_secs: 7 * 24 * 3600,
-            login_max_failures: 5,
-            login_window_secs: 15 * 60,
-            trusted_proxies: Vec::new(),
-            login_concurrency: 2,
-            history_max_messages: 10_000,
-            history_max_days: RetentionDays(30),
-            history_min_visit_secs: 0,
-            questions_min_visits: 3,
-            image_cache_bytes: 32 << 20,
-            max_sessions: 8,
-            max_sessions_per_client: 4,
-            max_streams_per_client: 8,
-            session_idle_secs: 30 * 60,
-            provider_timeout_ms: 15_000,
-            provider_connect_timeout_ms: 5_000,
-            provider_first_byte_timeout_ms: None,
-            provider_chunk_timeout_ms: None,
-            data_reserve_bytes: 8 << 20,
-            history_messages: 12,
-            vad_silence_ms: 0,
-            store_cache_bytes: 16 << 20,
-            watchdog_secs: 10,
-            test_hooks: false,
-            test_schema_version: None,
-            limits: Limits::default(),
             devices: DeviceMode::Auto,
+            watchdog_secs: 10,
+            connections: ConnectionsConfig::default(),
+            access: AccessConfig::default(),
+            sessions: SessionsConfig::default(),
+            history: HistoryConfig::default(),
+            providers: ProvidersConfig::default(),
+            storage: StorageConfig::default(),
+            limits: Limits::default(),
             audio: AudioConfig::default(),
             ptt: PttConfig::default(),
             touch: TouchConfig::default(),
@@ -666,6 +756,92 @@ impl Default for Config {
             mdns: MdnsConfig::default(),
             update: UpdateConfig::default(),
             fleet: FleetConfig::default(),
+            test: TestHooks::default(),
+        }
+    }
+}
+
+impl Default for ConnectionsConfig {
+    fn default() -> Self {
+        ConnectionsConfig {
+            max: 256,
+            max_per_peer: 32,
+            max_per_subnet: 128,
+            request_body_budget_bytes: 32 << 20,
+            header_read_timeout_ms: 10_000,
+            idle_timeout_secs: 120,
+            max_websockets: 32,
+            max_grpc_streams: 32,
+            stream_buffer_bytes: 48 << 20,
+        }
+    }
+}
+
+impl Default for AccessConfig {
+    fn default() -> Self {
+        AccessConfig {
+            tls_cert: None,
+            tls_key: None,
+            allow_plain_http_login: false,
+            admin_password: None,
+            admin_password_file: None,
+            internal_token: None,
+            open_conversation_api: false,
+            loopback_is_trusted: true,
+            cors_origins: Vec::new(),
+            admin_session_secs: 7 * 24 * 3600,
+            login_max_failures: 5,
+            login_window_secs: 15 * 60,
+            trusted_proxies: Vec::new(),
+            login_concurrency: 2,
+        }
+    }
+}
+
+impl Default for SessionsConfig {
+    fn default() -> Self {
+        SessionsConfig {
+            max: 8,
+            max_per_client: 4,
+            max_streams_per_client: 8,
+            idle_secs: 30 * 60,
+            message_burst: 20,
+            message_refill_ms: 2_000,
+            history_messages: 12,
+            vad_silence_ms: 0,
+        }
+    }
+}
+
+impl Default for HistoryConfig {
+    fn default() -> Self {
+        HistoryConfig {
+            max_messages: 10_000,
+            max_days: RetentionDays(30),
+            min_visit_secs: 0,
+            questions_min_visits: 3,
+        }
+    }
+}
+
+impl Default for ProvidersConfig {
+    fn default() -> Self {
+        ProvidersConfig {
+            timeout_ms: 15_000,
+            connect_timeout_ms: 5_000,
+            first_byte_timeout_ms: None,
+            chunk_timeout_ms: None,
+        }
+    }
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig {
+            data_reserve_bytes: 8 << 20,
+            store_cache_bytes: 16 << 20,
+            image_store: true,
+            image_cache_bytes: 32 << 20,
         }
     }
 }
@@ -751,7 +927,10 @@ impl std::error::Error for ConfigError {}
 impl Config {
     /// Parses a TOML document; unknown keys and wrong types are errors that name the key.
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError(e.to_string()))
+        toml::from_str(text).map_err(|e| match moved_keys(text) {
+            Some(moved) => ConfigError(moved),
+            None => ConfigError(e.to_string()),
+        })
     }
 
     /// Reads and parses a TOML file.
@@ -761,11 +940,12 @@ impl Config {
         Config::from_toml(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))
     }
 
-    /// The administrator password, from `admin_password` or else the first line of
-    /// `admin_password_file`. An empty password counts as none.
+    /// The administrator password, from `access.admin_password` or else the first line of
+    /// `access.admin_password_file`. An empty password counts as none.
     pub fn resolve_admin_password(&self) -> Result<Option<String>, ConfigError> {
-        let from_file = match &self.admin_password_file {
-            Some(path) if self.admin_password.is_none() => {
+        let access = &self.access;
+        let from_file = match &access.admin_password_file {
+            Some(path) if access.admin_password.is_none() => {
                 let text = std::fs::read_to_string(path).map_err(|e| {
                     ConfigError(format!(
                         "cannot read admin password file {}: {e}",
@@ -776,12 +956,41 @@ impl Config {
             }
             _ => None,
         };
-        Ok(self
+        Ok(access
             .admin_password
             .clone()
             .or(from_file)
             .filter(|p| !p.is_empty()))
     }
+}
+
+/// For a document that does not load: where each key it still writes the flat way (or by its
+/// old name inside its new table) now lives, when there is any.
+fn moved_keys(text: &str) -> Option<String> {
+    let doc: toml::Table = text.parse().ok()?;
+    let moved: Vec<String> = MOVED_KEYS
+        .iter()
+        .filter(|(old, table, _)| {
+            doc.contains_key(*old)
+                || doc
+                    .get(*table)
+                    .and_then(toml::Value::as_table)
+                    .is_some_and(|t| t.contains_key(*old))
+        })
+        .map(|(old, table, new)| {
+            if old == new {
+                format!("`{old}` moved to `[{table}]`")
+            } else {
+                format!("`{old}` moved to `[{table}]` as `{new}`")
+            }
+        })
+        .collect();
+    (!moved.is_empty()).then(|| {
+        format!(
+            "{} (the configuration file groups its keys in tables)",
+            moved.join(", ")
+        )
+    })
 }
 
 #[cfg(test)]
@@ -853,14 +1062,14 @@ mod tests {
     #[test]
     fn keys_override_defaults() {
         let c = Config::from_toml(
-            "image_store = false\nmax_sessions = 2\nwatchdog_secs = 0\ntest_hooks = true\n\
-             [limits]\njson_bytes = 10\n[ptt]\nled_line = 27",
+            "watchdog_secs = 0\n[storage]\nimage_store = false\n[sessions]\nmax = 2\n\
+             [test]\nhooks = true\n[limits]\njson_bytes = 10\n[ptt]\nled_line = 27",
         )
         .unwrap();
-        assert!(!c.image_store);
+        assert!(!c.storage.image_store);
         assert_eq!(c.watchdog_secs, 0);
-        assert!(c.test_hooks);
-        assert_eq!(c.max_sessions, 2);
+        assert!(c.test.hooks);
+        assert_eq!(c.sessions.max, 2);
         assert_eq!(c.limits.json_bytes, 10);
         assert_eq!(c.limits.image_bytes, 10 << 20);
         assert_eq!(c.ptt.led_line, Some(27));
@@ -891,20 +1100,52 @@ mod tests {
 
     #[test]
     fn transcripts_are_kept_thirty_days_and_at_most_a_year() {
-        assert_eq!(Config::default().history_max_days.get(), 30);
+        assert_eq!(Config::default().history.max_days.get(), 30);
         for days in [0, 1, 365] {
-            let c = Config::from_toml(&format!("history_max_days = {days}")).unwrap();
-            assert_eq!(c.history_max_days.get(), days);
+            let c = Config::from_toml(&format!("[history]\nmax_days = {days}")).unwrap();
+            assert_eq!(c.history.max_days.get(), days);
         }
         for days in ["366", "100000", "-1"] {
-            let err = Config::from_toml(&format!("history_max_days = {days}")).unwrap_err();
-            assert!(err.0.contains("history_max_days"), "{days}: {err}");
+            let err = Config::from_toml(&format!("[history]\nmax_days = {days}")).unwrap_err();
+            assert!(err.0.contains("max_days"), "{days}: {err}");
         }
     }
 
     #[test]
     fn wrong_type_is_an_error() {
-        assert!(Config::from_toml("max_sessions = \"many\"").is_err());
+        assert!(Config::from_toml("[sessions]\nmax = \"many\"").is_err());
+    }
+
+    #[test]
+    fn a_flat_key_of_before_the_sections_names_its_new_place() {
+        let err = Config::from_toml("max_connections = 3").unwrap_err();
+        assert!(
+            err.0
+                .contains("`max_connections` moved to `[connections]` as `max`"),
+            "{err}"
+        );
+        let err = Config::from_toml("image_store = false\ntest_hooks = true").unwrap_err();
+        assert!(
+            err.0.contains("`image_store` moved to `[storage]`"),
+            "{err}"
+        );
+        assert!(
+            err.0.contains("`test_hooks` moved to `[test]` as `hooks`"),
+            "{err}"
+        );
+        let err = Config::from_toml("[history]\nhistory_max_days = 3").unwrap_err();
+        assert!(err.0.contains("as `max_days`"), "{err}");
+    }
+
+    /// Every moved key's new place is a key of the configuration: the table cannot point
+    /// where nothing is.
+    #[test]
+    fn every_moved_key_has_a_new_place() {
+        let doc = serde_json::to_value(Config::default()).unwrap();
+        for (old, table, new) in MOVED_KEYS {
+            assert!(doc.get(old).is_none(), "{old} is still top-level");
+            assert!(doc[table].get(new).is_some(), "{old} -> [{table}] {new}");
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod store;
 pub mod update;
 pub mod watchdog;
 
+use std::pin::Pin;
 use std::sync::Arc;
 
 use api::AppState;
@@ -31,18 +32,7 @@ pub enum Stopped {
     Restart,
 }
 
-/// Opens the data directory and serves the kiosk on the configured address until `shutdown`
-/// completes or a restart is asked for. `on_ready` gets the bound address (the port may have
-/// been 0).
-pub async fn run(
-    config: Config,
-    on_ready: impl FnOnce(std::net::SocketAddr),
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<Stopped> {
-    run_with(config, |ready| on_ready(ready.addr), shutdown).await
-}
-
-/// A started kiosk, as `run_with` hands it over (tests and benchmarks reach the devices here).
+/// A started kiosk, as `run` hands it to `on_ready` (tests and benchmarks reach the devices here).
 pub struct Ready {
     pub addr: std::net::SocketAddr,
     pub engine: Arc<Engine>,
@@ -53,23 +43,57 @@ pub struct Ready {
     pub tls_fingerprint: String,
 }
 
-/// `run`, handing the engine and the devices to `on_ready` as well.
-pub async fn run_with(
-    config: Config,
-    on_ready: impl FnOnce(Ready),
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<Stopped> {
-    run_with_firmware(config, None, on_ready, shutdown).await
-}
-
-/// `run_with`, with the update service that the fleet client hands firmware bundles to (by
-/// default the kiosk's own, RAUC).
-pub async fn run_with_firmware(
+/// What `run` serves: the configuration, and what the caller hooks into the start and the stop.
+/// `Run::new(config)` has the defaults; the other methods change one each.
+pub struct Run {
     config: Config,
     firmware: Option<Arc<dyn fleet::Firmware>>,
-    on_ready: impl FnOnce(Ready),
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<Stopped> {
+    on_ready: Box<dyn FnOnce(Ready) + Send>,
+    shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+impl Run {
+    /// The kiosk's own update service (RAUC), nothing told when it is ready, and no stop but a
+    /// restart.
+    pub fn new(config: Config) -> Run {
+        Run {
+            config,
+            firmware: None,
+            on_ready: Box::new(|_| {}),
+            shutdown: Box::pin(std::future::pending()),
+        }
+    }
+
+    /// Called once the kiosk serves, with the bound address (the port may have been 0), the
+    /// engine and the devices.
+    pub fn on_ready(mut self, on_ready: impl FnOnce(Ready) + Send + 'static) -> Run {
+        self.on_ready = Box::new(on_ready);
+        self
+    }
+
+    /// The kiosk stops when this completes.
+    pub fn shutdown(mut self, shutdown: impl Future<Output = ()> + Send + 'static) -> Run {
+        self.shutdown = Box::pin(shutdown);
+        self
+    }
+
+    /// The update service the fleet client hands firmware bundles to, instead of the kiosk's
+    /// own (tests stand in for RAUC here).
+    pub fn firmware(mut self, firmware: Arc<dyn fleet::Firmware>) -> Run {
+        self.firmware = Some(firmware);
+        self
+    }
+}
+
+/// Opens the data directory and serves the kiosk on the configured address until `shutdown`
+/// completes or a restart is asked for.
+pub async fn run(options: Run) -> anyhow::Result<Stopped> {
+    let Run {
+        config,
+        firmware,
+        on_ready,
+        shutdown,
+    } = options;
     let listen = config.listen;
     let engine = tokio::task::spawn_blocking(move || Engine::open(config)).await??;
     if !engine.has_admin_password() {
@@ -77,9 +101,9 @@ pub async fn run_with_firmware(
             "no administrator password is configured: admin routes are open (setup mode)"
         );
     }
-    if engine.config.open_conversation_api {
+    if engine.config.access.open_conversation_api {
         tracing::warn!(
-            "open_conversation_api is on: anyone on the network may open sessions and talk to the kiosk without a client key"
+            "access.open_conversation_api is on: anyone on the network may open sessions and talk to the kiosk without a client key"
         );
     }
     let tls_config = engine.config.clone();

@@ -122,7 +122,7 @@ impl ServeArgs {
             config.devices = d;
         }
         if let Some(p) = self.admin_password.filter(|p| !p.is_empty()) {
-            config.admin_password = Some(p);
+            config.access.admin_password = Some(p);
         }
         Ok(config)
     }
@@ -155,17 +155,16 @@ fn main() -> std::process::ExitCode {
         .max_blocking_threads(64)
         .build()
         .expect("tokio runtime");
-    match runtime.block_on(docent::run_with(
-        config,
-        move |ready| {
+    let run = docent::Run::new(config)
+        .on_ready(move |ready| {
             println!("docent listening on http://{}", ready.addr);
             watchdog.ready(&format!("serving on http://{}", ready.addr), ready.loops);
-        },
-        async move {
+        })
+        .shutdown(async move {
             shutdown_signal().await;
             stopping.stopping();
-        },
-    )) {
+        });
+    match runtime.block_on(docent::run(run)) {
         Ok(docent::Stopped::Shutdown) => std::process::ExitCode::SUCCESS,
         Ok(docent::Stopped::Restart) => {
             runtime.shutdown_timeout(std::time::Duration::from_secs(5));

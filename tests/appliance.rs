@@ -1314,7 +1314,7 @@ fn long_a_power_cut_during_an_install_leaves_the_old_slot() {
     marked_good(&mut b, "B");
 }
 
-/// An update that migrates the data (0.2.0 knows schema 2: `test_schema_version`, a test rig
+/// An update that migrates the data (0.2.0 knows schema 2: `test.schema_version`, a test rig
 /// setting), then the board goes back to 0.1.0 on slot A: docent there opens the copy of the
 /// data kept before the migration, says so, and serves the data as it was.
 #[test]

@@ -19,15 +19,15 @@ pub const MAX_CONNECTIONS: usize = 400;
 /// message budget (every client is the same loopback caller), the simulated board.
 pub const CONFIG: &str = r#"
 devices = "sim"
-max_sessions = 400
-max_sessions_per_client = 400
-max_websockets = 220
-max_streams_per_client = 220
-max_connections = 400
-max_connections_per_peer = 400
-message_burst = 1000000
-message_refill_ms = 1
-data_reserve_bytes = 0
+sessions.max = 400
+sessions.max_per_client = 400
+connections.max_websockets = 220
+sessions.max_streams_per_client = 220
+connections.max = 400
+connections.max_per_peer = 400
+sessions.message_burst = 1000000
+sessions.message_refill_ms = 1
+storage.data_reserve_bytes = 0
 "#;
 
 /// The address `docent serve` prints on its first line; the rest of its output is drained.

@@ -61,7 +61,7 @@ impl Docent {
     ) -> Docent {
         std::fs::create_dir_all(data_dir).expect("data directory");
         let config = data_dir.join("bench.toml");
-        std::fs::write(&config, format!("max_connections_per_peer = {PER_PEER}\n"))
+        std::fs::write(&config, format!("connections.max_per_peer = {PER_PEER}\n"))
             .expect("bench configuration");
         // Another build of docent (an earlier commit's, to compare) when one is named.
         let binary = std::env::var_os("DOCENT_BENCH_BINARY")
@@ -132,14 +132,14 @@ impl Kiosk {
         tweak(&mut config);
         let (ready_tx, ready_rx) = oneshot::channel();
         let (stop, stop_rx) = oneshot::channel::<()>();
-        let server = tokio::spawn(docent::run_with(
-            config,
-            move |r| {
-                let _ = ready_tx.send(r);
-            },
-            async move {
-                let _ = stop_rx.await;
-            },
+        let server = tokio::spawn(docent::run(
+            docent::Run::new(config)
+                .on_ready(move |r| {
+                    let _ = ready_tx.send(r);
+                })
+                .shutdown(async move {
+                    let _ = stop_rx.await;
+                }),
         ));
         let ready = ready_rx.await.expect("kiosk started");
         Kiosk {

@@ -60,7 +60,7 @@ impl App {
 
 /// The routes; `logged`: with [`front`] as a layer and the access log around it.
 fn router(state: &AppState, logged: bool) -> Router {
-    let hooks = if state.engine.config.test_hooks {
+    let hooks = if state.engine.config.test.hooks {
         debug::routes()
     } else {
         Router::new()
@@ -142,7 +142,7 @@ fn charged(state: &AppState, req: Request, peer: Option<std::net::SocketAddr>) -
 ///
 /// The CORS headers on every response; OPTIONS is answered before routing. A request that
 /// carries credentials (cookie or `Authorization`), or comes from a page of another origin over
-/// trusted loopback, is answered for the configured `cors_origins` only; anything else may be
+/// trusted loopback, is answered for the configured `access.cors_origins` only; anything else may be
 /// read by any page (`*`). A write authenticated by a live session cookie, or in setup mode a
 /// write from a page on trusted loopback, must come from the kiosk's own origin (or a
 /// configured one). The setup-mode write is refused (403); the cookie of another origin is set
@@ -160,7 +160,15 @@ where
     let allowed = origin
         .as_ref()
         .and_then(|o| o.to_str().ok())
-        .filter(|o| state.engine.config.cors_origins.iter().any(|c| c == o))
+        .filter(|o| {
+            state
+                .engine
+                .config
+                .access
+                .cors_origins
+                .iter()
+                .any(|c| c == o)
+        })
         .is_some();
     // An answer that trusts loopback (the kiosk's own caller: setup mode's administrator, a
     // conversation client without a key) is as credentialed as one to a cookie: a page of

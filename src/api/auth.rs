@@ -25,7 +25,7 @@ pub struct ForeignCookie;
 
 /// Why a write with the session cookie from another origin is refused, and how to allow one.
 pub const FOREIGN_COOKIE: &str = "a write with the session cookie must come from the kiosk's own pages; \
-    to allow the pages of another origin, add it to `cors_origins` in the configuration";
+    to allow the pages of another origin, add it to `cors_origins` in the configuration's `[access]` table";
 
 /// The refusal of a caller without the credentials a route needs: 403 when a cookie of another
 /// origin was set aside ([`ForeignCookie`]), else 401 with `message`.
@@ -144,7 +144,10 @@ impl FromRequestParts<AppState> for Internal {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let loopback = trusted_loopback(&state.engine, peer(parts));
-        let token_ok = match (&state.engine.config.internal_token, bearer(&parts.headers)) {
+        let token_ok = match (
+            &state.engine.config.access.internal_token,
+            bearer(&parts.headers),
+        ) {
             (Some(want), Some(got)) if !want.is_empty() => {
                 bool::from(want.as_bytes().ct_eq(got.as_bytes()))
             }
@@ -171,7 +174,7 @@ pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
 
 /// A conversation client (sessions, tasks, WebSocket chat, gRPC), as the owner its sessions
 /// get: an administrator session, a client key, a trusted loopback caller (an administrator in
-/// setup mode), or anyone when `open_conversation_api` is on. Else 401.
+/// setup mode), or anyone when `access.open_conversation_api` is on. Else 401.
 pub struct Caller(pub Owner);
 
 impl FromRequestParts<AppState> for Caller {
@@ -199,9 +202,9 @@ pub fn peer(parts: &Parts) -> Option<SocketAddr> {
         .map(|t| t.peer)
 }
 
-/// Whether `peer` is on the kiosk itself and loopback is trusted (`loopback_is_trusted`).
+/// Whether `peer` is on the kiosk itself and loopback is trusted (`access.loopback_is_trusted`).
 pub fn trusted_loopback(engine: &Engine, peer: Option<SocketAddr>) -> bool {
-    engine.config.loopback_is_trusted && peer.is_some_and(|a| a.ip().is_loopback())
+    engine.config.access.loopback_is_trusted && peer.is_some_and(|a| a.ip().is_loopback())
 }
 
 /// Turns a request's credentials into the caller: `key` is a client key presented another way
@@ -235,7 +238,7 @@ pub fn caller(
     }
     if loopback {
         Ok(Owner::Loopback)
-    } else if engine.config.open_conversation_api {
+    } else if engine.config.access.open_conversation_api {
         // Each address its own owner; the open API shares one message budget (see `access`).
         Ok(Owner::Anonymous(peer.map_or_else(
             || "unknown".into(),

@@ -1,4 +1,4 @@
-//! Test hooks, routed only with `test_hooks = true` (404 otherwise): they make a loop stall for
+//! Test hooks, routed only with `test.hooks = true` (404 otherwise): they make a loop stall for
 //! real, so that tests can watch the watchdog notice and the process exit, and move the
 //! retention's clock, so that tests can watch a month's transcripts go.
 

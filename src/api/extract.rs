@@ -70,7 +70,7 @@ pub async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     })
 }
 
-/// The one budget of request bodies being received at once (`request_body_budget_bytes`):
+/// The one budget of request bodies being received at once (`connections.request_body_budget_bytes`):
 /// every body of a caller that is not the administrator is charged as its bytes arrive and
 /// gives them back when it is dropped (read whole, or abandoned).
 pub struct BodyBudget {

@@ -438,7 +438,7 @@ impl Conversation {
             ));
         }
         if self.utterance.is_none()
-            && self.engine.config.vad_silence_ms > 0
+            && self.engine.config.sessions.vad_silence_ms > 0
             && pcm::rms(&pcm::samples_from_le(&chunk.data)) <= SPEECH_RMS
         {
             // With voice activity detection, silence between utterances starts none (it
@@ -473,7 +473,7 @@ impl Conversation {
         u.bytes.extend(&chunk.data).map_err(|_| {
             Status::resource_exhausted("server busy: too much audio buffered; try again later")
         })?;
-        let vad = self.engine.config.vad_silence_ms;
+        let vad = self.engine.config.sessions.vad_silence_ms;
         let mut ended = chunk.is_final;
         if vad > 0 {
             let samples = pcm::samples_from_le(&chunk.data);

@@ -53,17 +53,19 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let admission = Arc::new(Admission {
-        total: config.max_connections,
-        per_peer: config.max_connections_per_peer,
-        per_subnet: config.max_connections_per_subnet,
-        loopback_reserved: config.loopback_is_trusted,
+        total: config.connections.max,
+        per_peer: config.connections.max_per_peer,
+        per_subnet: config.connections.max_per_subnet,
+        loopback_reserved: config.access.loopback_is_trusted,
         open: Mutex::default(),
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_millis(config.header_read_timeout_ms));
+        .header_read_timeout(Duration::from_millis(
+            config.connections.header_read_timeout_ms,
+        ));
     builder
         .http2()
         .timer(TokioTimer::new())
@@ -74,8 +76,8 @@ pub async fn serve(
         builder,
         app,
         acceptor: tokio_rustls::TlsAcceptor::from(tls.config.clone()),
-        header_timeout: Duration::from_millis(config.header_read_timeout_ms),
-        idle: Duration::from_secs(config.idle_timeout_secs.max(1)),
+        header_timeout: Duration::from_millis(config.connections.header_read_timeout_ms),
+        idle: Duration::from_secs(config.connections.idle_timeout_secs.max(1)),
     });
     let stop = CancellationToken::new();
     let tasks = TaskTracker::new();

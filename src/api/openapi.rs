@@ -31,7 +31,7 @@ use super::{
             `bearer` is `Authorization: Bearer` with an administrator session token, a client \
             key (conversation routes) or the internal token (internal routes); an empty \
             requirement `{}` stands for a trusted loopback caller (and, for conversation \
-            routes, anyone when `open_conversation_api` is on). See docs/api.md."
+            routes, anyone when `access.open_conversation_api` is on). See docs/api.md."
     ),
     paths(
         openapi_json,

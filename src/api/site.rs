@@ -70,7 +70,7 @@ async fn auth_status(State(s): State<AppState>, headers: HeaderMap) -> Json<Valu
     }
 }
 
-/// The rate-limit key: the TCP peer's address; only from a peer listed in `trusted_proxies`
+/// The rate-limit key: the TCP peer's address; only from a peer listed in `access.trusted_proxies`
 /// the address that proxy reports (`Edge-Connecting-IP`, else the last `X-Forwarded-For`
 /// entry, which is the one the proxy appended). `unknown` only without a peer address.
 fn client_key(peer: Option<IpAddr>, headers: &HeaderMap, trusted: &[IpAddr]) -> String {
@@ -134,16 +134,16 @@ fn session_cookie(value: &str, max_age: u64, secure: bool) -> HeaderValue {
 }
 
 /// The password must not cross the LAN in clear: a login over plain HTTP from another machine
-/// is refused (unless `allow_plain_http_login`), naming the HTTPS address to use instead.
+/// is refused (unless `access.allow_plain_http_login`), naming the HTTPS address to use instead.
 fn refuse_plain_login(s: &AppState, req: &http::request::Parts) -> Result<(), ApiError> {
     let from_loopback = req
         .extensions
         .get::<Transport>()
         .is_some_and(|t| t.peer.ip().to_canonical().is_loopback());
     // Our own TLS only: `X-Forwarded-Proto` is the client's word (a proxy in front that
-    // terminates TLS is what `allow_plain_http_login` is for).
+    // terminates TLS is what `access.allow_plain_http_login` is for).
     let tls = req.extensions.get::<Transport>().is_some_and(|t| t.tls);
-    if tls || from_loopback || s.engine.config.allow_plain_http_login {
+    if tls || from_loopback || s.engine.config.access.allow_plain_http_login {
         return Ok(());
     }
     let host = req
@@ -194,7 +194,11 @@ async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
     }
     // 2. Rate limit by client address, before anything else is looked at.
     let peer = parts.extensions.get::<Transport>().map(|t| t.peer.ip());
-    let client = client_key(peer, &parts.headers, &s.engine.config.trusted_proxies);
+    let client = client_key(
+        peer,
+        &parts.headers,
+        &s.engine.config.access.trusted_proxies,
+    );
     let probe = client.clone();
     if let Some(wait) = blocking(&s, move |e| e.login_wait(&probe)).await? {
         return Ok(too_many(wait));
@@ -221,7 +225,7 @@ async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
         tokio::time::sleep(delay).await;
     }
     // 5. and 6. Full-length constant-time comparison, then a session. Argon2 takes 19 MiB per
-    // check: only `login_concurrency` run at once, the rest wait briefly, then 429.
+    // check: only `access.login_concurrency` run at once, the rest wait briefly, then 429.
     let Ok(Ok(slot)) =
         tokio::time::timeout(LOGIN_QUEUE_WAIT, s.logins.clone().acquire_owned()).await
     else {
@@ -237,7 +241,7 @@ async fn login(State(s): State<AppState>, req: Request) -> ApiResult<Response> {
         Login::Limited(wait) => Ok(too_many(wait)),
         Login::WrongPassword => Err(ApiError::new(StatusCode::UNAUTHORIZED, "wrong password")),
         Login::Success(token) => {
-            let cookie = session_cookie(&token, s.engine.config.admin_session_secs, secure);
+            let cookie = session_cookie(&token, s.engine.config.access.admin_session_secs, secure);
             Ok(([(SET_COOKIE, cookie)], Json(json!({ "ok": true }))).into_response())
         }
     }
@@ -301,7 +305,11 @@ async fn change_password(
     let (parts, body) = req.into_parts();
     refuse_plain_login(&s, &parts)?;
     let peer = parts.extensions.get::<Transport>().map(|t| t.peer.ip());
-    let client = client_key(peer, &parts.headers, &s.engine.config.trusted_proxies);
+    let client = client_key(
+        peer,
+        &parts.headers,
+        &s.engine.config.access.trusted_proxies,
+    );
     let keep = session_token(&parts.headers).map(str::to_string);
     let body = read_body(body, s.engine.config.limits.json_bytes).await?;
     let PasswordChange { current, new } = serde_json::from_slice(&body)
@@ -568,7 +576,7 @@ async fn get_image_empty(State(s): State<AppState>, uri: Uri, headers: HeaderMap
 
 async fn serve_image(s: &AppState, key: &str, uri: &Uri, req: &HeaderMap) -> ApiResult<Response> {
     // 1. Store off, and 2. a bad key, come before the cache.
-    if !s.engine.config.image_store {
+    if !s.engine.config.storage.image_store {
         return Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "image store is not configured",
@@ -700,7 +708,7 @@ async fn store_image(s: &AppState, key: String, req: Request) -> ApiResult<Json<
     if !is_admin(req.headers(), peer_of(&req), s) {
         return Err(unauthorized(req.extensions()));
     }
-    if !s.engine.config.image_store {
+    if !s.engine.config.storage.image_store {
         return Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "image store is not configured",

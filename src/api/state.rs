@@ -40,11 +40,11 @@ pub struct Reach {
     /// themselves (the console's event stream) let the graceful shutdown finish.
     pub(super) stopping: tokio_util::sync::CancellationToken,
     pub(super) streams: Arc<streams::Streams>,
-    /// Password checks allowed at once (`login_concurrency`).
+    /// Password checks allowed at once (`access.login_concurrency`).
     pub(super) logins: Arc<tokio::sync::Semaphore>,
     /// The listener's certificate, set by `serve` (the certificate routes replace it).
     pub(super) tls: std::sync::OnceLock<Arc<tls::Tls>>,
-    /// Request bodies being received at once (`request_body_budget_bytes`).
+    /// Request bodies being received at once (`connections.request_body_budget_bytes`).
     pub(super) bodies: Arc<extract::BodyBudget>,
     pub(super) health: system::HealthCache,
     pub(super) characters_gzip: gzip::Gzipped,
@@ -57,12 +57,14 @@ impl AppState {
         updates: Arc<Updates>,
         fleet: Arc<Fleet>,
     ) -> AppState {
-        let images = Arc::new(site::ImageCache::new(engine.config.image_cache_bytes));
+        let images = Arc::new(site::ImageCache::new(
+            engine.config.storage.image_cache_bytes,
+        ));
         let streams = Arc::new(streams::Streams::new(&engine.config));
         let logins = Arc::new(tokio::sync::Semaphore::new(
-            engine.config.login_concurrency.max(1),
+            engine.config.access.login_concurrency.max(1),
         ));
-        let body_budget = engine.config.request_body_budget_bytes;
+        let body_budget = engine.config.connections.request_body_budget_bytes;
         AppState(Arc::new(Reach {
             engine,
             devices,

@@ -50,19 +50,19 @@ impl Drop for Place {
 impl Streams {
     pub fn new(config: &Config) -> Streams {
         Streams {
-            websockets: Arc::new(Semaphore::new(config.max_websockets)),
-            grpc: Arc::new(Semaphore::new(config.max_grpc_streams)),
+            websockets: Arc::new(Semaphore::new(config.connections.max_websockets)),
+            grpc: Arc::new(Semaphore::new(config.connections.max_grpc_streams)),
             held: Arc::default(),
-            per_owner: config.max_streams_per_client,
+            per_owner: config.sessions.max_streams_per_client,
             budget: Arc::new(Budget {
-                limit: config.stream_buffer_bytes,
+                limit: config.connections.stream_buffer_bytes,
                 used: AtomicUsize::new(0),
             }),
         }
     }
 
     /// A place for one more WebSocket of `owner`, held as long as the socket lives; None when
-    /// all are taken or the caller holds its share (`max_streams_per_client`; the
+    /// all are taken or the caller holds its share (`sessions.max_streams_per_client`; the
     /// administrator is not limited).
     pub fn websocket(&self, owner: &Owner) -> Option<Place> {
         self.place(&self.websockets, owner, Kind::WebSocket)
@@ -150,10 +150,8 @@ mod tests {
 
     #[test]
     fn buffers_share_the_budget_and_give_it_back_when_dropped() {
-        let config = Config {
-            stream_buffer_bytes: 10,
-            ..Config::default()
-        };
+        let mut config = Config::default();
+        config.connections.stream_buffer_bytes = 10;
         let streams = Streams::new(&config);
         let mut a = streams.buffer();
         let mut b = streams.buffer();

@@ -412,7 +412,7 @@ async fn put_certificate(
         Err(Refused::Invalid(why)) => Err(ApiError::bad(why)),
         Err(Refused::Configured) => Err(ApiError::new(
             StatusCode::CONFLICT,
-            "the configuration names the certificate files (tls_cert, tls_key): replace them there",
+            "the configuration names the certificate files ([access] tls_cert, tls_key): replace them there",
         )),
         Err(Refused::Io(e)) => {
             tracing::error!("cannot write the certificate: {e}");

@@ -54,7 +54,7 @@ fn generated_paths(data_dir: &Path) -> (PathBuf, PathBuf) {
 
 /// Loads the configured certificate, or the self-signed one, creating it on first start.
 pub fn load_or_create(config: &Config) -> anyhow::Result<Tls> {
-    let (cert, key, uploads_to) = match (&config.tls_cert, &config.tls_key) {
+    let (cert, key, uploads_to) = match (&config.access.tls_cert, &config.access.tls_key) {
         (Some(cert), Some(key)) => (cert.clone(), key.clone(), None),
         (None, None) => {
             let (cert, key) = generated_paths(&config.data_dir);
@@ -63,7 +63,7 @@ pub fn load_or_create(config: &Config) -> anyhow::Result<Tls> {
             }
             (cert.clone(), key.clone(), Some((cert, key)))
         }
-        _ => anyhow::bail!("tls_cert and tls_key must be set together"),
+        _ => anyhow::bail!("access.tls_cert and access.tls_key must be set together"),
     };
     let read = || -> anyhow::Result<(Arc<CertifiedKey>, String)> {
         let cert_pem = std::fs::read(&cert)

@@ -81,7 +81,7 @@ pub struct KioskParts {
     pub stop: CancellationToken,
     /// Beaten at every turn of the loop, which wakes at least every `watchdog::BEAT`.
     pub heartbeat: Arc<Heartbeat>,
-    /// Test hook (`test_hooks`): when notified, the loop stops turning until `stop`.
+    /// Test hook (`test.hooks`): when notified, the loop stops turning until `stop`.
     pub stall: Arc<Notify>,
     /// The local time the opening hours are read at.
     pub clock: Arc<dyn Clock>,

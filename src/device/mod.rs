@@ -410,7 +410,7 @@ impl Devices {
             .is_some_and(|t| t.send(volume).is_ok())
     }
 
-    /// Test hook (`test_hooks`): the kiosk loop stops turning (and beating) until the devices
+    /// Test hook (`test.hooks`): the kiosk loop stops turning (and beating) until the devices
     /// stop. False when there is no kiosk loop.
     pub fn stall_for_test(&self) -> bool {
         self.stall.as_ref().map(|s| s.notify_one()).is_some()

@@ -219,9 +219,9 @@ impl Engine {
         self.live(id)
     }
 
-    /// Takes one message from `caller`'s budget (`message_burst`, one more every
-    /// `message_refill_ms`). Only callers from the LAN are limited (client keys, and everyone
-    /// at once under `open_conversation_api`): the kiosk, its administrator and its own loopback
+    /// Takes one message from `caller`'s budget (`sessions.message_burst`, one more every
+    /// `sessions.message_refill_ms`). Only callers from the LAN are limited (client keys, and everyone
+    /// at once under `access.open_conversation_api`): the kiosk, its administrator and its own loopback
     /// callers are not.
     pub fn spend_message(&self, caller: &Owner) -> Result<()> {
         let caller = match caller {
@@ -230,8 +230,8 @@ impl Engine {
             Owner::Client(_) => caller,
             Owner::Kiosk | Owner::Admin | Owner::Loopback => return Ok(()),
         };
-        let burst = f64::from(self.config.message_burst);
-        let refill = self.config.message_refill_ms.max(1) as f64;
+        let burst = f64::from(self.config.sessions.message_burst);
+        let refill = self.config.sessions.message_refill_ms.max(1) as f64;
         let mut buckets = self.budgets.0.lock().unwrap_or_else(|e| e.into_inner());
         let (tokens, at) = buckets
             .entry(caller.clone())
@@ -241,7 +241,7 @@ impl Engine {
         if *tokens < 1.0 {
             return Err(Error::TooMany(format!(
                 "too many messages; one more is allowed every {} ms",
-                self.config.message_refill_ms
+                self.config.sessions.message_refill_ms
             )));
         }
         *tokens -= 1.0;

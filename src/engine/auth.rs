@@ -2,7 +2,7 @@
 //! for session tokens that live in redb (so they survive a restart), with failed attempts
 //! counted per client address, also in redb.
 //!
-//! First boot: a password that came from `admin_password_file` (written by the image's first-boot
+//! First boot: a password that came from `access.admin_password_file` (written by the image's first-boot
 //! step) is also kept in clear text, in memory only, until the administrator's first successful
 //! login, so that the display can show it ([`Engine::first_boot_password`]). That login is
 //! recorded once, durably, as the `admin_first_login` flag in `META`; from then on, restarts
@@ -133,7 +133,7 @@ fn derive(password: &str, salt: &[u8]) -> [u8; 32] {
 }
 
 /// The first-boot password in clear text while no administrator has logged in yet; `None` when
-/// the password did not come from `admin_password_file` or the first login has happened.
+/// the password did not come from `access.admin_password_file` or the first login has happened.
 ///
 /// Deliberately not `Debug`: the clear text must never reach a log line.
 #[derive(Default)]
@@ -141,7 +141,7 @@ pub struct FirstBoot(Mutex<Option<String>>);
 
 impl FirstBoot {
     /// What to keep at start: `clear` only when it came from the password file (no
-    /// `admin_password`, which `ADMIN_PASSWORD` and `--admin-password` also set) and `store`
+    /// `access.admin_password`, which `ADMIN_PASSWORD` and `--admin-password` also set) and `store`
     /// has no record of a login.
     pub(super) fn load(
         config: &crate::config::Config,
@@ -183,10 +183,10 @@ const FAILURES_BEFORE_DELAY: u64 = 20;
 const DELAY_STEP: std::time::Duration = std::time::Duration::from_millis(250);
 const DELAY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Whether the configured password came from `admin_password_file` (the first-boot password
-/// shown on the display), not from `admin_password` (which the environment and flag also set).
+/// Whether the configured password came from `access.admin_password_file` (the first-boot password
+/// shown on the display), not from `access.admin_password` (which the environment and flag also set).
 pub(super) fn from_file(config: &crate::config::Config) -> bool {
-    config.admin_password.is_none() && config.admin_password_file.is_some()
+    config.access.admin_password.is_none() && config.access.admin_password_file.is_some()
 }
 
 /// What a login attempt came to.
@@ -228,7 +228,7 @@ impl Engine {
             .is_some()
     }
 
-    /// Whether the password in force is the first-boot one from `admin_password_file`, which
+    /// Whether the password in force is the first-boot one from `access.admin_password_file`, which
     /// the administrator must replace before doing anything else.
     pub fn must_change_password(&self) -> bool {
         self.must_change.load(std::sync::atomic::Ordering::Relaxed)
@@ -244,8 +244,8 @@ impl Engine {
     }
 
     /// The administrator password in clear text, for the kiosk's own display only, while the
-    /// kiosk is in first boot: the password came from `admin_password_file` (not from
-    /// `admin_password` or `ADMIN_PASSWORD`) and no administrator has ever logged in on this
+    /// kiosk is in first boot: the password came from `access.admin_password_file` (not from
+    /// `access.admin_password` or `ADMIN_PASSWORD`) and no administrator has ever logged in on this
     /// data directory. `None` from the first successful login on, restarts included.
     ///
     /// Never return this from an API route and never log it.
@@ -265,8 +265,8 @@ impl Engine {
         let failures: Option<LoginFailures> = store::get(&tx.open_table(LOGIN_FAILURES)?, client)?;
         let now = unix_now();
         Ok(failures.and_then(|f| {
-            let end = f.window_start + self.config.login_window_secs;
-            (f.count >= self.config.login_max_failures && now < end).then(|| end - now)
+            let end = f.window_start + self.config.access.login_window_secs;
+            (f.count >= self.config.access.login_max_failures && now < end).then(|| end - now)
         }))
     }
 
@@ -299,7 +299,7 @@ impl Engine {
             })?;
             let session = AdminSession {
                 created_at: store::now(),
-                expires_at: now + self.config.admin_session_secs,
+                expires_at: now + self.config.access.admin_session_secs,
             };
             sessions.insert(
                 token_key(&token).as_str(),
@@ -336,7 +336,7 @@ impl Engine {
             .0
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if now >= all.0 + self.config.login_window_secs {
+        if now >= all.0 + self.config.access.login_window_secs {
             *all = (now, 0);
         }
         all.1 += 1;
@@ -351,7 +351,7 @@ impl Engine {
             .0
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if unix_now() >= all.0 + self.config.login_window_secs {
+        if unix_now() >= all.0 + self.config.access.login_window_secs {
             return std::time::Duration::ZERO;
         }
         let beyond = all.1.saturating_sub(FAILURES_BEFORE_DELAY);
@@ -360,14 +360,14 @@ impl Engine {
 
     fn count_attempt(&self, client: &str) -> Result<Option<u64>> {
         let now = unix_now();
-        let window = self.config.login_window_secs;
+        let window = self.config.access.login_window_secs;
         let tx = self.store.write()?;
         {
             let mut table = tx.open_table(LOGIN_FAILURES)?;
             let previous: Option<LoginFailures> = store::get(&table, client)?;
             let failures = match previous {
                 Some(f) if now < f.window_start + window => {
-                    if f.count >= self.config.login_max_failures {
+                    if f.count >= self.config.access.login_max_failures {
                         return Ok(Some(f.window_start + window - now));
                     }
                     LoginFailures {
@@ -508,7 +508,7 @@ impl Engine {
     /// Removes expired sessions and finished rate-limit windows; run periodically.
     pub fn expire_logins(&self) -> Result<()> {
         let now = unix_now();
-        let window = self.config.login_window_secs;
+        let window = self.config.access.login_window_secs;
         let tx = self.store.write()?;
         tx.open_table(ADMIN_SESSIONS)?
             .retain(|_, v| store::from_json::<AdminSession>(v).is_ok_and(|s| s.expires_at > now))?;
@@ -522,10 +522,10 @@ impl Engine {
 
 /// `docent reset-password`: forgets the password chosen in the console, every administrator
 /// session and the record of the first login, so that the next start takes the configured
-/// password again (a password from `admin_password_file` is shown on the display once more).
+/// password again (a password from `access.admin_password_file` is shown on the display once more).
 /// The kiosk must be stopped: the database is opened here.
 pub fn reset_password(config: &crate::config::Config) -> Result<()> {
-    let store = store::Store::open(&config.data_dir, config.store_cache_bytes)?;
+    let store = store::Store::open(&config.data_dir, config.storage.store_cache_bytes)?;
     let tx = store.write()?;
     {
         let mut meta = tx.open_table(META)?;

@@ -208,14 +208,17 @@ impl Engine {
     /// Keeps the reserve during a long write on the data partition (an upload, a download, a
     /// restore's staged copy): told every chunk before it is written.
     pub fn headroom(&self) -> store::Headroom {
-        store::Headroom::new(&self.config.data_dir, self.config.data_reserve_bytes)
+        store::Headroom::new(
+            &self.config.data_dir,
+            self.config.storage.data_reserve_bytes,
+        )
     }
 
     /// Whether the data partition can take `bytes` more and keep its reserve (a download
     /// checks it first).
     pub fn has_room_for(&self, bytes: u64) -> Result<bool> {
         let free = store::free_bytes(&self.config.data_dir)?;
-        Ok(free >= bytes.saturating_add(self.config.data_reserve_bytes))
+        Ok(free >= bytes.saturating_add(self.config.storage.data_reserve_bytes))
     }
 
     /// Whether a restore (or a content bundle) is staged for the next start: once that start

@@ -48,7 +48,7 @@ impl Engine {
                 continue;
             }
             chars += m.content.len();
-            if out.len() >= self.config.history_messages || chars > HISTORY_MAX_CHARS {
+            if out.len() >= self.config.sessions.history_messages || chars > HISTORY_MAX_CHARS {
                 break;
             }
             out.push(ChatMessage {
@@ -277,7 +277,7 @@ impl Engine {
     }
 
     /// Keeps a character's history within `history_max_messages` (newest kept) and
-    /// `history_max_days` (the old ones' counts kept: `privacy`); part of the transaction that
+    /// `history.max_days` (the old ones' counts kept: `privacy`); part of the transaction that
     /// appended, so the bound holds after every write, and the hourly sweep holds it between
     /// writes. The cost is one walk over at most the kept count plus what goes.
     pub(in crate::engine) fn retain_history(
@@ -285,7 +285,7 @@ impl Engine {
         tx: &WriteTransaction,
         character_id: &str,
     ) -> Result<()> {
-        let max = self.config.history_max_messages;
+        let max = self.config.history.max_messages;
         if max > 0 {
             let mut table = tx.open_table(MESSAGES)?;
             let beyond = table
@@ -422,7 +422,7 @@ mod tests {
     #[test]
     fn history_keeps_the_newest_messages_up_to_the_bound() {
         let dir = tempfile::tempdir().unwrap();
-        let e = engine(&dir, |c| c.history_max_messages = 100);
+        let e = engine(&dir, |c| c.history.max_messages = 100);
         let (sid, cid) = session(&e);
         e.seed_history(&sid, &said(300, "flood")).unwrap();
         let page = e.history(&cid, Some(500), None, None).unwrap();
@@ -437,7 +437,7 @@ mod tests {
     fn messages_older_than_the_age_bound_go_on_the_next_write() {
         let dir = tempfile::tempdir().unwrap();
         let e = engine(&dir, |c| {
-            c.history_max_days = crate::config::RetentionDays::try_from(30).unwrap();
+            c.history.max_days = crate::config::RetentionDays::try_from(30).unwrap();
         });
         let (sid, cid) = session(&e);
         // Three messages, then made 40 days old.
@@ -506,7 +506,7 @@ mod tests {
     #[test]
     fn a_turn_reads_a_bounded_part_of_a_flooded_history() {
         let dir = tempfile::tempdir().unwrap();
-        let e = engine(&dir, |c| c.history_max_messages = 0);
+        let e = engine(&dir, |c| c.history.max_messages = 0);
         let (visitor, cid) = session(&e);
         let (flood, _) = session(&e);
         e.seed_history(&visitor, &said(4, "visitor")).unwrap();
@@ -520,6 +520,6 @@ mod tests {
             "the visitor's words are more than RECENT_SCAN messages back: not looked for"
         );
         let flooded = e.recent_history(&flood, &cid).unwrap();
-        assert_eq!(flooded.len(), e.config.history_messages);
+        assert_eq!(flooded.len(), e.config.sessions.history_messages);
     }
 }

@@ -18,7 +18,8 @@ use crate::store::{self, Store};
 struct Param {
     path: &'static str,
     name: &'static str,
-    /// Dotted key in `Config` (or in the settings, for a live parameter).
+    /// Dotted key in `Config` (or in the settings, for a live parameter). The store keeps saved
+    /// values under `path`, never this key, so moving a key in `Config` needs no migration.
     config_key: &'static str,
     readonly: bool,
     options: &'static [&'static str],
@@ -150,12 +151,12 @@ const SECTIONS: &[Section] = &[
             p(
                 "storage.image_store",
                 "Site image store enabled",
-                "image_store",
+                "storage.image_store",
             ),
             p(
                 "storage.max_sessions",
                 "Conversation sessions at once",
-                "max_sessions",
+                "sessions.max",
             ),
         ],
     },
@@ -355,6 +356,33 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Values are saved under their parameter's path, so a kiosk's saved values still apply
+    /// after a key moved within `Config` (`max_sessions` to `sessions.max`).
+    #[test]
+    fn saved_values_apply_by_path_to_the_keys_where_they_now_live() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            data_dir: dir.path().to_path_buf(),
+            ..Config::default()
+        };
+        let engine = Engine::open(config.clone()).unwrap();
+        let update = |path: &str, value: Value| ParamUpdate {
+            path: path.into(),
+            value,
+        };
+        engine
+            .update_launch_config(LaunchUpdate {
+                params: vec![
+                    update("storage.max_sessions", 3.into()),
+                    update("storage.image_store", false.into()),
+                ],
+            })
+            .unwrap();
+        let applied = apply_saved(&engine.store, config).unwrap();
+        assert_eq!(applied.sessions.max, 3);
+        assert!(!applied.storage.image_store);
+    }
 
     #[test]
     fn every_param_names_a_config_key() {

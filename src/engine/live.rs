@@ -304,7 +304,7 @@ impl Engine {
         Ok(())
     }
 
-    /// Test hook (`test_hooks`): takes the registry lock and never lets it go, as a deadlock
+    /// Test hook (`test.hooks`): takes the registry lock and never lets it go, as a deadlock
     /// would; every later use of a live session, and the watchdog's probe, blocks on it.
     pub fn stall_for_test(&self) {
         tracing::warn!("test hook: the engine's session registry is locked for good");

@@ -90,15 +90,15 @@ impl Engine {
         let clear = config
             .resolve_admin_password()
             .map_err(|e| Error::BadRequest(e.to_string()))?;
-        let schema = match config.test_schema_version.filter(|_| config.test_hooks) {
+        let schema = match config.test.schema_version.filter(|_| config.test.hooks) {
             Some(version) => crate::store::Schema {
                 version,
                 upgrade: |_, _| Ok(()),
             },
             None => crate::store::CURRENT,
         };
-        let store = Store::open_as(&config.data_dir, config.store_cache_bytes, &schema)?
-            .with_reserve(config.data_reserve_bytes);
+        let store = Store::open_as(&config.data_dir, config.storage.store_cache_bytes, &schema)?
+            .with_reserve(config.storage.data_reserve_bytes);
         let chosen = auth::Password::chosen(&store)?;
         let must_change = chosen.is_none() && clear.is_some() && auth::from_file(&config);
         let password = match (chosen, clear.as_deref()) {
@@ -112,7 +112,7 @@ impl Engine {
         let settings = settings::Live::load(&store)?;
         // Several engines may open in one process (tests); the first installation wins.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = http_client(config.provider_connect_timeout_ms)?;
+        let http = http_client(config.providers.connect_timeout_ms)?;
         let scratch = config.data_dir.join("tmp");
         if scratch.exists() {
             std::fs::remove_dir_all(&scratch)?;

@@ -25,7 +25,7 @@ pub const SWEEP_EVERY: Duration = Duration::from_secs(3600);
 /// The retention sweep's clock and its wake-up.
 #[derive(Default)]
 pub struct Retention {
-    /// Test hook (`test_hooks`): seconds the sweep's clock runs ahead of the system's.
+    /// Test hook (`test.hooks`): seconds the sweep's clock runs ahead of the system's.
     ahead_secs: AtomicU64,
     /// Wakes the sweep before its hour is up (a visit ended, the clock moved).
     pub wake: Arc<tokio::sync::Notify>,
@@ -37,20 +37,20 @@ impl Engine {
         SystemTime::now() + Duration::from_secs(self.retention.ahead_secs.load(Ordering::Relaxed))
     }
 
-    /// Test hook (`test_hooks`): moves the retention's clock `secs` ahead and wakes the sweep,
+    /// Test hook (`test.hooks`): moves the retention's clock `secs` ahead and wakes the sweep,
     /// so a test sees a month pass in a second.
     pub fn advance_clock_for_test(&self, secs: u64) {
         self.retention.ahead_secs.fetch_add(secs, Ordering::Relaxed);
         self.retention.wake.notify_one();
     }
 
-    /// Removes what the retention no longer keeps: messages older than `history_max_days`, and
+    /// Removes what the retention no longer keeps: messages older than `history.max_days`, and
     /// every message of an ended visit when the days are 0 or the visit lasted less than
-    /// `history_min_visit_secs`. Their counts go to the daily statistics first. Returns how
+    /// `history.min_visit_secs`. Their counts go to the daily statistics first. Returns how
     /// many messages went.
     pub fn sweep_transcripts(&self) -> Result<usize> {
-        let days = self.config.history_max_days.get();
-        let short = self.config.history_min_visit_secs;
+        let days = self.config.history.max_days.get();
+        let short = self.config.history.min_visit_secs;
         let cutoff = (days > 0)
             .then(|| self.retention_now() - Duration::from_secs(days.saturating_mul(86_400)));
         let tx = self.store.write()?;
@@ -250,10 +250,10 @@ pub(super) fn with_kept_counts(
 
 impl Engine {
     /// The age bound within a write of `character_id`'s history (see `retain_history`): its
-    /// messages older than `history_max_days`, oldest first up to the first young one, counted
+    /// messages older than `history.max_days`, oldest first up to the first young one, counted
     /// and removed.
     pub(super) fn retire_old(&self, tx: &WriteTransaction, character_id: &str) -> Result<()> {
-        let days = self.config.history_max_days.get();
+        let days = self.config.history.max_days.get();
         if days == 0 {
             return Ok(());
         }

@@ -139,7 +139,7 @@ impl Engine {
         let session = {
             let mut table = tx.open_table(SESSIONS)?;
             // The kiosk's visitor session takes no place and is never refused one; a caller
-            // other than the administrator holds at most `max_sessions_per_client` of them.
+            // other than the administrator holds at most `sessions.max_per_client` of them.
             if owner != Owner::Kiosk {
                 let (mut taken, mut own) = (0, 0);
                 for item in table.iter()? {
@@ -147,13 +147,13 @@ impl Engine {
                     taken += usize::from(s.owner != Owner::Kiosk);
                     own += usize::from(s.owner == owner);
                 }
-                if taken >= self.config.max_sessions {
+                if taken >= self.config.sessions.max {
                     return Err(Error::Unavailable(format!(
                         "all {} conversation places are taken; try again later",
-                        self.config.max_sessions
+                        self.config.sessions.max
                     )));
                 }
-                if owner != Owner::Admin && own >= self.config.max_sessions_per_client {
+                if owner != Owner::Admin && own >= self.config.sessions.max_per_client {
                     return Err(Error::TooMany(format!(
                         "this client holds {own} conversation places already; end one first"
                     )));
@@ -235,9 +235,9 @@ impl Engine {
         Ok(())
     }
 
-    /// Removes sessions idle for longer than `session_idle_secs`; returns their ids.
+    /// Removes sessions idle for longer than `sessions.idle_secs`; returns their ids.
     fn sweep_sessions(&self, tx: &WriteTransaction) -> Result<Vec<String>> {
-        let cutoff = SystemTime::now() - Duration::from_secs(self.config.session_idle_secs);
+        let cutoff = SystemTime::now() - Duration::from_secs(self.config.sessions.idle_secs);
         let mut expired = Vec::new();
         tx.open_table(SESSIONS)?.retain(|id, v| {
             let stale = store::from_json::<Session>(v)

@@ -118,7 +118,7 @@ impl Engine {
     }
 
     fn image_store_on(&self) -> Result<()> {
-        if self.config.image_store {
+        if self.config.storage.image_store {
             Ok(())
         } else {
             Err(Error::Internal("the image store is not configured".into()))

@@ -95,7 +95,7 @@ impl Engine {
                 }
             }
         }
-        let min = self.config.questions_min_visits;
+        let min = self.config.history.questions_min_visits;
         let mut askers = askers.into_iter();
         out.retain(|_| askers.next().is_some_and(|a| a.len() >= min));
         out.truncate(limit);
@@ -220,7 +220,7 @@ impl Engine {
             }
         }
         // One visitor's words alone are not shown (docs/privacy.md).
-        let min = self.config.questions_min_visits;
+        let min = self.config.history.questions_min_visits;
         asked.retain(|key, _| askers.get(key).is_some_and(|a| a.len() >= min));
         let mut most_asked: Vec<Asked> = asked.into_values().collect();
         most_asked.sort_by(|a, b| b.count.cmp(&a.count).then(a.question.cmp(&b.question)));

@@ -143,10 +143,10 @@ pub enum Owner {
     Admin,
     /// A caller on the kiosk itself, without credentials.
     Loopback,
-    /// A caller without credentials let in by `open_conversation_api` (sessions stored before
+    /// A caller without credentials let in by `access.open_conversation_api` (sessions stored before
     /// such callers each became their own owner, see `Anonymous`).
     Open,
-    /// A caller without credentials let in by `open_conversation_api`, by its address: callers
+    /// A caller without credentials let in by `access.open_conversation_api`, by its address: callers
     /// without credentials do not see or steer each other's sessions.
     Anonymous(String),
     /// The holder of a client key (its id).

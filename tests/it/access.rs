@@ -2,7 +2,7 @@
 //! used to steer, watch or fill the kiosk, now refused; client keys; sessions owned by their
 //! caller; bounded `dialog_context`; CORS, content types and origins; the per-caller budget.
 //!
-//! The tests connect over 127.0.0.1, so `loopback_is_trusted = false` makes the server treat them
+//! The tests connect over 127.0.0.1, so `access.loopback_is_trusted = false` makes the server treat them
 //! as a LAN client (see README's configuration block); internal routes then need the token.
 
 use std::time::{Duration, Instant};
@@ -23,9 +23,9 @@ pub(crate) const INTERNAL: &str = "access-internal-token";
 /// A kiosk reached "from the LAN": a password, loopback not trusted, the internal token set.
 pub(crate) async fn lan_server(tweak: impl FnOnce(&mut Config)) -> Server {
     Server::start_with(|c| {
-        c.admin_password = Some(PW.into());
-        c.loopback_is_trusted = false;
-        c.internal_token = Some(INTERNAL.into());
+        c.access.admin_password = Some(PW.into());
+        c.access.loopback_is_trusted = false;
+        c.access.internal_token = Some(INTERNAL.into());
         tweak(c);
     })
     .await
@@ -435,7 +435,7 @@ async fn client_keys_are_shown_once_stored_hashed_and_revocable() {
 async fn open_conversation_api_lets_the_lan_in_again() {
     let s = lan_server(|c| {
         c.devices = DeviceMode::None;
-        c.open_conversation_api = true;
+        c.access.open_conversation_api = true;
     })
     .await;
     let (code, v) = status(s.post("/api/v1/sessions").json(&json!({}))).await;
@@ -449,7 +449,7 @@ async fn open_conversation_api_lets_the_lan_in_again() {
 async fn credentials_are_answered_only_to_configured_origins() {
     let s = lan_server(|c| {
         c.devices = DeviceMode::None;
-        c.cors_origins = vec!["https://guide.example".into()];
+        c.access.cors_origins = vec!["https://guide.example".into()];
     })
     .await;
     let admin = admin_token(&s).await;
@@ -541,8 +541,8 @@ async fn credentials_are_answered_only_to_configured_origins() {
 async fn messages_and_voice_checks_are_limited_per_client() {
     let s = lan_server(|c| {
         c.devices = DeviceMode::None;
-        c.message_burst = 3;
-        c.message_refill_ms = 60_000;
+        c.sessions.message_burst = 3;
+        c.sessions.message_refill_ms = 60_000;
     })
     .await;
     let admin = admin_token(&s).await;
@@ -575,7 +575,7 @@ async fn messages_and_voice_checks_are_limited_per_client() {
 async fn setup_mode_opens_the_admin_routes_to_loopback_only() {
     let s = Server::start_with(|c| {
         c.devices = DeviceMode::None;
-        c.loopback_is_trusted = false;
+        c.access.loopback_is_trusted = false;
     })
     .await;
     let health = s.get_json("/api/v1/health", 200).await;
@@ -602,7 +602,7 @@ async fn setup_mode_opens_the_admin_routes_to_loopback_only() {
 /// search) still passes, and only what needs the cookie is refused (403, saying why).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cookie_from_another_origin_takes_no_access_away() {
-    let s = Server::start_with(|c| c.admin_password = Some(PW.into())).await;
+    let s = Server::start_with(|c| c.access.admin_password = Some(PW.into())).await;
     let cookie = sign_in(&s, PW).await;
     let character = s.default_character().await;
     let foreign = |req: reqwest::RequestBuilder| {
@@ -637,8 +637,8 @@ async fn a_cookie_from_another_origin_takes_no_access_away() {
     assert_eq!(code, 403, "{refused}");
     // Once that origin is allowed, the same cookie writes.
     let allowed = Server::start_with(|c| {
-        c.admin_password = Some(PW.into());
-        c.cors_origins = vec!["http://localhost:5173".into()];
+        c.access.admin_password = Some(PW.into());
+        c.access.cors_origins = vec!["http://localhost:5173".into()];
     })
     .await;
     let cookie = sign_in(&allowed, PW).await;

@@ -38,7 +38,7 @@ fn every_board_profile_loads() {
             "{board}: the data partition"
         );
         assert_eq!(
-            c.admin_password_file.as_deref(),
+            c.access.admin_password_file.as_deref(),
             Some(Path::new("/data/admin-password")),
             "{board}: the first-boot password"
         );
@@ -49,12 +49,12 @@ fn every_board_profile_loads() {
 #[test]
 fn only_simulated_boards_open_test_hooks() {
     assert!(
-        !profile("raspberrypi4-64").test_hooks,
+        !profile("raspberrypi4-64").test.hooks,
         "never on a real board"
     );
     let c = profile("qemuarm64");
     assert!(
-        c.test_hooks,
+        c.test.hooks,
         "the simulated board: the appliance test stalls a loop"
     );
     assert_eq!(

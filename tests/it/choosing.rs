@@ -37,14 +37,14 @@ impl Kiosk {
         let (ready_tx, ready_rx) = oneshot::channel();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            docent::run_with(
-                config,
-                move |ready| {
-                    let _ = ready_tx.send(ready);
-                },
-                async move {
-                    let _ = stopped.await;
-                },
+            docent::run(
+                docent::Run::new(config)
+                    .on_ready(move |ready| {
+                        let _ = ready_tx.send(ready);
+                    })
+                    .shutdown(async move {
+                        let _ = stopped.await;
+                    }),
             )
             .await
             .expect("server runs");
@@ -177,7 +177,7 @@ async fn answered(s: &Server, cid: &str, question: &str) {
 async fn kiosk_with_questions() -> (Server, String) {
     let mut s = Server::start_with(|c| {
         c.devices = DeviceMode::Sim;
-        c.admin_password = Some(PASSWORD.into());
+        c.access.admin_password = Some(PASSWORD.into());
     })
     .await;
     let cookie = sign_in(&s, PASSWORD).await;

@@ -49,7 +49,7 @@ fn assert_secure(res: &reqwest::Response, what: &str) {
 
 #[tokio::test]
 async fn console_pages_carry_the_security_headers_and_need_a_sign_in() {
-    let s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let s = Server::start_with(|c| c.access.admin_password = Some(PASSWORD.into())).await;
     let http = no_redirects();
     // Signed out: every page but the sign-in page sends to it; `/` sends to the console.
     let root = http.get(s.url("/")).send().await.unwrap();
@@ -114,7 +114,7 @@ fn assert_forms_post(body: &str, page: &str) {
 
 #[tokio::test]
 async fn console_weighs_under_its_budget() {
-    let s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let s = Server::start_with(|c| c.access.admin_password = Some(PASSWORD.into())).await;
     let cookie = sign_in(&s, PASSWORD).await;
     let http = no_redirects();
     let mut todo: Vec<String> = PAGES.iter().map(|p| p.to_string()).collect();
@@ -154,11 +154,11 @@ async fn console_weighs_under_its_budget() {
 #[tokio::test]
 async fn a_browser_signs_in_and_sees_the_kiosk_live() {
     let s = Server::start_with(|c| {
-        c.admin_password = Some(PASSWORD.into());
+        c.access.admin_password = Some(PASSWORD.into());
         c.devices = DeviceMode::Sim;
         // Two wrong passwords lock the sign-in for a few seconds.
-        c.login_max_failures = 2;
-        c.login_window_secs = 3;
+        c.access.login_max_failures = 2;
+        c.access.login_window_secs = 3;
     })
     .await;
     let mut b = Browser::launch().await;
@@ -382,7 +382,7 @@ async fn a_browser_changes_the_first_boot_password_and_reads_the_log() {
     // share the ring with every other test's servers, and the page shows the last 300 lines).
     let s = Process::new()
         .config(&format!(
-            "admin_password_file = {:?}\n",
+            "access.admin_password_file = {:?}\n",
             file.display().to_string()
         ))
         .start()
@@ -527,7 +527,7 @@ async fn press(s: &Server, pressed: bool) {
 #[tokio::test]
 async fn the_kiosk_event_stream_follows_a_visit() {
     let s = Server::start_with(|c| {
-        c.admin_password = Some(PASSWORD.into());
+        c.access.admin_password = Some(PASSWORD.into());
         c.devices = DeviceMode::Sim;
     })
     .await;
@@ -577,7 +577,7 @@ async fn the_kiosk_event_stream_follows_a_visit() {
 
 #[tokio::test]
 async fn kiosk_event_streams_are_bounded_and_end_with_the_server() {
-    let s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let s = Server::start_with(|c| c.access.admin_password = Some(PASSWORD.into())).await;
     let cookie = sign_in(&s, PASSWORD).await;
     let mut open = Vec::new();
     for _ in 0..8 {
@@ -606,9 +606,9 @@ async fn kiosk_event_streams_are_bounded_and_end_with_the_server() {
 #[tokio::test]
 async fn a_browser_uploads_knowledge_asks_it_and_reads_the_conversations() {
     let s = Server::start_with(|c| {
-        c.admin_password = Some(PASSWORD.into());
+        c.access.admin_password = Some(PASSWORD.into());
         // One visit's question is listed (the rule of three visits: privacy.rs).
-        c.questions_min_visits = 1;
+        c.history.questions_min_visits = 1;
     })
     .await;
     let mut b = Browser::launch().await;
@@ -825,7 +825,7 @@ fn spoken_wav(dir: &std::path::Path, text: &str, before: f64, after: f64) -> (Pa
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_browser_asks_by_voice_and_hears_the_answer() {
     // The offline engine: PocketSphinx hears, the knowledge answers, espeak-ng speaks.
-    let s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let s = Server::start_with(|c| c.access.admin_password = Some(PASSWORD.into())).await;
     let cookie = sign_in(&s, PASSWORD).await;
     let cid = s.default_character().await;
     let form = reqwest::multipart::Form::new().part(

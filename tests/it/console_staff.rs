@@ -21,10 +21,10 @@ const PAGE_MAX: usize = 60 * 1024;
 /// its own origin).
 pub(crate) async fn kiosk() -> Server {
     let mut s = Server::start_with(|c| {
-        c.admin_password = Some(PASSWORD.into());
+        c.access.admin_password = Some(PASSWORD.into());
         c.devices = docent::config::DeviceMode::Sim;
         // One visit's question is listed (the rule of three visits: privacy.rs).
-        c.questions_min_visits = 1;
+        c.history.questions_min_visits = 1;
     })
     .await;
     let cookie = sign_in(&s, PASSWORD).await;

@@ -162,7 +162,7 @@ async fn the_ask_box_shows_passages_and_the_answer_and_stores_nothing() {
 #[tokio::test]
 async fn history_per_visit_unmatched_questions_and_exports() {
     // One visit's question is listed (the rule of three visits: privacy.rs).
-    let s = Server::start_with(|c| c.questions_min_visits = 1).await;
+    let s = Server::start_with(|c| c.history.questions_min_visits = 1).await;
     let cid = s.default_character().await;
     hours_ready(&s, &cid).await;
     let a = session(&s, &cid).await;
@@ -283,7 +283,8 @@ async fn history_per_visit_unmatched_questions_and_exports() {
 
 #[tokio::test]
 async fn the_new_routes_need_an_administrator() {
-    let s = Server::start_with(|c| c.admin_password = Some("conversations-password".into())).await;
+    let s = Server::start_with(|c| c.access.admin_password = Some("conversations-password".into()))
+        .await;
     let cid = s.default_character().await;
     let base = format!("/api/v1/characters/{cid}");
     for req in [

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use docent::config::Config;
+use docent::config::{AccessConfig, Config};
 use docent::device::KioskState;
 use docent::device::display::testclip;
 use docent::device::display::text::{bbox, drawn_line};
@@ -50,7 +50,10 @@ fn console() -> display::Console {
 fn engine(dir: &std::path::Path, password: bool) -> Arc<Engine> {
     let config = Config {
         data_dir: dir.to_path_buf(),
-        admin_password: password.then(|| "display-test".into()),
+        access: AccessConfig {
+            admin_password: password.then(|| "display-test".into()),
+            ..AccessConfig::default()
+        },
         ..Config::default()
     };
     Engine::open(config).expect("engine")
@@ -386,7 +389,10 @@ fn first_boot_engine(dir: &std::path::Path) -> Arc<Engine> {
     std::fs::write(&file, format!("{FIRST_BOOT_PASSWORD}\n")).unwrap();
     let config = Config {
         data_dir: dir.join("data"),
-        admin_password_file: Some(file),
+        access: AccessConfig {
+            admin_password_file: Some(file),
+            ..AccessConfig::default()
+        },
         ..Config::default()
     };
     Engine::open(config).expect("engine")

@@ -1495,7 +1495,7 @@ async fn grpc_audio_turn_barges_in_transcribes_and_answers() {
 /// a final chunk; images are accepted and ignored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_voice_activity_detection_ends_an_utterance_after_silence() {
-    let Rig { s, fake, cid: _cid } = rig_with(|c| c.vad_silence_ms = 300).await;
+    let Rig { s, fake, cid: _cid } = rig_with(|c| c.sessions.vad_silence_ms = 300).await;
     fake.set_transcription(Transcription::text("Is the cafe open?"));
     fake.set_chat(Chat::reply("Yes, it is open until five."));
     let mut client = grpc(&s).await;
@@ -1973,9 +1973,9 @@ const APOLOGY_HINT: &str = "sorry";
 async fn provider_failures_apologise_and_the_session_goes_on() {
     // The stream's own bounds govern the reply (the general bound would take 10 s).
     let Rig { s, fake, cid } = rig_with(|c| {
-        c.provider_timeout_ms = 10_000;
-        c.provider_first_byte_timeout_ms = Some(500);
-        c.provider_chunk_timeout_ms = Some(500);
+        c.providers.timeout_ms = 10_000;
+        c.providers.first_byte_timeout_ms = Some(500);
+        c.providers.chunk_timeout_ms = Some(500);
     })
     .await;
     let sid = s.session(&cid).await;
@@ -2153,7 +2153,7 @@ async fn provider_failures_apologise_and_the_session_goes_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_failure_on_grpc_ends_the_turn_with_a_final_apology() {
-    let Rig { s, fake, cid: _cid } = rig_with(|c| c.provider_timeout_ms = 500).await;
+    let Rig { s, fake, cid: _cid } = rig_with(|c| c.providers.timeout_ms = 500).await;
     let mut client = grpc(&s).await;
     let mut conv = converse(&mut client, None).await;
     fake.push_chat(Chat::failing(Failure::Status(500, "boom".into())));

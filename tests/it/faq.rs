@@ -15,7 +15,7 @@ const PASSWORD: &str = "faq-password";
 /// A signed-in kiosk offering English and German, and a character; the FAQ routes checked to
 /// be the administrator's alone first.
 async fn kiosk() -> (Server, String) {
-    let mut s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let mut s = Server::start_with(|c| c.access.admin_password = Some(PASSWORD.into())).await;
     let cookie = sign_in(&s, PASSWORD).await;
     let path = "/api/v1/characters/00000000-0000-4000-8000-000000000000/faq";
     let csv = format!("{path}.csv");

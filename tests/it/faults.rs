@@ -102,7 +102,7 @@ async fn a_full_data_partition_refuses_writes_keeps_talking_and_recovers() {
     };
     let root = fs.path.clone();
     let s = Server::start_in(fs.take_dir(), |c| {
-        c.data_reserve_bytes = RESERVE;
+        c.storage.data_reserve_bytes = RESERVE;
         c.devices = docent::config::DeviceMode::None;
     })
     .await;
@@ -161,7 +161,7 @@ async fn a_full_data_partition_refuses_writes_keeps_talking_and_recovers() {
     // The database is sound: a restart finds exactly what was acknowledged.
     let dir = s.stop().await;
     let s = Server::start_in(dir, |c| {
-        c.data_reserve_bytes = RESERVE;
+        c.storage.data_reserve_bytes = RESERVE;
         c.devices = docent::config::DeviceMode::None;
     })
     .await;
@@ -205,7 +205,7 @@ async fn the_database_recovers_from_a_commit_on_a_full_disk_without_a_restart() 
     };
     let root = fs.path.clone();
     let tweak = |c: &mut docent::config::Config| {
-        c.data_reserve_bytes = 0;
+        c.storage.data_reserve_bytes = 0;
         c.devices = docent::config::DeviceMode::None;
     };
     let s = Server::start_in(fs.take_dir(), tweak).await;

@@ -1,7 +1,7 @@
-//! First boot over the real server: a password from `admin_password_file` (as the board's
+//! First boot over the real server: a password from `access.admin_password_file` (as the board's
 //! first-boot step writes it) is what the display shows, with the admin address, until the first
 //! successful `POST /api/auth`; a wrong password does not end that, a restart does not forget
-//! that it ended, a password from `admin_password` is never first boot, and the clear text
+//! that it ended, a password from `access.admin_password` is never first boot, and the clear text
 //! reaches no API answer and no log line.
 
 use std::path::Path;
@@ -45,14 +45,14 @@ impl Kiosk {
         let (ready_tx, ready_rx) = oneshot::channel();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            docent::run_with(
-                config,
-                move |ready| {
-                    let _ = ready_tx.send(ready);
-                },
-                async move {
-                    let _ = stopped.await;
-                },
+            docent::run(
+                docent::Run::new(config)
+                    .on_ready(move |ready| {
+                        let _ = ready_tx.send(ready);
+                    })
+                    .shutdown(async move {
+                        let _ = stopped.await;
+                    }),
             )
             .await
             .expect("server runs");
@@ -144,7 +144,7 @@ fn password_file(dir: &Path) -> std::path::PathBuf {
 /// and a visitor's press here starts a turn whose reply would hold it back.
 fn in_first_boot(file: &Path) -> Process {
     Process::new().args(["--devices", "sim"]).config(&format!(
-        "admin_password_file = {:?}\n[kiosk]\ncaption_linger_ms = 500\n",
+        "access.admin_password_file = {:?}\n[kiosk]\ncaption_linger_ms = 500\n",
         file.to_str().unwrap()
     ))
 }
@@ -153,7 +153,7 @@ fn in_first_boot(file: &Path) -> Process {
 async fn the_first_boot_password_is_shown_until_the_first_login_and_never_again() {
     let dir = tempfile::tempdir().unwrap();
     let file = password_file(dir.path());
-    let with_file = |c: &mut Config| c.admin_password_file = Some(file.clone());
+    let with_file = |c: &mut Config| c.access.admin_password_file = Some(file.clone());
 
     let k = Kiosk::start(dir.path(), with_file).await;
     assert!(k.engine.has_admin_password());
@@ -224,13 +224,13 @@ async fn the_first_boot_password_is_shown_until_the_first_login_and_never_again(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configured_password_is_not_first_boot() {
-    // `admin_password` (which `ADMIN_PASSWORD` and `--admin-password` also set), alone or over
+    // `access.admin_password` (which `ADMIN_PASSWORD` and `--admin-password` also set), alone or over
     // the file.
     let dir = tempfile::tempdir().unwrap();
     let file = password_file(dir.path());
     let k = Kiosk::start(dir.path(), |c| {
-        c.admin_password = Some("configured-password".into());
-        c.admin_password_file = Some(file.clone());
+        c.access.admin_password = Some("configured-password".into());
+        c.access.admin_password_file = Some(file.clone());
     })
     .await;
     assert!(k.engine.has_admin_password());
@@ -245,7 +245,7 @@ async fn a_configured_password_is_not_first_boot() {
 
     let dir = tempfile::tempdir().unwrap();
     let k = Kiosk::start(dir.path(), |c| {
-        c.admin_password = Some("configured-password".into());
+        c.access.admin_password = Some("configured-password".into());
     })
     .await;
     assert_eq!(k.engine.first_boot_password(), None);
@@ -264,12 +264,15 @@ async fn a_configured_password_is_not_first_boot() {
     let dir = tempfile::tempdir().unwrap();
     let file = password_file(dir.path());
     let k = Kiosk::start(dir.path(), |c| {
-        c.admin_password = Some(FIRST_BOOT_PASSWORD.into());
+        c.access.admin_password = Some(FIRST_BOOT_PASSWORD.into());
     })
     .await;
     assert_eq!(k.login(FIRST_BOOT_PASSWORD).await, 200);
     k.stop().await;
-    let k = Kiosk::start(dir.path(), |c| c.admin_password_file = Some(file.clone())).await;
+    let k = Kiosk::start(dir.path(), |c| {
+        c.access.admin_password_file = Some(file.clone())
+    })
+    .await;
     assert_eq!(k.engine.first_boot_password(), None);
     k.stop().await;
 }

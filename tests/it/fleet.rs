@@ -959,7 +959,7 @@ async fn an_older_content_bundle_is_refused_unless_an_administrator_forces_it() 
 async fn only_an_administrator_exports_content() {
     let dir = tempfile::tempdir().unwrap();
     let server = crate::support::Server::start_in(dir, |c| {
-        c.admin_password = Some("correct horse battery".into());
+        c.access.admin_password = Some("correct horse battery".into());
         c.devices = docent::config::DeviceMode::None;
     })
     .await;
@@ -997,7 +997,7 @@ async fn the_system_page_shows_the_fleet_and_pauses_it() {
         json!({"maintenanceWindow": "unavailable"}),
     );
     let mut s = crate::support::Server::start_with(|c| {
-        c.admin_password = Some(PASSWORD.into());
+        c.access.admin_password = Some(PASSWORD.into());
         c.devices = docent::config::DeviceMode::None;
         c.fleet.min_poll_secs = 1;
     })

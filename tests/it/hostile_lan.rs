@@ -1,7 +1,7 @@
 //! A hostile LAN, round 3 (each test names the finding it reproduces): a file of the kiosk read
 //! through a voice, memory used up before any credential is checked, places a client can take
 //! from the kiosk's visitor, credentials that outlive their revocation. The attacker is a
-//! client on 127.0.0.1 with `loopback_is_trusted = false` (see `access.rs`).
+//! client on 127.0.0.1 with `access.loopback_is_trusted = false` (see `access.rs`).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -260,7 +260,7 @@ async fn an_authenticated_unary_call_is_bounded_to_a_small_message() {
 async fn an_http2_connection_without_a_request_is_closed_whatever_it_pings() {
     let s = lan_server(|c| {
         c.devices = DeviceMode::None;
-        c.header_read_timeout_ms = 1_000;
+        c.connections.header_read_timeout_ms = 1_000;
     })
     .await;
     let started = Instant::now();
@@ -335,7 +335,7 @@ async fn a_full_network_makes_room_for_a_newcomer_and_cuts_no_request() {
     // the test, so that only a newcomer closes an idle connection).
     let s = lan_server(|c| {
         c.devices = DeviceMode::None;
-        c.header_read_timeout_ms = 60_000;
+        c.connections.header_read_timeout_ms = 60_000;
     })
     .await;
     let admin = admin_token(&s).await;
@@ -388,7 +388,7 @@ async fn a_full_network_makes_room_for_a_newcomer_and_cuts_no_request() {
     // Where every place holds a request in progress, the newcomer waits: none is cut.
     let s = lan_server(|c| {
         c.devices = DeviceMode::None;
-        c.max_connections_per_subnet = 2;
+        c.connections.max_per_subnet = 2;
     })
     .await;
     let admin = admin_token(&s).await;
@@ -479,7 +479,7 @@ async fn attacker(from: [u8; 4], server: SocketAddr, stop: tokio_util::sync::Can
 async fn a_flood_without_credentials_leaves_memory_bounded_and_the_kiosk_answering() {
     let running = crate::support::Process::new()
         .config(&format!(
-            "admin_password = \"{}\"\nloopback_is_trusted = false\ninternal_token = \"{}\"\n",
+            "access.admin_password = \"{}\"\naccess.loopback_is_trusted = false\naccess.internal_token = \"{}\"\n",
             crate::access::PW,
             crate::access::INTERNAL
         ))
@@ -662,8 +662,8 @@ async fn the_first_boot_password_opens_nothing_but_its_change() {
     let file = dir.path().join("admin-password");
     std::fs::write(&file, format!("{FIRST}\n")).unwrap();
     let s = crate::support::Server::start_with(|c| {
-        c.admin_password_file = Some(file.clone());
-        c.loopback_is_trusted = false;
+        c.access.admin_password_file = Some(file.clone());
+        c.access.loopback_is_trusted = false;
         c.devices = DeviceMode::None;
     })
     .await;
@@ -1100,8 +1100,8 @@ async fn an_authorization_header_is_the_only_credential_when_present() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_logins_from_many_addresses_slow_every_login_down() {
     let s = crate::support::Server::start_with(|c| {
-        c.admin_password = Some(crate::access::PW.into());
-        c.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
+        c.access.admin_password = Some(crate::access::PW.into());
+        c.access.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
     })
     .await;
     let login = |from: String, password: &'static str| {
@@ -1170,7 +1170,7 @@ async fn setup_mode_answers_pages_of_other_sites_nothing() {
 async fn callers_without_credentials_are_each_their_own_owner() {
     let s = lan_server(|c| {
         c.devices = DeviceMode::None;
-        c.open_conversation_api = true;
+        c.access.open_conversation_api = true;
     })
     .await;
     let from = |a: [u8; 4]| {

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use docent::config::{Config, DeviceMode};
+use docent::config::{AccessConfig, Config, DeviceMode};
 use docent::device::display::player::{CLOSED_BG, CLOSED_TEXT, reopens_text};
 use docent::device::display::text::drawn_line;
 use docent::device::display::{Console, MemoryScreen};
@@ -81,7 +81,10 @@ async fn outside_the_hours_the_kiosk_says_it_is_closed_and_opens_on_time() {
     let engine = Engine::open(Config {
         data_dir: dir.path().to_path_buf(),
         devices: DeviceMode::Sim,
-        admin_password: Some("hours-test".into()),
+        access: AccessConfig {
+            admin_password: Some("hours-test".into()),
+            ..AccessConfig::default()
+        },
         ..Config::default()
     })
     .unwrap();

@@ -34,7 +34,7 @@ const FAQ_DE: &str = "Besuch\n\n\
 async fn kiosk(languages: &[&str]) -> (Server, String) {
     let mut s = Server::start_with(|c| {
         c.devices = DeviceMode::Sim;
-        c.admin_password = Some(PASSWORD.into());
+        c.access.admin_password = Some(PASSWORD.into());
     })
     .await;
     let cookie = sign_in(&s, PASSWORD).await;

@@ -40,8 +40,8 @@ async fn signed_in(s: &Server, token: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_address_header_from_an_untrusted_peer_neither_picks_nor_resets_the_counter() {
     let s = Server::start_with(|c| {
-        c.admin_password = Some(PW.into());
-        c.login_max_failures = 3;
+        c.access.admin_password = Some(PW.into());
+        c.access.login_max_failures = 3;
     })
     .await;
     // Each guess claims another address: all are counted against the one real peer.
@@ -57,9 +57,9 @@ async fn an_address_header_from_an_untrusted_peer_neither_picks_nor_resets_the_c
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trusted_proxy_names_the_client() {
     let s = Server::start_with(|c| {
-        c.admin_password = Some(PW.into());
-        c.login_max_failures = 2;
-        c.trusted_proxies = vec![std::net::Ipv4Addr::LOCALHOST.into()];
+        c.access.admin_password = Some(PW.into());
+        c.access.login_max_failures = 2;
+        c.access.trusted_proxies = vec![std::net::Ipv4Addr::LOCALHOST.into()];
     })
     .await;
     for _ in 0..2 {
@@ -77,12 +77,12 @@ async fn a_trusted_proxy_names_the_client() {
 async fn parallel_logins_queue_for_a_few_password_checks_then_get_429() {
     let s = Arc::new(
         Server::start_with(|c| {
-            c.admin_password = Some(PW.into());
-            c.login_max_failures = 10_000;
-            c.login_concurrency = 1;
+            c.access.admin_password = Some(PW.into());
+            c.access.login_max_failures = 10_000;
+            c.access.login_concurrency = 1;
             // 150 clients at once from one address: the listener's own caps are not the subject.
-            c.max_connections = 512;
-            c.max_connections_per_peer = 512;
+            c.connections.max = 512;
+            c.connections.max_per_peer = 512;
         })
         .await,
     );
@@ -119,27 +119,30 @@ async fn parallel_logins_queue_for_a_few_password_checks_then_get_429() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_password_change_ends_every_session() {
-    let s = Server::start_with(|c| c.admin_password = Some(PW.into())).await;
+    let s = Server::start_with(|c| c.access.admin_password = Some(PW.into())).await;
     let old = token(&s).await;
     let dir = s.stop().await;
     // Same password: the session survives the restart.
-    let s = Server::start_in(dir, |c| c.admin_password = Some(PW.into())).await;
+    let s = Server::start_in(dir, |c| c.access.admin_password = Some(PW.into())).await;
     assert!(signed_in(&s, &old).await);
     let dir = s.stop().await;
-    let s = Server::start_in(dir, |c| c.admin_password = Some("a new password".into())).await;
+    let s = Server::start_in(dir, |c| {
+        c.access.admin_password = Some("a new password".into())
+    })
+    .await;
     assert!(
         !signed_in(&s, &old).await,
         "the old password's session ended"
     );
     let dir = s.stop().await;
     // And going back to the old password does not revive it.
-    let s = Server::start_in(dir, |c| c.admin_password = Some(PW.into())).await;
+    let s = Server::start_in(dir, |c| c.access.admin_password = Some(PW.into())).await;
     assert!(!signed_in(&s, &old).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sign_out_everywhere_ends_the_other_sessions() {
-    let s = Server::start_with(|c| c.admin_password = Some(PW.into())).await;
+    let s = Server::start_with(|c| c.access.admin_password = Some(PW.into())).await;
     let (mine, other) = (token(&s).await, token(&s).await);
     let r = s.post("/api/auth/logout-all").send().await.unwrap();
     assert_eq!(r.status(), 401, "admin only");
@@ -274,7 +277,7 @@ async fn an_alsa_plugin_string_is_refused_on_save() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_image_store_takes_only_images_and_serves_them_inert() {
-    let s = Server::start_with(|c| c.admin_password = Some(PW.into())).await;
+    let s = Server::start_with(|c| c.access.admin_password = Some(PW.into())).await;
     let t = token(&s).await;
     let svg = br#"<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>"#;
     for (body, claimed) in [
@@ -326,8 +329,8 @@ async fn query_strings_do_not_multiply_cached_images() {
     // copies of `a`, and a later delete-and-read would show whether `b` was still cached.
     let image = [crate::support::PNG, &[7u8; 4000]].concat();
     let s = Server::start_with(|c| {
-        c.admin_password = Some(PW.into());
-        c.image_cache_bytes = 2 * image.len() + 2000;
+        c.access.admin_password = Some(PW.into());
+        c.storage.image_cache_bytes = 2 * image.len() + 2000;
     })
     .await;
     let t = token(&s).await;

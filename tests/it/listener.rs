@@ -61,7 +61,7 @@ async fn settle() {
 
 #[tokio::test]
 async fn slowloris_and_silent_clients_are_disconnected_after_the_header_timeout() {
-    let s = Server::start_with(|c| c.header_read_timeout_ms = 500).await;
+    let s = Server::start_with(|c| c.connections.header_read_timeout_ms = 500).await;
     let mut slow = TcpStream::connect(s.addr).await.unwrap();
     slow.write_all(b"GET /api/v1/hea").await.unwrap();
     let took = closed_after(slow, Duration::from_secs(5)).await;
@@ -84,8 +84,8 @@ async fn slowloris_and_silent_clients_are_disconnected_after_the_header_timeout(
 #[tokio::test]
 async fn an_idle_connection_is_closed_after_the_idle_timeout() {
     let s = Server::start_with(|c| {
-        c.idle_timeout_secs = 1;
-        c.header_read_timeout_ms = 60_000;
+        c.connections.idle_timeout_secs = 1;
+        c.connections.header_read_timeout_ms = 60_000;
     })
     .await;
     let mut tcp = TcpStream::connect(s.addr).await.unwrap();
@@ -113,10 +113,10 @@ fn closed(tcp: &TcpStream) -> bool {
 #[tokio::test]
 async fn at_a_cap_the_newcomer_takes_an_idle_place_of_whoever_holds_the_most() {
     let s = Server::start_with(|c| {
-        c.max_connections_per_peer = 3;
-        c.max_connections = 5;
+        c.connections.max_per_peer = 3;
+        c.connections.max = 5;
         // Loopback as a LAN client: the kiosk's own connections do not count in all.
-        c.loopback_is_trusted = false;
+        c.access.loopback_is_trusted = false;
     })
     .await;
     let mut held = Vec::new();
@@ -147,9 +147,9 @@ async fn at_a_cap_the_newcomer_takes_an_idle_place_of_whoever_holds_the_most() {
 #[tokio::test]
 async fn websocket_and_grpc_caps_refuse_one_more_and_the_audio_budget_closes_a_hog() {
     let s = Server::start_with(|c| {
-        c.max_websockets = 1;
-        c.max_grpc_streams = 1;
-        c.stream_buffer_bytes = 100_000;
+        c.connections.max_websockets = 1;
+        c.connections.max_grpc_streams = 1;
+        c.connections.stream_buffer_bytes = 100_000;
     })
     .await;
     let cid = s.default_character().await;
@@ -271,8 +271,8 @@ async fn with_own_certificate() -> (
     std::fs::write(&cert, pair.cert.pem()).unwrap();
     std::fs::write(&key, pair.signing_key.serialize_pem()).unwrap();
     let s = Server::start_with(|c| {
-        c.tls_cert = Some(cert.clone());
-        c.tls_key = Some(key.clone());
+        c.access.tls_cert = Some(cert.clone());
+        c.access.tls_key = Some(key.clone());
     })
     .await;
     (s, pair, own)
@@ -308,7 +308,7 @@ async fn login(client: &reqwest::Client, url: String) -> (u16, String, Value) {
 
 #[tokio::test]
 async fn the_session_cookie_is_secure_over_https_only() {
-    let s = Server::start_with(|c| c.admin_password = Some(PW.into())).await;
+    let s = Server::start_with(|c| c.access.admin_password = Some(PW.into())).await;
     let https = trusting(&std::fs::read(cert_path(&s)).unwrap());
     let url = format!("https://127.0.0.1:{}/api/auth", s.addr.port());
     let (status, cookie, _) = login(&https, url).await;
@@ -332,7 +332,7 @@ fn lan_address() -> IpAddr {
 async fn a_login_over_plain_http_from_the_network_is_refused_with_the_https_address() {
     let lan = lan_address();
     let s = Server::start_with(|c| {
-        c.admin_password = Some(PW.into());
+        c.access.admin_password = Some(PW.into());
         c.listen = "0.0.0.0:0".parse().unwrap();
     })
     .await;
@@ -362,9 +362,9 @@ async fn a_login_over_plain_http_from_the_network_is_refused_with_the_https_addr
     assert!(cookie.contains("; Secure"), "{cookie}");
 
     let s = Server::start_with(|c| {
-        c.admin_password = Some(PW.into());
+        c.access.admin_password = Some(PW.into());
         c.listen = "0.0.0.0:0".parse().unwrap();
-        c.allow_plain_http_login = true;
+        c.access.allow_plain_http_login = true;
     })
     .await;
     let url = format!("http://{lan}:{}/api/auth", s.addr.port());

@@ -41,7 +41,7 @@ async fn change(s: &Server, cookie: &str, current: &str, new: &str) -> (u16, Val
 fn with_first_boot_file(dir: &Path) -> impl FnOnce(&mut docent::config::Config) + use<> {
     let file = dir.join("admin-password");
     std::fs::write(&file, format!("{FIRST_BOOT}\n")).unwrap();
-    move |c| c.admin_password_file = Some(file)
+    move |c| c.access.admin_password_file = Some(file)
 }
 
 #[tokio::test]
@@ -129,7 +129,7 @@ async fn a_first_boot_password_must_be_changed_and_a_change_ends_other_sessions(
 
 #[tokio::test]
 async fn a_configured_password_need_not_be_changed_and_system_routes_need_an_admin() {
-    let s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let s = Server::start_with(|c| c.access.admin_password = Some(PASSWORD.into())).await;
     let cookie = sign_in(&s, PASSWORD).await;
     assert_eq!(
         auth_status(&s, &cookie).await,
@@ -181,7 +181,7 @@ async fn inventory(s: &Server) -> Vec<Value> {
 
 #[tokio::test]
 async fn a_backup_restores_into_an_empty_kiosk() {
-    let mut a = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let mut a = Server::start_with(|c| c.access.admin_password = Some(PASSWORD.into())).await;
     let cookie = sign_in(&a, PASSWORD).await;
     a.as_admin(&cookie);
     let ada = furnished(&a).await;
@@ -204,7 +204,7 @@ async fn a_backup_restores_into_an_empty_kiosk() {
         .await;
     drop(a);
 
-    let mut b = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let mut b = Server::start_with(|c| c.access.admin_password = Some(PASSWORD.into())).await;
     let cookie = sign_in(&b, PASSWORD).await;
     b.as_admin(&cookie);
     assert_ne!(inventory(&b).await, before);
@@ -219,7 +219,7 @@ async fn a_backup_restores_into_an_empty_kiosk() {
         "{body}"
     );
     let dir = b.stop().await;
-    let mut b = Server::start_in(dir, |c| c.admin_password = Some(PASSWORD.into())).await;
+    let mut b = Server::start_in(dir, |c| c.access.admin_password = Some(PASSWORD.into())).await;
     let cookie = sign_in(&b, PASSWORD).await;
     b.as_admin(&cookie);
     assert_eq!(inventory(&b).await, before);
@@ -271,7 +271,7 @@ fn raw_member(out: &mut Vec<u8>, name: &str, kind: tar::EntryType, data: &[u8]) 
 
 #[tokio::test]
 async fn a_bad_archive_changes_nothing_and_says_why() {
-    let mut s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let mut s = Server::start_with(|c| c.access.admin_password = Some(PASSWORD.into())).await;
     let cookie = sign_in(&s, PASSWORD).await;
     s.as_admin(&cookie);
     furnished(&s).await;
@@ -434,13 +434,13 @@ async fn a_restore_upload_past_the_data_reserve_is_refused_midway_and_removed() 
     };
     let root = fs.path.clone();
     let s = Server::start_in(fs.take_dir(), |c| {
-        c.admin_password = Some(PASSWORD.into());
+        c.access.admin_password = Some(PASSWORD.into());
         c.devices = docent::config::DeviceMode::None;
     })
     .await;
     let cookie = sign_in(&s, PASSWORD).await;
     // The default reserve is 8 MiB: 6 MiB more are free, and 24 MiB are sent.
-    let reserve = docent::config::Config::default().data_reserve_bytes;
+    let reserve = docent::config::Config::default().storage.data_reserve_bytes;
     assert_eq!(reserve, 8 << 20);
     fill(&root, reserve + (6 << 20));
     let (done, watcher) = watch_free_space(&root);
@@ -484,7 +484,7 @@ async fn a_restore_staged_past_the_data_reserve_is_refused_midway_and_removed() 
     };
     let root = fs.path.clone();
     let s = Server::start_in(fs.take_dir(), |c| {
-        c.admin_password = Some(PASSWORD.into());
+        c.access.admin_password = Some(PASSWORD.into());
         c.devices = docent::config::DeviceMode::None;
     })
     .await;
@@ -509,7 +509,7 @@ async fn a_restore_staged_past_the_data_reserve_is_refused_midway_and_removed() 
     );
     archive.extend_from_slice(&[0; 1024]);
     // 14 MiB above the reserve: the upload fits, its staged copy does not.
-    let reserve = docent::config::Config::default().data_reserve_bytes;
+    let reserve = docent::config::Config::default().storage.data_reserve_bytes;
     fill(&root, reserve + (14 << 20));
     let (done, watcher) = watch_free_space(&root);
     let (status, body) = restore(&s, &cookie, archive).await;

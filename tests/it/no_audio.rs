@@ -262,9 +262,9 @@ async fn no_spoken_sample_and_no_wav_is_stored_by_any_provider() {
     // Each turn is a message and (today) a session of its own on the backend: its bounds
     // allow them all.
     let backend = Server::start_with(|c| {
-        c.message_burst = 100;
-        c.max_sessions = 100;
-        c.max_sessions_per_client = 100;
+        c.sessions.message_burst = 100;
+        c.sessions.max = 100;
+        c.sessions.max_per_client = 100;
     })
     .await;
     let remote = Server::start().await;

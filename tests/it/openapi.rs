@@ -32,11 +32,11 @@ const NOT_DOCUMENTED: &[(&str, &str)] = &[
     ("/console/{file}", "console asset (CSS, JS)"),
     (
         "/api/v1/internal/debug/stall",
-        "test hook, routed only with test_hooks = true",
+        "test hook, routed only with [test] hooks = true",
     ),
     (
         "/api/v1/internal/debug/clock",
-        "test hook, routed only with test_hooks = true",
+        "test hook, routed only with [test] hooks = true",
     ),
 ];
 
@@ -262,12 +262,12 @@ fn schemathesis() -> PathBuf {
 #[tokio::test]
 async fn schemathesis_finds_no_server_error_and_no_undocumented_answer() {
     let st = schemathesis();
-    // The session capacity (`max_sessions`, 503 when full, limits.rs tests it) is raised so
+    // The session capacity (`sessions.max`, 503 when full, limits.rs tests it) is raised so
     // that the generated sessions do not fill it: every 5xx left is a failure.
     let server = Process::new()
         .env("ADMIN_PASSWORD", "openapi-test-password")
         .env("DOCENT_LOG", ACCESS_LOG)
-        .config("max_sessions = 100000\nmax_sessions_per_client = 100000\n")
+        .config("sessions.max = 100000\nsessions.max_per_client = 100000\n")
         .start()
         .await;
     let base = server.base();

@@ -80,7 +80,7 @@ async fn advance(s: &Server, secs: u64) {
 
 #[tokio::test]
 async fn a_visit_31_days_old_is_gone_without_any_write_and_still_counted() {
-    let s = Server::start_with(|c| c.test_hooks = true).await;
+    let s = Server::start_with(|c| c.test.hooks = true).await;
     let cid = s.character("Ada").await;
     let sid = s.session(&cid).await;
     chat(&s, &cid, &sid, "Where is the cafe?").await;
@@ -183,7 +183,7 @@ async fn a_forgotten_visit_leaves_history_unanswered_list_and_exports_but_not_th
 
 #[tokio::test]
 async fn a_visit_shorter_than_the_setting_keeps_no_transcript_once_it_ends() {
-    let s = Server::start_with(|c| c.history_min_visit_secs = 3600).await;
+    let s = Server::start_with(|c| c.history.min_visit_secs = 3600).await;
     let cid = s.character("Ada").await;
     let sid = s.session(&cid).await;
     chat(&s, &cid, &sid, "What is this painting?").await;
@@ -205,7 +205,7 @@ async fn a_visit_shorter_than_the_setting_keeps_no_transcript_once_it_ends() {
 #[tokio::test]
 async fn with_no_days_of_retention_only_the_statistics_outlive_a_visit() {
     let s = Server::start_with(|c| {
-        c.history_max_days = docent::config::RetentionDays::try_from(0).unwrap();
+        c.history.max_days = docent::config::RetentionDays::try_from(0).unwrap();
     })
     .await;
     let cid = s.character("Ada").await;
@@ -225,7 +225,7 @@ async fn with_no_days_of_retention_only_the_statistics_outlive_a_visit() {
 #[tokio::test]
 async fn the_console_forgets_a_visit_after_asking() {
     const PASSWORD: &str = "privacy-test-password";
-    let s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let s = Server::start_with(|c| c.access.admin_password = Some(PASSWORD.into())).await;
     let cookie = crate::support::sign_in(&s, PASSWORD).await;
     let cid = s.default_character().await;
     // Two visitors' visits (clients on the kiosk itself, without credentials).
@@ -367,7 +367,7 @@ async fn a_question_is_listed_once_three_visits_asked_it() {
 #[tokio::test]
 async fn settings_say_what_leaves_the_building_and_the_dashboard_marks_voices_that_do() {
     const PASSWORD: &str = "privacy-test-password";
-    let mut s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let mut s = Server::start_with(|c| c.access.admin_password = Some(PASSWORD.into())).await;
     let cookie = crate::support::sign_in(&s, PASSWORD).await;
     s.as_admin(&cookie);
     let flows = "[...document.querySelectorAll('#flows li')].map((li) => li.textContent).join('|')";

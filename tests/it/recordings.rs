@@ -68,7 +68,7 @@ fn blob_files(s: &Server) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_format_is_read_a_bad_file_stores_nothing_and_a_new_one_replaces_the_old() {
-    let mut s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let mut s = Server::start_with(|c| c.access.admin_password = Some(PASSWORD.into())).await;
     let cookie = sign_in(&s, PASSWORD).await;
     s.as_admin(&cookie);
     let cid = s.character("Harbour Guide").await;

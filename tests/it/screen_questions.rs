@@ -33,7 +33,7 @@ const QUESTIONS: [&str; 3] = [
 /// A password-guarded kiosk whose `http` client is its administrator, with a character that
 /// knows `FAQ`; returns the character's id too.
 async fn kiosk() -> (Server, String) {
-    let mut s = Server::start_with(|c| c.admin_password = Some(PASSWORD.into())).await;
+    let mut s = Server::start_with(|c| c.access.admin_password = Some(PASSWORD.into())).await;
     let cookie = sign_in(&s, PASSWORD).await;
     s.as_admin(&cookie);
     let cid = s.character("Harbour Guide").await;

@@ -248,7 +248,7 @@ async fn no_character_id_means_the_kiosk_character() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_cap_is_503_until_a_place_is_freed() {
-    let s = Server::start_with(|c| c.max_sessions = 2).await;
+    let s = Server::start_with(|c| c.sessions.max = 2).await;
     let first = str_of(&open_session(&s, json!({})).await, "session_id");
     open_session(&s, json!({})).await;
     assert_error(&s.post_json(SESSIONS, json!({}), 503).await);
@@ -262,8 +262,8 @@ async fn session_cap_is_503_until_a_place_is_freed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_sessions_stop_holding_places() {
     let s = Server::start_with(|c| {
-        c.max_sessions = 1;
-        c.session_idle_secs = 1;
+        c.sessions.max = 1;
+        c.sessions.idle_secs = 1;
     })
     .await;
     let old = str_of(&open_session(&s, json!({})).await, "session_id");

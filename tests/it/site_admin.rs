@@ -204,8 +204,8 @@ async fn login(s: &Server) -> String {
 /// The configured password, and the test client (on loopback) trusted as the edge proxy, so
 /// that `Edge-Connecting-IP` stands for distinct client addresses.
 fn behind_proxy(c: &mut docent::config::Config) {
-    c.admin_password = Some(PW.into());
-    c.trusted_proxies = vec![std::net::Ipv4Addr::LOCALHOST.into()];
+    c.access.admin_password = Some(PW.into());
+    c.access.trusted_proxies = vec![std::net::Ipv4Addr::LOCALHOST.into()];
 }
 
 async fn with_password() -> (Server, String) {
@@ -496,7 +496,7 @@ async fn forged_and_empty_tokens_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn password_is_coerced_to_a_string() {
-    let s = Server::start_with(|c| c.admin_password = Some("123".into())).await;
+    let s = Server::start_with(|c| c.access.admin_password = Some("123".into())).await;
     let r = login_raw(&s, Some("192.0.2.30"), r#"{"password": 123}"#)
         .await
         .expect(200);
@@ -512,7 +512,7 @@ async fn password_is_coerced_to_a_string() {
         .await
         .expect_error(401);
 
-    let s = Server::start_with(|c| c.admin_password = Some("true".into())).await;
+    let s = Server::start_with(|c| c.access.admin_password = Some("true".into())).await;
     login_raw(&s, Some("192.0.2.31"), r#"{"password": true}"#)
         .await
         .expect(200);
@@ -525,7 +525,7 @@ async fn password_is_coerced_to_a_string() {
 async fn rate_limit_is_per_address_and_checked_before_anything_else() {
     let s = Server::start_with(|c| {
         behind_proxy(c);
-        c.login_max_failures = 3;
+        c.access.login_max_failures = 3;
     })
     .await;
     let a = Some("198.51.100.7");
@@ -576,7 +576,7 @@ async fn rate_limit_is_per_address_and_checked_before_anything_else() {
 async fn a_successful_login_clears_the_failure_count() {
     let s = Server::start_with(|c| {
         behind_proxy(c);
-        c.login_max_failures = 3;
+        c.access.login_max_failures = 3;
     })
     .await;
     let ip = Some("198.51.100.20");
@@ -596,7 +596,7 @@ async fn concurrent_failed_logins_cannot_pass_the_limit() {
     let s = Arc::new(
         Server::start_with(|c| {
             behind_proxy(c);
-            c.login_max_failures = 3;
+            c.access.login_max_failures = 3;
         })
         .await,
     );
@@ -630,8 +630,8 @@ async fn concurrent_failed_logins_cannot_pass_the_limit() {
 async fn the_wait_counts_down_and_the_window_ends() {
     let s = Server::start_with(|c| {
         behind_proxy(c);
-        c.login_max_failures = 2;
-        c.login_window_secs = 3;
+        c.access.login_max_failures = 2;
+        c.access.login_window_secs = 3;
     })
     .await;
     let ip = Some("198.51.100.40");
@@ -715,7 +715,7 @@ async fn other_methods_on_auth_are_405() {
 async fn sessions_and_failure_counters_survive_a_restart() {
     let config = |c: &mut docent::config::Config| {
         behind_proxy(c);
-        c.login_max_failures = 2;
+        c.access.login_max_failures = 2;
     };
     let s = Server::start_with(config).await;
     let token = login(&s).await;
@@ -926,7 +926,7 @@ async fn seeding_resets_to_the_default_document() {
 async fn without_an_image_store_get_is_500_plain_and_delete_500_json() {
     let s = Server::start_with(|c| {
         behind_proxy(c);
-        c.image_store = false;
+        c.storage.image_store = false;
     })
     .await;
     let token = login(&s).await;
@@ -1862,16 +1862,16 @@ async fn setup_mode_opens_the_admin_routes() {
     assert_eq!(health["admin_auth"], "password");
 }
 
-/// The same table from the LAN (`loopback_is_trusted = false`): every row refuses a caller
+/// The same table from the LAN (`access.loopback_is_trusted = false`): every row refuses a caller
 /// without credentials except the public ones; internal rows take the internal token; the
 /// conversation rows take a client key, and those naming a session only its owner's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn from_the_lan_every_row_needs_its_caller() {
     const INTERNAL: &str = "routes-internal-token";
     let s = Server::start_with(|c| {
-        c.admin_password = Some(PW.into());
-        c.loopback_is_trusted = false;
-        c.internal_token = Some(INTERNAL.into());
+        c.access.admin_password = Some(PW.into());
+        c.access.loopback_is_trusted = false;
+        c.access.internal_token = Some(INTERNAL.into());
     })
     .await;
     let token = login(&s).await;
@@ -1942,7 +1942,7 @@ async fn no_secret_appears_in_any_log_line() {
     const INTERNAL: &str = "it-LeakProbe-Internal-99317-tok";
 
     let docent = Process::new()
-        .config(&format!("internal_token = \"{INTERNAL}\"\n"))
+        .config(&format!("access.internal_token = \"{INTERNAL}\"\n"))
         .env("DOCENT_LOG", "trace")
         .env("ADMIN_PASSWORD", PASSWORD)
         .start()

@@ -809,7 +809,7 @@ async fn internal_routes_need_loopback_or_the_token() {
     };
     let s = Server::start_with(|c| {
         c.listen = "0.0.0.0:0".parse().unwrap();
-        c.internal_token = Some("tok".into());
+        c.access.internal_token = Some("tok".into());
     })
     .await;
     let remote = |path: &str| format!("http://{ip}:{}{path}", s.addr.port());

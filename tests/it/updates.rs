@@ -22,7 +22,7 @@ async fn kiosk(release: &str) -> (Server, String, tempfile::TempDir) {
     std::fs::create_dir(&run).unwrap();
     let (os_release, reboot) = (etc.path().join("os-release"), run.join("reboot"));
     let s = Server::start_with(move |c| {
-        c.admin_password = Some(PASSWORD.into());
+        c.access.admin_password = Some(PASSWORD.into());
         c.update.os_release = os_release;
         c.update.reboot_request = reboot;
     })
@@ -147,7 +147,7 @@ async fn health_tells_the_administrator_what_the_last_update_did_and_the_lan_not
     .unwrap();
     let os_release = etc.path().join("os-release");
     let s = Server::start_in(dir, move |c| {
-        c.admin_password = Some(PASSWORD.into());
+        c.access.admin_password = Some(PASSWORD.into());
         c.update.os_release = os_release;
     })
     .await;
@@ -606,7 +606,7 @@ async fn after_a_fallback_the_old_version_opens_its_copy_of_the_data() {
             .data_dir(&data)
             .env("ADMIN_PASSWORD", PASSWORD);
         if newer {
-            p = p.config("test_hooks = true\ntest_schema_version = 99\n");
+            p = p.config("test.hooks = true\ntest.schema_version = 99\n");
         }
         p.start()
     };

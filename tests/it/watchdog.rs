@@ -171,7 +171,7 @@ fn restart_policy() -> (String, Duration) {
     (restart, Duration::from_secs_f64(secs))
 }
 
-const HOOKS: &str = "test_hooks = true\n";
+const HOOKS: &str = "test.hooks = true\n";
 
 /// A stalled `which` loop: pings stop within the limit, the process exits with code 70 and says
 /// which loop stalled; restarted after `RestartSec`, the kiosk serves again within 10 s.
@@ -294,7 +294,7 @@ async fn pings_keep_coming_while_the_loops_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outside_systemd_the_stall_limit_is_watchdog_secs() {
     let dir = tempfile::tempdir().unwrap();
-    let mut kiosk = Kiosk::start(dir.path(), "test_hooks = true\nwatchdog_secs = 2\n", None).await;
+    let mut kiosk = Kiosk::start(dir.path(), "test.hooks = true\nwatchdog_secs = 2\n", None).await;
     assert_eq!(kiosk.stall("device").await, 202);
     let stalled_at = Instant::now();
     let status = kiosk

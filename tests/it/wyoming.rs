@@ -16,7 +16,7 @@ const VOICE: &str = "en_US-fake-medium";
 /// A kiosk whose recognition and speech both go to the Wyoming server at `url` (the settings'
 /// providers), with a character that speaks in one of the server's voices; its id.
 async fn kiosk(url: &str, provider_timeout_ms: u64) -> (Server, String) {
-    let s = Server::start_with(|c| c.provider_timeout_ms = provider_timeout_ms).await;
+    let s = Server::start_with(|c| c.providers.timeout_ms = provider_timeout_ms).await;
     s.put_json(
         "/api/v1/settings",
         json!({

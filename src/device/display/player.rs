@@ -4,7 +4,7 @@
 //! What is shown, first that works wins (a source that fails to decode is remembered and
 //! skipped until it changes):
 //! 0. While a visitor chooses a question without speaking: the question screen (`questions`).
-//! 1. While idle, in first boot (the password came from `admin_password_file` and no
+//! 1. While idle, in first boot (the password came from `access.admin_password_file` and no
 //!    administrator has logged in yet, `Engine::first_boot_password`): the setup screen with the
 //!    admin URL, the certificate's fingerprint (short form) and "hold the button for 5 seconds
 //!    to show the password"; the password itself, in large type, only while the kiosk state

@@ -266,7 +266,7 @@ impl Engine {
                 voice
             },
         )?;
-        let timeout = Duration::from_millis(self.config.provider_timeout_ms);
+        let timeout = Duration::from_millis(self.config.providers.timeout_ms);
         let mut sample = Sample::default();
         self.speak(provider, SAMPLE_TEXT, &voice, timeout, &mut sample)
             .await
@@ -288,7 +288,7 @@ impl Engine {
             Choice::Kiosk(p) if p.serves(Stage::Tts) => p,
             _ => Provider::Local,
         };
-        let timeout = Duration::from_millis(self.config.provider_timeout_ms);
+        let timeout = Duration::from_millis(self.config.providers.timeout_ms);
         let mut line = Sample::default();
         // A stored voice that is not this provider's (or no longer listed): its default speaks.
         let voice = voice::Voice::parse(provider, &s.tts.voice)

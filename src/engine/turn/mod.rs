@@ -204,7 +204,7 @@ impl Engine {
             asr,
             tts,
             voice,
-            timeout: Duration::from_millis(self.config.provider_timeout_ms),
+            timeout: Duration::from_millis(self.config.providers.timeout_ms),
             stream: self.stream_bounds(),
             character,
             missing,
@@ -301,11 +301,11 @@ impl Engine {
     /// How long a streamed reply may keep a turn (or an admin's question) waiting.
     fn stream_bounds(&self) -> StreamBounds {
         let ms = |bound: Option<u64>| {
-            Duration::from_millis(bound.unwrap_or(self.config.provider_timeout_ms))
+            Duration::from_millis(bound.unwrap_or(self.config.providers.timeout_ms))
         };
         StreamBounds {
-            first_byte: ms(self.config.provider_first_byte_timeout_ms),
-            between_chunks: ms(self.config.provider_chunk_timeout_ms),
+            first_byte: ms(self.config.providers.first_byte_timeout_ms),
+            between_chunks: ms(self.config.providers.chunk_timeout_ms),
         }
     }
 

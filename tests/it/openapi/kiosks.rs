@@ -78,7 +78,11 @@ pub async fn websockets(p: &mut Probe, session: &str, key: &str) {
         upgrade
     };
     for (what, key, status) in [
-        ("a second WebSocket (max_websockets = 1)", key, 503),
+        (
+            "a second WebSocket (connections.max_websockets = 1)",
+            key,
+            503,
+        ),
         ("another client's session", other.as_str(), 403),
     ] {
         match tokio_tungstenite::connect_async(ws(key)).await {
@@ -217,7 +221,7 @@ pub async fn providers() -> Outcome {
     let fake = FakeOpenAi::start().await;
     let mut p = Probe::launch(
         Process::new().args(["--devices", "none"]),
-        &config("provider_first_byte_timeout_ms = 500"),
+        &config("providers.first_byte_timeout_ms = 500"),
     )
     .await;
     let settings = |base: &str| {
@@ -325,7 +329,7 @@ pub async fn logins() -> Outcome {
     std::fs::write(&cert, pair.cert.pem()).unwrap();
     std::fs::write(&key, pair.signing_key.serialize_pem()).unwrap();
     let extra = format!(
-        "login_max_failures = 1\ntls_cert = {:?}\ntls_key = {:?}",
+        "access.login_max_failures = 1\naccess.tls_cert = {:?}\naccess.tls_key = {:?}",
         cert.display().to_string(),
         key.display().to_string()
     );
@@ -395,7 +399,7 @@ pub async fn logins() -> Outcome {
 pub async fn content() -> Outcome {
     let mut p = Probe::launch(
         Process::new().args(["--devices", "none"]),
-        "loopback_is_trusted = false\nallow_plain_http_login = true\n",
+        "access.loopback_is_trusted = false\naccess.allow_plain_http_login = true\n",
     )
     .await;
     let bundle = p.content_bundle().await;
@@ -416,7 +420,7 @@ pub async fn content() -> Outcome {
 pub async fn maintenance() -> Outcome {
     let mut p = Probe::launch(
         Process::new().args(["--devices", "none"]),
-        "loopback_is_trusted = false\nallow_plain_http_login = true\n",
+        "access.loopback_is_trusted = false\naccess.allow_plain_http_login = true\n",
     )
     .await;
     let c = p.new_character().await;
@@ -548,7 +552,7 @@ pub async fn full_disk() -> Outcome {
         Process::new()
             .args(["--devices", "none"])
             .data_dir(&fs.path.join("data")),
-        &config(&format!("data_reserve_bytes = {RESERVE}")),
+        &config(&format!("storage.data_reserve_bytes = {RESERVE}")),
     )
     .await;
     let c = p.new_character().await;

@@ -24,9 +24,9 @@ const OVER: usize = 300 << 10;
 /// `extra` top-level keys.
 pub fn config(extra: &str) -> String {
     format!(
-        "loopback_is_trusted = false\nmax_sessions = 1\nmessage_burst = 1\n\
-         internal_token = \"{INTERNAL_TOKEN}\"\n\
-         allow_plain_http_login = true\nmax_websockets = 1\n{extra}\n\
+        "access.loopback_is_trusted = false\nsessions.max = 1\nsessions.message_burst = 1\n\
+         access.internal_token = \"{INTERNAL_TOKEN}\"\n\
+         access.allow_plain_http_login = true\nconnections.max_websockets = 1\n{extra}\n\
          [limits]\njson_bytes = 65536\nimage_bytes = 65536\nknowledge_file_bytes = 65536\n\
          knowledge_request_bytes = 65536\nvideo_bytes = 65536\nbackup_bytes = 65536\n\
          recording_bytes = 65536\n\
@@ -523,7 +523,7 @@ async fn specific(p: &mut Probe) {
     )
     .await;
     p.expect(
-        "POST message 429 (message_burst = 1)",
+        "POST message 429 (sessions.message_burst = 1)",
         p.request("post", &format!("/api/v1/sessions/{session}/message"))
             .bearer_auth(&key)
             .json(&json!({ "text": "hello again" })),
@@ -531,7 +531,7 @@ async fn specific(p: &mut Probe) {
     )
     .await;
     p.expect(
-        "POST /api/v1/sessions 503 (max_sessions = 1)",
+        "POST /api/v1/sessions 503 (sessions.max = 1)",
         admin(p, Method::POST, "/api/v1/sessions").json(&json!({ "character_id": c })),
         503,
     )
@@ -888,7 +888,7 @@ impl Probe {
         let server = Process::new()
             .env("DOCENT_LOG", ACCESS_LOG)
             .args(["--devices", "none"])
-            .config("image_store = false\n")
+            .config("storage.image_store = false\n")
             .start()
             .await;
         Probe {

@@ -140,15 +140,15 @@ impl Kiosk {
                 };
                 let addr_tx = addr_tx.clone();
                 let mut stop_rx = stop_rx.clone();
-                let stopped = docent::run_with_firmware(
-                    config,
-                    Some(firmware.clone()),
-                    move |ready| {
-                        let _ = addr_tx.send(Some(ready.addr));
-                    },
-                    async move {
-                        let _ = stop_rx.wait_for(|s| *s).await;
-                    },
+                let stopped = docent::run(
+                    docent::Run::new(config)
+                        .firmware(firmware.clone())
+                        .on_ready(move |ready| {
+                            let _ = addr_tx.send(Some(ready.addr));
+                        })
+                        .shutdown(async move {
+                            let _ = stop_rx.wait_for(|s| *s).await;
+                        }),
                 )
                 .await
                 .expect("docent runs");

@@ -53,13 +53,13 @@ impl Server {
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             docent::run(
-                config,
-                move |addr| {
-                    let _ = ready_tx.send(addr);
-                },
-                async move {
-                    let _ = stopped.await;
-                },
+                docent::Run::new(config)
+                    .on_ready(move |ready| {
+                        let _ = ready_tx.send(ready.addr);
+                    })
+                    .shutdown(async move {
+                        let _ = stopped.await;
+                    }),
             )
             .await
             .expect("server runs");

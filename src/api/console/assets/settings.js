@@ -339,7 +339,7 @@ async function loadCertificate() {
   const c = await api('GET', '/api/v1/tls/certificate');
   $('cert-fingerprint').textContent = c.fingerprint;
   if (!c.replaceable) {
-    $('cert-result').textContent = 'The configuration names the certificate files (tls_cert, tls_key): replace them there.';
+    $('cert-result').textContent = 'The configuration names the certificate files ([access] tls_cert, tls_key): replace them there.';
     for (const el of $('cert').querySelectorAll('input, button')) el.disabled = true;
   }
 }
