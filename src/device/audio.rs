@@ -1284,15 +1284,7 @@ mod tests {
         let speaker = dir.path().join("speaker.raw");
         let question: Vec<i16> = (0..8000).map(|i| (i % 100) as i16).collect();
         std::fs::write(&mic, pcm_util::samples_to_le(&question)).unwrap();
-        let setup = AudioSetup {
-            capture: sim_pcm("mic", &mic).unwrap(),
-            playback: sim_pcm("speaker", &speaker).unwrap(),
-            assistive: None,
-            mixer: None,
-            period: 800,
-            buffer: 8000,
-            sim: true,
-        };
+        let setup = file_setup(&mic, &speaker);
         let board = Arc::new(HealthBoard::default());
         let (audio, mut captured, mut played) = Audio::start(setup, board.clone()).unwrap();
         let mut events = audio.subscribe();
@@ -1330,6 +1322,19 @@ mod tests {
     }
 
     /// Waits until `ok` holds of the audio health, or panics after `within`.
+    /// The simulated devices over two files, as the sim board has them.
+    fn file_setup(mic: &std::path::Path, speaker: &std::path::Path) -> AudioSetup {
+        AudioSetup {
+            capture: sim_pcm("mic", mic).unwrap(),
+            playback: sim_pcm("speaker", speaker).unwrap(),
+            assistive: None,
+            mixer: None,
+            period: 800,
+            buffer: 8000,
+            sim: true,
+        }
+    }
+
     fn wait_health(board: &HealthBoard, within: Duration, ok: impl Fn(&Health) -> bool) {
         let start = Instant::now();
         while !ok(&board.get().audio) {
@@ -1351,15 +1356,7 @@ mod tests {
     fn a_missing_microphone_is_reported_and_cleared_when_back() {
         let dir = tempfile::tempdir().unwrap();
         let mic = dir.path().join("mic.raw");
-        let setup = AudioSetup {
-            capture: sim_pcm("mic", &mic).unwrap(),
-            playback: sim_pcm("speaker", &dir.path().join("speaker.raw")).unwrap(),
-            assistive: None,
-            mixer: None,
-            period: 800,
-            buffer: 8000,
-            sim: true,
-        };
+        let setup = file_setup(&mic, &dir.path().join("speaker.raw"));
         let board = Arc::new(HealthBoard::default());
         let (audio, mut captured, _played) = Audio::start(setup, board.clone()).unwrap();
         audio.start_capture(1);

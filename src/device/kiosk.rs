@@ -710,15 +710,7 @@ impl Kiosk {
             return;
         }
         if self.status != Status::Idle {
-            if let Some(a) = &self.audio {
-                a.stop_capture();
-                a.stop_playback();
-            }
-            if let Some(v) = &self.visit {
-                self.engine.interrupt(&v.live);
-            }
-            self.parts.clear();
-            self.turn = None;
+            self.stop_turn();
         }
         self.announcements += 1;
         let seq = u64::MAX - self.announcements;
@@ -978,8 +970,8 @@ impl Kiosk {
         }
     }
 
-    /// The kiosk's reply in progress stops (playback at once, the turn cancelled).
-    fn cut(&mut self) {
+    /// The microphone and the speaker stop at once and the turn in progress is cancelled.
+    fn stop_turn(&mut self) {
         if let Some(a) = &self.audio {
             a.stop_capture();
             a.stop_playback();
@@ -989,6 +981,11 @@ impl Kiosk {
         }
         self.parts.clear();
         self.turn = None;
+    }
+
+    /// The kiosk's reply in progress stops (playback at once, the turn cancelled).
+    fn cut(&mut self) {
+        self.stop_turn();
         self.announcement = None;
         self.enter(Status::Idle, None);
     }

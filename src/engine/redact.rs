@@ -4,6 +4,8 @@
 //! the words as said; only the history sees this. Hand-written rules over characters and words
 //! (no regex engine in the firmware); measured on `tests/data/redaction.tsv`.
 
+use super::spoken;
+
 /// What a personal detail is replaced by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Detail {
@@ -222,31 +224,8 @@ fn postcodes(text: &str, spans: &mut Vec<(usize, usize, Detail)>) {
     let w = words(text);
     for (k, &(start, _, word)) in w.iter().enumerate() {
         let next = w.get(k + 1);
-        let shape: String = word
-            .chars()
-            .map(|c| {
-                if c.is_ascii_digit() {
-                    '9'
-                } else if c.is_ascii_uppercase() {
-                    'A'
-                } else {
-                    'x'
-                }
-            })
-            .collect();
-        let next_shape: Option<String> = next.map(|n| {
-            n.2.chars()
-                .map(|c| {
-                    if c.is_ascii_digit() {
-                        '9'
-                    } else if c.is_ascii_uppercase() {
-                        'A'
-                    } else {
-                        'x'
-                    }
-                })
-                .collect()
-        });
+        let shape = shape_of(word);
+        let next_shape = next.map(|n| shape_of(n.2));
         let gap_is_space = next.is_some_and(|n| text[w[k].1..n.0] == *" ");
         let outward = ["A9", "A99", "AA9", "AA99", "A9A", "AA9A"].contains(&shape.as_str());
         let uk = outward && gap_is_space && next_shape.as_deref() == Some("9AA");
@@ -326,30 +305,6 @@ const PERSONAL: [&str; 17] = [
     "bin", "j'ai", "tengo", "ho", "mein",
 ];
 
-/// Number words an age may be said in.
-const NUMBER_WORDS: [&str; 20] = [
-    "one",
-    "two",
-    "three",
-    "four",
-    "five",
-    "six",
-    "seven",
-    "eight",
-    "nine",
-    "ten",
-    "eleven",
-    "twelve",
-    "thirteen",
-    "fourteen",
-    "fifteen",
-    "sixteen",
-    "seventeen",
-    "eighteen",
-    "nineteen",
-    "twenty",
-];
-
 fn phrases(text: &str, spans: &mut Vec<(usize, usize, Detail)>) {
     let w = words(text);
     let lower: Vec<String> = w
@@ -409,7 +364,7 @@ fn phrases(text: &str, spans: &mut Vec<(usize, usize, Detail)>) {
         }
         // An age before "years old", "Jahre alt", "ans".
         let number = w[k].2.chars().all(|c| c.is_ascii_digit()) && w[k].2.len() <= 3
-            || NUMBER_WORDS.contains(&lower[k].as_str());
+            || spoken::is_number_word(&lower[k]);
         if number {
             let after = AGE_AFTER.iter().any(|a| {
                 a.iter()
@@ -431,6 +386,17 @@ fn phrases(text: &str, spans: &mut Vec<(usize, usize, Detail)>) {
             }
         }
     }
+}
+
+/// A word's shape, as postcodes are told apart: a digit is `9`, a capital `A`, anything else `x`.
+fn shape_of(word: &str) -> String {
+    word.chars()
+        .map(|c| match c {
+            '0'..='9' => '9',
+            'A'..='Z' => 'A',
+            _ => 'x',
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -469,6 +469,11 @@ const ONES: [&str; 20] = [
     "eighteen",
     "nineteen",
 ];
+/// Whether a word is a number from one to twenty in words (an age may be said so).
+pub(super) fn is_number_word(word: &str) -> bool {
+    ONES[1..].contains(&word) || word == TENS[2]
+}
+
 const TENS: [&str; 10] = [
     "", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
 ];
