@@ -1,8 +1,63 @@
 //! The conversation engine: characters, sessions, history, tasks, knowledge and settings, with
-//! their rules. Front doors (HTTP, WebSocket, gRPC, the kiosk's own button) call these methods;
-//! nothing here knows which door a call came through.
+//! their rules. Front doors (HTTP, WebSocket, gRPC, the kiosk's own button, the fleet client)
+//! call these methods; nothing here knows which door a call came through.
 //!
 //! Engine methods that write block on fsync; async callers run them on the blocking pool.
+//!
+//! `Engine` is one type whose methods live with the resource they serve, one file each; this
+//! list (checked by a tidy test) says where each method is:
+//! - `mod.rs`: `open`, `data_fell_back`, `blobs`, `scratch_dir`.
+//! - `settings/mod.rs`: `settings`, `watch_settings`, `update_settings`.
+//! - `settings/fleet.rs`: `set_fleet_paused`.
+//! - `auth.rs`: `has_admin_password`, `must_change_password`, `password_matches`,
+//!   `first_boot_password`, `in_first_boot`, `login_wait`, `login`, `login_refused`,
+//!   `count_failure_everywhere`, `login_delay`, `count_attempt`, `change_password`,
+//!   `admin_session_valid`, `logout_all`, `logout`, `credentials_changed`, `credential_changes`,
+//!   `expire_logins`.
+//! - `access.rs`: `create_client_key`, `client_keys`, `revoke_client_key`, `client_of_key`,
+//!   `touch_client_key`, `session_for`, `live_for`, `spend_message`.
+//! - `characters.rs`: `ensure_default_character`, `characters_json`, `listed`, `character`,
+//!   `characters_not_on_this_kiosk`, `character_record`, `create_character`, `update_character`,
+//!   `delete_character`, `add_image`, `images`, `image`, `avatar`, `delete_image`, `activate_image`,
+//!   `put_clip`, `clip`, `active_clips`, `delete_clip`.
+//! - `sessions.rs`: `store_session_language`, `kiosk_character`, `create_session`,
+//!   `create_session_as`, `create_seeded_session`, `seed_history`, `sweep_sessions`,
+//!   `expire_sessions`, `is_staff`, `session_count`, `sessions`, `session`, `delete_session`,
+//!   `session_ended`, `post_message`.
+//! - `live.rs`: `live`, `set_visit_language`, `live_if_active`, `probe`, `stall_for_test`,
+//!   `close_live`.
+//! - `turn/mod.rs`: `start_turn`, `listen`, `interrupt`, `spawn_turn`, `plan`, `providers`,
+//!   `session_voice`, `stream_bounds`, `provider_for`.
+//! - `turn/standard.rs`: `answer_question`.
+//! - `turn/ask.rs`: `ask_knowledge`.
+//! - `providers/dispatch.rs`: `recognise`, `generate`, `speak`, `converse`.
+//! - `providers/local/turns.rs`: `recogniser_model`, `offline_answer`, `offline_heard`,
+//!   `offline_weigh`, `offline_topics`, `offline_topics_in`, `offline_reply_in`, `offline_reply`.
+//! - `providers/speech.rs`: `voices`, `test_voice`, `voice_sample`, `speak_line`.
+//! - `providers/health.rs`: `components`, `provider_health`, `inference_connected`, `reachability`,
+//!   `test_settings`, `record_call`, `test_providers`, `checks_of`.
+//! - `knowledge/mod.rs`: `knowledge_epoch`, `knowledge_texts`, `knowledge_sources_text`,
+//!   `knowledge_by_language`, `character_exists`, `sources`, `add_sources`, `store_sources`,
+//!   `delete_source`, `reindex_source`, `remove_knowledge_of`, `search_knowledge`, `index_next`.
+//! - `knowledge/faq.rs`: `faq_record`, `faq`, `set_faq`, `save_faq`, `faq_csv`, `set_faq_csv`.
+//! - `knowledge/recordings.rs`: `recordings`, `add_recording`, `replace_recording`,
+//!   `delete_recording`, `recording_wav`, `recorded_answer`.
+//! - `knowledge/screen.rs`: `on_screen_questions`, `faq_questions`, `faq_questions_by_language`,
+//!   `faq_pairs`, `faq_entries`, `screen_choice`, `set_on_screen`, `ask_on_screen`.
+//! - `history.rs`: `recent_history`, `store_message`, `record_message`, `save_turn_seq`, `history`,
+//!   `history_batch`, `purge_history`, `retain_history`.
+//! - `statistics.rs`: `unmatched_questions`, `statistics`.
+//! - `privacy.rs`: `retention_now`, `advance_clock_for_test`, `sweep_transcripts`, `forget_visit`,
+//!   `retire_old`, `disclosure`.
+//! - `tasks.rs`: `task`, `session_tasks`, `task_events`, `post_task_event`, `post_artifact`,
+//!   `announce`, `artifact`.
+//! - `site.rs`: `ensure_site_document`, `site_document`, `put_site_document`, `seed_site_document`,
+//!   `image_store_on`, `site_image`, `put_site_image`, `delete_site_image`.
+//! - `launch.rs`: `launch_config`, `update_launch_config`.
+//! - `backup.rs`: `write_backup`, `write_archive`, `snapshot_into`, `restore_backup`,
+//!   `restore_with`, `check_reserve`, `headroom`, `has_room_for`, `restore_staged`,
+//!   `maintenance_lock`, `request_restart`, `restart_token`.
+//! - `content.rs`: `content_work_dir`, `export_content`, `apply_content`, `character_count`.
 
 pub mod access;
 pub mod auth;

@@ -684,3 +684,126 @@ n=$(cat "$sys/size")
 "#;
     assert_eq!(lines(script), vec![2, 5, 5, 6, 11, 12, 14, 15]);
 }
+
+/// The methods of `impl Engine` blocks in one file of `src/engine` (its tests left out).
+fn engine_methods(code: &str) -> Vec<String> {
+    let code = code.split("#[cfg(test)]").next().unwrap_or_default();
+    let mut names = Vec::new();
+    let mut inside = false;
+    for line in code.lines() {
+        if let Some(rest) = line.strip_prefix("impl ") {
+            inside = rest
+                .trim_start_matches("super::super::")
+                .trim_start_matches("super::")
+                .trim_start_matches("crate::engine::")
+                == "Engine {";
+            continue;
+        }
+        if line == "}" {
+            inside = false;
+        }
+        let Some(rest) = line.strip_prefix("    ").filter(|_| inside) else {
+            continue;
+        };
+        let rest = match rest.strip_prefix("pub") {
+            Some(r) if r.starts_with('(') => r.split_once(") ").map_or(r, |(_, after)| after),
+            Some(r) => r.trim_start(),
+            None => rest,
+        };
+        let rest = rest.strip_prefix("async ").unwrap_or(rest);
+        if let Some(after) = rest.strip_prefix("fn ") {
+            names.push(ident_at(after).to_string());
+        }
+    }
+    names
+}
+
+/// Where engine/mod.rs's doc says each file's methods are: `- `file`: `a`, `b`.` entries.
+fn engine_map(mod_rs: &str) -> Vec<(String, Vec<String>)> {
+    let doc: String = mod_rs
+        .lines()
+        .take_while(|l| l.starts_with("//!"))
+        .map(|l| l.trim_start_matches("//!").trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    doc.split(" - `")
+        .skip(1)
+        .filter_map(|entry| {
+            let (file, rest) = entry.split_once("`:")?;
+            let names = rest
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_owned)
+                .collect();
+            Some((file.to_string(), names))
+        })
+        .collect()
+}
+
+/// What the map in engine/mod.rs gets wrong: a method not listed with its file, a file listed
+/// that holds none.
+fn engine_map_errors(
+    map: &[(String, Vec<String>)],
+    files: &[(String, Vec<String>)],
+) -> Vec<String> {
+    let mut errors = Vec::new();
+    for (file, methods) in files {
+        let listed = map
+            .iter()
+            .find(|(f, _)| f == file)
+            .map(|(_, n)| n.as_slice());
+        for m in methods {
+            if !listed.unwrap_or_default().contains(m) {
+                errors.push(format!(
+                    "`{m}` of src/engine/{file} is not listed with its file"
+                ));
+            }
+        }
+    }
+    for (file, _) in map {
+        if !files.iter().any(|(f, m)| f == file && !m.is_empty()) {
+            errors.push(format!(
+                "src/engine/{file} is listed but holds no Engine method"
+            ));
+        }
+    }
+    errors
+}
+
+#[test]
+fn engine_mod_says_which_file_holds_which_engine_method() {
+    let engine = root().join("src/engine");
+    let mut paths = Vec::new();
+    rust_files(&engine, &mut paths);
+    let files: Vec<(String, Vec<String>)> = paths
+        .iter()
+        .map(|p| {
+            let name = p
+                .strip_prefix(&engine)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            (name, engine_methods(&std::fs::read_to_string(p).unwrap()))
+        })
+        .filter(|(_, m)| !m.is_empty())
+        .collect();
+    assert!(files.len() > 20, "{files:?}");
+    let map = engine_map(&std::fs::read_to_string(engine.join("mod.rs")).unwrap());
+    let errors = engine_map_errors(&map, &files);
+    assert!(
+        errors.is_empty(),
+        "engine/mod.rs's map:\n{}",
+        errors.join("\n")
+    );
+}
+
+#[test]
+fn a_method_missing_from_the_engine_map_is_found() {
+    let code = "impl Engine {\n    pub fn a(&self) {}\n    pub(in crate::engine) async fn b(&self) {}\n}\n";
+    let files = vec![("x.rs".to_string(), engine_methods(code))];
+    assert_eq!(files[0].1, ["a", "b"]);
+    let map = engine_map("//! Where.\n//! - `x.rs`: `a`.\n//! - `y.rs`: `c`.\n\nmod x;");
+    let errors = engine_map_errors(&map, &files);
+    assert_eq!(errors.len(), 2, "{errors:?}");
+}
