@@ -346,8 +346,26 @@ fn named_paths(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The code map's entries (`### ` sections up to the next `## `) with their words counted.
+fn code_map_entries(text: &str) -> Vec<(String, usize)> {
+    let Some(map) = text.split("\n## Code map").nth(1) else {
+        return Vec::new();
+    };
+    let map = map.split("\n## ").next().unwrap_or_default();
+    map.split("\n### ")
+        .skip(1)
+        .map(|entry| {
+            let (title, body) = entry.split_once('\n').unwrap_or((entry, ""));
+            (title.to_string(), body.split_whitespace().count())
+        })
+        .collect()
+}
+
+/// ARCHITECTURE.md names only paths that exist, and every room of `src` (each layer, each folder
+/// inside one, each file at the top): the details live in the modules' own docs, which every
+/// file has. Each entry of its code map is short.
 #[test]
-fn architecture_names_what_exists_and_every_module() {
+fn architecture_names_what_exists_and_every_room() {
     let root = root();
     let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
     let missing: Vec<_> = named_paths(&text)
@@ -362,39 +380,60 @@ fn architecture_names_what_exists_and_every_module() {
     for layer in std::fs::read_dir(root.join("src")).unwrap() {
         let layer = layer.unwrap().path();
         let name = layer.file_name().unwrap().to_string_lossy().into_owned();
-        if !layer.is_dir() {
-            if !text.contains(&format!("`src/{name}`")) && !text.contains(&format!("`{name}`")) {
-                unnamed.push(format!("src/{name}"));
-            }
-            continue;
-        }
         if !text.contains(&format!("`src/{name}`")) {
             unnamed.push(format!("src/{name}"));
         }
-        for entry in std::fs::read_dir(&layer).unwrap() {
-            let entry = entry.unwrap().path();
-            let file = entry.file_name().unwrap().to_string_lossy().into_owned();
-            if file == "mod.rs" {
-                continue;
-            }
-            let stem = file.trim_end_matches(".rs");
-            let named = [
-                format!("`{file}`"),
-                format!("`{stem}`"),
-                format!("`{stem}/`"),
-                format!("`src/{name}/{file}`"),
-                format!("`src/{name}/{stem}/`"),
-            ]
-            .iter()
-            .any(|n| text.contains(n.as_str()));
-            if !named {
-                unnamed.push(format!("src/{name}/{file}"));
+        if !layer.is_dir() {
+            continue;
+        }
+        let mut dirs = vec![layer.clone()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let entry = entry.unwrap().path();
+                if !entry.is_dir() {
+                    continue;
+                }
+                let folder = entry.file_name().unwrap().to_string_lossy().into_owned();
+                // A room is a folder of modules (fonts and the console's assets are data).
+                let modules = std::fs::read_dir(&entry)
+                    .unwrap()
+                    .any(|f| f.unwrap().path().extension().is_some_and(|e| e == "rs"));
+                if modules && !text.contains(&format!("`{folder}/`")) {
+                    unnamed.push(entry.strip_prefix(&root).unwrap().display().to_string());
+                }
+                dirs.push(entry);
             }
         }
     }
     assert!(
         unnamed.is_empty(),
         "ARCHITECTURE.md does not mention: {unnamed:?}"
+    );
+    let entries = code_map_entries(&text);
+    assert!(entries.len() >= 10, "{entries:?}");
+    let long: Vec<_> = entries.iter().filter(|(_, words)| *words > 120).collect();
+    assert!(long.is_empty(), "code map entries over 120 words: {long:?}");
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let undocumented: Vec<_> = files
+        .iter()
+        .filter(|f| !std::fs::read_to_string(f).unwrap().starts_with("//!"))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "modules without a doc comment: {undocumented:?}"
+    );
+}
+
+#[test]
+fn a_long_code_map_entry_is_counted() {
+    let text = format!(
+        "# A\n## Code map\n### `src/a`\n{}\n### `src/b`\nshort.\n## Next\n### not an entry",
+        "word ".repeat(121)
+    );
+    assert_eq!(
+        code_map_entries(&text),
+        [("`src/a`".to_string(), 121), ("`src/b`".to_string(), 1)]
     );
 }
 
