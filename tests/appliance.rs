@@ -22,10 +22,6 @@
 mod board;
 #[path = "appliance/rpi4.rs"]
 mod rpi4;
-// The fleet tests' fake hawkBit server (tests/it/fleet.rs), here on the host for the board.
-#[allow(dead_code)]
-#[path = "it/support/fake_hawkbit.rs"]
-mod fake_hawkbit;
 
 use std::net::SocketAddrV4;
 use std::path::Path;
@@ -34,9 +30,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use board::{Board, Disk, HostService, Screen};
-use docent::device::display::{questions, testclip};
+use docent::device::display::questions;
+use docent_test_support::testclip;
 use docent::engine::audio;
-use fake_hawkbit::{CONTROLLER, FakeHawkbit, TENANT, counting_proxy};
+// The fleet tests' fake hawkBit server (tests/it/fleet.rs), here on the host for the board.
+use docent_test_support::fake_hawkbit::{self, CONTROLLER, FakeHawkbit, TENANT, counting_proxy};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;

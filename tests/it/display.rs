@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use docent::config::Config;
 use docent::device::KioskState;
-use docent::device::display::testclip;
+use docent_test_support::testclip;
 use docent::device::display::text::{bbox, drawn_line};
 use docent::device::display::{self, MemoryScreen};
 use docent::engine::Engine;

@@ -1,5 +1,8 @@
-//! A real `docent` server on 127.0.0.1 with a fresh data directory, for integration tests:
-//! in this process ([`Server`]), or the built binary as a process of its own ([`Process`]).
+//! What docent's integration tests (`tests/it`), appliance test (`tests/appliance`) and
+//! benchmarks (`benches`) share, as one crate instead of files included by path.
+//!
+//! A real `docent` server on 127.0.0.1 with a fresh data directory: in this process
+//! ([`Server`]), or the built binary as a process of its own ([`Process`]).
 
 pub mod browser;
 pub mod disk;
@@ -8,15 +11,35 @@ pub mod fake_wyoming;
 pub mod fleet_kiosk;
 mod process;
 pub mod rauc;
+pub mod testclip;
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use docent::config::Config;
 use sha2::Digest as _;
 use tokio::sync::oneshot;
 
 pub use process::{Process, Running, docent, docent_under};
+
+/// The repository's root (this crate is `tests/support`): test data, board files, `target`.
+pub fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("tests/support inside the repository")
+}
+
+/// The `docent` binary that cargo builds beside the running test or bench
+/// (`target/<profile>/deps/<test>` -> `target/<profile>/docent`): `CARGO_BIN_EXE_docent` is
+/// only given to the root package's own targets, not to this crate.
+pub fn docent_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("the running test's path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps")
+        .join("docent")
+}
 
 pub struct Server {
     pub base: String,
