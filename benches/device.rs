@@ -20,7 +20,7 @@
 //!   reading its first piece from the blob store, the playback thread. Each round cuts the
 //!   answer with a touch (which opens the question screen again) and chooses it again.
 
-mod support;
+use docent_test_support::bench as support;
 
 use std::time::{Duration, Instant};
 

@@ -19,7 +19,7 @@
 //!    each video frame. Target: <= 5 ms a caption frame at 1920x1080.
 //!    `cargo bench --bench display -- captions` runs only this part.
 
-mod support;
+use docent_test_support::bench as support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -6,7 +6,7 @@
 //! is an upper bound; the same process paused for 20 s is the idle baseline taken off), then the
 //! time from the offer of a 100 MB artifact to its `downloaded` feedback over loopback.
 
-mod support;
+use docent_test_support::bench as support;
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

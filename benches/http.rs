@@ -9,7 +9,7 @@
 //!
 //! hyper's `client` feature comes from the reqwest dev-dependency (features are unified).
 
-mod support;
+use docent_test_support::bench as support;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

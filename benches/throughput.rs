@@ -34,7 +34,7 @@
 //! `DOCENT_BENCH_CONNECTIONS` (default 64) the connections; `DOCENT_BENCH_ONLY` keeps the pairs
 //! whose name contains it (`HTTPS`, `health`), for profiling one of them.
 
-mod support;
+use docent_test_support::bench as support;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -10,7 +10,7 @@
 //! `BENCH_ONLY=local` runs only the offline voice figures; `BENCH_ESPEAK_EMULATED=1` runs
 //! espeak-ng under `qemu-x86_64-static` (software emulation, like the simulated board).
 
-mod support;
+use docent_test_support::bench as support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

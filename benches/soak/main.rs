@@ -3,7 +3,7 @@
 //! its own; prints its resident memory every 10 s, turn latency p50/p95 per minute and the
 //! errors, then the caps reached under load with the kiosk's own visitor still answered.
 
-mod driver;
+use docent_test_support::soak as driver;
 
 use std::time::Duration;
 

@@ -250,7 +250,6 @@ impl FakeHawkbit {
 }
 
 /// Bytes through a TCP forwarder in front of the fake server, both ways, counted as they pass.
-#[allow(dead_code)] // tests/appliance.rs's and benches/fleet.rs's, not tests/it's.
 pub async fn counting_proxy(to: SocketAddr) -> (SocketAddr, Arc<std::sync::atomic::AtomicU64>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -4,6 +4,7 @@
 //! A real `docent` server on 127.0.0.1 with a fresh data directory: in this process
 //! ([`Server`]), or the built binary as a process of its own ([`Process`]).
 
+pub mod bench;
 pub mod browser;
 pub mod disk;
 pub mod fake_hawkbit;
@@ -11,7 +12,9 @@ pub mod fake_wyoming;
 pub mod fleet_kiosk;
 mod process;
 pub mod rauc;
+pub mod soak;
 pub mod testclip;
+pub mod understanding;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
