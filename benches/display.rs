@@ -28,12 +28,12 @@ use docent::config::Config;
 use docent::device::KioskState;
 use docent::device::display::scale::YuvScaler;
 use docent::device::display::{self, MemoryScreen};
-use docent_test_support::testclip;
 use docent::engine::Engine;
 use docent::engine::characters::{CharacterInput, image_base};
 use docent::engine::live::Status;
 use docent::engine::media::clip::{Clip, ClipDecoder};
 use docent::engine::media::flash;
+use docent_test_support::testclip;
 
 const FRAMES: usize = 50;
 const PASSES: usize = 4;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::board::{self, Board, Disk, Machine};
+use docent_test_support::board::{self, Board, Disk, Machine};
 
 /// The card: larger than the image (1.4 GiB), as every card is; QEMU wants a power of two.
 const CARD_BYTES: u64 = 2 << 30;

@@ -2,7 +2,6 @@
 //! for 20 s against `docent` as a process of its own, with no error, bounded memory growth,
 //! then the WebSocket and connection caps reached while the kiosk's own visitor is answered.
 
-
 use std::time::Duration;
 
 // The bench's own driver; the test does not start the binary itself or print the cap figures.

@@ -2,7 +2,7 @@
 //! where there is no RAUC, the reboot request, the last update's outcome in health; and with a
 //! real RAUC on a bus of its own (`support::rauc`), its verdict on bundles, an install, and the
 //! start check marking slots. Installing into a real slot, rebooting and rolling back run on the
-//! simulated board: `tests/appliance.rs`.
+//! simulated board: `tests/appliance/updates.rs`.
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -1,10 +1,13 @@
-//! What docent's integration tests (`tests/it`), appliance test (`tests/appliance`) and
-//! benchmarks (`benches`) share, as one crate instead of files included by path.
+//! What docent's integration tests (`tests/it`), appliance test (`tests/appliance`: the board
+//! rig is [`board`]) and benchmarks (`benches`) share, as one crate instead of files included by
+//! path.
 //!
 //! A real `docent` server on 127.0.0.1 with a fresh data directory: in this process
 //! ([`Server`]), or the built binary as a process of its own ([`Process`]).
 
+pub mod appliance;
 pub mod bench;
+pub mod board;
 pub mod browser;
 pub mod disk;
 pub mod fake_hawkbit;

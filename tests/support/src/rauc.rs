@@ -2,7 +2,7 @@
 //! a boot loader backend that keeps its state in files. Enough for docent to have bundles checked,
 //! installs started and slots marked; installing a verity bundle also needs the kernel's
 //! device-mapper, which this machine may lack (RAUC then reports the failure). The simulated
-//! board (`tests/appliance.rs`) installs for real.
+//! board (`tests/appliance/updates.rs`) installs for real.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
