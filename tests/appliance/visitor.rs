@@ -11,6 +11,7 @@ use docent::engine::audio;
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;
 
+use docent_test_support::answer_json;
 use docent_test_support::appliance::{
     Admin, DOCENT_LOG, IDLE_COLOUR, TAP_RATE, board_clock, fetch, health_client, host_clock, near,
     record_speaker, reply_heard, runtime, say_the_question, speaker_sound, value_after, visit,
@@ -823,14 +824,7 @@ async fn audio_health(b: &Board, within: Duration, ok: impl Fn(&str) -> bool) ->
     let client = health_client();
     let start = Instant::now();
     loop {
-        let health: Value = client
-            .get(format!("http://{}/api/v1/health", b.docent))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let health = answer_json(client.get(format!("http://{}/api/v1/health", b.docent))).await;
         let audio = health["device"]["audio"].as_str().unwrap_or_default();
         if ok(audio) {
             return (Instant::now(), audio.to_string());

@@ -15,7 +15,7 @@ use docent::device::display::text::{Style, Weight, drawn_line_from, drawn_lines}
 use docent::device::display::{captions, questions};
 use serde_json::{Value, json};
 
-use crate::support::{Server, sign_in};
+use crate::support::{Server, Started, sign_in, start_kiosk};
 use tokio::sync::oneshot;
 
 /// A kiosk on `dir` whose devices the test holds.
@@ -34,22 +34,7 @@ impl Kiosk {
             devices: mode,
             ..Config::default()
         };
-        let (ready_tx, ready_rx) = oneshot::channel();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            docent::run_with(
-                config,
-                move |ready| {
-                    let _ = ready_tx.send(ready);
-                },
-                async move {
-                    let _ = stopped.await;
-                },
-            )
-            .await
-            .expect("server runs");
-        });
-        let ready = ready_rx.await.expect("server started");
+        let Started { ready, stop, task } = start_kiosk(config).await;
         Kiosk {
             base: format!("http://{}", ready.addr),
             devices: ready.devices,
@@ -115,6 +100,32 @@ pub(crate) async fn until(s: &Server, what: &str, ok: impl Fn(&Value) -> bool) -
         }
         assert!(start.elapsed() < Duration::from_secs(30), "{what}: {d}");
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The lines of `lines` are drawn in the caption panel's state colour, read back from the
+/// simulated screen (waits up to 5 s for the frame).
+pub(crate) async fn screen_writes(s: &Server, lines: &[&str]) {
+    let (w, h) = docent::device::display::SIM_SIZE;
+    let (pitch, size) = captions::metrics(h, 20);
+    let lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    let style = Style::new(size, Weight::Bold, captions::STATE_TEXT);
+    let start = Instant::now();
+    while drawn_lines(
+        &snapshot(s).await,
+        w,
+        captions::margin(size) as i32,
+        &lines,
+        style,
+        pitch,
+    )
+    .is_none()
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the screen writes {lines:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -214,30 +225,15 @@ async fn a_visitor_asks_by_touch_and_by_the_buttons_and_a_touch_cuts_the_reply()
         d["can_choose"] == true
     })
     .await;
-    let (w, h) = docent::device::display::SIM_SIZE;
-    let (pitch, size) = captions::metrics(h, 20);
-    let offer = [
-        "Hold the button to talk".to_string(),
-        "or touch the screen to choose a question".to_string(),
-    ];
-    let style = Style::new(size, Weight::Bold, captions::STATE_TEXT);
-    let start = Instant::now();
-    while drawn_lines(
-        &snapshot(&s).await,
-        w,
-        captions::margin(size) as i32,
-        &offer,
-        style,
-        pitch,
+    screen_writes(
+        &s,
+        &[
+            "Hold the button to talk",
+            "or touch the screen to choose a question",
+        ],
     )
-    .is_none()
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "the idle screen offers touch"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    .await;
+    let (w, h) = docent::device::display::SIM_SIZE;
 
     // A touch anywhere opens the question screen: its title and its questions, drawn.
     choose(&s, json!({"touch": {"x": 0.5, "y": 0.5}})).await;

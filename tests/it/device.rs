@@ -116,6 +116,23 @@ fn spoken(text: &str) -> (Vec<u8>, Duration) {
     (audio::samples_to_le(&pcm), Duration::from_secs_f64(secs))
 }
 
+/// Asks the same question again (held `spoken_for`); once `played` has grown half a second past
+/// `full`, the reply playing, a press: the kiosk listens at once.
+async fn press_while_the_reply_plays(s: &Server, spoken_for: Duration, played: &Path, full: u64) {
+    press(s, true).await;
+    wait_status(s, "listening", Duration::from_secs(2)).await;
+    tokio::time::sleep(spoken_for + Duration::from_millis(200)).await;
+    press(s, false).await;
+    wait_status(s, "speaking", Duration::from_secs(30)).await;
+    let start = Instant::now();
+    while len(played) < full + SPEAKER_BPS / 2 {
+        assert!(start.elapsed() < Duration::from_secs(5), "the reply plays");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    press(s, true).await;
+    wait_status(s, "listening", Duration::from_secs(1)).await;
+}
+
 fn len(path: &Path) -> u64 {
     std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }
@@ -241,18 +258,7 @@ async fn an_in_person_turn_is_heard_and_a_press_cuts_the_reply() {
     assert_eq!(hello["type"], "session", "{hello}");
 
     // Turn 2: the same question; a press while the reply plays stops it at once.
-    press(&s, true).await;
-    wait_status(&s, "listening", Duration::from_secs(2)).await;
-    tokio::time::sleep(spoken_for + Duration::from_millis(200)).await;
-    press(&s, false).await;
-    wait_status(&s, "speaking", Duration::from_secs(30)).await;
-    let start = Instant::now();
-    while len(&speaker) < full + SPEAKER_BPS / 2 {
-        assert!(start.elapsed() < Duration::from_secs(5), "the reply plays");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    press(&s, true).await;
-    wait_status(&s, "listening", Duration::from_secs(1)).await;
+    press_while_the_reply_plays(&s, spoken_for, &speaker, full).await;
     wait_led(&s, true).await;
     // Released within 300 ms: a tap, which starts no turn.
     press(&s, false).await;
@@ -678,18 +684,7 @@ async fn the_assistive_speaker_plays_every_reply_at_its_own_volume_and_a_press_s
     assert!((ratio - 0.25).abs() < 0.01, "{ratio}");
 
     // The next reply, cut by a press: both speakers stop at once.
-    press(&s, true).await;
-    wait_status(&s, "listening", Duration::from_secs(2)).await;
-    tokio::time::sleep(spoken_for + Duration::from_millis(200)).await;
-    press(&s, false).await;
-    wait_status(&s, "speaking", Duration::from_secs(30)).await;
-    let start = Instant::now();
-    while len(&assistive) < full + SPEAKER_BPS / 2 {
-        assert!(start.elapsed() < Duration::from_secs(5), "the reply plays");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    press(&s, true).await;
-    wait_status(&s, "listening", Duration::from_secs(1)).await;
+    press_while_the_reply_plays(&s, spoken_for, &assistive, full).await;
     press(&s, false).await;
     follow_until_idle(&s, Duration::from_secs(2)).await;
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -16,7 +16,7 @@ use docent::engine::Engine;
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use crate::support::Process;
+use crate::support::{Process, Started, start_kiosk};
 
 /// As `board/firstboot.sh` makes them: 16 of `[A-Za-z0-9]`.
 const FIRST_BOOT_PASSWORD: &str = "Fb3kQz9TmW2xLr7N";
@@ -42,22 +42,7 @@ impl Kiosk {
             ..Config::default()
         };
         tweak(&mut config);
-        let (ready_tx, ready_rx) = oneshot::channel();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            docent::run_with(
-                config,
-                move |ready| {
-                    let _ = ready_tx.send(ready);
-                },
-                async move {
-                    let _ = stopped.await;
-                },
-            )
-            .await
-            .expect("server runs");
-        });
-        let ready = ready_rx.await.expect("server started");
+        let Started { ready, stop, task } = start_kiosk(config).await;
         Kiosk {
             base: format!("http://{}", ready.addr),
             http: reqwest::Client::new(),

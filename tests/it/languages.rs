@@ -8,13 +8,11 @@
 use std::time::{Duration, Instant};
 
 use docent::config::DeviceMode;
-use docent::device::display::captions;
 use docent::device::display::questions;
-use docent::device::display::text::{Style, Weight, drawn_lines};
 use fake_openai::{Chat, FakeOpenAi, Transcription};
 use serde_json::{Value, json};
 
-use crate::choosing::{choose, device, snapshot, speaker_len, until};
+use crate::choosing::{choose, device, screen_writes, speaker_len, until};
 use crate::support::{Server, sign_in};
 
 const PASSWORD: &str = "languages-password";
@@ -140,32 +138,6 @@ fn said_in(played: u64, text: &str, voice: &str, other: &str) -> bool {
         off * 100.0
     );
     off < 0.05 && (played - want).abs() < (played - not).abs()
-}
-
-/// The lines of `lines` are drawn in the caption panel's state colour, read back from the
-/// simulated screen (waits up to 5 s for the frame).
-async fn screen_writes(s: &Server, lines: &[&str]) {
-    let (w, h) = docent::device::display::SIM_SIZE;
-    let (pitch, size) = captions::metrics(h, 20);
-    let lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
-    let style = Style::new(size, Weight::Bold, captions::STATE_TEXT);
-    let start = Instant::now();
-    while drawn_lines(
-        &snapshot(s).await,
-        w,
-        captions::margin(size) as i32,
-        &lines,
-        style,
-        pitch,
-    )
-    .is_none()
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "the screen writes {lines:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn last_user_message(history: &Value) -> Value {

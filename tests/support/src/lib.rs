@@ -47,6 +47,46 @@ pub fn docent_binary() -> PathBuf {
         .join("docent")
 }
 
+/// A kiosk that `docent::run_with` started in this process, on a task of its own.
+pub struct Started {
+    pub ready: docent::Ready,
+    /// Sent (or dropped) to stop the kiosk; `task` ends once it has stopped.
+    pub stop: oneshot::Sender<()>,
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+/// Starts `docent::run_with(config)` on a task and waits until it serves.
+pub async fn start_kiosk(config: Config) -> Started {
+    let (ready_tx, ready_rx) = oneshot::channel();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        docent::run_with(
+            config,
+            move |ready| {
+                let _ = ready_tx.send(ready);
+            },
+            async move {
+                let _ = stopped.await;
+            },
+        )
+        .await
+        .expect("server runs");
+    });
+    let ready = ready_rx.await.expect("server started");
+    Started { ready, stop, task }
+}
+
+/// Sends `req` and reads its answer as JSON, whatever its status.
+pub async fn answer_json(req: reqwest::RequestBuilder) -> serde_json::Value {
+    req.send().await.unwrap().json().await.unwrap()
+}
+
+/// Sends `req`, which must succeed (`what` names it when it does not).
+pub async fn send_ok(req: reqwest::RequestBuilder, what: &str) {
+    let res = req.send().await.unwrap();
+    assert!(res.status().is_success(), "{what}: {}", res.status());
+}
+
 pub struct Server {
     pub base: String,
     pub addr: SocketAddr,

@@ -286,15 +286,11 @@ impl Voice {
 
 /// A character that knows the three files, ready to answer.
 pub async fn make_character(http: &reqwest::Client, site: &str) -> String {
-    let created: serde_json::Value = http
-        .post(format!("{site}/api/v1/characters"))
-        .json(&json!({ "name": "Harbour guide" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let created = crate::answer_json(
+        http.post(format!("{site}/api/v1/characters"))
+            .json(&json!({ "name": "Harbour guide" })),
+    )
+    .await;
     let id = created["id"].as_str().expect("character id").to_string();
     let mut form = reqwest::multipart::Form::new();
     for name in KNOWLEDGE {
@@ -304,17 +300,12 @@ pub async fn make_character(http: &reqwest::Client, site: &str) -> String {
             reqwest::multipart::Part::bytes(bytes).file_name(name.to_string()),
         );
     }
-    let res = http
-        .post(format!("{site}/api/v1/characters/{id}/knowledge/files"))
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        res.status().is_success(),
-        "knowledge upload: {}",
-        res.status()
-    );
+    crate::send_ok(
+        http.post(format!("{site}/api/v1/characters/{id}/knowledge/files"))
+            .multipart(form),
+        "knowledge upload",
+    )
+    .await;
     let started = Instant::now();
     loop {
         let list = get_json(http, &format!("{site}/api/v1/characters/{id}/knowledge")).await;
