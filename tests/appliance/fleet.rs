@@ -127,14 +127,7 @@ fn long_a_fleet_update_succeeds_after_the_mark_good_and_a_bad_one_fails_after_th
     let size = artifact.len();
     let mark = b.mark();
     let offered = Instant::now();
-    fake.offer(
-        "8",
-        "os",
-        "0.2.0",
-        "docent-0.2.0.raucb",
-        artifact,
-        json!({}),
-    );
+    fake.offer_os("8", "0.2.0", artifact);
     let done = installed(&fake, "8");
     assert_eq!(fake.closed("8"), None, "an install is no success");
     let on_b = b.wait_for("docent boot: slot B", mark, Duration::from_secs(300));
@@ -226,14 +219,7 @@ fn long_a_fleet_update_succeeds_after_the_mark_good_and_a_bad_one_fails_after_th
     let artifact = std::fs::read(&v3).unwrap();
     let mark = b.mark();
     let offered = Instant::now();
-    fake.offer(
-        "9",
-        "os",
-        "0.3.0",
-        "docent-0.3.0.raucb",
-        artifact,
-        json!({}),
-    );
+    fake.offer_os("9", "0.3.0", artifact);
     installed(&fake, "9");
     let on_a = b.wait_for("docent boot: slot A", mark, Duration::from_secs(300));
     let rolling = b.wait_for(

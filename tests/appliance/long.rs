@@ -10,6 +10,7 @@ use docent_test_support::appliance::{
     wait_health,
 };
 use docent_test_support::board::{Board, Disk};
+use docent_test_support::sorted_names;
 
 /// A power cut (QEMU killed) while RAUC writes slot B: the board boots slot A as before, and a
 /// new upload and install of the same bundle then succeed and boot.
@@ -93,14 +94,7 @@ fn long_after_a_migration_and_a_fallback_the_old_version_opens_its_copy() {
     };
     let names = |admin: &Admin| {
         let all = rt.block_on(admin.get("/api/v1/characters"));
-        let mut names: Vec<String> = all
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["name"].as_str().unwrap().to_string())
-            .collect();
-        names.sort();
-        names
+        sorted_names(&all)
     };
     create(&admin, "Made on 0.1.0");
     let before = names(&admin);

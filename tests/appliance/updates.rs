@@ -11,6 +11,7 @@ use docent_test_support::appliance::{
     runtime, visit, wait_health,
 };
 use docent_test_support::board::{self, Board, Disk};
+use docent_test_support::rauc;
 
 /// Updates with rollback, as a museum does them from the console (docent's routes, RAUC on the
 /// board, board/rauc, board/systemd): the board runs 0.1.0 on slot A; RAUC answers only root
@@ -225,16 +226,7 @@ fn foreign_bundles(dir: &Path) -> Vec<(&'static str, std::path::PathBuf, &'stati
         let content = dir.join(format!("content-{compatible}-{}", made.len()));
         std::fs::create_dir_all(&content).unwrap();
         // 1 MiB that does not compress (RAUC wants a payload above one block).
-        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
-        let noise: Vec<u8> = (0..1 << 20)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
-        std::fs::write(content.join("rootfs.ext4"), noise).unwrap();
+        std::fs::write(content.join("rootfs.ext4"), rauc::noise(1 << 20)).unwrap();
         std::fs::write(
             content.join("manifest.raucm"),
             format!(

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::support::browser::Browser;
 use crate::support::rauc::{COMPATIBLE, RaucRig, Signer};
-use crate::support::{Process, Running, Server, assert_admin_only, sign_in};
+use crate::support::{Process, Running, Server, assert_admin_only, sign_in, sorted_names};
 
 const PASSWORD: &str = "update-test-password";
 
@@ -138,13 +138,7 @@ async fn health_tells_the_administrator_what_the_last_update_did_and_the_lan_not
     // As the update gate of a failed 0.3.0 leaves it for the version that starts after the
     // reboot.
     let dir = s.stop().await;
-    std::fs::write(
-        dir.path().join("update/outcome.json"),
-        json!({"result": "rolled_back", "from": "0.2.0", "to": "0.3.0",
-               "reason": "docent did not start within 90 s", "at": 1})
-        .to_string(),
-    )
-    .unwrap();
+    rolled_back(dir.path(), "0.2.0", "0.3.0", 1);
     let os_release = etc.path().join("os-release");
     let s = Server::start_in(dir, move |c| {
         c.admin_password = Some(PASSWORD.into());
@@ -509,13 +503,7 @@ async fn the_system_page_checks_installs_and_reports_an_update() {
     let stranger = rig.bundle("stranger", COMPATIBLE, "0.2.0", Signer::Stranger);
     let data = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(data.path().join("update")).unwrap();
-    std::fs::write(
-        data.path().join("update/outcome.json"),
-        json!({"result": "rolled_back", "from": "0.1.0", "to": "0.1.1",
-               "reason": "docent did not start within 90 s", "at": 1_790_000_000})
-        .to_string(),
-    )
-    .unwrap();
+    rolled_back(data.path(), "0.1.0", "0.1.1", 1_790_000_000);
     let (server, _, _) = with_rauc(&rig, data.path()).await;
     let mut b = Browser::launch().await;
     b.sign_in_page(&server.base(), PASSWORD).await;
@@ -582,16 +570,20 @@ async fn the_system_page_checks_installs_and_reports_an_update() {
     b.screenshot("system-update-installed").await;
 }
 
+/// The outcome the update gate leaves in `data` when `to` did not start and `from` came back.
+fn rolled_back(data: &Path, from: &str, to: &str, at: u64) {
+    std::fs::write(
+        data.join("update/outcome.json"),
+        json!({"result": "rolled_back", "from": from, "to": to,
+               "reason": "docent did not start within 90 s", "at": at})
+        .to_string(),
+    )
+    .unwrap();
+}
+
 async fn character_names(s: &Server) -> Vec<String> {
     let all = s.get_json("/api/v1/characters", 200).await;
-    let mut names: Vec<String> = all
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap().to_string())
-        .collect();
-    names.sort();
-    names
+    sorted_names(&all)
 }
 
 /// An update that migrated the data, then a fallback: the old version starts on the copy kept

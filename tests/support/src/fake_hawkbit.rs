@@ -156,6 +156,12 @@ impl FakeHawkbit {
         f(&mut self.script.lock().unwrap())
     }
 
+    /// Offers `bytes` as the bundle `docent-VERSION.raucb` of an `os` module, with nothing else.
+    pub fn offer_os(&self, id: &str, version: &str, bytes: Vec<u8>) {
+        let file = format!("docent-{version}.raucb");
+        self.offer(id, "os", version, &file, bytes, serde_json::json!({}));
+    }
+
     /// Offers a deployment of one software module of type `part` with one artifact.
     pub fn offer(
         &self,

@@ -87,6 +87,18 @@ pub async fn send_ok(req: reqwest::RequestBuilder, what: &str) {
     assert!(res.status().is_success(), "{what}: {}", res.status());
 }
 
+/// The names of a list of characters (`GET /api/v1/characters`), sorted.
+pub fn sorted_names(characters: &serde_json::Value) -> Vec<String> {
+    let mut names: Vec<String> = characters
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
 pub struct Server {
     pub base: String,
     pub addr: SocketAddr,
