@@ -681,15 +681,20 @@ async fn worker(
         let t = Instant::now();
         let (status, _, body) = send(&mut conn, get(&path, accept)).await;
         latencies.push(t.elapsed());
-        assert_eq!(status, StatusCode::OK, "GET {path}: {body:?}");
-        // The health answer holds the uptime: its length may grow by a digit.
-        assert!(
-            body.len().abs_diff(length) <= 2,
-            "GET {path}: {} bytes, not {length}",
-            body.len()
-        );
+        answered(&path, status, &body, length);
     }
     latencies
+}
+
+/// A GET of `path` answered 200 with `length` bytes, give or take the two digits by which the
+/// health answer's uptime may grow.
+fn answered(path: &str, status: StatusCode, body: &Bytes, length: usize) {
+    assert_eq!(status, StatusCode::OK, "GET {path}: {body:?}");
+    assert!(
+        body.len().abs_diff(length) <= 2,
+        "GET {path}: {} bytes, not {length}",
+        body.len()
+    );
 }
 
 /// The median req/s of the runs.
@@ -828,12 +833,7 @@ async fn counted(
                 tokio::spawn(async move {
                     for _ in 0..n {
                         let (status, _, body) = send(&mut conn, get(&path, BROWSER)).await;
-                        assert_eq!(status, StatusCode::OK, "GET {path}");
-                        assert!(
-                            body.len().abs_diff(length) <= 2,
-                            "GET {path}: {} bytes",
-                            body.len()
-                        );
+                        answered(&path, status, &body, length);
                     }
                     conn
                 })

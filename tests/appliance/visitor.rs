@@ -189,11 +189,7 @@ fn a_visitor_asks_by_touch_and_a_touch_cuts_the_answer() {
         "QEMU Virtio Tablet",
         "/dev/input/touchscreen is the virtio tablet"
     );
-    let health = rt.block_on(async {
-        let url = format!("http://{}/api/v1/health", b.docent);
-        let reply = health_client().get(url).send().await.unwrap();
-        reply.json::<Value>().await.unwrap()
-    });
+    let health = health(&b, &rt);
     assert_eq!(
         health["device"]["choice"], "ok",
         "docent reads the board's touch screen: {health}"
@@ -250,13 +246,7 @@ fn a_visitor_asks_by_touch_and_a_touch_cuts_the_answer() {
         "the touch cut the answer: sound until {:.2} s after it",
         last_sound - cut_at
     );
-    let history =
-        rt.block_on(admin.get(&format!("/api/v1/characters/{cid}/conversations/messages")));
-    let asked = history["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .cloned()
-        .unwrap_or_else(|| panic!("the question in the history: {history}"));
+    let asked = last_question(&rt, &admin, &cid);
     assert_eq!(asked["content"], ON_SCREEN, "{asked}");
     assert_eq!(asked["touch"], true, "stored as asked by touch: {asked}");
 }
@@ -292,11 +282,7 @@ fn a_visitor_walks_the_questions_with_next_and_asks_with_choose() {
             "line {line} released: held high by docent's pull-up (gpio-sim starts it low)"
         );
     }
-    let health = rt.block_on(async {
-        let url = format!("http://{}/api/v1/health", b.docent);
-        let reply = health_client().get(url).send().await.unwrap();
-        reply.json::<Value>().await.unwrap()
-    });
+    let health = health(&b, &rt);
     assert_eq!(
         health["device"]["choice"], "ok",
         "docent reads the board's touch screen and buttons: {health}"
@@ -331,13 +317,7 @@ fn a_visitor_walks_the_questions_with_next_and_asks_with_choose() {
         press_to_sound > 0.0,
         "the answer starts after the press ({press_to_sound:.3} s)"
     );
-    let history =
-        rt.block_on(admin.get(&format!("/api/v1/characters/{cid}/conversations/messages")));
-    let asked = history["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .cloned()
-        .unwrap_or_else(|| panic!("the question in the history: {history}"));
+    let asked = last_question(&rt, &admin, &cid);
     assert_eq!(asked["content"], SECOND, "{asked}");
     assert_eq!(
         asked["touch"], true,
@@ -521,11 +501,7 @@ fn first_boot(rt: &Runtime, disk: &Disk, dir: &Path) -> (Board, Admin, String) {
     // button reads as pressed: only docent's request for the pull-up (the profile's bias) holds
     // it released. Were it not, the kiosk would see a press from the start and, 5 s on, show
     // the password to whoever stands in front.
-    let health = rt.block_on(async {
-        let url = format!("http://{}/api/v1/health", b.docent);
-        let reply = health_client().get(url).send().await.unwrap();
-        reply.json::<Value>().await.unwrap()
-    });
+    let health = health(&b, &rt);
     assert_eq!(
         health["device"]["ptt"], "ok",
         "the button's line is requested: {health}"
@@ -877,4 +853,24 @@ fn first_boot_password(b: &mut Board) -> String {
         "the first boot never prints the password on the console"
     );
     password
+}
+
+/// The kiosk's health (`GET /api/v1/health`).
+fn health(b: &Board, rt: &Runtime) -> Value {
+    rt.block_on(async {
+        let url = format!("http://{}/api/v1/health", b.docent);
+        let reply = health_client().get(url).send().await.unwrap();
+        reply.json::<Value>().await.unwrap()
+    })
+}
+
+/// The visitor's last question in the history of `cid`, as stored.
+fn last_question(rt: &Runtime, admin: &Admin, cid: &str) -> Value {
+    let history =
+        rt.block_on(admin.get(&format!("/api/v1/characters/{cid}/conversations/messages")));
+    history["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .cloned()
+        .unwrap_or_else(|| panic!("the question in the history: {history}"))
 }

@@ -15,6 +15,7 @@ use docent::device::display::text::{Style, Weight, drawn_line_from, drawn_lines}
 use docent::device::display::{captions, questions};
 use serde_json::{Value, json};
 
+use crate::languages::last_user_message;
 use crate::support::{Server, Started, sign_in, start_kiosk};
 use tokio::sync::oneshot;
 
@@ -165,35 +166,29 @@ async fn answered(s: &Server, cid: &str, question: &str) {
         speaker_len(&d) > before + 24_000,
         "the answer was heard (more than half a second)"
     );
-    let history = s
-        .get_json(
-            &format!("/api/v1/characters/{cid}/conversations/messages"),
-            200,
-        )
-        .await;
-    let asked = history["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .cloned()
-        .unwrap();
+    let asked = last_user_message(&s.history(&cid).await);
     assert_eq!(asked["content"], question);
     assert_eq!(asked["touch"], true, "{asked}");
+}
+
+/// A kiosk with simulated devices and `password`, its administrator signed in, and a character
+/// "Harbour Guide": the server and the character's id.
+pub(crate) async fn guide_on_a_sim_kiosk(password: &str) -> (Server, String) {
+    let mut s = Server::start_with(|c| {
+        c.devices = DeviceMode::Sim;
+        c.admin_password = Some(password.into());
+    })
+    .await;
+    let cookie = sign_in(&s, password).await;
+    s.as_admin(&cookie);
+    let cid = s.character("Harbour Guide").await;
+    (s, cid)
 }
 
 /// A kiosk with simulated devices, signed in, speaking as a character whose FAQ's questions
 /// are on the screen.
 async fn kiosk_with_questions() -> (Server, String) {
-    let mut s = Server::start_with(|c| {
-        c.devices = DeviceMode::Sim;
-        c.admin_password = Some(PASSWORD.into());
-    })
-    .await;
-    let cookie = sign_in(&s, PASSWORD).await;
-    s.as_admin(&cookie);
-    let cid = s.character("Harbour Guide").await;
+    let (s, cid) = guide_on_a_sim_kiosk(PASSWORD).await;
     s.knowledge_ready(&cid, "faq.txt", FAQ).await;
     let res = s
         .put(&format!("/api/v1/characters/{cid}/screen-questions"))
@@ -373,12 +368,7 @@ async fn a_visitor_has_their_visit_forgotten_from_the_question_screen() {
         json!(["Your visit is forgotten: nothing of it is kept."]),
         "{d}"
     );
-    let history = s
-        .get_json(
-            &format!("/api/v1/characters/{cid}/conversations/messages"),
-            200,
-        )
-        .await;
+    let history = s.history(&cid).await;
     assert!(
         history["messages"]
             .as_array()

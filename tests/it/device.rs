@@ -227,12 +227,7 @@ async fn an_in_person_turn_is_heard_and_a_press_cuts_the_reply() {
         .unwrap_or_else(|| panic!("the kiosk's session is listed: {sessions}"));
     let session_id = session["id"].as_str().unwrap().to_string();
     let character = session["character_id"].as_str().unwrap().to_string();
-    let history = s
-        .get_json(
-            &format!("/api/v1/characters/{character}/conversations/messages"),
-            200,
-        )
-        .await;
+    let history = s.history(&character).await;
     let roles: Vec<&str> = history["messages"]
         .as_array()
         .unwrap()

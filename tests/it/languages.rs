@@ -7,13 +7,13 @@
 
 use std::time::{Duration, Instant};
 
-use docent::config::DeviceMode;
 use docent::device::display::questions;
 use fake_openai::{Chat, FakeOpenAi, Transcription};
 use serde_json::{Value, json};
 
-use crate::choosing::{choose, device, screen_writes, speaker_len, until};
-use crate::support::{Server, sign_in};
+use crate::choosing::{choose, device, guide_on_a_sim_kiosk, screen_writes, speaker_len, until};
+use crate::console::press;
+use crate::support::Server;
 
 const PASSWORD: &str = "languages-password";
 
@@ -30,14 +30,7 @@ const FAQ_DE: &str = "Besuch\n\n\
 /// A kiosk with simulated devices, signed in, its character knowing the FAQ in English,
 /// Spanish and German (the files' names say which), offering `languages`.
 async fn kiosk(languages: &[&str]) -> (Server, String) {
-    let mut s = Server::start_with(|c| {
-        c.devices = DeviceMode::Sim;
-        c.admin_password = Some(PASSWORD.into());
-    })
-    .await;
-    let cookie = sign_in(&s, PASSWORD).await;
-    s.as_admin(&cookie);
-    let cid = s.character("Harbour Guide").await;
+    let (s, cid) = guide_on_a_sim_kiosk(PASSWORD).await;
     s.put_json(
         "/api/v1/settings",
         json!({"kiosk": {"character_id": cid, "languages": languages}}),
@@ -73,15 +66,6 @@ async fn speak(s: &Server) -> (Value, u64) {
     tokio::time::sleep(Duration::from_millis(1_200)).await;
     press(s, false).await;
     heard_to_the_end(s, before).await
-}
-
-async fn press(s: &Server, pressed: bool) {
-    s.post_json(
-        "/api/v1/internal/device/ptt",
-        json!({ "pressed": pressed }),
-        200,
-    )
-    .await;
 }
 
 /// Waits for the kiosk to speak and be idle again; its state then and the bytes played since
@@ -140,7 +124,7 @@ fn said_in(played: u64, text: &str, voice: &str, other: &str) -> bool {
     off < 0.05 && (played - want).abs() < (played - not).abs()
 }
 
-fn last_user_message(history: &Value) -> Value {
+pub(crate) fn last_user_message(history: &Value) -> Value {
     history["messages"]
         .as_array()
         .unwrap()
@@ -185,12 +169,7 @@ async fn a_spanish_question_heard_by_whisper_is_answered_in_spanish() {
     let asked = fake.transcriptions();
     assert_eq!(asked[0].field("language"), None, "nobody chose: detect it");
     assert_eq!(asked[0].field("response_format"), Some("verbose_json"));
-    let history = s
-        .get_json(
-            &format!("/api/v1/characters/{cid}/conversations/messages"),
-            200,
-        )
-        .await;
+    let history = s.history(&cid).await;
     let stored = last_user_message(&history);
     assert_eq!(stored["language"], "es", "{stored}");
 
@@ -385,12 +364,7 @@ async fn a_visitor_chooses_german_on_the_screen_and_asks_by_touch() {
     let line = "Gesprochene Fragen verstehe ich nur auf Englisch. Bitte tippen Sie auf den \
                 Bildschirm, um eine Frage zu wählen.";
     assert_eq!(d["captions"]["said"], json!([line]), "{d}");
-    let history = s
-        .get_json(
-            &format!("/api/v1/characters/{cid}/conversations/messages"),
-            200,
-        )
-        .await;
+    let history = s.history(&cid).await;
     let stored = last_user_message(&history);
     assert_eq!(stored["content"], "Wo ist die Garderobe?");
     assert_eq!(stored["language"], "de", "{stored}");

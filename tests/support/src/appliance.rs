@@ -662,19 +662,7 @@ impl Admin {
             )
             .await;
         }
-        let form = reqwest::multipart::Form::new().part(
-            "file",
-            reqwest::multipart::Part::bytes(KNOWLEDGE.as_bytes().to_vec()).file_name("museum.txt"),
-        );
-        self.expect(
-            self.request(
-                reqwest::Method::POST,
-                &format!("/api/v1/characters/{cid}/knowledge/files"),
-            )
-            .multipart(form),
-            201,
-        )
-        .await;
+        self.upload_knowledge(&cid, "museum.txt", KNOWLEDGE).await;
         let start = Instant::now();
         loop {
             let k = self
@@ -695,12 +683,11 @@ impl Admin {
         cid
     }
 
-    /// Puts `questions` (of `ON_SCREEN_FAQ`) on character `cid`'s question screen, in this
-    /// order: the FAQ file indexed, then the questions marked for the screen (docs/touch.md).
-    pub async fn questions_on_the_screen(&self, cid: &str, questions: &[&str]) {
+    /// Uploads `text` as the knowledge file `name` of character `cid`.
+    pub async fn upload_knowledge(&self, cid: &str, name: &str, text: &str) {
         let form = reqwest::multipart::Form::new().part(
             "file",
-            reqwest::multipart::Part::bytes(ON_SCREEN_FAQ.as_bytes().to_vec()).file_name("faq.txt"),
+            reqwest::multipart::Part::bytes(text.as_bytes().to_vec()).file_name(name.to_string()),
         );
         self.expect(
             self.request(
@@ -711,6 +698,12 @@ impl Admin {
             201,
         )
         .await;
+    }
+
+    /// Puts `questions` (of `ON_SCREEN_FAQ`) on character `cid`'s question screen, in this
+    /// order: the FAQ file indexed, then the questions marked for the screen (docs/touch.md).
+    pub async fn questions_on_the_screen(&self, cid: &str, questions: &[&str]) {
+        self.upload_knowledge(&cid, "faq.txt", ON_SCREEN_FAQ).await;
         let start = Instant::now();
         loop {
             let k = self

@@ -233,6 +233,15 @@ impl Server {
         res.unwrap()
     }
 
+    /// The stored conversations of character `cid` (`.../conversations/messages`, 200).
+    pub async fn history(&self, cid: &str) -> serde_json::Value {
+        self.get_json(
+            &format!("/api/v1/characters/{cid}/conversations/messages"),
+            200,
+        )
+        .await
+    }
+
     /// GET as JSON, asserting the status.
     pub async fn get_json(&self, path: &str, status: u16) -> serde_json::Value {
         let res = self.get(path).send().await.unwrap();
