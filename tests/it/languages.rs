@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use crate::choosing::{choose, device, guide_on_a_sim_kiosk, screen_writes, speaker_len, until};
 use crate::console::press;
+use crate::recordings::upload;
 use crate::support::Server;
 
 const PASSWORD: &str = "languages-password";
@@ -65,6 +66,17 @@ async fn speak(s: &Server) -> (Value, u64) {
     until(s, "listening", |d| d["status"] == "listening").await;
     tokio::time::sleep(Duration::from_millis(1_200)).await;
     press(s, false).await;
+    heard_to_the_end(s, before).await
+}
+
+/// Touches row `row` of the question screen and waits for the answer to end (see
+/// [`heard_to_the_end`]).
+async fn touch_row(s: &Server, row: usize, before: u64) -> (Value, u64) {
+    choose(
+        s,
+        json!({"touch": {"x": 0.5, "y": questions::row_centre(row)}}),
+    )
+    .await;
     heard_to_the_end(s, before).await
 }
 
@@ -282,12 +294,7 @@ async fn a_visitor_chooses_german_on_the_screen_and_asks_by_touch() {
     );
 
     let before = speaker_len(&d);
-    choose(
-        &s,
-        json!({"touch": {"x": 0.5, "y": questions::row_centre(1)}}),
-    )
-    .await;
-    let (d, played) = heard_to_the_end(&s, before).await;
+    let (d, played) = touch_row(&s, 1, before).await;
     let answer = "Die Garderobe ist links vom Haupteingang.";
     assert_eq!(d["captions"]["heard"], "Wo ist die Garderobe?", "{d}");
     assert_eq!(d["captions"]["said"], json!([answer]), "{d}");
@@ -300,30 +307,14 @@ async fn a_visitor_chooses_german_on_the_screen_and_asks_by_touch() {
         dir.path(),
         "Die Garderobe finden Sie links vom Haupteingang, gleich neben der Kasse.",
     );
-    let form = reqwest::multipart::Form::new()
-        .text("question", "Wo ist die Garderobe?")
-        .part(
-            "file",
-            reqwest::multipart::Part::bytes(std::fs::read(&ogg).unwrap())
-                .file_name("garderobe.ogg"),
-        );
-    let res = s
-        .post(&format!("/api/v1/characters/{cid}/recordings"))
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 201);
+    let bytes = std::fs::read(&ogg).unwrap();
+    let (status, _) = upload(&s, &cid, "Wo ist die Garderobe?", "garderobe.ogg", bytes).await;
+    assert_eq!(status, 201);
     choose(&s, json!({"touch": {"x": 0.5, "y": 0.5}})).await;
     let d = until(&s, "the question screen", |d| !d["questions"].is_null()).await;
     assert_eq!(d["questions"]["rows"][1], "Wo ist die Garderobe?", "{d}");
     let before = speaker_len(&d);
-    choose(
-        &s,
-        json!({"touch": {"x": 0.5, "y": questions::row_centre(1)}}),
-    )
-    .await;
-    let (d, played) = heard_to_the_end(&s, before).await;
+    let (d, played) = touch_row(&s, 1, before).await;
     assert_eq!(d["captions"]["said"], json!([answer]), "{d}");
     let off = (played as f64 - recorded_bytes as f64).abs() / recorded_bytes as f64;
     assert!(
