@@ -16,7 +16,7 @@ use docent::device::display::{captions, questions};
 use serde_json::{Value, json};
 
 use crate::languages::last_user_message;
-use crate::support::{Server, Started, sign_in, start_kiosk};
+use crate::support::{Server, Started, body_of, sign_in, start_kiosk};
 use tokio::sync::oneshot;
 
 /// A kiosk on `dir` whose devices the test holds.
@@ -131,15 +131,8 @@ pub(crate) async fn screen_writes(s: &Server, lines: &[&str]) {
 }
 
 pub(crate) async fn snapshot(s: &Server) -> Vec<u32> {
-    let bytes = s
-        .get("/api/v1/internal/device/snapshot")
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
-    let mut reader = png::Decoder::new(std::io::Cursor::new(bytes.to_vec()))
+    let bytes = body_of(s.get("/api/v1/internal/device/snapshot")).await;
+    let mut reader = png::Decoder::new(std::io::Cursor::new(bytes))
         .read_info()
         .unwrap();
     let mut buf = vec![0; reader.output_buffer_size().unwrap()];

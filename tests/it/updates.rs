@@ -373,11 +373,7 @@ async fn the_same_or_an_older_version_needs_force_and_none_goes_below_the_minimu
     };
 
     let v = upload(&server, &http, &cookie, &same).await;
-    assert_eq!(
-        (v["accepted"].as_bool(), v["older"].as_bool()),
-        (Some(false), Some(true)),
-        "the same version: {v}"
-    );
+    refused(&v, true, "the same version");
     assert!(
         v["reason"].as_str().unwrap().contains("already runs"),
         "{v}"
@@ -385,11 +381,7 @@ async fn the_same_or_an_older_version_needs_force_and_none_goes_below_the_minimu
     assert_eq!(install(false).await.unwrap().status(), 409);
 
     let v = upload(&server, &http, &cookie, &below).await;
-    assert_eq!(
-        (v["accepted"].as_bool(), v["older"].as_bool()),
-        (Some(false), Some(false)),
-        "below the minimum: {v}"
-    );
+    refused(&v, false, "below the minimum");
     assert!(
         v["reason"]
             .as_str()
@@ -568,6 +560,15 @@ async fn the_system_page_checks_installs_and_reports_an_update() {
         ["Install this update? The kiosk keeps running until you reboot it."]
     );
     b.screenshot("system-update-installed").await;
+}
+
+/// An upload's verdict `v`: not accepted, and older than the running version or not.
+fn refused(v: &Value, older: bool, what: &str) {
+    assert_eq!(
+        (v["accepted"].as_bool(), v["older"].as_bool()),
+        (Some(false), Some(older)),
+        "{what}: {v}"
+    );
 }
 
 /// The outcome the update gate leaves in `data` when `to` did not start and `from` came back.

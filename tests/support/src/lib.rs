@@ -81,6 +81,11 @@ pub async fn answer_json(req: reqwest::RequestBuilder) -> serde_json::Value {
     req.send().await.unwrap().json().await.unwrap()
 }
 
+/// Sends `req` and reads its answer's body, whatever its status.
+pub async fn body_of(req: reqwest::RequestBuilder) -> Vec<u8> {
+    req.send().await.unwrap().bytes().await.unwrap().to_vec()
+}
+
 /// Sends `req`, which must succeed (`what` names it when it does not).
 pub async fn send_ok(req: reqwest::RequestBuilder, what: &str) {
     let res = req.send().await.unwrap();
