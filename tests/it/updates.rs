@@ -271,13 +271,7 @@ async fn rauc_judges_each_bundle_before_anything_is_written_and_an_install_repor
         v["reason"],
         format!("this update is for docent-rpi4; this kiosk is {COMPATIBLE}")
     );
-    let install = |force: bool| {
-        http.post(format!("{}/api/v1/system/update/install", server.base()))
-            .header("cookie", &cookie)
-            .header("origin", server.base())
-            .json(&json!({ "force": force }))
-            .send()
-    };
+    let install = |force: bool| install(&http, &server.base(), &cookie, force).send();
     assert_eq!(
         install(true).await.unwrap().status(),
         409,
@@ -364,13 +358,7 @@ async fn the_same_or_an_older_version_needs_force_and_none_goes_below_the_minimu
     )
     .await;
     let slot_b = rig.slot_image("B");
-    let install = |force: bool| {
-        http.post(format!("{}/api/v1/system/update/install", server.base()))
-            .header("cookie", &cookie)
-            .header("origin", server.base())
-            .json(&json!({ "force": force }))
-            .send()
-    };
+    let install = |force: bool| install(&http, &server.base(), &cookie, force).send();
 
     let v = upload(&server, &http, &cookie, &same).await;
     refused(&v, true, "the same version");
@@ -560,6 +548,19 @@ async fn the_system_page_checks_installs_and_reports_an_update() {
         ["Install this update? The kiosk keeps running until you reboot it."]
     );
     b.screenshot("system-update-installed").await;
+}
+
+/// The administrator's install of the uploaded bundle (`force`: even an older one) on `base`.
+fn install(
+    http: &reqwest::Client,
+    base: &str,
+    cookie: &str,
+    force: bool,
+) -> reqwest::RequestBuilder {
+    http.post(format!("{base}/api/v1/system/update/install"))
+        .header("cookie", cookie)
+        .header("origin", base)
+        .json(&json!({ "force": force }))
 }
 
 /// An upload's verdict `v`: not accepted, and older than the running version or not.
