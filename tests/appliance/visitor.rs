@@ -501,7 +501,7 @@ fn first_boot(rt: &Runtime, disk: &Disk, dir: &Path) -> (Board, Admin, String) {
     // button reads as pressed: only docent's request for the pull-up (the profile's bias) holds
     // it released. Were it not, the kiosk would see a press from the start and, 5 s on, show
     // the password to whoever stands in front.
-    let health = health(&b, &rt);
+    let health = health(&b, rt);
     assert_eq!(
         health["device"]["ptt"], "ok",
         "the button's line is requested: {health}"

@@ -159,7 +159,7 @@ async fn answered(s: &Server, cid: &str, question: &str) {
         speaker_len(&d) > before + 24_000,
         "the answer was heard (more than half a second)"
     );
-    let asked = last_user_message(&s.history(&cid).await);
+    let asked = last_user_message(&s.history(cid).await);
     assert_eq!(asked["content"], question);
     assert_eq!(asked["touch"], true, "{asked}");
 }

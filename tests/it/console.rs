@@ -997,7 +997,7 @@ async fn characters_of(s: &Server) -> Vec<Value> {
             ]));
         }
         let sources = s.sources(id).await;
-        let said: Vec<Value> = s.history(&id).await["messages"]
+        let said: Vec<Value> = s.history(id).await["messages"]
             .as_array()
             .unwrap()
             .iter()

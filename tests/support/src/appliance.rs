@@ -703,7 +703,7 @@ impl Admin {
     /// Puts `questions` (of `ON_SCREEN_FAQ`) on character `cid`'s question screen, in this
     /// order: the FAQ file indexed, then the questions marked for the screen (docs/touch.md).
     pub async fn questions_on_the_screen(&self, cid: &str, questions: &[&str]) {
-        self.upload_knowledge(&cid, "faq.txt", ON_SCREEN_FAQ).await;
+        self.upload_knowledge(cid, "faq.txt", ON_SCREEN_FAQ).await;
         let start = Instant::now();
         loop {
             let k = self
