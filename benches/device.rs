@@ -20,8 +20,6 @@
 //!   reading its first piece from the blob store, the playback thread. Each round cuts the
 //!   answer with a touch (which opens the question screen again) and chooses it again.
 
-use docent_test_support::bench as support;
-
 use std::time::{Duration, Instant};
 
 use docent::config::DeviceMode;
@@ -29,6 +27,7 @@ use docent::device::audio::AudioEvent;
 use docent::device::choice::Choose;
 use docent::device::display::questions;
 use docent::engine::live::Status;
+use docent_test_support::bench as support;
 use docent_test_support::send_ok;
 use fake_openai::{Chat, FakeOpenAi, Speech, Transcription};
 use serde_json::json;

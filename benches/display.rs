@@ -19,8 +19,6 @@
 //!    each video frame. Target: <= 5 ms a caption frame at 1920x1080.
 //!    `cargo bench --bench display -- captions` runs only this part.
 
-use docent_test_support::bench as support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,6 +31,7 @@ use docent::engine::characters::{CharacterInput, image_base};
 use docent::engine::live::Status;
 use docent::engine::media::clip::{Clip, ClipDecoder};
 use docent::engine::media::flash;
+use docent_test_support::bench as support;
 use docent_test_support::testclip;
 
 const FRAMES: usize = 50;

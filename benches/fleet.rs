@@ -6,11 +6,10 @@
 //! is an upper bound; the same process paused for 20 s is the idle baseline taken off), then the
 //! time from the offer of a 100 MB artifact to its `downloaded` feedback over loopback.
 
-use docent_test_support::bench as support;
-
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use docent_test_support::bench as support;
 use docent_test_support::fake_hawkbit::{FakeHawkbit, counting_proxy};
 use docent_test_support::fleet_kiosk::{Kiosk, TestFirmware, bundle, token, wait_until};
 use serde_json::json;

@@ -34,8 +34,6 @@
 //! `DOCENT_BENCH_CONNECTIONS` (default 64) the connections; `DOCENT_BENCH_ONLY` keeps the pairs
 //! whose name contains it (`HTTPS`, `health`), for profiling one of them.
 
-use docent_test_support::bench as support;
-
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -43,6 +41,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use docent_test_support::bench as support;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper::header::{
