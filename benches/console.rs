@@ -14,14 +14,10 @@
 //! `DOCENT_CONSOLE_URL=https://127.0.0.1:18080 DOCENT_CONSOLE_PASSWORD=<its admin password>`:
 //! the browser stays on the host (as an administrator's would), the board serves under emulation.
 
-#[allow(dead_code)]
-#[path = "../tests/it/support/browser.rs"]
-mod browser;
-mod support;
-
 use std::time::Duration;
 
-use browser::Browser;
+use docent_test_support::bench as support;
+use docent_test_support::browser::Browser;
 use serde_json::json;
 use support::Docent;
 

@@ -20,8 +20,6 @@
 //!   reading its first piece from the blob store, the playback thread. Each round cuts the
 //!   answer with a touch (which opens the question screen again) and chooses it again.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use docent::config::DeviceMode;
@@ -29,6 +27,8 @@ use docent::device::audio::AudioEvent;
 use docent::device::choice::Choose;
 use docent::device::display::questions;
 use docent::engine::live::Status;
+use docent_test_support::bench as support;
+use docent_test_support::send_ok;
 use fake_openai::{Chat, FakeOpenAi, Speech, Transcription};
 use serde_json::json;
 use support::{Kiosk, get_json};
@@ -71,17 +71,12 @@ async fn run() {
     let id = character["id"].as_str().expect("a character").to_string();
     character["voice_provider"] = json!("openai");
     character["voice_type"] = json!("alloy");
-    let res = http
-        .put(format!("{site}/api/v1/characters/{id}"))
-        .json(&character)
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        res.status().is_success(),
-        "character updated: {}",
-        res.status()
-    );
+    send_ok(
+        http.put(format!("{site}/api/v1/characters/{id}"))
+            .json(&character),
+        "character updated",
+    )
+    .await;
 
     let devices = ready.devices.clone();
     let button = devices.sim_button.clone().expect("simulated button");
@@ -165,13 +160,12 @@ async fn recorded_answer(
         "files",
         reqwest::multipart::Part::bytes(faq.into_bytes()).file_name("faq.txt"),
     );
-    let res = http
-        .post(format!("{site}/api/v1/characters/{id}/knowledge/files"))
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    assert!(res.status().is_success(), "knowledge: {}", res.status());
+    send_ok(
+        http.post(format!("{site}/api/v1/characters/{id}/knowledge/files"))
+            .multipart(form),
+        "knowledge",
+    )
+    .await;
     let screen = format!("{site}/api/v1/characters/{id}/screen-questions");
     // Put on the screen once indexed.
     for _ in 0..200 {

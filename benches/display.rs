@@ -19,20 +19,20 @@
 //!    each video frame. Target: <= 5 ms a caption frame at 1920x1080.
 //!    `cargo bench --bench display -- captions` runs only this part.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use docent::config::{AccessConfig, Config};
 use docent::device::KioskState;
 use docent::device::display::scale::YuvScaler;
-use docent::device::display::{self, MemoryScreen, testclip};
+use docent::device::display::{self, MemoryScreen};
 use docent::engine::Engine;
 use docent::engine::characters::{CharacterInput, image_base};
 use docent::engine::live::Status;
 use docent::engine::media::clip::{Clip, ClipDecoder};
 use docent::engine::media::flash;
+use docent_test_support::bench as support;
+use docent_test_support::testclip;
 
 const FRAMES: usize = 50;
 const PASSES: usize = 4;

@@ -6,19 +6,12 @@
 //! is an upper bound; the same process paused for 20 s is the idle baseline taken off), then the
 //! time from the offer of a 100 MB artifact to its `downloaded` feedback over loopback.
 
-#[allow(dead_code)]
-#[path = "../tests/it/support/fake_hawkbit.rs"]
-mod fake_hawkbit;
-#[allow(dead_code)]
-#[path = "../tests/it/support/fleet_kiosk.rs"]
-mod fleet_kiosk;
-mod support;
-
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use fake_hawkbit::{FakeHawkbit, counting_proxy};
-use fleet_kiosk::{Kiosk, TestFirmware, bundle, token, wait_until};
+use docent_test_support::bench as support;
+use docent_test_support::fake_hawkbit::{FakeHawkbit, counting_proxy};
+use docent_test_support::fleet_kiosk::{Kiosk, TestFirmware, bundle, token, wait_until};
 use serde_json::json;
 use support::own_cpu_time;
 

@@ -9,14 +9,13 @@
 //!
 //! hyper's `client` feature comes from the reqwest dev-dependency (features are unified).
 
-mod support;
-
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use docent::engine::knowledge::chunk;
+use docent_test_support::bench as support;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper::header::{CONTENT_TYPE, HOST};

@@ -34,8 +34,6 @@
 //! `DOCENT_BENCH_CONNECTIONS` (default 64) the connections; `DOCENT_BENCH_ONLY` keeps the pairs
 //! whose name contains it (`HTTPS`, `health`), for profiling one of them.
 
-mod support;
-
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -43,6 +41,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use docent_test_support::bench as support;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper::header::{
@@ -466,6 +465,13 @@ fn tls_client() -> Arc<ClientConfig> {
 #[derive(Debug)]
 struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
 
+impl AnyCertificate {
+    /// The provider's signature algorithms, which still check the handshake's signatures.
+    fn algorithms(&self) -> &rustls::crypto::WebPkiSupportedAlgorithms {
+        &self.0.signature_verification_algorithms
+    }
+}
+
 impl ServerCertVerifier for AnyCertificate {
     fn verify_server_cert(
         &self,
@@ -484,8 +490,7 @@ impl ServerCertVerifier for AnyCertificate {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let algorithms = &self.0.signature_verification_algorithms;
-        rustls::crypto::verify_tls12_signature(message, cert, dss, algorithms)
+        rustls::crypto::verify_tls12_signature(message, cert, dss, self.algorithms())
     }
 
     fn verify_tls13_signature(
@@ -494,8 +499,7 @@ impl ServerCertVerifier for AnyCertificate {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let algorithms = &self.0.signature_verification_algorithms;
-        rustls::crypto::verify_tls13_signature(message, cert, dss, algorithms)
+        rustls::crypto::verify_tls13_signature(message, cert, dss, self.algorithms())
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -681,15 +685,20 @@ async fn worker(
         let t = Instant::now();
         let (status, _, body) = send(&mut conn, get(&path, accept)).await;
         latencies.push(t.elapsed());
-        assert_eq!(status, StatusCode::OK, "GET {path}: {body:?}");
-        // The health answer holds the uptime: its length may grow by a digit.
-        assert!(
-            body.len().abs_diff(length) <= 2,
-            "GET {path}: {} bytes, not {length}",
-            body.len()
-        );
+        answered(&path, status, &body, length);
     }
     latencies
+}
+
+/// A GET of `path` answered 200 with `length` bytes, give or take the two digits by which the
+/// health answer's uptime may grow.
+fn answered(path: &str, status: StatusCode, body: &Bytes, length: usize) {
+    assert_eq!(status, StatusCode::OK, "GET {path}: {body:?}");
+    assert!(
+        body.len().abs_diff(length) <= 2,
+        "GET {path}: {} bytes, not {length}",
+        body.len()
+    );
 }
 
 /// The median req/s of the runs.
@@ -828,12 +837,7 @@ async fn counted(
                 tokio::spawn(async move {
                     for _ in 0..n {
                         let (status, _, body) = send(&mut conn, get(&path, BROWSER)).await;
-                        assert_eq!(status, StatusCode::OK, "GET {path}");
-                        assert!(
-                            body.len().abs_diff(length) <= 2,
-                            "GET {path}: {} bytes",
-                            body.len()
-                        );
+                        answered(&path, status, &body, length);
                     }
                     conn
                 })

@@ -10,8 +10,6 @@
 //! `BENCH_ONLY=local` runs only the offline voice figures; `BENCH_ESPEAK_EMULATED=1` runs
 //! espeak-ng under `qemu-x86_64-static` (software emulation, like the simulated board).
 
-mod support;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,6 +18,7 @@ use std::time::{Duration, Instant};
 use docent::proto::voice_llm_input::Input;
 use docent::proto::voice_llm_service_client::VoiceLlmServiceClient;
 use docent::proto::{VoiceLlmConfig, VoiceLlmInput};
+use docent_test_support::bench as support;
 use fake_openai::{Chat, FakeOpenAi, Speech};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};

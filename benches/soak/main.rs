@@ -3,9 +3,9 @@
 //! its own; prints its resident memory every 10 s, turn latency p50/p95 per minute and the
 //! errors, then the caps reached under load with the kiosk's own visitor still answered.
 
-mod driver;
-
 use std::time::Duration;
+
+use docent_test_support::soak as driver;
 
 fn main() {
     let secs: u64 = std::env::var("DOCENT_SOAK_SECS")

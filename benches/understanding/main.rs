@@ -1,15 +1,15 @@
 //! How well the offline kiosk understands spoken questions, run by `cargo bench --bench
 //! understanding` (`-- --quick` for a quarter of the questions and two voices). See
-//! `rig.rs` for what is asked and how; printed per voice: right / say again /
-//! wrong, and button release -> first reply audio p50/p95.
+//! `docent_test_support::understanding` for what is asked and how; printed per voice: right /
+//! say again / wrong, and button release -> first reply audio p50/p95.
 //!
 //! `-- --experiment` runs the tuning loop of `experiment.rs` instead (with `--quick`,
 //! `--pad-ms N` and `--voice NAME`); `./x bench` never does.
 
 mod experiment;
-mod rig;
-#[path = "../support/mod.rs"]
-mod support;
+
+use docent_test_support::bench as support;
+use docent_test_support::understanding as rig;
 
 use rig::{HEADER, Rig, Tally, VOICES, Voice};
 

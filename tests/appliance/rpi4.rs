@@ -5,13 +5,13 @@
 //! QEMU's Pi 4 is not a Pi 4 in four ways, and `adjust_for_qemu` makes up for each on the test's
 //! copy of the card and of the device tree, never in the image. What it cannot show (the GPU
 //! firmware and config.txt, HDMI, the SD card's regulators switching, USB, Ethernet, Wi-Fi, a
-//! sound card) is listed in board/rpi4/README.md.
+//! sound card) is listed in board/raspberrypi4-64/README.md.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::board::{self, Board, Disk, Machine};
+use docent_test_support::board::{self, Board, Disk, Machine};
 
 /// The card: larger than the image (1.4 GiB), as every card is; QEMU wants a power of two.
 const CARD_BYTES: u64 = 2 << 30;
@@ -169,7 +169,7 @@ fn rpi4_a_root_that_never_comes_resets_the_board_by_its_watchdog_and_slot_b_serv
 }
 
 fn pi4_images() -> PathBuf {
-    board::images_of("rpi4")
+    board::images_of("raspberrypi4-64")
 }
 
 /// A card flashed with the Pi 4 image, made ready for QEMU, and the machine to boot it in.
@@ -234,12 +234,12 @@ fn adjust_for_qemu(disk: &Disk, dir: &Path) -> Machine {
 }
 
 /// The boot state of a fresh image (board/layout/bootstate.env) with `a_left` attempts for
-/// slot A and the Pi 4's kernel arguments (board/rpi4/bootargs) with the console moved to the
+/// slot A and the Pi 4's kernel arguments (board/raspberrypi4-64/bootargs) with the console moved to the
 /// PL011 (`adjust_for_qemu`, 4).
 fn write_boot_state(disk: &Disk, dir: &Path, a_left: u32) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let env = std::fs::read_to_string(root.join("board/layout/bootstate.env")).unwrap();
-    let bootargs = std::fs::read_to_string(root.join("board/rpi4/bootargs")).unwrap();
+    let bootargs = std::fs::read_to_string(root.join("board/raspberrypi4-64/bootargs")).unwrap();
     assert!(bootargs.contains("console=ttyS1,115200"), "{bootargs}");
     let mut text: String = env
         .lines()

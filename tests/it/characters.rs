@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
 use crate::support::{PNG, Server, mp4_h264, upload_avatar};
-use docent::device::display::testclip;
+use docent_test_support::testclip;
 use futures_util::future::join_all;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::multipart::{Form, Part};

@@ -15,7 +15,8 @@ use docent::device::display::text::{Style, Weight, drawn_line_from, drawn_lines}
 use docent::device::display::{captions, questions};
 use serde_json::{Value, json};
 
-use crate::support::{Server, sign_in};
+use crate::languages::last_user_message;
+use crate::support::{Server, Started, body_of, sign_in, start_kiosk};
 use tokio::sync::oneshot;
 
 /// A kiosk on `dir` whose devices the test holds.
@@ -34,22 +35,7 @@ impl Kiosk {
             devices: mode,
             ..Config::default()
         };
-        let (ready_tx, ready_rx) = oneshot::channel();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            docent::run(
-                docent::Run::new(config)
-                    .on_ready(move |ready| {
-                        let _ = ready_tx.send(ready);
-                    })
-                    .shutdown(async move {
-                        let _ = stopped.await;
-                    }),
-            )
-            .await
-            .expect("server runs");
-        });
-        let ready = ready_rx.await.expect("server started");
+        let Started { ready, stop, task } = start_kiosk(config).await;
         Kiosk {
             base: format!("http://{}", ready.addr),
             devices: ready.devices,
@@ -118,16 +104,35 @@ pub(crate) async fn until(s: &Server, what: &str, ok: impl Fn(&Value) -> bool) -
     }
 }
 
+/// The lines of `lines` are drawn in the caption panel's state colour, read back from the
+/// simulated screen (waits up to 5 s for the frame).
+pub(crate) async fn screen_writes(s: &Server, lines: &[&str]) {
+    let (w, h) = docent::device::display::SIM_SIZE;
+    let (pitch, size) = captions::metrics(h, 20);
+    let lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    let style = Style::new(size, Weight::Bold, captions::STATE_TEXT);
+    let start = Instant::now();
+    while drawn_lines(
+        &snapshot(s).await,
+        w,
+        captions::margin(size) as i32,
+        &lines,
+        style,
+        pitch,
+    )
+    .is_none()
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the screen writes {lines:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 pub(crate) async fn snapshot(s: &Server) -> Vec<u32> {
-    let bytes = s
-        .get("/api/v1/internal/device/snapshot")
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
-    let mut reader = png::Decoder::new(std::io::Cursor::new(bytes.to_vec()))
+    let bytes = body_of(s.get("/api/v1/internal/device/snapshot")).await;
+    let mut reader = png::Decoder::new(std::io::Cursor::new(bytes))
         .read_info()
         .unwrap();
     let mut buf = vec![0; reader.output_buffer_size().unwrap()];
@@ -154,35 +159,29 @@ async fn answered(s: &Server, cid: &str, question: &str) {
         speaker_len(&d) > before + 24_000,
         "the answer was heard (more than half a second)"
     );
-    let history = s
-        .get_json(
-            &format!("/api/v1/characters/{cid}/conversations/messages"),
-            200,
-        )
-        .await;
-    let asked = history["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .cloned()
-        .unwrap();
+    let asked = last_user_message(&s.history(cid).await);
     assert_eq!(asked["content"], question);
     assert_eq!(asked["touch"], true, "{asked}");
+}
+
+/// A kiosk with simulated devices and `password`, its administrator signed in, and a character
+/// "Harbour Guide": the server and the character's id.
+pub(crate) async fn guide_on_a_sim_kiosk(password: &str) -> (Server, String) {
+    let mut s = Server::start_with(|c| {
+        c.devices = DeviceMode::Sim;
+        c.access.admin_password = Some(password.into());
+    })
+    .await;
+    let cookie = sign_in(&s, password).await;
+    s.as_admin(&cookie);
+    let cid = s.character("Harbour Guide").await;
+    (s, cid)
 }
 
 /// A kiosk with simulated devices, signed in, speaking as a character whose FAQ's questions
 /// are on the screen.
 async fn kiosk_with_questions() -> (Server, String) {
-    let mut s = Server::start_with(|c| {
-        c.devices = DeviceMode::Sim;
-        c.access.admin_password = Some(PASSWORD.into());
-    })
-    .await;
-    let cookie = sign_in(&s, PASSWORD).await;
-    s.as_admin(&cookie);
-    let cid = s.character("Harbour Guide").await;
+    let (s, cid) = guide_on_a_sim_kiosk(PASSWORD).await;
     s.knowledge_ready(&cid, "faq.txt", FAQ).await;
     let res = s
         .put(&format!("/api/v1/characters/{cid}/screen-questions"))
@@ -214,30 +213,15 @@ async fn a_visitor_asks_by_touch_and_by_the_buttons_and_a_touch_cuts_the_reply()
         d["can_choose"] == true
     })
     .await;
-    let (w, h) = docent::device::display::SIM_SIZE;
-    let (pitch, size) = captions::metrics(h, 20);
-    let offer = [
-        "Hold the button to talk".to_string(),
-        "or touch the screen to choose a question".to_string(),
-    ];
-    let style = Style::new(size, Weight::Bold, captions::STATE_TEXT);
-    let start = Instant::now();
-    while drawn_lines(
-        &snapshot(&s).await,
-        w,
-        captions::margin(size) as i32,
-        &offer,
-        style,
-        pitch,
+    screen_writes(
+        &s,
+        &[
+            "Hold the button to talk",
+            "or touch the screen to choose a question",
+        ],
     )
-    .is_none()
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "the idle screen offers touch"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    .await;
+    let (w, h) = docent::device::display::SIM_SIZE;
 
     // A touch anywhere opens the question screen: its title and its questions, drawn.
     choose(&s, json!({"touch": {"x": 0.5, "y": 0.5}})).await;
@@ -377,12 +361,7 @@ async fn a_visitor_has_their_visit_forgotten_from_the_question_screen() {
         json!(["Your visit is forgotten: nothing of it is kept."]),
         "{d}"
     );
-    let history = s
-        .get_json(
-            &format!("/api/v1/characters/{cid}/conversations/messages"),
-            200,
-        )
-        .await;
+    let history = s.history(&cid).await;
     assert!(
         history["messages"]
             .as_array()

@@ -515,7 +515,8 @@ impl Events {
     }
 }
 
-async fn press(s: &Server, pressed: bool) {
+/// Presses (or releases) the simulated button.
+pub(crate) async fn press(s: &Server, pressed: bool) {
     s.post_json(
         "/api/v1/internal/device/ptt",
         json!({ "pressed": pressed }),
@@ -996,12 +997,7 @@ async fn characters_of(s: &Server) -> Vec<Value> {
             ]));
         }
         let sources = s.sources(id).await;
-        let said: Vec<Value> = s
-            .get_json(
-                &format!("/api/v1/characters/{id}/conversations/messages"),
-                200,
-            )
-            .await["messages"]
+        let said: Vec<Value> = s.history(id).await["messages"]
             .as_array()
             .unwrap()
             .iter()
@@ -1029,17 +1025,7 @@ async fn furnish(s: &Server) {
     )
     .await;
     let start = Instant::now();
-    while s
-        .get_json(
-            &format!("/api/v1/characters/{ada}/conversations/messages"),
-            200,
-        )
-        .await["messages"]
-        .as_array()
-        .unwrap()
-        .len()
-        < 2
-    {
+    while s.history(&ada).await["messages"].as_array().unwrap().len() < 2 {
         assert!(start.elapsed() < Duration::from_secs(30), "the answer");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -469,12 +469,7 @@ async fn conversations_read_as_visits_and_staff_tests_stay_apart() {
     );
     assert_eq!(lines[1][0], "assistant");
     assert_eq!(lines[2], json!(["user", "Where is the cloakroom?"]));
-    let sid = s
-        .get_json(
-            &format!("/api/v1/characters/{ada}/conversations/messages"),
-            200,
-        )
-        .await["messages"][0]["session_id"]
+    let sid = s.history(&ada).await["messages"][0]["session_id"]
         .as_str()
         .unwrap()
         .to_string();

@@ -15,7 +15,8 @@ async fn hours_ready(s: &Server, cid: &str) {
     s.knowledge_ready(cid, "hours.md", HOURS).await;
 }
 
-async fn history(s: &Server, cid: &str, query: &str) -> Vec<Value> {
+/// The history of `cid` (200 messages at most), `query` appended to the request's.
+pub(crate) async fn history(s: &Server, cid: &str, query: &str) -> Vec<Value> {
     let page = s
         .get_json(
             &format!("/api/v1/characters/{cid}/conversations/messages?limit=200{query}"),
@@ -26,7 +27,7 @@ async fn history(s: &Server, cid: &str, query: &str) -> Vec<Value> {
 }
 
 /// Asks `text` in session `sid` and waits for the reply to be stored.
-async fn chat(s: &Server, cid: &str, sid: &str, text: &str) {
+pub(crate) async fn chat(s: &Server, cid: &str, sid: &str, text: &str) {
     let before = history(s, cid, "").await.len();
     s.post_json(
         &format!("/api/v1/sessions/{sid}/message"),

@@ -116,6 +116,23 @@ fn spoken(text: &str) -> (Vec<u8>, Duration) {
     (pcm::samples_to_le(&pcm), Duration::from_secs_f64(secs))
 }
 
+/// Asks the same question again (held `spoken_for`); once `played` has grown half a second past
+/// `full`, the reply playing, a press: the kiosk listens at once.
+async fn press_while_the_reply_plays(s: &Server, spoken_for: Duration, played: &Path, full: u64) {
+    press(s, true).await;
+    wait_status(s, "listening", Duration::from_secs(2)).await;
+    tokio::time::sleep(spoken_for + Duration::from_millis(200)).await;
+    press(s, false).await;
+    wait_status(s, "speaking", Duration::from_secs(30)).await;
+    let start = Instant::now();
+    while len(played) < full + SPEAKER_BPS / 2 {
+        assert!(start.elapsed() < Duration::from_secs(5), "the reply plays");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    press(s, true).await;
+    wait_status(s, "listening", Duration::from_secs(1)).await;
+}
+
 fn len(path: &Path) -> u64 {
     std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }
@@ -210,12 +227,7 @@ async fn an_in_person_turn_is_heard_and_a_press_cuts_the_reply() {
         .unwrap_or_else(|| panic!("the kiosk's session is listed: {sessions}"));
     let session_id = session["id"].as_str().unwrap().to_string();
     let character = session["character_id"].as_str().unwrap().to_string();
-    let history = s
-        .get_json(
-            &format!("/api/v1/characters/{character}/conversations/messages"),
-            200,
-        )
-        .await;
+    let history = s.history(&character).await;
     let roles: Vec<&str> = history["messages"]
         .as_array()
         .unwrap()
@@ -241,18 +253,7 @@ async fn an_in_person_turn_is_heard_and_a_press_cuts_the_reply() {
     assert_eq!(hello["type"], "session", "{hello}");
 
     // Turn 2: the same question; a press while the reply plays stops it at once.
-    press(&s, true).await;
-    wait_status(&s, "listening", Duration::from_secs(2)).await;
-    tokio::time::sleep(spoken_for + Duration::from_millis(200)).await;
-    press(&s, false).await;
-    wait_status(&s, "speaking", Duration::from_secs(30)).await;
-    let start = Instant::now();
-    while len(&speaker) < full + SPEAKER_BPS / 2 {
-        assert!(start.elapsed() < Duration::from_secs(5), "the reply plays");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    press(&s, true).await;
-    wait_status(&s, "listening", Duration::from_secs(1)).await;
+    press_while_the_reply_plays(&s, spoken_for, &speaker, full).await;
     wait_led(&s, true).await;
     // Released within 300 ms: a tap, which starts no turn.
     press(&s, false).await;
@@ -678,18 +679,7 @@ async fn the_assistive_speaker_plays_every_reply_at_its_own_volume_and_a_press_s
     assert!((ratio - 0.25).abs() < 0.01, "{ratio}");
 
     // The next reply, cut by a press: both speakers stop at once.
-    press(&s, true).await;
-    wait_status(&s, "listening", Duration::from_secs(2)).await;
-    tokio::time::sleep(spoken_for + Duration::from_millis(200)).await;
-    press(&s, false).await;
-    wait_status(&s, "speaking", Duration::from_secs(30)).await;
-    let start = Instant::now();
-    while len(&assistive) < full + SPEAKER_BPS / 2 {
-        assert!(start.elapsed() < Duration::from_secs(5), "the reply plays");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    press(&s, true).await;
-    wait_status(&s, "listening", Duration::from_secs(1)).await;
+    press_while_the_reply_plays(&s, spoken_for, &assistive, full).await;
     press(&s, false).await;
     follow_until_idle(&s, Duration::from_secs(2)).await;
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 
 use docent::config::{AccessConfig, Config};
 use docent::device::KioskState;
-use docent::device::display::testclip;
 use docent::device::display::text::{bbox, drawn_line};
 use docent::device::display::{self, MemoryScreen};
 use docent::engine::Engine;
 use docent::engine::characters::{CharacterInput, image_base};
 use docent::engine::live::Status;
+use docent_test_support::testclip;
 use tokio::sync::watch;
 
 use crate::support::{Process, docent};

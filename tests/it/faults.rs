@@ -182,12 +182,7 @@ async fn a_full_data_partition_refuses_writes_keeps_talking_and_recovers() {
         .get_json(&format!("/api/v1/characters/{after}/images"), 200)
         .await;
     assert!(images.to_string().contains(".png"), "{images}");
-    let history = s
-        .get_json(
-            &format!("/api/v1/characters/{cid}/conversations/messages"),
-            200,
-        )
-        .await;
+    let history = s.history(&cid).await;
     assert!(
         history.to_string().contains("And now?"),
         "the turn after recovery is stored: {history}"

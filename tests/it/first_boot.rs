@@ -16,7 +16,7 @@ use docent::engine::Engine;
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use crate::support::Process;
+use crate::support::{Process, Started, body_of, start_kiosk};
 
 /// As `board/firstboot.sh` makes them: 16 of `[A-Za-z0-9]`.
 const FIRST_BOOT_PASSWORD: &str = "Fb3kQz9TmW2xLr7N";
@@ -42,22 +42,7 @@ impl Kiosk {
             ..Config::default()
         };
         tweak(&mut config);
-        let (ready_tx, ready_rx) = oneshot::channel();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            docent::run(
-                docent::Run::new(config)
-                    .on_ready(move |ready| {
-                        let _ = ready_tx.send(ready);
-                    })
-                    .shutdown(async move {
-                        let _ = stopped.await;
-                    }),
-            )
-            .await
-            .expect("server runs");
-        });
-        let ready = ready_rx.await.expect("server started");
+        let Started { ready, stop, task } = start_kiosk(config).await;
         Kiosk {
             base: format!("http://{}", ready.addr),
             http: reqwest::Client::new(),
@@ -324,14 +309,7 @@ const FINGERPRINT_TEXT: u32 = 0x9AD1FF;
 /// look at what a test saw).
 async fn keep_snapshot(http: &reqwest::Client, base: &str, name: &str) {
     if let Some(out) = std::env::var_os("DISPLAY_TEST_SNAPSHOTS") {
-        let png = http
-            .get(format!("{base}/api/v1/internal/device/snapshot"))
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
+        let png = body_of(http.get(format!("{base}/api/v1/internal/device/snapshot"))).await;
         std::fs::write(Path::new(&out).join(name), png).unwrap();
     }
 }

@@ -62,14 +62,7 @@ async fn a_deployment_is_a_success_only_once_the_new_slot_was_marked_good() {
     let artifact = bundle("0.2.0", 300_000);
     let sha = hex(&sha2::Sha256::digest(&artifact));
     fake.with(|s| s.config_data_requested = true);
-    fake.offer(
-        "8",
-        "os",
-        "0.2.0",
-        "docent-0.2.0.raucb",
-        artifact,
-        json!({}),
-    );
+    fake.offer_os("8", "0.2.0", artifact);
     let firmware = TestFirmware::new(dir.path(), "0.1.0", "A");
     let kiosk = Kiosk::start(dir.path(), firmware.clone()).await;
     kiosk.join_fleet(&fake, json!({})).await;

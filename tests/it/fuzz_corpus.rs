@@ -1,10 +1,8 @@
 //! Every input of every fuzz target's corpus (`tests/fuzz/corpus/TARGET/`), the crash
-//! regressions among them, through the same entry points AFL++ drives (`tests/fuzz/src/lib.rs`,
-//! included here), on every `cargo test`. The coverage-guided runs themselves are `./x fuzz`.
+//! regressions among them, through the same entry points AFL++ drives (the crate
+//! `tests/fuzz/targets`), on every `cargo test`. The coverage-guided runs themselves are `./x fuzz`.
 
-#[allow(dead_code)]
-#[path = "../fuzz/src/lib.rs"]
-mod targets;
+use docent_fuzz_targets as targets;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

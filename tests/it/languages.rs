@@ -7,15 +7,14 @@
 
 use std::time::{Duration, Instant};
 
-use docent::config::DeviceMode;
-use docent::device::display::captions;
 use docent::device::display::questions;
-use docent::device::display::text::{Style, Weight, drawn_lines};
 use fake_openai::{Chat, FakeOpenAi, Transcription};
 use serde_json::{Value, json};
 
-use crate::choosing::{choose, device, snapshot, speaker_len, until};
-use crate::support::{Server, sign_in};
+use crate::choosing::{choose, device, guide_on_a_sim_kiosk, screen_writes, speaker_len, until};
+use crate::console::press;
+use crate::recordings::upload;
+use crate::support::Server;
 
 const PASSWORD: &str = "languages-password";
 
@@ -32,14 +31,7 @@ const FAQ_DE: &str = "Besuch\n\n\
 /// A kiosk with simulated devices, signed in, its character knowing the FAQ in English,
 /// Spanish and German (the files' names say which), offering `languages`.
 async fn kiosk(languages: &[&str]) -> (Server, String) {
-    let mut s = Server::start_with(|c| {
-        c.devices = DeviceMode::Sim;
-        c.access.admin_password = Some(PASSWORD.into());
-    })
-    .await;
-    let cookie = sign_in(&s, PASSWORD).await;
-    s.as_admin(&cookie);
-    let cid = s.character("Harbour Guide").await;
+    let (s, cid) = guide_on_a_sim_kiosk(PASSWORD).await;
     s.put_json(
         "/api/v1/settings",
         json!({"kiosk": {"character_id": cid, "languages": languages}}),
@@ -77,13 +69,15 @@ async fn speak(s: &Server) -> (Value, u64) {
     heard_to_the_end(s, before).await
 }
 
-async fn press(s: &Server, pressed: bool) {
-    s.post_json(
-        "/api/v1/internal/device/ptt",
-        json!({ "pressed": pressed }),
-        200,
+/// Touches row `row` of the question screen and waits for the answer to end (see
+/// [`heard_to_the_end`]).
+async fn touch_row(s: &Server, row: usize, before: u64) -> (Value, u64) {
+    choose(
+        s,
+        json!({"touch": {"x": 0.5, "y": questions::row_centre(row)}}),
     )
     .await;
+    heard_to_the_end(s, before).await
 }
 
 /// Waits for the kiosk to speak and be idle again; its state then and the bytes played since
@@ -142,33 +136,7 @@ fn said_in(played: u64, text: &str, voice: &str, other: &str) -> bool {
     off < 0.05 && (played - want).abs() < (played - not).abs()
 }
 
-/// The lines of `lines` are drawn in the caption panel's state colour, read back from the
-/// simulated screen (waits up to 5 s for the frame).
-async fn screen_writes(s: &Server, lines: &[&str]) {
-    let (w, h) = docent::device::display::SIM_SIZE;
-    let (pitch, size) = captions::metrics(h, 20);
-    let lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
-    let style = Style::new(size, Weight::Bold, captions::STATE_TEXT);
-    let start = Instant::now();
-    while drawn_lines(
-        &snapshot(s).await,
-        w,
-        captions::margin(size) as i32,
-        &lines,
-        style,
-        pitch,
-    )
-    .is_none()
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "the screen writes {lines:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn last_user_message(history: &Value) -> Value {
+pub(crate) fn last_user_message(history: &Value) -> Value {
     history["messages"]
         .as_array()
         .unwrap()
@@ -213,12 +181,7 @@ async fn a_spanish_question_heard_by_whisper_is_answered_in_spanish() {
     let asked = fake.transcriptions();
     assert_eq!(asked[0].field("language"), None, "nobody chose: detect it");
     assert_eq!(asked[0].field("response_format"), Some("verbose_json"));
-    let history = s
-        .get_json(
-            &format!("/api/v1/characters/{cid}/conversations/messages"),
-            200,
-        )
-        .await;
+    let history = s.history(&cid).await;
     let stored = last_user_message(&history);
     assert_eq!(stored["language"], "es", "{stored}");
 
@@ -331,12 +294,7 @@ async fn a_visitor_chooses_german_on_the_screen_and_asks_by_touch() {
     );
 
     let before = speaker_len(&d);
-    choose(
-        &s,
-        json!({"touch": {"x": 0.5, "y": questions::row_centre(1)}}),
-    )
-    .await;
-    let (d, played) = heard_to_the_end(&s, before).await;
+    let (d, played) = touch_row(&s, 1, before).await;
     let answer = "Die Garderobe ist links vom Haupteingang.";
     assert_eq!(d["captions"]["heard"], "Wo ist die Garderobe?", "{d}");
     assert_eq!(d["captions"]["said"], json!([answer]), "{d}");
@@ -349,30 +307,14 @@ async fn a_visitor_chooses_german_on_the_screen_and_asks_by_touch() {
         dir.path(),
         "Die Garderobe finden Sie links vom Haupteingang, gleich neben der Kasse.",
     );
-    let form = reqwest::multipart::Form::new()
-        .text("question", "Wo ist die Garderobe?")
-        .part(
-            "file",
-            reqwest::multipart::Part::bytes(std::fs::read(&ogg).unwrap())
-                .file_name("garderobe.ogg"),
-        );
-    let res = s
-        .post(&format!("/api/v1/characters/{cid}/recordings"))
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 201);
+    let bytes = std::fs::read(&ogg).unwrap();
+    let (status, _) = upload(&s, &cid, "Wo ist die Garderobe?", "garderobe.ogg", bytes).await;
+    assert_eq!(status, 201);
     choose(&s, json!({"touch": {"x": 0.5, "y": 0.5}})).await;
     let d = until(&s, "the question screen", |d| !d["questions"].is_null()).await;
     assert_eq!(d["questions"]["rows"][1], "Wo ist die Garderobe?", "{d}");
     let before = speaker_len(&d);
-    choose(
-        &s,
-        json!({"touch": {"x": 0.5, "y": questions::row_centre(1)}}),
-    )
-    .await;
-    let (d, played) = heard_to_the_end(&s, before).await;
+    let (d, played) = touch_row(&s, 1, before).await;
     assert_eq!(d["captions"]["said"], json!([answer]), "{d}");
     let off = (played as f64 - recorded_bytes as f64).abs() / recorded_bytes as f64;
     assert!(
@@ -413,12 +355,7 @@ async fn a_visitor_chooses_german_on_the_screen_and_asks_by_touch() {
     let line = "Gesprochene Fragen verstehe ich nur auf Englisch. Bitte tippen Sie auf den \
                 Bildschirm, um eine Frage zu wählen.";
     assert_eq!(d["captions"]["said"], json!([line]), "{d}");
-    let history = s
-        .get_json(
-            &format!("/api/v1/characters/{cid}/conversations/messages"),
-            200,
-        )
-        .await;
+    let history = s.history(&cid).await;
     let stored = last_user_message(&history);
     assert_eq!(stored["content"], "Wo ist die Garderobe?");
     assert_eq!(stored["language"], "de", "{stored}");

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::support::{Server, sign_in, token_of};
+use crate::support::{Server, answer_json, sign_in, token_of};
 
 const PW: &str = "correct horse battery staple";
 
@@ -25,15 +25,7 @@ async fn token(s: &Server) -> String {
 }
 
 async fn signed_in(s: &Server, token: &str) -> bool {
-    let v: Value = s
-        .get("/api/auth")
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v = answer_json(s.get("/api/auth").bearer_auth(token)).await;
     v["authenticated"] == json!(true)
 }
 

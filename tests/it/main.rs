@@ -1,8 +1,9 @@
 //! The integration tests, in one binary (one link instead of one per file): each module is one
 //! area, driving a real server on 127.0.0.1 (in this process or the built `docent` binary) with a
-//! real client. The simulated-board test is `tests/appliance.rs`, a binary of its own.
+//! real client. The simulated-board test is `tests/appliance/`, a binary of its own.
 
-mod support;
+// The support shared with the appliance test and the benchmarks (tests/support), by its old name.
+use docent_test_support as support;
 
 mod access;
 mod board_files;

@@ -425,13 +425,10 @@ fn leftovers(root: &Path) -> Vec<String> {
     out
 }
 
-/// Issue 34, finding 5: the upload is refused midway when the free space comes near the
-/// reserve (looked at every 4 MiB, as a firmware upload), not only before its first byte.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_restore_upload_past_the_data_reserve_is_refused_midway_and_removed() {
-    let Some(mut fs) = Tmpfs::mount(64) else {
-        return;
-    };
+/// A kiosk (a password, no devices) on a 64 MiB tmpfs of its own, signed in: the tmpfs, its
+/// root, the server and the cookie; none where no tmpfs can be mounted.
+async fn kiosk_on_a_small_tmpfs() -> Option<(Tmpfs, std::path::PathBuf, Server, String)> {
+    let mut fs = Tmpfs::mount(64)?;
     let root = fs.path.clone();
     let s = Server::start_in(fs.take_dir(), |c| {
         c.access.admin_password = Some(PASSWORD.into());
@@ -439,6 +436,16 @@ async fn a_restore_upload_past_the_data_reserve_is_refused_midway_and_removed() 
     })
     .await;
     let cookie = sign_in(&s, PASSWORD).await;
+    Some((fs, root, s, cookie))
+}
+
+/// Issue 34, finding 5: the upload is refused midway when the free space comes near the
+/// reserve (looked at every 4 MiB, as a firmware upload), not only before its first byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_upload_past_the_data_reserve_is_refused_midway_and_removed() {
+    let Some((fs, root, s, cookie)) = kiosk_on_a_small_tmpfs().await else {
+        return;
+    };
     // The default reserve is 8 MiB: 6 MiB more are free, and 24 MiB are sent.
     let reserve = docent::config::Config::default().storage.data_reserve_bytes;
     assert_eq!(reserve, 8 << 20);
@@ -479,16 +486,9 @@ async fn a_restore_upload_past_the_data_reserve_is_refused_midway_and_removed() 
 /// copy is refused while it is staged, before the copy reaches the reserve.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_staged_past_the_data_reserve_is_refused_midway_and_removed() {
-    let Some(mut fs) = Tmpfs::mount(64) else {
+    let Some((fs, root, s, cookie)) = kiosk_on_a_small_tmpfs().await else {
         return;
     };
-    let root = fs.path.clone();
-    let s = Server::start_in(fs.take_dir(), |c| {
-        c.access.admin_password = Some(PASSWORD.into());
-        c.devices = docent::config::DeviceMode::None;
-    })
-    .await;
-    let cookie = sign_in(&s, PASSWORD).await;
     // A backup of this kiosk with one more blob of 8 MiB at its end.
     let good = backup(&s, &cookie).await;
     let mut archive = Vec::new();

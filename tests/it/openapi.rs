@@ -481,14 +481,13 @@ async fn seed(base: &str, cookie: &str) -> Seeded {
         201,
     )
     .await;
-    let artifact = find_id(&artifact).expect("the artifact has an id");
     Seeded {
         character,
         image,
         source,
         session,
         task,
-        artifact,
+        artifact: find_id(&artifact).expect("the artifact has an id"),
     }
 }
 

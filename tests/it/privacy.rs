@@ -6,37 +6,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::conversations::{self, chat};
 use crate::support::Server;
 
 const DAY: u64 = 86_400;
 
+/// The history of `cid`, whole.
 async fn history(s: &Server, cid: &str) -> Vec<Value> {
-    let page = s
-        .get_json(
-            &format!("/api/v1/characters/{cid}/conversations/messages?limit=200"),
-            200,
-        )
-        .await;
-    page["messages"].as_array().unwrap().clone()
-}
-
-/// Asks `text` in session `sid` and waits for the question and reply to be stored.
-async fn chat(s: &Server, cid: &str, sid: &str, text: &str) {
-    let before = history(s, cid).await.len();
-    s.post_json(
-        &format!("/api/v1/sessions/{sid}/message"),
-        json!({ "text": text }),
-        202,
-    )
-    .await;
-    let start = Instant::now();
-    while history(s, cid).await.len() < before + 2 {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "no reply to {text}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    conversations::history(s, cid, "").await
 }
 
 /// Waits until the history of `cid` holds `n` messages (the sweep runs in the background).

@@ -111,12 +111,7 @@ async fn remote_provider_relays_another_kiosk() {
     let cid = front.default_character().await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let h = front
-            .get_json(
-                &format!("/api/v1/characters/{cid}/conversations/messages"),
-                200,
-            )
-            .await;
+        let h = front.history(&cid).await;
         let msgs = h["messages"].as_array().unwrap().clone();
         if let Some(reply) = msgs.iter().find(|m| m["role"] == "assistant") {
             assert!(
@@ -133,12 +128,7 @@ async fn remote_provider_relays_another_kiosk() {
     }
     // The backend kept its own record of the conversation it answered.
     let bid = backend.default_character().await;
-    let h = backend
-        .get_json(
-            &format!("/api/v1/characters/{bid}/conversations/messages"),
-            200,
-        )
-        .await;
+    let h = backend.history(&bid).await;
     assert!(
         h["messages"]
             .as_array()

@@ -42,7 +42,14 @@ fn tone(dir: &Path, name: &str, seconds: f64) -> PathBuf {
     path
 }
 
-async fn upload(s: &Server, cid: &str, question: &str, name: &str, bytes: Vec<u8>) -> (u16, Value) {
+/// Uploads `bytes` as the recorded answer `name` to `question`: the status and the answer.
+pub(crate) async fn upload(
+    s: &Server,
+    cid: &str,
+    question: &str,
+    name: &str,
+    bytes: Vec<u8>,
+) -> (u16, Value) {
     let form = reqwest::multipart::Form::new()
         .text("question", question.to_string())
         .part(

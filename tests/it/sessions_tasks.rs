@@ -83,12 +83,7 @@ async fn say(s: &Server, session: &str, text: &str) -> u64 {
 }
 
 async fn history(s: &Server, character: &str) -> Vec<Value> {
-    let page = s
-        .get_json(
-            &format!("/api/v1/characters/{character}/conversations/messages"),
-            200,
-        )
-        .await;
+    let page = s.history(character).await;
     page["messages"].as_array().unwrap().clone()
 }
 

@@ -53,6 +53,11 @@ impl Reply {
             .unwrap_or_else(|e| panic!("{}: body is not JSON ({e}): {}", self.what, self.shown()))
     }
 
+    /// A 201 Created's `id`.
+    fn created_id(self) -> String {
+        self.expect(201).json()["id"].as_str().unwrap().to_string()
+    }
+
     fn expect(self, status: u16) -> Reply {
         assert_eq!(self.status, status, "{}: {}", self.what, self.shown());
         self
@@ -1538,14 +1543,8 @@ async fn fixture(
 ) -> Fixture {
     let create =
         |name: &str| authed(s.post("/api/v1/characters"), token).json(&json!({ "name": name }));
-    let cid = send(create("Guarded")).await.expect(201).json()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let victim = send(create("Victim")).await.expect(201).json()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let cid = send(create("Guarded")).await.created_id();
+    let victim = send(create("Victim")).await.created_id();
     let image = send(
         authed(s.post(&format!("/api/v1/characters/{cid}/avatar")), token).multipart(avatar_form()),
     )
@@ -1606,11 +1605,7 @@ async fn fixture(
             .json(&json!({ "content": "# Notes" })),
     )
     .await
-    .expect(201)
-    .json()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    .created_id();
     put_data(s, token, &site_doc().to_string())
         .await
         .expect(200);
@@ -1624,11 +1619,7 @@ async fn fixture(
     let spare_key =
         send(authed(s.post("/api/v1/client-keys"), token).json(&json!({ "name": "spare" })))
             .await
-            .expect(201)
-            .json()["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
+            .created_id();
     Fixture {
         spare_key,
         cid,

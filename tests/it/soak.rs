@@ -2,14 +2,11 @@
 //! for 20 s against `docent` as a process of its own, with no error, bounded memory growth,
 //! then the WebSocket and connection caps reached while the kiosk's own visitor is answered.
 
-// The bench's own driver; the test does not start the binary itself or print the cap figures.
-#[allow(dead_code)]
-#[path = "../../benches/soak/driver.rs"]
-mod driver;
-
 use std::time::Duration;
 
+// The bench's own driver; the test does not start the binary itself or print the cap figures.
 use crate::support::Process;
+use crate::support::soak as driver;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_chat_clients_then_the_caps_with_the_kiosk_answering() {

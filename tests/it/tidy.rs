@@ -846,3 +846,49 @@ fn a_method_missing_from_the_engine_map_is_found() {
     let errors = engine_map_errors(&map, &files);
     assert_eq!(errors.len(), 2, "{errors:?}");
 }
+
+/// The `#[path]` attributes in `code`, with their lines: a file included by path belongs to two
+/// crates at once, and tests or benches that share code name the test-support crate instead.
+fn path_attributes(code: &str) -> Vec<usize> {
+    strip_comments(code)
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            let l = l.trim_start();
+            l.starts_with("#[path") && l["#[path".len()..].trim_start().starts_with('=')
+        })
+        .map(|(i, _)| i + 1)
+        .collect()
+}
+
+#[test]
+fn no_file_is_included_by_path() {
+    let root = root();
+    let mut files = Vec::new();
+    for dir in ["src", "tests", "benches"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    // Build output (a fuzz build's `target/`) is no source.
+    files.retain(|f| !f.components().any(|c| c.as_os_str() == "target"));
+    assert!(files.len() > 100, "{}", files.len());
+    let found: Vec<String> = files
+        .iter()
+        .flat_map(|f| {
+            let name = f.strip_prefix(&root).unwrap().display().to_string();
+            let code = std::fs::read_to_string(f).unwrap();
+            path_attributes(&code)
+                .into_iter()
+                .map(move |line| format!("{name}:{line}"))
+        })
+        .collect();
+    assert!(found.is_empty(), "#[path] attributes: {found:?}");
+}
+
+#[test]
+fn a_planted_path_attribute_is_found() {
+    assert_eq!(
+        path_attributes("mod a;\n#[path = \"../x.rs\"]\nmod x;\n"),
+        [2]
+    );
+    assert!(path_attributes("// #[path = \"x.rs\"]\nlet s = \"#[path\";\n").is_empty());
+}

@@ -3,13 +3,10 @@
 //! the simulated microphone and button of a real kiosk with the offline engine. It fails when
 //! accuracy drops below what the offline engine reaches today.
 
-#[path = "../../benches/understanding/rig.rs"]
-mod rig;
-#[path = "../../benches/support/mod.rs"]
-mod support;
 // The captions are read through the same rig's kiosk.
-#[path = "captions.rs"]
 mod captions;
+
+use docent_test_support::understanding as rig;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! where there is no RAUC, the reboot request, the last update's outcome in health; and with a
 //! real RAUC on a bus of its own (`support::rauc`), its verdict on bundles, an install, and the
 //! start check marking slots. Installing into a real slot, rebooting and rolling back run on the
-//! simulated board: `tests/appliance.rs`.
+//! simulated board: `tests/appliance/updates.rs`.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::support::browser::Browser;
 use crate::support::rauc::{COMPATIBLE, RaucRig, Signer};
-use crate::support::{Process, Running, Server, assert_admin_only, sign_in};
+use crate::support::{Process, Running, Server, assert_admin_only, sign_in, sorted_names};
 
 const PASSWORD: &str = "update-test-password";
 
@@ -138,13 +138,7 @@ async fn health_tells_the_administrator_what_the_last_update_did_and_the_lan_not
     // As the update gate of a failed 0.3.0 leaves it for the version that starts after the
     // reboot.
     let dir = s.stop().await;
-    std::fs::write(
-        dir.path().join("update/outcome.json"),
-        json!({"result": "rolled_back", "from": "0.2.0", "to": "0.3.0",
-               "reason": "docent did not start within 90 s", "at": 1})
-        .to_string(),
-    )
-    .unwrap();
+    rolled_back(dir.path(), "0.2.0", "0.3.0", 1);
     let os_release = etc.path().join("os-release");
     let s = Server::start_in(dir, move |c| {
         c.access.admin_password = Some(PASSWORD.into());
@@ -277,13 +271,7 @@ async fn rauc_judges_each_bundle_before_anything_is_written_and_an_install_repor
         v["reason"],
         format!("this update is for docent-rpi4; this kiosk is {COMPATIBLE}")
     );
-    let install = |force: bool| {
-        http.post(format!("{}/api/v1/system/update/install", server.base()))
-            .header("cookie", &cookie)
-            .header("origin", server.base())
-            .json(&json!({ "force": force }))
-            .send()
-    };
+    let install = |force: bool| install(&http, &server.base(), &cookie, force).send();
     assert_eq!(
         install(true).await.unwrap().status(),
         409,
@@ -370,20 +358,10 @@ async fn the_same_or_an_older_version_needs_force_and_none_goes_below_the_minimu
     )
     .await;
     let slot_b = rig.slot_image("B");
-    let install = |force: bool| {
-        http.post(format!("{}/api/v1/system/update/install", server.base()))
-            .header("cookie", &cookie)
-            .header("origin", server.base())
-            .json(&json!({ "force": force }))
-            .send()
-    };
+    let install = |force: bool| install(&http, &server.base(), &cookie, force).send();
 
     let v = upload(&server, &http, &cookie, &same).await;
-    assert_eq!(
-        (v["accepted"].as_bool(), v["older"].as_bool()),
-        (Some(false), Some(true)),
-        "the same version: {v}"
-    );
+    refused(&v, true, "the same version");
     assert!(
         v["reason"].as_str().unwrap().contains("already runs"),
         "{v}"
@@ -391,11 +369,7 @@ async fn the_same_or_an_older_version_needs_force_and_none_goes_below_the_minimu
     assert_eq!(install(false).await.unwrap().status(), 409);
 
     let v = upload(&server, &http, &cookie, &below).await;
-    assert_eq!(
-        (v["accepted"].as_bool(), v["older"].as_bool()),
-        (Some(false), Some(false)),
-        "below the minimum: {v}"
-    );
+    refused(&v, false, "below the minimum");
     assert!(
         v["reason"]
             .as_str()
@@ -509,13 +483,7 @@ async fn the_system_page_checks_installs_and_reports_an_update() {
     let stranger = rig.bundle("stranger", COMPATIBLE, "0.2.0", Signer::Stranger);
     let data = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(data.path().join("update")).unwrap();
-    std::fs::write(
-        data.path().join("update/outcome.json"),
-        json!({"result": "rolled_back", "from": "0.1.0", "to": "0.1.1",
-               "reason": "docent did not start within 90 s", "at": 1_790_000_000})
-        .to_string(),
-    )
-    .unwrap();
+    rolled_back(data.path(), "0.1.0", "0.1.1", 1_790_000_000);
     let (server, _, _) = with_rauc(&rig, data.path()).await;
     let mut b = Browser::launch().await;
     b.sign_in_page(&server.base(), PASSWORD).await;
@@ -582,16 +550,42 @@ async fn the_system_page_checks_installs_and_reports_an_update() {
     b.screenshot("system-update-installed").await;
 }
 
+/// The administrator's install of the uploaded bundle (`force`: even an older one) on `base`.
+fn install(
+    http: &reqwest::Client,
+    base: &str,
+    cookie: &str,
+    force: bool,
+) -> reqwest::RequestBuilder {
+    http.post(format!("{base}/api/v1/system/update/install"))
+        .header("cookie", cookie)
+        .header("origin", base)
+        .json(&json!({ "force": force }))
+}
+
+/// An upload's verdict `v`: not accepted, and older than the running version or not.
+fn refused(v: &Value, older: bool, what: &str) {
+    assert_eq!(
+        (v["accepted"].as_bool(), v["older"].as_bool()),
+        (Some(false), Some(older)),
+        "{what}: {v}"
+    );
+}
+
+/// The outcome the update gate leaves in `data` when `to` did not start and `from` came back.
+fn rolled_back(data: &Path, from: &str, to: &str, at: u64) {
+    std::fs::write(
+        data.join("update/outcome.json"),
+        json!({"result": "rolled_back", "from": from, "to": to,
+               "reason": "docent did not start within 90 s", "at": at})
+        .to_string(),
+    )
+    .unwrap();
+}
+
 async fn character_names(s: &Server) -> Vec<String> {
     let all = s.get_json("/api/v1/characters", 200).await;
-    let mut names: Vec<String> = all
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap().to_string())
-        .collect();
-    names.sort();
-    names
+    sorted_names(&all)
 }
 
 /// An update that migrated the data, then a fallback: the old version starts on the copy kept

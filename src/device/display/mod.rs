@@ -31,10 +31,9 @@
 //! # Modules
 //! `screen` (the [`Screen`] trait and [`MemoryScreen`]), `fb` (fbdev), `drm` (DRM/KMS), `scale`
 //! (letterboxing, colour conversion), `still` (PNG/JPEG), `text` (the outline font, lines by
-//! width), `captions` (the caption panel), `player`
-//! (the thread that decides what to show), `testclip` (encoding test clips; tests and benchmarks
-//! only). Clips are demuxed and decoded by `engine::media::clip`, which the upload's flash check
-//! uses too.
+//! width), `captions` (the caption panel), `player` (the thread that decides what to show).
+//! Clips are demuxed and decoded by `engine::media::clip`, which the upload's flash check uses
+//! too.
 
 pub mod captions;
 pub mod drm;
@@ -44,8 +43,6 @@ pub mod questions;
 pub mod scale;
 pub mod screen;
 pub mod still;
-#[doc(hidden)]
-pub mod testclip;
 pub mod text;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -1,5 +1,5 @@
-//! See `docent_fuzz::clip`.
+//! See `docent_fuzz_targets::clip`.
 
 fn main() {
-    afl::fuzz!(|data: &[u8]| docent_fuzz::clip(data));
+    afl::fuzz!(|data: &[u8]| docent_fuzz_targets::clip(data));
 }

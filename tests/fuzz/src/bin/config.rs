@@ -1,5 +1,5 @@
-//! See `docent_fuzz::config`.
+//! See `docent_fuzz_targets::config`.
 
 fn main() {
-    afl::fuzz!(|data: &[u8]| docent_fuzz::config(data));
+    afl::fuzz!(|data: &[u8]| docent_fuzz_targets::config(data));
 }

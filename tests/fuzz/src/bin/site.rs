@@ -1,5 +1,5 @@
-//! See `docent_fuzz::site`.
+//! See `docent_fuzz_targets::site`.
 
 fn main() {
-    afl::fuzz!(|data: &[u8]| docent_fuzz::site(data));
+    afl::fuzz!(|data: &[u8]| docent_fuzz_targets::site(data));
 }

@@ -1,5 +1,5 @@
-//! See `docent_fuzz::ws`.
+//! See `docent_fuzz_targets::ws`.
 
 fn main() {
-    afl::fuzz!(|data: &[u8]| docent_fuzz::ws(data));
+    afl::fuzz!(|data: &[u8]| docent_fuzz_targets::ws(data));
 }

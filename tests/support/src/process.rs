@@ -27,12 +27,12 @@ pub fn docent() -> Command {
 
 /// `docent` started by `wrapper` (e.g. `ip netns exec NAME`), in the same environment.
 pub fn docent_under(wrapper: &[&str]) -> Command {
-    let binary = env!("CARGO_BIN_EXE_docent");
+    let binary = crate::docent_binary();
     let mut command = match wrapper {
         [] => Command::new(binary),
         [program, args @ ..] => {
             let mut c = Command::new(program);
-            c.args(args).arg(binary);
+            c.args(args).arg(&binary);
             c
         }
     };

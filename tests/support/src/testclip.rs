@@ -319,9 +319,10 @@ mod tests {
     use std::fs::File;
     use std::time::Duration;
 
-    use super::super::scale::{YuvScaler, yuv_to_xrgb};
+    use docent::device::display::scale::{YuvScaler, yuv_to_xrgb};
+    use docent::engine::media::clip::{Clip, ClipDecoder};
+
     use super::*;
-    use crate::engine::media::clip::{Clip, ClipDecoder};
 
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)

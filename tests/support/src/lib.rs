@@ -1,6 +1,13 @@
-//! A real `docent` server on 127.0.0.1 with a fresh data directory, for integration tests:
-//! in this process ([`Server`]), or the built binary as a process of its own ([`Process`]).
+//! What docent's integration tests (`tests/it`), appliance test (`tests/appliance`: the board
+//! rig is [`board`]) and benchmarks (`benches`) share, as one crate instead of files included by
+//! path.
+//!
+//! A real `docent` server on 127.0.0.1 with a fresh data directory: in this process
+//! ([`Server`]), or the built binary as a process of its own ([`Process`]).
 
+pub mod appliance;
+pub mod bench;
+pub mod board;
 pub mod browser;
 pub mod disk;
 pub mod fake_hawkbit;
@@ -8,15 +15,94 @@ pub mod fake_wyoming;
 pub mod fleet_kiosk;
 mod process;
 pub mod rauc;
+pub mod soak;
+pub mod testclip;
+pub mod understanding;
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use docent::config::Config;
 use sha2::Digest as _;
 use tokio::sync::oneshot;
 
 pub use process::{Process, Running, docent, docent_under};
+
+/// The repository's root (this crate is `tests/support`): test data, board files, `target`.
+pub fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("tests/support inside the repository")
+}
+
+/// The `docent` binary that cargo builds beside the running test or bench
+/// (`target/<profile>/deps/<test>` -> `target/<profile>/docent`): `CARGO_BIN_EXE_docent` is
+/// only given to the root package's own targets, not to this crate.
+pub fn docent_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("the running test's path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps")
+        .join("docent")
+}
+
+/// A kiosk that `docent::run` started in this process, on a task of its own.
+pub struct Started {
+    pub ready: docent::Ready,
+    /// Sent (or dropped) to stop the kiosk; `task` ends once it has stopped.
+    pub stop: oneshot::Sender<()>,
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+/// Starts `docent::run` on a task and waits until it serves.
+pub async fn start_kiosk(config: Config) -> Started {
+    let (ready_tx, ready_rx) = oneshot::channel();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        docent::run(
+            docent::Run::new(config)
+                .on_ready(move |ready| {
+                    let _ = ready_tx.send(ready);
+                })
+                .shutdown(async move {
+                    let _ = stopped.await;
+                }),
+        )
+        .await
+        .expect("server runs");
+    });
+    let ready = ready_rx.await.expect("server started");
+    Started { ready, stop, task }
+}
+
+/// Sends `req` and reads its answer as JSON, whatever its status.
+pub async fn answer_json(req: reqwest::RequestBuilder) -> serde_json::Value {
+    req.send().await.unwrap().json().await.unwrap()
+}
+
+/// Sends `req` and reads its answer's body, whatever its status.
+pub async fn body_of(req: reqwest::RequestBuilder) -> Vec<u8> {
+    req.send().await.unwrap().bytes().await.unwrap().to_vec()
+}
+
+/// Sends `req`, which must succeed (`what` names it when it does not).
+pub async fn send_ok(req: reqwest::RequestBuilder, what: &str) {
+    let res = req.send().await.unwrap();
+    assert!(res.status().is_success(), "{what}: {}", res.status());
+}
+
+/// The names of a list of characters (`GET /api/v1/characters`), sorted.
+pub fn sorted_names(characters: &serde_json::Value) -> Vec<String> {
+    let mut names: Vec<String> = characters
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
 
 pub struct Server {
     pub base: String,
@@ -150,6 +236,15 @@ impl Server {
     pub async fn get_as(&self, path: &str, cookie: &str) -> reqwest::Response {
         let res = self.get(path).header("cookie", cookie).send().await;
         res.unwrap()
+    }
+
+    /// The stored conversations of character `cid` (`.../conversations/messages`, 200).
+    pub async fn history(&self, cid: &str) -> serde_json::Value {
+        self.get_json(
+            &format!("/api/v1/characters/{cid}/conversations/messages"),
+            200,
+        )
+        .await
     }
 
     /// GET as JSON, asserting the status.

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use sha2::Digest as _;
 use tokio::sync::watch;
 
-use super::fake_hawkbit::{CONTROLLER, FakeHawkbit, TENANT};
+use crate::fake_hawkbit::{CONTROLLER, FakeHawkbit, TENANT};
 
 /// The update service of these tests.
 pub struct TestFirmware {

@@ -1,6 +1,6 @@
-//! The fuzz targets' entry points, without AFL: each binary in `src/bin` hands AFL++'s inputs to
-//! one of these, and the integration tests (`tests/it/fuzz_corpus.rs`, which includes this file)
-//! replay every corpus input through the same functions on every `cargo test`.
+//! The fuzz targets' entry points, without AFL: each binary in `tests/fuzz/src/bin` hands AFL++'s
+//! inputs to one of these, and the integration tests (`tests/it/fuzz_corpus.rs`) replay every
+//! corpus input through the same functions on every `cargo test`.
 //!
 //! What they share: a real engine on a scratch data directory and the HTTP application in front
 //! of it, driven in-process (no socket) from a loopback peer.
@@ -151,7 +151,7 @@ impl Http {
     /// `imgbase`.
     pub fn start() -> Http {
         const TASK: &str = "6f1c1d7e-3a55-4b0e-9b8e-0c3c3b1f2a10";
-        const AVATAR: &[u8] = include_bytes!("../corpus/image/tiny.png");
+        const AVATAR: &[u8] = include_bytes!("../../corpus/image/tiny.png");
         let kiosk = Kiosk::start();
         let (status, created) = kiosk.exchange(
             "POST",

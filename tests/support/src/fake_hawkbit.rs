@@ -156,6 +156,12 @@ impl FakeHawkbit {
         f(&mut self.script.lock().unwrap())
     }
 
+    /// Offers `bytes` as the bundle `docent-VERSION.raucb` of an `os` module, with nothing else.
+    pub fn offer_os(&self, id: &str, version: &str, bytes: Vec<u8>) {
+        let file = format!("docent-{version}.raucb");
+        self.offer(id, "os", version, &file, bytes, serde_json::json!({}));
+    }
+
     /// Offers a deployment of one software module of type `part` with one artifact.
     pub fn offer(
         &self,
@@ -250,7 +256,6 @@ impl FakeHawkbit {
 }
 
 /// Bytes through a TCP forwarder in front of the fake server, both ways, counted as they pass.
-#[allow(dead_code)] // tests/appliance.rs's and benches/fleet.rs's, not tests/it's.
 pub async fn counting_proxy(to: SocketAddr) -> (SocketAddr, Arc<std::sync::atomic::AtomicU64>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

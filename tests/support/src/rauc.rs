@@ -2,7 +2,7 @@
 //! a boot loader backend that keeps its state in files. Enough for docent to have bundles checked,
 //! installs started and slots marked; installing a verity bundle also needs the kernel's
 //! device-mapper, which this machine may lack (RAUC then reports the failure). The simulated
-//! board (`tests/appliance.rs`) installs for real.
+//! board (`tests/appliance/updates.rs`) installs for real.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -166,16 +166,7 @@ impl RaucRig {
             .arg(content.join("root.ext4"))
             .arg("2M"));
         // Something that does not compress away (a bundle's squashfs must exceed one block).
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let noise: Vec<u8> = (0..65_536)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
-        std::fs::write(content.join("noise"), noise).unwrap();
+        std::fs::write(content.join("noise"), noise(65_536)).unwrap();
         std::fs::write(
             content.join("manifest.raucm"),
             format!(
@@ -221,4 +212,17 @@ impl Drop for RaucRig {
         let _ = self.bus.kill();
         let _ = self.bus.wait();
     }
+}
+
+/// `len` bytes that do not compress (xorshift), the same every time: a bundle's payload.
+pub fn noise(len: usize) -> Vec<u8> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
 }

@@ -1,7 +1,6 @@
 //! What the benchmarks share: their runtime, the process's CPU time, the release binary as a
 //! child process, a kiosk in this process, and a JSON GET. Each bench target (and the
-//! understanding rig's CI test) includes this module and uses the part it needs.
-#![allow(dead_code)]
+//! understanding rig, [`crate::understanding`]) uses the part it needs.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -65,7 +64,7 @@ impl Docent {
             .expect("bench configuration");
         // Another build of docent (an earlier commit's, to compare) when one is named.
         let binary = std::env::var_os("DOCENT_BENCH_BINARY")
-            .unwrap_or_else(|| env!("CARGO_BIN_EXE_docent").into());
+            .unwrap_or_else(|| crate::docent_binary().into());
         let mut command = wrapped(wrapper, binary);
         if let Some(p) = password {
             command.env("ADMIN_PASSWORD", p);

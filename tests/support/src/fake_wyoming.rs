@@ -102,10 +102,7 @@ pub const TONE: i16 = 1_000;
 impl FakeWyoming {
     pub async fn start(mode: Mode) -> FakeWyoming {
         let python = tokio::task::spawn_blocking(python).await.unwrap();
-        let script = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/it/support/fake_wyoming.py"
-        );
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/fake_wyoming.py");
         let mut child = tokio::process::Command::new(python)
             .arg(script)
             .args(["--mode", mode.arg()])

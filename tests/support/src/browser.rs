@@ -372,7 +372,7 @@ impl Browser {
         let png = base64::engine::general_purpose::STANDARD
             .decode(shot["data"].as_str().unwrap())
             .unwrap();
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/console-screens");
+        let dir = crate::repo().join("target/console-screens");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
     }
@@ -384,7 +384,7 @@ impl Browser {
         let png = base64::engine::general_purpose::STANDARD
             .decode(shot["data"].as_str().unwrap())
             .unwrap();
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/console-screenshots");
+        let dir = crate::repo().join("target/console-screenshots");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
     }

@@ -7,7 +7,6 @@
 //! as a visitor would. A reply is right when it holds the expected fact, "say again" when the
 //! kiosk asks to hear the question again, says it does not know or asks which of two topics is
 //! meant (the benchmark asks once; `tests/it/understanding.rs` answers one), wrong otherwise.
-//! Whoever includes this module also includes `benches/support` as its sibling `support`.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -19,9 +18,9 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::{broadcast, watch};
 
-use super::support::{Kiosk, get_json};
+use crate::bench::{Kiosk, get_json};
 
-pub const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/understanding");
+pub const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/understanding");
 const KNOWLEDGE: &[&str] = &["museum.md", "faq.md", "history.txt"];
 
 /// A synthetic voice: the program and its voice name.
@@ -139,7 +138,6 @@ pub struct Rig {
     _dir: tempfile::TempDir,
     asked: usize,
     /// The character the kiosk speaks as.
-    #[allow(dead_code)] // The CI test's, not the benchmark's.
     pub character: String,
 }
 
@@ -147,9 +145,7 @@ pub struct Rig {
 pub struct Asked {
     pub outcome: Outcome,
     /// What the kiosk heard (its `user_speech`), and its reply.
-    #[allow(dead_code)] // The CI test's, not the benchmark's.
     pub heard: String,
-    #[allow(dead_code)]
     pub reply: String,
 }
 
@@ -221,13 +217,11 @@ impl Rig {
     }
 
     /// The kiosk's engine.
-    #[allow(dead_code)] // The CI test's, not the benchmark's.
     pub fn engine(&self) -> std::sync::Arc<docent::engine::Engine> {
         self.kiosk.ready.engine.clone()
     }
 
     /// The kiosk's devices (its simulated screen, audio and state).
-    #[allow(dead_code)] // The CI test's, not the benchmark's.
     pub fn devices(&self) -> std::sync::Arc<Devices> {
         self.devices.clone()
     }
@@ -292,15 +286,11 @@ impl Voice {
 
 /// A character that knows the three files, ready to answer.
 pub async fn make_character(http: &reqwest::Client, site: &str) -> String {
-    let created: serde_json::Value = http
-        .post(format!("{site}/api/v1/characters"))
-        .json(&json!({ "name": "Harbour guide" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let created = crate::answer_json(
+        http.post(format!("{site}/api/v1/characters"))
+            .json(&json!({ "name": "Harbour guide" })),
+    )
+    .await;
     let id = created["id"].as_str().expect("character id").to_string();
     let mut form = reqwest::multipart::Form::new();
     for name in KNOWLEDGE {
@@ -310,17 +300,12 @@ pub async fn make_character(http: &reqwest::Client, site: &str) -> String {
             reqwest::multipart::Part::bytes(bytes).file_name(name.to_string()),
         );
     }
-    let res = http
-        .post(format!("{site}/api/v1/characters/{id}/knowledge/files"))
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        res.status().is_success(),
-        "knowledge upload: {}",
-        res.status()
-    );
+    crate::send_ok(
+        http.post(format!("{site}/api/v1/characters/{id}/knowledge/files"))
+            .multipart(form),
+        "knowledge upload",
+    )
+    .await;
     let started = Instant::now();
     loop {
         let list = get_json(http, &format!("{site}/api/v1/characters/{id}/knowledge")).await;
