@@ -216,3 +216,33 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for JsonOrEmpty<T> {
             .map_err(|e| ApiError::bad(format!("invalid JSON body: {e}")))
     }
 }
+
+/// Writes a streamed upload to `file`: refused with `too_large` past `limit` bytes, and with 507
+/// before a chunk would eat into the data partition's reserve (`what` names it: "this update").
+pub(super) async fn body_to_file(
+    s: &AppState,
+    body: Body,
+    file: &mut tokio::fs::File,
+    limit: u64,
+    what: &str,
+    too_large: impl Fn() -> ApiError,
+) -> Result<(), ApiError> {
+    use futures_util::StreamExt;
+    use tokio::io::AsyncWriteExt;
+    let mut stream = body.into_data_stream();
+    let mut size = 0u64;
+    let mut room = s.engine.headroom();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad(format!("upload cut short: {e}")))?;
+        size += chunk.len() as u64;
+        if size > limit {
+            return Err(too_large());
+        }
+        room.before_write(chunk.len() as u64)
+            .map_err(|e| crate::engine::Error::no_room(e, what))?;
+        file.write_all(&chunk)
+            .await
+            .map_err(crate::engine::Error::from)?;
+    }
+    Ok(())
+}

@@ -8,7 +8,6 @@ use axum::http::header::{CACHE_CONTROL, CONTENT_DISPOSITION, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
@@ -269,24 +268,14 @@ impl Upload {
         let mut file = tokio::fs::File::create(&path)
             .await
             .map_err(crate::engine::Error::from)?;
-        let mut stream = body.into_data_stream();
-        let mut size = 0u64;
-        let mut room = s.engine.headroom();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| ApiError::bad(format!("upload cut short: {e}")))?;
-            size += chunk.len() as u64;
-            if size > limit {
-                return Err(ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("a {what} may be at most {limit} bytes"),
-                ));
-            }
-            room.before_write(chunk.len() as u64)
-                .map_err(|e| crate::engine::Error::no_room(e, &format!("this {what}")))?;
-            file.write_all(&chunk)
-                .await
-                .map_err(crate::engine::Error::from)?;
-        }
+        let too_large = || {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("a {what} may be at most {limit} bytes"),
+            )
+        };
+        let this = format!("this {what}");
+        super::extract::body_to_file(s, body, &mut file, limit, &this, too_large).await?;
         // A write that failed after its last chunk was handed over shows here, not at the drop.
         file.flush().await.map_err(crate::engine::Error::from)?;
         Ok(upload)

@@ -7,8 +7,6 @@ use axum::http::header::CONTENT_LENGTH;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures_util::StreamExt;
-use tokio::io::AsyncWriteExt;
 
 use super::auth::Admin;
 use super::error::{ApiError, ApiResult};
@@ -80,21 +78,7 @@ async fn upload_update(
         .await
         .map_err(crate::engine::Error::from)?;
     let received = async {
-        let mut stream = body.into_data_stream();
-        let mut size = 0u64;
-        let mut room = s.engine.headroom();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| ApiError::bad(format!("upload cut short: {e}")))?;
-            size += chunk.len() as u64;
-            if size > limit {
-                return Err(too_large());
-            }
-            room.before_write(chunk.len() as u64)
-                .map_err(|e| crate::engine::Error::no_room(e, "this update"))?;
-            file.write_all(&chunk)
-                .await
-                .map_err(crate::engine::Error::from)?;
-        }
+        super::extract::body_to_file(&s, body, &mut file, limit, "this update", too_large).await?;
         file.sync_all().await.map_err(crate::engine::Error::from)?;
         Ok(())
     }
@@ -146,11 +130,11 @@ async fn install_update(
     get,
     path = "/api/v1/system/update",
     tag = "system",
-    security(("admin_session" = []), ("bearer" = [])),
     responses(
         (status = 200, description = "The update state", body = Status),
         statuses::NotAdmin,
-    )
+    ),
+    security(("admin_session" = []), ("bearer" = [])),
 )]
 async fn update_status(_: Admin, State(s): State<AppState>) -> Json<Status> {
     Json(s.updates.status().await)

@@ -135,22 +135,8 @@ impl Server {
             ..Config::default()
         };
         tweak(&mut config);
-        let (ready_tx, ready_rx) = oneshot::channel();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            docent::run(
-                docent::Run::new(config)
-                    .on_ready(move |ready| {
-                        let _ = ready_tx.send(ready.addr);
-                    })
-                    .shutdown(async move {
-                        let _ = stopped.await;
-                    }),
-            )
-            .await
-            .expect("server runs");
-        });
-        let addr = ready_rx.await.expect("server started");
+        let Started { ready, stop, task } = start_kiosk(config).await;
+        let addr = ready.addr;
         Server {
             base: format!("http://{addr}"),
             addr,
@@ -300,26 +286,20 @@ impl Server {
 
     /// Creates a character and returns its id.
     pub async fn character(&self, name: &str) -> String {
-        let c = self
-            .post_json(
-                "/api/v1/characters",
-                serde_json::json!({ "name": name }),
-                201,
-            )
-            .await;
-        c["id"].as_str().unwrap().to_string()
+        let body = serde_json::json!({ "name": name });
+        self.created("/api/v1/characters", body, "id").await
     }
 
     /// Opens a session with character `cid` as this client; returns its id.
     pub async fn session(&self, cid: &str) -> String {
-        let v = self
-            .post_json(
-                "/api/v1/sessions",
-                serde_json::json!({ "character_id": cid }),
-                201,
-            )
-            .await;
-        v["session_id"].as_str().unwrap().to_string()
+        let body = serde_json::json!({ "character_id": cid });
+        self.created("/api/v1/sessions", body, "session_id").await
+    }
+
+    /// Posts `body` to `path`, expects 201 and returns the new thing's id, named `field`.
+    async fn created(&self, path: &str, body: serde_json::Value, field: &str) -> String {
+        let v = self.post_json(path, body, 201).await;
+        v[field].as_str().unwrap().to_string()
     }
 
     /// Uploads `text` as the knowledge file `name` of character `cid` and waits until that
