@@ -17,7 +17,6 @@ use super::gzip::AcceptsGzip;
 use super::state::{AppState, blocking};
 use super::statuses;
 use crate::config::Limits;
-use crate::engine::BlobRef;
 use crate::engine::characters::{Activation, CharacterInput, CharacterView, ImageView};
 use crate::engine::knowledge::faq::{FAQ_MAX_BYTES, FaqInput, FaqView};
 use crate::engine::knowledge::recordings::RecordingView;
@@ -25,6 +24,7 @@ use crate::engine::knowledge::screen::ScreenChoice;
 use crate::engine::knowledge::{Upload, extract::mime_for};
 use crate::engine::language::Language;
 use crate::engine::turn::Asked;
+use crate::engine::{BlobRef, CharacterId};
 
 /// Room for multipart framing around a file at its size bound.
 const MULTIPART_SLACK: usize = 64 << 10;
@@ -125,7 +125,7 @@ async fn read(
     State(s): State<AppState>,
     Params(id): Params<String>,
 ) -> ApiResult<Json<CharacterView>> {
-    Ok(Json(s.engine.character(&id)?))
+    Ok(Json(s.engine.character(&CharacterId::parse(&id)?)?))
 }
 
 #[utoipa::path(put, path = "/api/v1/characters/{id}", tag = "characters",
@@ -140,7 +140,10 @@ async fn update(
     JsonBody(input): JsonBody<CharacterInput>,
 ) -> ApiResult<Json<CharacterView>> {
     Ok(Json(
-        blocking(&s, move |e| e.update_character(&id, input)).await?,
+        blocking(&s, move |e| {
+            e.update_character(&CharacterId::parse(&id)?, input)
+        })
+        .await?,
     ))
 }
 
@@ -153,7 +156,7 @@ async fn remove(
     State(s): State<AppState>,
     Params(id): Params<String>,
 ) -> ApiResult<StatusCode> {
-    blocking(&s, move |e| e.delete_character(&id)).await?;
+    blocking(&s, move |e| e.delete_character(&CharacterId::parse(&id)?)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -281,6 +284,7 @@ async fn upload_avatar(
 ) -> ApiResult<Json<Value>> {
     let limit = s.engine.config.limits.image_bytes;
     check_length(req.headers(), limit + MULTIPART_SLACK)?;
+    let id = CharacterId::parse(&id)?;
     s.engine.character_record(&id)?;
     let mut form = multipart(req, &s).await?;
     while let Some(mut field) = form.next_field().await.map_err(multipart_error)? {
@@ -310,7 +314,7 @@ async fn images(
     State(s): State<AppState>,
     Params(id): Params<String>,
 ) -> ApiResult<Json<Vec<ImageView>>> {
-    Ok(Json(s.engine.images(&id)?))
+    Ok(Json(s.engine.images(&CharacterId::parse(&id)?)?))
 }
 
 #[utoipa::path(get, path = "/api/v1/characters/{id}/images/{filename}", tag = "characters",
@@ -900,6 +904,7 @@ async fn upload_recording(
 ) -> ApiResult<(StatusCode, Json<RecordingView>)> {
     let limit = s.engine.config.limits.recording_bytes;
     check_length(req.headers(), limit + MULTIPART_SLACK)?;
+    let id = CharacterId::parse(&id)?;
     s.engine.character_record(&id)?;
     let mut form = multipart(req, &s).await?;
     let mut question: Option<String> = None;

@@ -16,9 +16,9 @@ use super::error::ApiResult;
 use super::extract::{Params, QueryArgs};
 use super::state::{AppState, blocking};
 use super::statuses;
-use crate::engine::Message;
 use crate::engine::history::{HistoryPage, Purge};
 use crate::engine::statistics::{Statistics, Unmatched};
+use crate::engine::{CharacterId, Message};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -152,7 +152,7 @@ async fn export(
     Params(id): Params<String>,
     QueryArgs(q): QueryArgs<ExportQuery>,
 ) -> ApiResult<Response> {
-    let character = s.engine.character(&id)?;
+    let character = s.engine.character(&CharacterId::parse(&id)?)?;
     let session = q.session_id.filter(|s| !s.is_empty());
     let format = q.format;
     let name = file_name(&character.name);
@@ -254,7 +254,7 @@ async fn statistics(
     Params(id): Params<String>,
     QueryArgs(q): QueryArgs<StatisticsQuery>,
 ) -> ApiResult<Response> {
-    let character = s.engine.character(&id)?;
+    let character = s.engine.character(&CharacterId::parse(&id)?)?;
     let stats = blocking(&s, move |e| e.statistics(&id)).await?;
     let Some(Format::Csv) = q.format else {
         return Ok(Json(stats).into_response());

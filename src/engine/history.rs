@@ -3,6 +3,7 @@
 //! recent history a language model is given back, and the purge. Writes run on the blocking
 //! pool, as every write waits for fsync.
 
+use crate::engine::CharacterId;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -155,7 +156,7 @@ impl Engine {
             Some(c) => decode_cursor(c)?,
             None => u64::MAX,
         };
-        self.character_record(character_id)?;
+        self.character_record(&CharacterId::parse(character_id)?)?;
         let tx = self.store.read()?;
         let table = tx.open_table(MESSAGES)?;
         let mut page = Vec::with_capacity(limit);
@@ -255,7 +256,7 @@ fn said_before(stored: &[u8], t: SystemTime) -> bool {
 impl Engine {
     /// Removes messages of a character's history (admin); returns how many.
     pub fn purge_history(&self, character_id: &str, purge: &Purge) -> Result<usize> {
-        self.character_record(character_id)?;
+        self.character_record(&CharacterId::parse(character_id)?)?;
         let tx = self.store.write()?;
         let mut removed = 0;
         tx.open_table(MESSAGES)?.retain_in(

@@ -4,6 +4,7 @@
 //! into the character's daily statistics (`DAILY`: counts, no text), so the statistics outlive
 //! the transcripts. An hourly sweep applies the retention even when nobody writes.
 
+use crate::engine::CharacterId;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -113,7 +114,7 @@ impl Engine {
     /// exports, their counts stay in the statistics; the visit ends if it is still open.
     /// Returns how many messages went; 404 when the character has no such visit.
     pub fn forget_visit(&self, character_id: &str, session_id: &str) -> Result<usize> {
-        self.character_record(character_id)?;
+        self.character_record(&CharacterId::parse(character_id)?)?;
         let tx = self.store.write()?;
         let mut keys = Vec::new();
         for item in tx

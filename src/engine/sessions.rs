@@ -1,6 +1,7 @@
 //! Conversation sessions: opened, listed, expired and deleted, and the messages posted in them
 //! (each starts a turn; what turns keep is the history, `history.rs`).
 
+use crate::engine::CharacterId;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -125,7 +126,7 @@ impl Engine {
             return Err(bad("session_id must be a UUID"));
         }
         let character = match req.character_id.as_deref().filter(|s| !s.is_empty()) {
-            Some(id) => self.character_record(id)?,
+            Some(id) => self.character_record(&CharacterId::parse(id)?)?,
             None => self.kiosk_character()?,
         };
         let mode = match req.mode.as_deref().unwrap_or("") {
@@ -181,7 +182,7 @@ impl Engine {
         for id in expired {
             self.session_ended(&id);
         }
-        let view = self.character(&character.id)?;
+        let view = self.character(&CharacterId::of_record(&character.id))?;
         Ok(SessionCreated {
             session_id: session.id,
             mode: session.mode,

@@ -1,6 +1,7 @@
 //! What a character's kept history says about its visitors: the questions the knowledge did not
 //! answer, the visits and questions per day, the most asked questions.
 
+use crate::engine::CharacterId;
 use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
@@ -45,7 +46,7 @@ impl Engine {
         limit: Option<usize>,
     ) -> Result<Vec<Unmatched>> {
         let limit = limit.unwrap_or(50).clamp(1, HISTORY_MAX_PAGE);
-        self.character_record(character_id)?;
+        self.character_record(&CharacterId::parse(character_id)?)?;
         let default = self.settings().default_language();
         let tx = self.store.read()?;
         let table = tx.open_table(MESSAGES)?;
@@ -154,7 +155,7 @@ impl Engine {
     /// the most asked questions, over the whole kept history of `character_id` (admin); staff
     /// tests are not counted. Walks the history, which `history_max_messages` bounds.
     pub fn statistics(&self, character_id: &str) -> Result<Statistics> {
-        self.character_record(character_id)?;
+        self.character_record(&CharacterId::parse(character_id)?)?;
         let tx = self.store.read()?;
         let table = tx.open_table(MESSAGES)?;
         let mut days: Vec<Day> = Vec::new();

@@ -383,7 +383,7 @@ async fn rig_on(size: &str) -> (Rig, Screen) {
     let screen_size = rig.devices().sim_screen.clone().unwrap().size();
     let name = rig
         .engine()
-        .character_record(&rig.character)
+        .character_record(&docent::engine::CharacterId::parse(&rig.character).unwrap())
         .unwrap()
         .name
         .clone();

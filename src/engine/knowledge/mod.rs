@@ -15,6 +15,7 @@ pub mod recordings;
 pub mod screen;
 pub mod tokenize;
 
+use crate::engine::CharacterId;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, Weak};
@@ -218,7 +219,7 @@ impl Engine {
     /// Everything a character knows as text: its own description, the questions about itself
     /// that the offline engine answers, and every indexed passage.
     pub fn knowledge_texts(&self, character_id: &str) -> Result<Vec<String>> {
-        let c = self.character_record(character_id)?;
+        let c = self.character_record(&CharacterId::parse(character_id)?)?;
         let mut out = vec![
             c.name,
             c.description,

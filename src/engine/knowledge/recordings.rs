@@ -4,6 +4,7 @@
 //! and brought to the synthesised speech's loudness once, on upload, so that playing it costs
 //! a file read (`media::sound`).
 
+use crate::engine::CharacterId;
 use serde::Serialize;
 
 use super::screen::question_matches;
@@ -60,7 +61,7 @@ pub struct Recorded {
 impl Engine {
     /// A character's recorded answers, in the order of its FAQ's questions.
     pub fn recordings(&self, character_id: &str) -> Result<Vec<RecordingView>> {
-        let c = self.character_record(character_id)?;
+        let c = self.character_record(&CharacterId::parse(character_id)?)?;
         Ok(c.recordings
             .iter()
             .map(|r| RecordingView::of(character_id, r))
@@ -174,7 +175,7 @@ impl Engine {
 
     /// A recorded answer as a WAV file, for the console to play.
     pub fn recording_wav(&self, character_id: &str, id: &str) -> Result<Vec<u8>> {
-        let c = self.character_record(character_id)?;
+        let c = self.character_record(&CharacterId::parse(character_id)?)?;
         let r = c
             .recordings
             .iter()

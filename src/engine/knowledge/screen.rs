@@ -3,6 +3,7 @@
 //! touch or buttons (EN 301 549 4.2.9). A chosen question is asked exactly as a spoken one
 //! (stored, answered from the knowledge, counted), marked as asked by touch.
 
+use crate::engine::CharacterId;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -40,7 +41,9 @@ impl Engine {
     /// The questions on a character's screen, in the order staff gave them (what the kiosk
     /// draws; each chosen by its `id` with [`Engine::ask_on_screen`]).
     pub fn on_screen_questions(&self, character_id: &str) -> Result<Vec<ScreenQuestion>> {
-        Ok(self.character_record(character_id)?.on_screen)
+        Ok(self
+            .character_record(&CharacterId::parse(character_id)?)?
+            .on_screen)
     }
 
     /// The FAQ questions of a character's indexed knowledge, each once, in order.

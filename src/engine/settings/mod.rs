@@ -5,6 +5,7 @@
 
 mod fleet;
 
+use crate::engine::CharacterId;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -627,7 +628,8 @@ impl Engine {
         if next.kiosk.character_id != current.kiosk.character_id
             && !next.kiosk.character_id.is_empty()
         {
-            self.character_record(&next.kiosk.character_id)
+            CharacterId::parse(&next.kiosk.character_id)
+                .and_then(|id| self.character_record(&id))
                 .map_err(|_| bad("kiosk.character_id names no character"))?;
         }
         tx.open_table(SETTINGS)?

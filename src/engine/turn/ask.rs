@@ -2,6 +2,7 @@
 //! retrieval, the same provider, the same persona), without a session, a history or speech,
 //! and without storing anything, so an administrator can check the knowledge.
 
+use crate::engine::CharacterId;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -39,7 +40,7 @@ impl Engine {
         question: &str,
     ) -> Result<Asked> {
         let question = message_text("question", question)?;
-        let character = &self.character_record(character_id)?;
+        let character = &self.character_record(&CharacterId::parse(character_id)?)?;
         // A brain this kiosk does not have answers as the offline engine would.
         let llm = match self.provider_for(Stage::Llm, &[&character.components.llm])? {
             Choice::Kiosk(p) => p,

@@ -16,6 +16,7 @@ mod recorded;
 mod sentences;
 mod standard;
 
+use crate::engine::CharacterId;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -168,7 +169,7 @@ impl Engine {
     /// character's choice, else the settings'. Stored ids were checked when they were stored; a
     /// client's override is checked here.
     fn plan(&self, live: &LiveSession) -> Result<Plan> {
-        let character = self.character_record(&live.character_id)?;
+        let character = self.character_record(&CharacterId::parse(&live.character_id)?)?;
         let overrides = live.overrides();
         let (llm, asr, tts, missing) = self.providers(&character, &overrides)?;
         let speaker = speaker(llm, tts);
@@ -257,7 +258,7 @@ impl Engine {
         overrides: &Overrides,
         name: &str,
     ) -> Result<Voice> {
-        let character = self.character_record(&live.character_id)?;
+        let character = self.character_record(&CharacterId::parse(&live.character_id)?)?;
         let (llm, _, tts, _) = self.providers(&character, overrides)?;
         Voice::parse(speaker(llm, tts), name)
     }

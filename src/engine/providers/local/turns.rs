@@ -2,6 +2,7 @@
 //! hearings of a question weighed, the answer from the knowledge, and the clarifying question
 //! ("Do you mean the opening hours, or the tickets?") that waits for the visitor's next turn.
 
+use crate::engine::CharacterId;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -96,7 +97,9 @@ impl Engine {
         sure: &[(String, f64)],
     ) -> Option<String> {
         if answer::asks_who(question) {
-            let c = self.character_record(character_id).ok()?;
+            let c = CharacterId::parse(character_id)
+                .and_then(|id| self.character_record(&id))
+                .ok()?;
             return Some(answer::introduction(&c.name, &c.description));
         }
         self.offline_topics(character_id)
