@@ -347,7 +347,7 @@ impl Kiosk {
             session_id: self
                 .visit
                 .as_ref()
-                .map(|v| v.live.id.clone())
+                .map(|v| v.live.id.to_string())
                 .unwrap_or_default(),
             captions: self.captions.clone(),
             questions: self.choosing.map(|c| self.page(c)),
@@ -669,7 +669,7 @@ impl Kiosk {
                 },
                 Owner::Kiosk,
             )?;
-            engine.live(&created.session_id)
+            engine.live(&crate::engine::SessionId::of_record(&created.session_id))
         })
         .await;
         match opened {

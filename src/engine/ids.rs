@@ -57,6 +57,25 @@ macro_rules! id_type {
             }
         }
 
+        /// Written as the plain string, as the `String` ids before it were.
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.0)
+            }
+        }
+
+        /// Read from a string that must be a well-formed id.
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$name, D::Error> {
+                let s = String::deserialize(d)?;
+                if super::is_id(&s) {
+                    Ok($name(s))
+                } else {
+                    Err(serde::de::Error::custom($missing))
+                }
+            }
+        }
+
         impl From<$name> for String {
             fn from(id: $name) -> String {
                 id.0

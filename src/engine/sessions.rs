@@ -12,7 +12,7 @@ use super::access::{self, Owner, Use};
 use super::error::{Error, Result, bad, not_found};
 use super::history::{Mark, append_message};
 use super::turn::TurnInput;
-use super::{Engine, is_id, new_id};
+use super::{Engine, SessionId, is_id, new_id};
 use crate::store::records::{Character, Session};
 use crate::store::tables::{CHARACTERS, SESSIONS};
 use crate::store::{self};
@@ -218,7 +218,7 @@ impl Engine {
         session_id: &str,
         items: &[(String, String)],
     ) -> Result<()> {
-        let session = self.session(session_id)?;
+        let session = self.session(&SessionId::of_record(session_id))?;
         let tx = self.store.write()?;
         for (role, text) in items {
             let role = if role == "assistant" {
@@ -315,19 +315,16 @@ impl Engine {
             .collect())
     }
 
-    pub fn session(&self, id: &str) -> Result<Session> {
-        if !is_id(id) {
-            return Err(not_found("no such session"));
-        }
+    pub fn session(&self, id: &SessionId) -> Result<Session> {
         let tx = self.store.read()?;
         store::get(&tx.open_table(SESSIONS)?, id)?.ok_or_else(|| not_found("no such session"))
     }
 
     /// Ends a session: its turn stops and its watchers are closed; its history stays.
-    pub fn delete_session(&self, id: &str, caller: &Owner) -> Result<()> {
+    pub fn delete_session(&self, id: &SessionId, caller: &Owner) -> Result<()> {
         self.session_for(id, caller, Use::Steer)?;
         let tx = self.store.write()?;
-        let removed = tx.open_table(SESSIONS)?.remove(id)?.is_some();
+        let removed = tx.open_table(SESSIONS)?.remove(id.as_str())?.is_some();
         tx.commit()?;
         if !removed {
             return Err(not_found("no such session"));
@@ -347,7 +344,7 @@ impl Engine {
     /// the background (the reply streams to the session's watchers). Returns the turn number.
     pub fn post_message(
         self: &Arc<Self>,
-        session_id: &str,
+        session_id: &SessionId,
         text: &str,
         caller: &Owner,
     ) -> Result<u64> {

@@ -249,7 +249,8 @@ async fn a_question_chosen_on_the_screen_is_answered_stored_and_counted_as_by_to
             Owner::Kiosk,
         )
         .unwrap();
-    let live = engine.live(&visit.session_id).unwrap();
+    let sid = docent::engine::SessionId::parse(&visit.session_id).unwrap();
+    let live = engine.live(&sid).unwrap();
     let err = engine.ask_on_screen(&live, "not-a-question").unwrap_err();
     assert!(err.to_string().contains("no such question"), "{err}");
 
@@ -268,7 +269,7 @@ async fn a_question_chosen_on_the_screen_is_answered_stored_and_counted_as_by_to
 
     // The same question said, not chosen: a question, not by touch.
     let said = engine
-        .post_message(&visit.session_id, QUESTIONS[0], &Owner::Kiosk)
+        .post_message(&sid, QUESTIONS[0], &Owner::Kiosk)
         .unwrap();
     assert!(said > seq);
     let messages = history(&engine, &cid, 4).await;
