@@ -42,11 +42,11 @@ impl Engine {
     /// the whole kept history, which `history_max_messages` bounds.
     pub fn unmatched_questions(
         &self,
-        character_id: &str,
+        character_id: &CharacterId,
         limit: Option<usize>,
     ) -> Result<Vec<Unmatched>> {
         let limit = limit.unwrap_or(50).clamp(1, HISTORY_MAX_PAGE);
-        self.character_record(&CharacterId::parse(character_id)?)?;
+        self.character_record(character_id)?;
         let default = self.settings().default_language();
         let tx = self.store.read()?;
         let table = tx.open_table(MESSAGES)?;
@@ -57,7 +57,7 @@ impl Engine {
         // The visits that asked each (one visitor's words alone are not shown: docs/privacy.md).
         let mut askers: Vec<HashSet<String>> = Vec::new();
         for item in table
-            .range((character_id, 0)..=(character_id, u64::MAX))?
+            .range((character_id.as_str(), 0)..=(character_id.as_str(), u64::MAX))?
             .rev()
         {
             let m = store::from_json::<Message>(item?.1.value())?;
@@ -154,8 +154,8 @@ impl Engine {
     /// Visits and questions per day, how many were answered, asked again or not answered, and
     /// the most asked questions, over the whole kept history of `character_id` (admin); staff
     /// tests are not counted. Walks the history, which `history_max_messages` bounds.
-    pub fn statistics(&self, character_id: &str) -> Result<Statistics> {
-        self.character_record(&CharacterId::parse(character_id)?)?;
+    pub fn statistics(&self, character_id: &CharacterId) -> Result<Statistics> {
+        self.character_record(character_id)?;
         let tx = self.store.read()?;
         let table = tx.open_table(MESSAGES)?;
         let mut days: Vec<Day> = Vec::new();
@@ -165,7 +165,7 @@ impl Engine {
         let mut waiting: HashMap<(String, u64), (usize, String)> = HashMap::new();
         let mut asked: HashMap<String, Asked> = HashMap::new();
         let mut askers: HashMap<String, HashSet<String>> = HashMap::new();
-        for item in table.range((character_id, 0)..=(character_id, u64::MAX))? {
+        for item in table.range((character_id.as_str(), 0)..=(character_id.as_str(), u64::MAX))? {
             let m = store::from_json::<Message>(item?.1.value())?;
             if m.staff {
                 continue;

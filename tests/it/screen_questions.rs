@@ -275,7 +275,12 @@ async fn a_question_chosen_on_the_screen_is_answered_stored_and_counted_as_by_to
     let messages = history(&engine, &cid, 4).await;
     assert_eq!(messages[2].get("touch"), None, "{messages:?}");
 
-    let stats = serde_json::to_value(engine.statistics(&cid).unwrap()).unwrap();
+    let stats = serde_json::to_value(
+        engine
+            .statistics(&docent::engine::CharacterId::parse(&cid).unwrap())
+            .unwrap(),
+    )
+    .unwrap();
     let today = &docent::store::now()[..10];
     assert_eq!(
         stats["days"],
