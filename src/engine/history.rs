@@ -3,7 +3,6 @@
 //! recent history a language model is given back, and the purge. Writes run on the blocking
 //! pool, as every write waits for fsync.
 
-use crate::engine::CharacterId;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -16,6 +15,7 @@ use super::Engine;
 use super::error::{Error, Result, bad};
 use super::live::LiveSession;
 use super::providers::ChatMessage;
+use crate::engine::CharacterId;
 use crate::store;
 use crate::store::records::{Message, Session};
 use crate::store::tables::{MESSAGES, SESSIONS};

@@ -4,7 +4,6 @@
 //! into the character's daily statistics (`DAILY`: counts, no text), so the statistics outlive
 //! the transcripts. An hourly sweep applies the retention even when nobody writes.
 
-use crate::engine::CharacterId;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +14,7 @@ use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 use super::error::{Result, not_found};
 use super::statistics::{Day, question_key};
 use super::{Engine, SessionId};
+use crate::engine::CharacterId;
 use crate::store;
 use crate::store::records::Message;
 use crate::store::tables::{DAILY, MESSAGES, SESSIONS};

@@ -1,7 +1,6 @@
 //! Conversation sessions: opened, listed, expired and deleted, and the messages posted in them
 //! (each starts a turn; what turns keep is the history, `history.rs`).
 
-use crate::engine::CharacterId;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -13,6 +12,7 @@ use super::error::{Error, Result, bad, not_found};
 use super::history::{Mark, append_message};
 use super::turn::TurnInput;
 use super::{Engine, SessionId, is_id, new_id};
+use crate::engine::CharacterId;
 use crate::store::records::{Character, Session};
 use crate::store::tables::{CHARACTERS, SESSIONS};
 use crate::store::{self};

@@ -1,7 +1,6 @@
 //! What a character's kept history says about its visitors: the questions the knowledge did not
 //! answer, the visits and questions per day, the most asked questions.
 
-use crate::engine::CharacterId;
 use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
@@ -9,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::Engine;
 use super::error::Result;
 use super::history::HISTORY_MAX_PAGE;
+use crate::engine::CharacterId;
 use crate::store;
 use crate::store::records::Message;
 use crate::store::tables::MESSAGES;

@@ -237,7 +237,9 @@ async fn a_question_chosen_on_the_screen_is_answered_stored_and_counted_as_by_to
         ..Config::default()
     })
     .unwrap();
-    let shown = engine.on_screen_questions(&cid).unwrap();
+    let shown = engine
+        .on_screen_questions(&docent::engine::CharacterId::parse(&cid).unwrap())
+        .unwrap();
     let shown: Vec<&str> = shown.iter().map(|q| q.text.as_str()).collect();
     assert_eq!(shown, [QUESTIONS[1], QUESTIONS[0]]);
     let visit = engine

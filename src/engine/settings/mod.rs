@@ -5,7 +5,6 @@
 
 mod fleet;
 
-use crate::engine::CharacterId;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -16,6 +15,7 @@ use super::hours::Hours;
 use super::language::{self, Language, Phrase, Wording};
 use super::providers::{Choice, Endpoint, Provider, ProviderError, Stage, wyoming};
 use super::{Engine, is_id};
+use crate::engine::CharacterId;
 use crate::store::tables::SETTINGS;
 use crate::store::{self, Store};
 pub use fleet::FleetSettings;

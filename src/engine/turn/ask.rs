@@ -2,7 +2,6 @@
 //! retrieval, the same provider, the same persona), without a session, a history or speech,
 //! and without storing anything, so an administrator can check the knowledge.
 
-use crate::engine::CharacterId;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -10,6 +9,7 @@ use tokio::sync::mpsc;
 
 use super::instructions;
 use super::standard::chat_request;
+use crate::engine::CharacterId;
 use crate::engine::Engine;
 use crate::engine::error::Result;
 use crate::engine::knowledge::SearchResult;

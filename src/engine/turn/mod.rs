@@ -16,7 +16,6 @@ mod recorded;
 mod sentences;
 mod standard;
 
-use crate::engine::CharacterId;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -169,7 +168,7 @@ impl Engine {
     /// character's choice, else the settings'. Stored ids were checked when they were stored; a
     /// client's override is checked here.
     fn plan(&self, live: &LiveSession) -> Result<Plan> {
-        let character = self.character_record(&CharacterId::parse(&live.character_id)?)?;
+        let character = self.character_record(&live.character_id)?;
         let overrides = live.overrides();
         let (llm, asr, tts, missing) = self.providers(&character, &overrides)?;
         let speaker = speaker(llm, tts);
@@ -258,7 +257,7 @@ impl Engine {
         overrides: &Overrides,
         name: &str,
     ) -> Result<Voice> {
-        let character = self.character_record(&CharacterId::parse(&live.character_id)?)?;
+        let character = self.character_record(&live.character_id)?;
         let (llm, _, tts, _) = self.providers(&character, overrides)?;
         Voice::parse(speaker(llm, tts), name)
     }
@@ -428,7 +427,7 @@ impl Turn {
                     .engine
                     .recognise(
                         plan.asr,
-                        &plan.character.id,
+                        &self.live.character_id,
                         &pcm,
                         plan.timeout,
                         language.as_ref(),

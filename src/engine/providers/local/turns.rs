@@ -2,13 +2,13 @@
 //! hearings of a question weighed, the answer from the knowledge, and the clarifying question
 //! ("Do you mean the opening hours, or the tickets?") that waits for the visitor's next turn.
 
-use crate::engine::CharacterId;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::super::{Heard, ProviderError};
 use super::{self as local, answer};
+use crate::engine::CharacterId;
 use crate::engine::Engine;
 use crate::engine::error::{Error, Result};
 use crate::engine::language::Language;
@@ -73,7 +73,10 @@ impl Engine {
     /// site document; rebuilt when knowledge changes. Blocking (seconds on a small board): call
     /// it on the blocking pool. One build at a time: a turn asking while the model is being
     /// built (see `Engine::listen`) waits for that build instead of starting another.
-    pub fn recogniser_model(&self, character_id: &str) -> Result<Arc<local::Model>, ProviderError> {
+    pub fn recogniser_model(
+        &self,
+        character_id: &CharacterId,
+    ) -> Result<Arc<local::Model>, ProviderError> {
         let epoch = self.knowledge_epoch();
         self.recogniser_models
             .get_or_build(character_id, epoch, || {
@@ -92,14 +95,12 @@ impl Engine {
     /// store on a change of knowledge: call it on the blocking pool.
     pub fn offline_answer(
         &self,
-        character_id: &str,
+        character_id: &CharacterId,
         question: &str,
         sure: &[(String, f64)],
     ) -> Option<String> {
         if answer::asks_who(question) {
-            let c = CharacterId::parse(character_id)
-                .and_then(|id| self.character_record(&id))
-                .ok()?;
+            let c = self.character_record(character_id).ok()?;
             return Some(answer::introduction(&c.name, &c.description));
         }
         self.offline_topics(character_id)
@@ -113,7 +114,7 @@ impl Engine {
     /// `offline_weigh`). Reads the store on a change of knowledge: call it on the blocking pool.
     pub fn offline_heard(
         &self,
-        character_id: &str,
+        character_id: &CharacterId,
         open: Vec<(String, f64)>,
         closed: Option<local::Closed>,
     ) -> Heard {
@@ -141,7 +142,7 @@ impl Engine {
     /// about something else ("where are the coin" for "where are the toilets").
     pub fn offline_weigh(
         &self,
-        character_id: &str,
+        character_id: &CharacterId,
         open: &[(String, f64)],
         closed: Option<&local::Closed>,
     ) -> Weighing {
@@ -178,7 +179,7 @@ impl Engine {
 
     /// The answer's topics of a character's knowledge in the museum's default language, built
     /// once per change of knowledge.
-    fn offline_topics(&self, character_id: &str) -> Result<Arc<answer::Topics>> {
+    fn offline_topics(&self, character_id: &CharacterId) -> Result<Arc<answer::Topics>> {
         self.offline_topics_in(character_id, &self.settings().default_language())
     }
 
@@ -186,7 +187,7 @@ impl Engine {
     /// `language`: a museum with one language, or a translation not written yet).
     fn offline_topics_in(
         &self,
-        character_id: &str,
+        character_id: &CharacterId,
         language: &Language,
     ) -> Result<Arc<answer::Topics>> {
         let settings = self.settings();
@@ -220,7 +221,7 @@ impl Engine {
     pub fn offline_reply_in(
         &self,
         session_id: Option<&str>,
-        character_id: &str,
+        character_id: &CharacterId,
         (question, sure): (&str, &[(String, f64)]),
         language: &Language,
     ) -> Option<String> {
@@ -246,7 +247,7 @@ impl Engine {
     pub fn offline_reply(
         &self,
         session_id: &str,
-        character_id: &str,
+        character_id: &CharacterId,
         question: &str,
         sure: &[(String, f64)],
     ) -> Option<String> {
@@ -256,7 +257,7 @@ impl Engine {
             pending.retain(|_, a| a.at.elapsed() < CLARIFY_TTL);
             pending.remove(session_id)
         }
-        .filter(|a| a.character_id == character_id && a.epoch == epoch);
+        .filter(|a| a.character_id == character_id.as_str() && a.epoch == epoch);
         if answer::asks_who(question) {
             return self.offline_answer(character_id, question, sure);
         }
