@@ -11,7 +11,7 @@ use super::access::{self, Owner, Use};
 use super::error::{Error, Result, bad, not_found};
 use super::history::{Mark, append_message};
 use super::turn::TurnInput;
-use super::{Engine, SessionId, is_id, new_id};
+use super::{Engine, SessionId};
 use crate::engine::CharacterId;
 use crate::store::records::{Character, Session};
 use crate::store::tables::{CHARACTERS, SESSIONS};
@@ -87,10 +87,10 @@ impl Engine {
     /// The character the kiosk speaks as: the one named in the settings if it exists, else the
     /// oldest.
     pub fn kiosk_character(&self) -> Result<Character> {
-        let wanted = self.settings().kiosk.character_id.clone();
+        let wanted = CharacterId::parse(&self.settings().kiosk.character_id);
         let tx = self.store.read()?;
         let table = tx.open_table(CHARACTERS)?;
-        if is_id(&wanted)
+        if let Ok(wanted) = wanted
             && let Some(c) = store::get::<Character>(&table, &wanted)?
         {
             return Ok(c);
@@ -112,19 +112,16 @@ impl Engine {
     /// places under the cap.
     /// `owner` is the caller (see `access`): only it, or an administrator, may use it.
     pub fn create_session(&self, req: NewSession, owner: Owner) -> Result<SessionCreated> {
-        self.create_session_as(new_id(), req, owner)
+        self.create_session_as(SessionId::new(), req, owner)
     }
 
     /// Opens a session under an id the client chose (gRPC `config.session_id`).
     pub fn create_session_as(
         &self,
-        id: String,
+        id: SessionId,
         req: NewSession,
         owner: Owner,
     ) -> Result<SessionCreated> {
-        if !is_id(&id) {
-            return Err(bad("session_id must be a UUID"));
-        }
         let character = match req.character_id.as_deref().filter(|s| !s.is_empty()) {
             Some(id) => self.character_record(&CharacterId::parse(id)?)?,
             None => self.kiosk_character()?,
@@ -165,7 +162,7 @@ impl Engine {
                 return Err(Error::Conflict("a session with this id exists".into()));
             }
             let s = Session {
-                id,
+                id: id.into(),
                 character_id: character.id.clone(),
                 mode,
                 state: "idle".into(),
@@ -206,7 +203,11 @@ impl Engine {
         items: &[(String, String)],
     ) -> Result<SessionCreated> {
         access::check_context(items)?;
-        let created = self.create_session_as(id.unwrap_or_else(new_id), req, owner)?;
+        let id = match id {
+            Some(id) => SessionId::parse(&id).map_err(|_| bad("session_id must be a UUID"))?,
+            None => SessionId::new(),
+        };
+        let created = self.create_session_as(id, req, owner)?;
         if !items.is_empty() {
             self.seed_history(&created.session_id, items)?;
         }
