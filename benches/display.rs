@@ -147,7 +147,8 @@ fn idle_cpu(clip_size: (u16, u16), screen: (u32, u32), mp4: &[u8]) -> f64 {
         let mut w = enc.write_header().unwrap();
         w.write_image_data(&[0; 12]).unwrap();
     }
-    let img = engine.add_image(&id, "a.png", &png).unwrap();
+    let cid = docent::engine::CharacterId::parse(&id).unwrap();
+    let img = engine.add_image(&cid, "a.png", &png).unwrap();
     engine
         .put_clip(&id, image_base(&img.filename), "idle", "idle.mp4", mp4)
         .unwrap();

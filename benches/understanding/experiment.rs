@@ -54,6 +54,7 @@ pub async fn run(options: Options) {
     .await;
     let site = kiosk.site();
     let id = make_character(&reqwest::Client::new(), &site).await;
+    let id = docent::engine::CharacterId::parse(&id).unwrap();
     let engine = kiosk.ready.engine.clone();
     let model = engine.recogniser_model(&id).unwrap();
     // Kept for experiments with PocketSphinx's own settings.

@@ -17,14 +17,15 @@ use super::gzip::AcceptsGzip;
 use super::state::{AppState, blocking};
 use super::statuses;
 use crate::config::Limits;
-use crate::engine::BlobRef;
 use crate::engine::characters::{Activation, CharacterInput, CharacterView, ImageView};
+use crate::engine::error::not_found;
 use crate::engine::knowledge::faq::{FAQ_MAX_BYTES, FaqInput, FaqView};
 use crate::engine::knowledge::recordings::RecordingView;
 use crate::engine::knowledge::screen::ScreenChoice;
 use crate::engine::knowledge::{Upload, extract::mime_for};
 use crate::engine::language::Language;
 use crate::engine::turn::Asked;
+use crate::engine::{BlobRef, CharacterId};
 
 /// Room for multipart framing around a file at its size bound.
 const MULTIPART_SLACK: usize = 64 << 10;
@@ -125,7 +126,7 @@ async fn read(
     State(s): State<AppState>,
     Params(id): Params<String>,
 ) -> ApiResult<Json<CharacterView>> {
-    Ok(Json(s.engine.character(&id)?))
+    Ok(Json(s.engine.character(&CharacterId::parse(&id)?)?))
 }
 
 #[utoipa::path(put, path = "/api/v1/characters/{id}", tag = "characters",
@@ -140,7 +141,10 @@ async fn update(
     JsonBody(input): JsonBody<CharacterInput>,
 ) -> ApiResult<Json<CharacterView>> {
     Ok(Json(
-        blocking(&s, move |e| e.update_character(&id, input)).await?,
+        blocking(&s, move |e| {
+            e.update_character(&CharacterId::parse(&id)?, input)
+        })
+        .await?,
     ))
 }
 
@@ -153,7 +157,7 @@ async fn remove(
     State(s): State<AppState>,
     Params(id): Params<String>,
 ) -> ApiResult<StatusCode> {
-    blocking(&s, move |e| e.delete_character(&id)).await?;
+    blocking(&s, move |e| e.delete_character(&CharacterId::parse(&id)?)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -281,6 +285,7 @@ async fn upload_avatar(
 ) -> ApiResult<Json<Value>> {
     let limit = s.engine.config.limits.image_bytes;
     check_length(req.headers(), limit + MULTIPART_SLACK)?;
+    let id = CharacterId::parse(&id)?;
     s.engine.character_record(&id)?;
     let mut form = multipart(req, &s).await?;
     while let Some(mut field) = form.next_field().await.map_err(multipart_error)? {
@@ -310,7 +315,7 @@ async fn images(
     State(s): State<AppState>,
     Params(id): Params<String>,
 ) -> ApiResult<Json<Vec<ImageView>>> {
-    Ok(Json(s.engine.images(&id)?))
+    Ok(Json(s.engine.images(&CharacterId::parse(&id)?)?))
 }
 
 #[utoipa::path(get, path = "/api/v1/characters/{id}/images/{filename}", tag = "characters",
@@ -494,7 +499,7 @@ async fn knowledge(
     State(s): State<AppState>,
     Params(id): Params<String>,
 ) -> ApiResult<Json<Value>> {
-    let sources = s.engine.sources(&id)?;
+    let sources = s.engine.sources(&CharacterId::parse(&id)?)?;
     Ok(Json(json!({ "sources": sources })))
 }
 
@@ -513,6 +518,7 @@ async fn upload_knowledge(
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let limits = s.engine.config.limits.clone();
     check_length(req.headers(), limits.knowledge_request_bytes)?;
+    let id = CharacterId::parse(&id)?;
     s.engine.sources(&id)?;
     let mut staged: Vec<(String, BlobRef)> = Vec::new();
     let mut language = None;
@@ -627,7 +633,12 @@ async fn delete_source(
     State(s): State<AppState>,
     Params((id, source_id)): Params<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    blocking(&s, move |e| e.delete_source(&id, &source_id)).await?;
+    blocking(&s, move |e| {
+        // A malformed character id names no source of it, as before.
+        let id = CharacterId::parse(&id).map_err(|_| not_found("no such knowledge source"))?;
+        e.delete_source(&id, &source_id)
+    })
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -643,7 +654,11 @@ async fn reindex(
     State(s): State<AppState>,
     Params((id, source_id)): Params<(String, String)>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let source = blocking(&s, move |e| e.reindex_source(&id, &source_id)).await?;
+    let source = blocking(&s, move |e| {
+        let id = CharacterId::parse(&id).map_err(|_| not_found("no such knowledge source"))?;
+        e.reindex_source(&id, &source_id)
+    })
+    .await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(serde_json::to_value(source).expect("source serialises")),
@@ -702,7 +717,9 @@ async fn screen_questions(
     State(s): State<AppState>,
     Params(id): Params<String>,
 ) -> ApiResult<Json<ScreenChoice>> {
-    Ok(Json(blocking(&s, move |e| e.screen_choice(&id)).await?))
+    Ok(Json(
+        blocking(&s, move |e| e.screen_choice(&CharacterId::parse(&id)?)).await?,
+    ))
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -755,7 +772,9 @@ async fn faq(
     State(s): State<AppState>,
     Params(id): Params<String>,
 ) -> ApiResult<Json<FaqView>> {
-    Ok(Json(blocking(&s, move |e| e.faq(&id)).await?))
+    Ok(Json(
+        blocking(&s, move |e| e.faq(&CharacterId::parse(&id)?)).await?,
+    ))
 }
 
 /// Reads a whole body of `content_type` (415 for another: a form cannot forge it) up to the
@@ -823,7 +842,7 @@ async fn faq_csv(
     Params(id): Params<String>,
 ) -> ApiResult<impl IntoResponse> {
     let name = format!("attachment; filename=\"faq-{id}.csv\"");
-    let csv = blocking(&s, move |e| e.faq_csv(&id)).await?;
+    let csv = blocking(&s, move |e| e.faq_csv(&CharacterId::parse(&id)?)).await?;
     Ok((
         [
             (CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
@@ -863,7 +882,7 @@ async fn set_faq_csv(
     let text = String::from_utf8(bytes.to_vec())
         .map_err(|_| ApiError::bad("the CSV file must be UTF-8"))?;
     Ok(Json(
-        blocking(&s, move |e| e.set_faq_csv(&id, &text)).await?,
+        blocking(&s, move |e| e.set_faq_csv(&CharacterId::parse(&id)?, &text)).await?,
     ))
 }
 
@@ -879,7 +898,9 @@ async fn recordings(
     State(s): State<AppState>,
     Params(id): Params<String>,
 ) -> ApiResult<Json<Vec<RecordingView>>> {
-    Ok(Json(blocking(&s, move |e| e.recordings(&id)).await?))
+    Ok(Json(
+        blocking(&s, move |e| e.recordings(&CharacterId::parse(&id)?)).await?,
+    ))
 }
 
 /// Stores a recorded answer to one FAQ question (multipart: `question`, then `file`), decoded
@@ -900,6 +921,7 @@ async fn upload_recording(
 ) -> ApiResult<(StatusCode, Json<RecordingView>)> {
     let limit = s.engine.config.limits.recording_bytes;
     check_length(req.headers(), limit + MULTIPART_SLACK)?;
+    let id = CharacterId::parse(&id)?;
     s.engine.character_record(&id)?;
     let mut form = multipart(req, &s).await?;
     let mut question: Option<String> = None;
@@ -952,7 +974,10 @@ async fn recording(
     State(s): State<AppState>,
     Params((id, recording_id)): Params<(String, String)>,
 ) -> ApiResult<impl IntoResponse> {
-    let wav = blocking(&s, move |e| e.recording_wav(&id, &recording_id)).await?;
+    let wav = blocking(&s, move |e| {
+        e.recording_wav(&CharacterId::parse(&id)?, &recording_id)
+    })
+    .await?;
     Ok((
         [(CONTENT_TYPE, "audio/wav"), (CACHE_CONTROL, "no-store")],
         wav,
@@ -971,6 +996,9 @@ async fn delete_recording(
     State(s): State<AppState>,
     Params((id, recording_id)): Params<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    blocking(&s, move |e| e.delete_recording(&id, &recording_id)).await?;
+    blocking(&s, move |e| {
+        e.delete_recording(&CharacterId::parse(&id)?, &recording_id)
+    })
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }

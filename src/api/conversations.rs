@@ -16,9 +16,10 @@ use super::error::ApiResult;
 use super::extract::{Params, QueryArgs};
 use super::state::{AppState, blocking};
 use super::statuses;
-use crate::engine::Message;
+use crate::engine::error::not_found;
 use crate::engine::history::{HistoryPage, Purge};
 use crate::engine::statistics::{Statistics, Unmatched};
+use crate::engine::{CharacterId, Message, SessionId};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -100,7 +101,10 @@ async fn unmatched(
     Params(id): Params<String>,
     QueryArgs(q): QueryArgs<UnmatchedQuery>,
 ) -> ApiResult<Json<UnmatchedList>> {
-    let questions = blocking(&s, move |e| e.unmatched_questions(&id, q.limit)).await?;
+    let questions = blocking(&s, move |e| {
+        e.unmatched_questions(&CharacterId::parse(&id)?, q.limit)
+    })
+    .await?;
     Ok(Json(UnmatchedList { questions }))
 }
 
@@ -152,6 +156,7 @@ async fn export(
     Params(id): Params<String>,
     QueryArgs(q): QueryArgs<ExportQuery>,
 ) -> ApiResult<Response> {
+    let id = CharacterId::parse(&id)?;
     let character = s.engine.character(&id)?;
     let session = q.session_id.filter(|s| !s.is_empty());
     let format = q.format;
@@ -254,6 +259,7 @@ async fn statistics(
     Params(id): Params<String>,
     QueryArgs(q): QueryArgs<StatisticsQuery>,
 ) -> ApiResult<Response> {
+    let id = CharacterId::parse(&id)?;
     let character = s.engine.character(&id)?;
     let stats = blocking(&s, move |e| e.statistics(&id)).await?;
     let Some(Format::Csv) = q.format else {
@@ -379,7 +385,10 @@ async fn purge_history(
     QueryArgs(q): QueryArgs<PurgeQuery>,
 ) -> ApiResult<Json<Purged>> {
     let purge = Purge::parse(q.session_id.as_deref(), q.before_date.as_deref())?;
-    let deleted = blocking(&s, move |e| e.purge_history(&id, &purge)).await?;
+    let deleted = blocking(&s, move |e| {
+        e.purge_history(&CharacterId::parse(&id)?, &purge)
+    })
+    .await?;
     Ok(Json(Purged { deleted }))
 }
 
@@ -412,7 +421,14 @@ async fn forget_visit(
     State(s): State<AppState>,
     Params((id, session_id)): Params<(String, String)>,
 ) -> ApiResult<Json<Forgotten>> {
-    let deleted = blocking(&s, move |e| e.forget_visit(&id, &session_id)).await?;
+    let deleted = blocking(&s, move |e| {
+        let id = CharacterId::parse(&id)?;
+        // An id that is not one is a visit this character never had, as before.
+        let session_id = SessionId::parse(&session_id)
+            .map_err(|_| not_found("this character has no such visit"))?;
+        e.forget_visit(&id, &session_id)
+    })
+    .await?;
     Ok(Json(Forgotten { deleted }))
 }
 

@@ -20,7 +20,7 @@ use crate::engine::live::{AudioWanted, Event, LiveSession, Overrides};
 use crate::engine::providers::CHECK_TIMEOUT;
 use crate::engine::sessions::NewSession;
 use crate::engine::turn::TurnInput;
-use crate::engine::{Engine, new_id, pcm};
+use crate::engine::{Engine, SessionId, new_id, pcm};
 use crate::proto::voice_llm_input::Input;
 use crate::proto::voice_llm_service_server::{VoiceLlmService, VoiceLlmServiceServer};
 use crate::proto::{
@@ -260,9 +260,11 @@ impl VoiceLlmService for Voice {
         let caller = self.caller(&request)?;
         let id = request.into_inner().session_id;
         let engine = self.engine.clone();
-        let live = tokio::task::spawn_blocking(move || engine.live_for(&id, &caller, Use::Steer))
-            .await
-            .map_err(|_| Status::internal("internal error"))?;
+        let live = tokio::task::spawn_blocking(move || {
+            SessionId::parse(&id).and_then(|id| engine.live_for(&id, &caller, Use::Steer))
+        })
+        .await
+        .map_err(|_| Status::internal("internal error"))?;
         let success = match live {
             Ok(live) => {
                 self.engine.interrupt(&live);
@@ -375,7 +377,8 @@ impl Conversation {
             // A named session is joined only by a caller who may steer it; its history is
             // never seeded.
             if !id.is_empty() {
-                match engine.live_for(&id, &caller, Use::Steer) {
+                match SessionId::parse(&id).and_then(|id| engine.live_for(&id, &caller, Use::Steer))
+                {
                     Err(Error::NotFound(_)) => {}
                     joined => return joined,
                 }
@@ -391,7 +394,7 @@ impl Conversation {
                 .collect();
             let id = Some(id).filter(|i| !i.is_empty());
             let created = engine.create_seeded_session(id, req, caller, &context)?;
-            engine.live(&created.session_id)
+            engine.live(&SessionId::of_record(&created.session_id))
         })
         .await
         .map_err(|_| Status::internal("internal error"))?

@@ -12,6 +12,7 @@ use super::error::ApiResult;
 use super::extract::{JsonBody, JsonOrEmpty, Params, QueryArgs};
 use super::state::{AppState, blocking};
 use super::statuses;
+use crate::engine::SessionId;
 use crate::engine::sessions::{NewSession, SessionCreated, SessionSummary};
 use crate::engine::tasks::TaskView;
 
@@ -67,7 +68,10 @@ async fn remove(
     Caller(caller): Caller,
     Params(id): Params<String>,
 ) -> ApiResult<StatusCode> {
-    blocking(&s, move |e| e.delete_session(&id, &caller)).await?;
+    blocking(&s, move |e| {
+        e.delete_session(&SessionId::parse(&id)?, &caller)
+    })
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -92,7 +96,10 @@ async fn message(
     Params(id): Params<String>,
     JsonBody(body): JsonBody<MessageBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let turn_seq = blocking(&s, move |e| e.post_message(&id, &body.text, &caller)).await?;
+    let turn_seq = blocking(&s, move |e| {
+        e.post_message(&SessionId::parse(&id)?, &body.text, &caller)
+    })
+    .await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({ "status": "queued", "turn_seq": turn_seq })),

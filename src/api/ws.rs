@@ -29,7 +29,7 @@ use crate::engine::access::{Owner, Use};
 use crate::engine::live::{AudioWanted, ErrorCode, Event, LiveSession};
 use crate::engine::pcm;
 use crate::engine::turn::TurnInput;
-use crate::engine::{Engine, Error};
+use crate::engine::{Engine, Error, SessionId};
 
 /// Largest frame accepted from a client.
 const FRAME_MAX: usize = 1 << 20;
@@ -112,11 +112,14 @@ async fn upgrade(
     let opener_owner = caller.clone();
     // The owner (or an administrator) steers the session; an administrator on the kiosk's
     // visitor session only watches it.
-    let (live, read_only) = blocking(&s, move |e| match e.live_for(&id, &caller, Use::Steer) {
-        Err(Error::Forbidden(_)) => e
-            .live_for(&id, &caller, Use::Watch)
-            .map(|live| (live, None)),
-        other => other.map(|live| (live, Some(caller))),
+    let (live, read_only) = blocking(&s, move |e| {
+        let id = SessionId::parse(&id)?;
+        match e.live_for(&id, &caller, Use::Steer) {
+            Err(Error::Forbidden(_)) => e
+                .live_for(&id, &caller, Use::Watch)
+                .map(|live| (live, None)),
+            other => other.map(|live| (live, Some(caller))),
+        }
     })
     .await?;
     let ws = ws.map_err(|e| ApiError::new(e.status(), e.body_text()))?;

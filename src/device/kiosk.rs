@@ -54,7 +54,6 @@ use super::presence::{self, Presence};
 use super::ptt::{PttEvent, Wake};
 use super::{Captions, KioskState};
 use crate::config::KioskConfig;
-use crate::engine::Engine;
 use crate::engine::ScreenQuestion;
 use crate::engine::access::Owner;
 use crate::engine::hours::{Clock, Opening, WhenClosed};
@@ -62,6 +61,7 @@ use crate::engine::language::{Language, Phrase, Words};
 use crate::engine::live::{AudioWanted, Event, LiveSession, Status};
 use crate::engine::sessions::NewSession;
 use crate::engine::turn::TurnInput;
+use crate::engine::{CharacterId, Engine};
 use crate::watchdog::{self, Heartbeat};
 
 /// How often the loop looks at the settings (volume, kiosk character).
@@ -347,7 +347,7 @@ impl Kiosk {
             session_id: self
                 .visit
                 .as_ref()
-                .map(|v| v.live.id.clone())
+                .map(|v| v.live.id.to_string())
                 .unwrap_or_default(),
             captions: self.captions.clone(),
             questions: self.choosing.map(|c| self.page(c)),
@@ -669,7 +669,7 @@ impl Kiosk {
                 },
                 Owner::Kiosk,
             )?;
-            engine.live(&created.session_id)
+            engine.live(&crate::engine::SessionId::of_record(&created.session_id))
         })
         .await;
         match opened {
@@ -1092,11 +1092,13 @@ impl Kiosk {
         if self.can_choose {
             let engine = self.engine.clone();
             let id = character.clone();
-            let questions = tokio::task::spawn_blocking(move || engine.on_screen_questions(&id))
-                .await
-                .ok()
-                .and_then(|q| q.ok())
-                .unwrap_or_default();
+            let questions = tokio::task::spawn_blocking(move || {
+                CharacterId::parse(&id).and_then(|id| engine.on_screen_questions(&id))
+            })
+            .await
+            .ok()
+            .and_then(|q| q.ok())
+            .unwrap_or_default();
             if questions != self.screen_questions {
                 self.screen_questions = questions;
                 self.choosing = None;

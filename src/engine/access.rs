@@ -15,7 +15,7 @@ use subtle::ConstantTimeEq;
 
 use super::error::{Error, Result, bad, not_found};
 use super::live::LiveSession;
-use super::{Engine, is_id, new_id};
+use super::{Engine, SessionId, is_id, new_id};
 use crate::store::records::{ClientKey, Session};
 use crate::store::tables::CLIENT_KEYS;
 use crate::store::{self, blobs::hex};
@@ -198,7 +198,7 @@ impl Engine {
 
     /// The session `id` if `caller` may `use_` it: 404 when there is none, 403 when it belongs
     /// to someone else.
-    pub fn session_for(&self, id: &str, caller: &Owner, use_: Use) -> Result<Session> {
+    pub fn session_for(&self, id: &SessionId, caller: &Owner, use_: Use) -> Result<Session> {
         let session = self.session(id)?;
         if may(caller, &session.owner, use_) {
             Ok(session)
@@ -214,7 +214,7 @@ impl Engine {
     }
 
     /// The live session `id` for a front door, if `caller` may `use_` it.
-    pub fn live_for(&self, id: &str, caller: &Owner, use_: Use) -> Result<Arc<LiveSession>> {
+    pub fn live_for(&self, id: &SessionId, caller: &Owner, use_: Use) -> Result<Arc<LiveSession>> {
         self.session_for(id, caller, use_)?;
         self.live(id)
     }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::error::{Error, Result, bad, not_found};
 use super::language::Language;
 use super::providers::{Choice, Provider};
-use super::{Engine, check_segment, is_id, media, new_id};
+use super::{CharacterId, Engine, check_segment, is_id, media};
 use crate::store::records::{Character, Clip, Components, Image};
 use crate::store::tables::{CHARACTERS, CLIPS, DAILY, IMAGES, MESSAGES, SESSIONS};
 use crate::store::{self, BlobRef, blobs};
@@ -328,7 +328,7 @@ impl Engine {
         Ok(listed)
     }
 
-    pub fn character(&self, id: &str) -> Result<CharacterView> {
+    pub fn character(&self, id: &CharacterId) -> Result<CharacterView> {
         let tx = self.store.read()?;
         let c = load(&tx.open_table(CHARACTERS)?, id)?;
         view(&tx, c)
@@ -341,7 +341,7 @@ impl Engine {
     }
 
     /// The stored record, for the engine's own use (prompts, voices).
-    pub fn character_record(&self, id: &str) -> Result<Character> {
+    pub fn character_record(&self, id: &CharacterId) -> Result<Character> {
         let tx = self.store.read()?;
         load(&tx.open_table(CHARACTERS)?, id)
     }
@@ -352,10 +352,14 @@ impl Engine {
         let c = insert_character(&tx, input)?;
         tx.commit()?;
         self.characters.invalidate();
-        self.character(&c.id)
+        self.character(&CharacterId::of_record(&c.id))
     }
 
-    pub fn update_character(&self, id: &str, input: CharacterInput) -> Result<CharacterView> {
+    pub fn update_character(
+        &self,
+        id: &CharacterId,
+        input: CharacterInput,
+    ) -> Result<CharacterView> {
         let input = input.validate()?;
         let tx = self.store.write()?;
         {
@@ -363,7 +367,7 @@ impl Engine {
             let mut c = load(&table, id)?;
             input.apply(&mut c);
             c.updated_at = store::now();
-            table.insert(id, store::to_json(&c).as_slice())?;
+            table.insert(id.as_str(), store::to_json(&c).as_slice())?;
         }
         tx.commit()?;
         self.characters.invalidate();
@@ -372,14 +376,14 @@ impl Engine {
 
     /// Deletes a character with everything that belongs to it: images, clips, knowledge,
     /// history and live sessions.
-    pub fn delete_character(&self, id: &str) -> Result<()> {
+    pub fn delete_character(&self, id: &CharacterId) -> Result<()> {
         let tx = self.store.write()?;
         let mut dropped: Vec<BlobRef> = Vec::new();
         {
             let mut table = tx.open_table(CHARACTERS)?;
             let c = load(&table, id)?;
             dropped.extend(c.recordings.into_iter().map(|r| r.blob));
-            table.remove(id)?;
+            table.remove(id.as_str())?;
         }
         {
             let (lo, hi) = store::prefix_bounds(id);
@@ -394,15 +398,15 @@ impl Engine {
         }
         dropped.extend(self.remove_knowledge_of(&tx, id)?);
         tx.open_table(MESSAGES)?
-            .retain_in((id, 0)..=(id, u64::MAX), |_, _| false)?;
+            .retain_in((id.as_str(), 0)..=(id.as_str(), u64::MAX), |_, _| false)?;
         tx.open_table(DAILY)?
-            .retain_in((id, "")..=(id, "~"), |_, _| false)?;
+            .retain_in((id.as_str(), "")..=(id.as_str(), "~"), |_, _| false)?;
         let sessions = {
             let mut table = tx.open_table(SESSIONS)?;
             let mut ended = Vec::new();
             table.retain(|sid, v| {
                 let ours = store::from_json::<crate::store::records::Session>(v)
-                    .is_ok_and(|s| s.character_id == id);
+                    .is_ok_and(|s| s.character_id == id.as_str());
                 if ours {
                     ended.push(sid.to_string());
                 }
@@ -424,7 +428,7 @@ impl Engine {
 
     /// Stores a new avatar image (recognised by content) and returns its name; the first image
     /// of a character becomes active.
-    pub fn add_image(&self, id: &str, orig_name: &str, bytes: &[u8]) -> Result<Image> {
+    pub fn add_image(&self, id: &CharacterId, orig_name: &str, bytes: &[u8]) -> Result<Image> {
         let (mime, ext) = media::sniff_image(bytes).ok_or_else(|| {
             Error::UnsupportedMedia("avatar must be a PNG, JPEG, WebP or GIF image".into())
         })?;
@@ -446,7 +450,7 @@ impl Engine {
                     c.active_image = image.filename.clone();
                 }
                 c.updated_at = image.added_at.clone();
-                chars.insert(id, store::to_json(&c).as_slice())?;
+                chars.insert(id.as_str(), store::to_json(&c).as_slice())?;
                 tx.open_table(IMAGES)?.insert(
                     store::key(&[id, &image.filename]).as_str(),
                     store::to_json(&image).as_slice(),
@@ -465,7 +469,7 @@ impl Engine {
     }
 
     /// A character's images, the active one first.
-    pub fn images(&self, id: &str) -> Result<Vec<ImageView>> {
+    pub fn images(&self, id: &CharacterId) -> Result<Vec<ImageView>> {
         let tx = self.store.read()?;
         let c = load(&tx.open_table(CHARACTERS)?, id)?;
         let mut images: Vec<Image> = store::scan(&tx.open_table(IMAGES)?, id)?;
@@ -509,7 +513,8 @@ impl Engine {
             images.remove(store::key(&[id, filename]).as_str())?;
             dropped.push(image.blob);
             let mut chars = tx.open_table(CHARACTERS)?;
-            let mut c = load(&chars, id)?;
+            // The image was found under this id, so the id is one the engine issued.
+            let mut c = load(&chars, &CharacterId::of_record(id))?;
             if c.active_image == filename {
                 // The one after it by name, wrapping round to the first.
                 let rest: Vec<Image> = store::scan(&images, id)?;
@@ -541,14 +546,16 @@ impl Engine {
                 return Err(not_found("no such image"));
             }
             let mut chars = tx.open_table(CHARACTERS)?;
+            // The image was found under this id, so the id is one the engine issued.
+            let id = &CharacterId::of_record(id);
             let mut c = load(&chars, id)?;
             c.active_image = filename.to_string();
             c.updated_at = store::now();
-            chars.insert(id, store::to_json(&c).as_slice())?;
+            chars.insert(id.as_str(), store::to_json(&c).as_slice())?;
         }
         tx.commit()?;
         self.characters.invalidate();
-        let v = self.character(id)?;
+        let v = self.character(&CharacterId::of_record(id))?;
         Ok(Activation {
             active_image: v.active_image,
             avatar_image: v.avatar_image,
@@ -601,7 +608,7 @@ impl Engine {
         };
         let stored = (|| {
             let tx = self.store.write()?;
-            load(&tx.open_table(CHARACTERS)?, id)?;
+            load(&tx.open_table(CHARACTERS)?, &CharacterId::parse(id)?)?;
             let images: Vec<Image> = store::scan(&tx.open_table(IMAGES)?, id)?;
             if !images.iter().any(|i| image_base(&i.filename) == imgbase) {
                 return Err(not_found(format!("the character has no image {imgbase}")));
@@ -646,7 +653,7 @@ impl Engine {
     }
 
     /// All clips of the character's active image (for the display).
-    pub fn active_clips(&self, id: &str) -> Result<Vec<Clip>> {
+    pub fn active_clips(&self, id: &CharacterId) -> Result<Vec<Clip>> {
         let tx = self.store.read()?;
         let c = load(&tx.open_table(CHARACTERS)?, id)?;
         clips_of(&tx.open_table(CLIPS)?, id, image_base(&c.active_image))
@@ -688,7 +695,7 @@ fn is_variant(v: &str) -> bool {
 fn insert_character(tx: &WriteTransaction, input: CharacterInput) -> Result<Character> {
     let now = store::now();
     let mut c = Character {
-        id: new_id(),
+        id: CharacterId::new().into(),
         name: String::new(),
         description: String::new(),
         use_face_crop: false,
@@ -716,10 +723,10 @@ fn insert_character(tx: &WriteTransaction, input: CharacterInput) -> Result<Char
     Ok(c)
 }
 
-fn load(table: &impl ReadableTable<&'static str, &'static [u8]>, id: &str) -> Result<Character> {
-    if !is_id(id) {
-        return Err(not_found("no such character"));
-    }
+fn load(
+    table: &impl ReadableTable<&'static str, &'static [u8]>,
+    id: &CharacterId,
+) -> Result<Character> {
     store::get(table, id)?.ok_or_else(|| not_found("no such character"))
 }
 

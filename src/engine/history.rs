@@ -15,6 +15,7 @@ use super::Engine;
 use super::error::{Error, Result, bad};
 use super::live::LiveSession;
 use super::providers::ChatMessage;
+use crate::engine::CharacterId;
 use crate::store;
 use crate::store::records::{Message, Session};
 use crate::store::tables::{MESSAGES, SESSIONS};
@@ -155,7 +156,7 @@ impl Engine {
             Some(c) => decode_cursor(c)?,
             None => u64::MAX,
         };
-        self.character_record(character_id)?;
+        self.character_record(&CharacterId::parse(character_id)?)?;
         let tx = self.store.read()?;
         let table = tx.open_table(MESSAGES)?;
         let mut page = Vec::with_capacity(limit);
@@ -190,7 +191,7 @@ impl Engine {
     /// `None` at the end. An export reads the history this way, one short read at a time.
     pub fn history_batch(
         &self,
-        character_id: &str,
+        character_id: &CharacterId,
         after: Option<u64>,
         session_id: Option<&str>,
     ) -> Result<(Vec<Message>, Option<u64>)> {
@@ -198,7 +199,9 @@ impl Engine {
         let table = tx.open_table(MESSAGES)?;
         let start = after.map_or(0, |a| a.saturating_add(1));
         let mut out = Vec::new();
-        for item in table.range((character_id, start)..=(character_id, u64::MAX))? {
+        for item in
+            table.range((character_id.as_str(), start)..=(character_id.as_str(), u64::MAX))?
+        {
             let (k, v) = item?;
             let m = store::from_json::<Message>(v.value())?;
             if session_id.is_none_or(|s| s == m.session_id) {
@@ -254,12 +257,12 @@ fn said_before(stored: &[u8], t: SystemTime) -> bool {
 
 impl Engine {
     /// Removes messages of a character's history (admin); returns how many.
-    pub fn purge_history(&self, character_id: &str, purge: &Purge) -> Result<usize> {
+    pub fn purge_history(&self, character_id: &CharacterId, purge: &Purge) -> Result<usize> {
         self.character_record(character_id)?;
         let tx = self.store.write()?;
         let mut removed = 0;
         tx.open_table(MESSAGES)?.retain_in(
-            (character_id, 0)..=(character_id, u64::MAX),
+            (character_id.as_str(), 0)..=(character_id.as_str(), u64::MAX),
             |_, v| {
                 let gone = match purge {
                     Purge::All => true,
@@ -472,7 +475,7 @@ mod tests {
         let page = e.history(&cid, Some(500), None, None).unwrap();
         assert_eq!(page.messages.len(), 1);
         assert_eq!(page.messages[0].content, "new");
-        let stats = e.statistics(&cid).unwrap();
+        let stats = e.statistics(&CharacterId::of_record(&cid)).unwrap();
         let asked: usize = stats.days.iter().map(|d| d.questions).sum();
         assert_eq!(asked, 4, "the old questions are still counted: {stats:?}");
         assert_eq!(stats.days.len(), 2, "on their own day: {stats:?}");
@@ -486,14 +489,30 @@ mod tests {
         let (b, _) = session(&e);
         e.seed_history(&a, &said(3, "a")).unwrap();
         e.seed_history(&b, &said(2, "b")).unwrap();
-        assert_eq!(e.purge_history(&cid, &Purge::Session(a)).unwrap(), 3);
+        assert_eq!(
+            e.purge_history(&CharacterId::of_record(&cid), &Purge::Session(a))
+                .unwrap(),
+            3
+        );
         assert_eq!(count(&e, &cid), 2);
         let past = Purge::Before(SystemTime::now() - Duration::from_secs(3600));
-        assert_eq!(e.purge_history(&cid, &past).unwrap(), 0);
+        assert_eq!(
+            e.purge_history(&CharacterId::of_record(&cid), &past)
+                .unwrap(),
+            0
+        );
         let now = Purge::Before(SystemTime::now() + Duration::from_secs(1));
-        assert_eq!(e.purge_history(&cid, &now).unwrap(), 2);
+        assert_eq!(
+            e.purge_history(&CharacterId::of_record(&cid), &now)
+                .unwrap(),
+            2
+        );
         e.seed_history(&b, &said(2, "b")).unwrap();
-        assert_eq!(e.purge_history(&cid, &Purge::All).unwrap(), 2);
+        assert_eq!(
+            e.purge_history(&CharacterId::of_record(&cid), &Purge::All)
+                .unwrap(),
+            2
+        );
         assert_eq!(count(&e, &cid), 0);
         assert!(Purge::parse(Some("x"), Some("2026-01-01")).is_err());
         assert!(Purge::parse(None, Some("yesterday")).is_err());

@@ -15,10 +15,10 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use super::Engine;
 use super::error::{Result, bad};
 use super::language::Language;
 use super::tasks::TaskView;
+use super::{CharacterId, Engine, SessionId};
 use crate::store::records::TaskEvent;
 
 /// Events a watcher may fall behind by before it is cut off (it then reloads history).
@@ -124,8 +124,8 @@ pub struct Overrides {
 }
 
 pub struct LiveSession {
-    pub id: String,
-    pub character_id: String,
+    pub id: SessionId,
+    pub character_id: CharacterId,
     events: broadcast::Sender<Event>,
     turn: Mutex<Turn>,
     audio_listeners: AtomicUsize,
@@ -248,16 +248,22 @@ pub struct Registry(Mutex<HashMap<String, Arc<LiveSession>>>);
 
 impl Engine {
     /// The live side of a stored session, created on first use.
-    pub fn live(&self, session_id: &str) -> Result<Arc<LiveSession>> {
-        if let Some(live) = self.live.0.lock().expect("registry lock").get(session_id) {
+    pub fn live(&self, session_id: &SessionId) -> Result<Arc<LiveSession>> {
+        if let Some(live) = self
+            .live
+            .0
+            .lock()
+            .expect("registry lock")
+            .get(session_id.as_str())
+        {
             return Ok(live.clone());
         }
         let stored = self.session(session_id)?;
         let mut map = self.live.0.lock().expect("registry lock");
         let live = map.entry(session_id.to_string()).or_insert_with(|| {
             Arc::new(LiveSession {
-                id: stored.id.clone(),
-                character_id: stored.character_id.clone(),
+                id: session_id.clone(),
+                character_id: CharacterId::of_record(&stored.character_id),
                 events: broadcast::channel(EVENT_BUFFER).0,
                 turn: Mutex::new(Turn {
                     seq: stored.turn_seq,

@@ -67,6 +67,7 @@ pub mod content;
 pub mod error;
 pub mod history;
 pub mod hours;
+pub mod ids;
 pub mod knowledge;
 pub mod language;
 pub mod launch;
@@ -98,6 +99,7 @@ pub use crate::store::records::Message;
 /// A question on the kiosk's screen, as the device layer reads it.
 pub use crate::store::records::ScreenQuestion;
 pub use error::{Error, Result};
+pub use ids::{CharacterId, SessionId};
 
 /// The one engine of the process, shared by every front door.
 pub struct Engine {

@@ -11,9 +11,10 @@ use std::time::{Duration, SystemTime};
 
 use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 
-use super::Engine;
 use super::error::{Result, not_found};
 use super::statistics::{Day, question_key};
+use super::{Engine, SessionId};
+use crate::engine::CharacterId;
 use crate::store;
 use crate::store::records::Message;
 use crate::store::tables::{DAILY, MESSAGES, SESSIONS};
@@ -112,25 +113,31 @@ impl Engine {
     /// Forgets one visit at once: its messages leave the history, the unanswered list and the
     /// exports, their counts stay in the statistics; the visit ends if it is still open.
     /// Returns how many messages went; 404 when the character has no such visit.
-    pub fn forget_visit(&self, character_id: &str, session_id: &str) -> Result<usize> {
+    pub fn forget_visit(
+        &self,
+        character_id: &CharacterId,
+        session_id: &SessionId,
+    ) -> Result<usize> {
         self.character_record(character_id)?;
         let tx = self.store.write()?;
         let mut keys = Vec::new();
         for item in tx
             .open_table(MESSAGES)?
-            .range((character_id, 0)..=(character_id, u64::MAX))?
+            .range((character_id.as_str(), 0)..=(character_id.as_str(), u64::MAX))?
         {
             let (k, v) = item?;
-            if store::from_json::<Message>(v.value()).is_ok_and(|m| m.session_id == session_id) {
+            if store::from_json::<Message>(v.value())
+                .is_ok_and(|m| m.session_id == session_id.as_str())
+            {
                 keys.push((character_id.to_string(), k.value().1));
             }
         }
         let open = {
             let mut sessions = tx.open_table(SESSIONS)?;
             let ours = store::get::<crate::store::records::Session>(&sessions, session_id)?
-                .is_some_and(|s| s.character_id == character_id);
+                .is_some_and(|s| s.character_id == character_id.as_str());
             if ours {
-                sessions.remove(session_id)?;
+                sessions.remove(session_id.as_str())?;
             }
             ours
         };

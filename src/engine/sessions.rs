@@ -11,7 +11,8 @@ use super::access::{self, Owner, Use};
 use super::error::{Error, Result, bad, not_found};
 use super::history::{Mark, append_message};
 use super::turn::TurnInput;
-use super::{Engine, is_id, new_id};
+use super::{Engine, SessionId};
+use crate::engine::CharacterId;
 use crate::store::records::{Character, Session};
 use crate::store::tables::{CHARACTERS, SESSIONS};
 use crate::store::{self};
@@ -86,10 +87,10 @@ impl Engine {
     /// The character the kiosk speaks as: the one named in the settings if it exists, else the
     /// oldest.
     pub fn kiosk_character(&self) -> Result<Character> {
-        let wanted = self.settings().kiosk.character_id.clone();
+        let wanted = CharacterId::parse(&self.settings().kiosk.character_id);
         let tx = self.store.read()?;
         let table = tx.open_table(CHARACTERS)?;
-        if is_id(&wanted)
+        if let Ok(wanted) = wanted
             && let Some(c) = store::get::<Character>(&table, &wanted)?
         {
             return Ok(c);
@@ -111,21 +112,18 @@ impl Engine {
     /// places under the cap.
     /// `owner` is the caller (see `access`): only it, or an administrator, may use it.
     pub fn create_session(&self, req: NewSession, owner: Owner) -> Result<SessionCreated> {
-        self.create_session_as(new_id(), req, owner)
+        self.create_session_as(SessionId::new(), req, owner)
     }
 
     /// Opens a session under an id the client chose (gRPC `config.session_id`).
     pub fn create_session_as(
         &self,
-        id: String,
+        id: SessionId,
         req: NewSession,
         owner: Owner,
     ) -> Result<SessionCreated> {
-        if !is_id(&id) {
-            return Err(bad("session_id must be a UUID"));
-        }
         let character = match req.character_id.as_deref().filter(|s| !s.is_empty()) {
-            Some(id) => self.character_record(id)?,
+            Some(id) => self.character_record(&CharacterId::parse(id)?)?,
             None => self.kiosk_character()?,
         };
         let mode = match req.mode.as_deref().unwrap_or("") {
@@ -164,7 +162,7 @@ impl Engine {
                 return Err(Error::Conflict("a session with this id exists".into()));
             }
             let s = Session {
-                id,
+                id: id.into(),
                 character_id: character.id.clone(),
                 mode,
                 state: "idle".into(),
@@ -181,7 +179,7 @@ impl Engine {
         for id in expired {
             self.session_ended(&id);
         }
-        let view = self.character(&character.id)?;
+        let view = self.character(&CharacterId::of_record(&character.id))?;
         Ok(SessionCreated {
             session_id: session.id,
             mode: session.mode,
@@ -205,7 +203,11 @@ impl Engine {
         items: &[(String, String)],
     ) -> Result<SessionCreated> {
         access::check_context(items)?;
-        let created = self.create_session_as(id.unwrap_or_else(new_id), req, owner)?;
+        let id = match id {
+            Some(id) => SessionId::parse(&id).map_err(|_| bad("session_id must be a UUID"))?,
+            None => SessionId::new(),
+        };
+        let created = self.create_session_as(id, req, owner)?;
         if !items.is_empty() {
             self.seed_history(&created.session_id, items)?;
         }
@@ -217,7 +219,7 @@ impl Engine {
         session_id: &str,
         items: &[(String, String)],
     ) -> Result<()> {
-        let session = self.session(session_id)?;
+        let session = self.session(&SessionId::of_record(session_id))?;
         let tx = self.store.write()?;
         for (role, text) in items {
             let role = if role == "assistant" {
@@ -314,19 +316,16 @@ impl Engine {
             .collect())
     }
 
-    pub fn session(&self, id: &str) -> Result<Session> {
-        if !is_id(id) {
-            return Err(not_found("no such session"));
-        }
+    pub fn session(&self, id: &SessionId) -> Result<Session> {
         let tx = self.store.read()?;
         store::get(&tx.open_table(SESSIONS)?, id)?.ok_or_else(|| not_found("no such session"))
     }
 
     /// Ends a session: its turn stops and its watchers are closed; its history stays.
-    pub fn delete_session(&self, id: &str, caller: &Owner) -> Result<()> {
+    pub fn delete_session(&self, id: &SessionId, caller: &Owner) -> Result<()> {
         self.session_for(id, caller, Use::Steer)?;
         let tx = self.store.write()?;
-        let removed = tx.open_table(SESSIONS)?.remove(id)?.is_some();
+        let removed = tx.open_table(SESSIONS)?.remove(id.as_str())?.is_some();
         tx.commit()?;
         if !removed {
             return Err(not_found("no such session"));
@@ -346,7 +345,7 @@ impl Engine {
     /// the background (the reply streams to the session's watchers). Returns the turn number.
     pub fn post_message(
         self: &Arc<Self>,
-        session_id: &str,
+        session_id: &SessionId,
         text: &str,
         caller: &Owner,
     ) -> Result<u64> {

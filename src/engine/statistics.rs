@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::Engine;
 use super::error::Result;
 use super::history::HISTORY_MAX_PAGE;
+use crate::engine::CharacterId;
 use crate::store;
 use crate::store::records::Message;
 use crate::store::tables::MESSAGES;
@@ -41,7 +42,7 @@ impl Engine {
     /// the whole kept history, which `history_max_messages` bounds.
     pub fn unmatched_questions(
         &self,
-        character_id: &str,
+        character_id: &CharacterId,
         limit: Option<usize>,
     ) -> Result<Vec<Unmatched>> {
         let limit = limit.unwrap_or(50).clamp(1, HISTORY_MAX_PAGE);
@@ -56,7 +57,7 @@ impl Engine {
         // The visits that asked each (one visitor's words alone are not shown: docs/privacy.md).
         let mut askers: Vec<HashSet<String>> = Vec::new();
         for item in table
-            .range((character_id, 0)..=(character_id, u64::MAX))?
+            .range((character_id.as_str(), 0)..=(character_id.as_str(), u64::MAX))?
             .rev()
         {
             let m = store::from_json::<Message>(item?.1.value())?;
@@ -153,7 +154,7 @@ impl Engine {
     /// Visits and questions per day, how many were answered, asked again or not answered, and
     /// the most asked questions, over the whole kept history of `character_id` (admin); staff
     /// tests are not counted. Walks the history, which `history_max_messages` bounds.
-    pub fn statistics(&self, character_id: &str) -> Result<Statistics> {
+    pub fn statistics(&self, character_id: &CharacterId) -> Result<Statistics> {
         self.character_record(character_id)?;
         let tx = self.store.read()?;
         let table = tx.open_table(MESSAGES)?;
@@ -164,7 +165,7 @@ impl Engine {
         let mut waiting: HashMap<(String, u64), (usize, String)> = HashMap::new();
         let mut asked: HashMap<String, Asked> = HashMap::new();
         let mut askers: HashMap<String, HashSet<String>> = HashMap::new();
-        for item in table.range((character_id, 0)..=(character_id, u64::MAX))? {
+        for item in table.range((character_id.as_str(), 0)..=(character_id.as_str(), u64::MAX))? {
             let m = store::from_json::<Message>(item?.1.value())?;
             if m.staff {
                 continue;

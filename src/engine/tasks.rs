@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::access::{Owner, Use};
 use super::error::{Error, Result, bad, not_found};
 use super::live::Event;
-use super::{Engine, is_id, new_id};
+use super::{Engine, SessionId, is_id, new_id};
 use crate::store::records::{Artifact, Session, Task, TaskEvent, artifact_fields, task_fields};
 use crate::store::tables::{ARTIFACTS, SESSION_TASKS, SESSIONS, TASK_EVENTS, TASKS};
 use crate::store::{self, BlobRef, blobs};
@@ -119,7 +119,8 @@ impl Engine {
         limit: Option<usize>,
         caller: &Owner,
     ) -> Result<Vec<TaskView>> {
-        match self.session_for(session_id, caller, Use::Watch) {
+        match SessionId::parse(session_id).and_then(|id| self.session_for(&id, caller, Use::Watch))
+        {
             Ok(_) | Err(Error::NotFound(_)) => {}
             Err(e) => return Err(e),
         }

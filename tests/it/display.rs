@@ -84,7 +84,11 @@ fn png(w: u32, h: u32, c: (u8, u8, u8)) -> Vec<u8> {
 /// Adds an image and returns its clip base name.
 fn image(engine: &Engine, id: &str, c: (u8, u8, u8)) -> String {
     let img = engine
-        .add_image(id, "face.png", &png(40, 30, c))
+        .add_image(
+            &docent::engine::CharacterId::parse(id).unwrap(),
+            "face.png",
+            &png(40, 30, c),
+        )
         .expect("image");
     image_base(&img.filename).to_string()
 }

@@ -237,7 +237,9 @@ async fn a_question_chosen_on_the_screen_is_answered_stored_and_counted_as_by_to
         ..Config::default()
     })
     .unwrap();
-    let shown = engine.on_screen_questions(&cid).unwrap();
+    let shown = engine
+        .on_screen_questions(&docent::engine::CharacterId::parse(&cid).unwrap())
+        .unwrap();
     let shown: Vec<&str> = shown.iter().map(|q| q.text.as_str()).collect();
     assert_eq!(shown, [QUESTIONS[1], QUESTIONS[0]]);
     let visit = engine
@@ -249,7 +251,8 @@ async fn a_question_chosen_on_the_screen_is_answered_stored_and_counted_as_by_to
             Owner::Kiosk,
         )
         .unwrap();
-    let live = engine.live(&visit.session_id).unwrap();
+    let sid = docent::engine::SessionId::parse(&visit.session_id).unwrap();
+    let live = engine.live(&sid).unwrap();
     let err = engine.ask_on_screen(&live, "not-a-question").unwrap_err();
     assert!(err.to_string().contains("no such question"), "{err}");
 
@@ -268,13 +271,18 @@ async fn a_question_chosen_on_the_screen_is_answered_stored_and_counted_as_by_to
 
     // The same question said, not chosen: a question, not by touch.
     let said = engine
-        .post_message(&visit.session_id, QUESTIONS[0], &Owner::Kiosk)
+        .post_message(&sid, QUESTIONS[0], &Owner::Kiosk)
         .unwrap();
     assert!(said > seq);
     let messages = history(&engine, &cid, 4).await;
     assert_eq!(messages[2].get("touch"), None, "{messages:?}");
 
-    let stats = serde_json::to_value(engine.statistics(&cid).unwrap()).unwrap();
+    let stats = serde_json::to_value(
+        engine
+            .statistics(&docent::engine::CharacterId::parse(&cid).unwrap())
+            .unwrap(),
+    )
+    .unwrap();
     let today = &docent::store::now()[..10];
     assert_eq!(
         stats["days"],

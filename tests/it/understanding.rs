@@ -57,7 +57,7 @@ async fn the_closed_pass_hears_what_the_open_pass_misses() {
     };
     let mut rig = Rig::start().await;
     let engine = rig.engine();
-    let id = rig.character.clone();
+    let id = docent::engine::CharacterId::parse(&rig.character).unwrap();
     let pcm: Vec<i16> = rig::spoken(voice, &q.text, rig::Variation::Clean)
         .chunks_exact(2)
         .map(|b| i16::from_le_bytes([b[0], b[1]]))
@@ -147,7 +147,7 @@ async fn a_topic_asked_about_is_not_overruled_by_a_question_about_another() {
     use docent::engine::providers::local::Closed;
     let rig = Rig::start().await;
     let engine = rig.engine();
-    let id = rig.character.clone();
+    let id = docent::engine::CharacterId::parse(&rig.character).unwrap();
     let open: Vec<(String, f64)> = [("where", 0.9), ("are", 0.9), ("the", 0.9), ("toilets", 0.5)]
         .into_iter()
         .map(|(w, p)| (w.to_string(), p))

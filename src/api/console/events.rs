@@ -22,6 +22,7 @@ use crate::api::extract::JsonBody;
 use crate::api::state::{AppState, blocking};
 use crate::api::statuses;
 use crate::device::KioskState;
+use crate::engine::SessionId;
 use crate::engine::access::Owner;
 use crate::engine::live::Event;
 use axum::http::request::Parts;
@@ -168,7 +169,7 @@ async fn forward(s: AppState, mut state: tokio::sync::watch::Receiver<KioskState
             watched = None;
             if !now.session_id.is_empty() {
                 let id = now.session_id.clone();
-                if let Ok(live) = blocking(&s, move |e| e.live(&id)).await {
+                if let Ok(live) = blocking(&s, move |e| e.live(&SessionId::parse(&id)?)).await {
                     watched = Some((now.session_id.clone(), live.subscribe()));
                 }
             }

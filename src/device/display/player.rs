@@ -519,7 +519,9 @@ fn plan(
     let character = if state.character_id.is_empty() {
         None
     } else {
-        engine.character_record(&state.character_id).ok()
+        crate::engine::CharacterId::parse(&state.character_id)
+            .and_then(|id| engine.character_record(&id))
+            .ok()
     };
     let name = character
         .as_ref()
@@ -544,7 +546,9 @@ fn plan(
         sources.push((Source::Closed(state.opening.when.clone()), None));
     }
     if let Some(c) = &character {
-        let clips = engine.active_clips(&c.id).unwrap_or_default();
+        let clips = engine
+            .active_clips(&crate::engine::CharacterId::of_record(&c.id))
+            .unwrap_or_default();
         let wanted = match state.status {
             Status::Listening => "listening",
             Status::Speaking => "speaking",

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::Upload;
 use crate::engine::error::{Result, bad, not_found};
 use crate::engine::language::Language;
-use crate::engine::{Engine, is_id, new_id};
+use crate::engine::{CharacterId, Engine, is_id, new_id};
 use crate::store;
 use crate::store::records::Source;
 use crate::store::tables::{CHARACTERS, FAQS, SOURCES};
@@ -180,16 +180,20 @@ fn managed_text(entries: &[FaqEntry], tag: &str) -> String {
 }
 
 impl Engine {
-    fn faq_record(&self, character_id: &str) -> Result<Faq> {
+    fn faq_record(&self, character_id: &CharacterId) -> Result<Faq> {
         let tx = self.store.read()?;
-        if !is_id(character_id) || tx.open_table(CHARACTERS)?.get(character_id)?.is_none() {
+        if tx
+            .open_table(CHARACTERS)?
+            .get(character_id.as_str())?
+            .is_none()
+        {
             return Err(not_found("no such character"));
         }
         Ok(store::get(&tx.open_table(FAQS)?, character_id)?.unwrap_or_default())
     }
 
     /// A character's FAQ with the museum's languages each entry lacks.
-    pub fn faq(&self, character_id: &str) -> Result<FaqView> {
+    pub fn faq(&self, character_id: &CharacterId) -> Result<FaqView> {
         let faq = self.faq_record(character_id)?;
         let languages: Vec<String> = self
             .settings()
@@ -218,11 +222,13 @@ impl Engine {
     /// Replaces a character's FAQ and regenerates its managed knowledge sources.
     pub fn set_faq(&self, character_id: &str, input: FaqInput) -> Result<FaqView> {
         let entries = checked(input.entries, |i| format!("entry {}", i + 1))?;
+        // Parsed after the entries, which are refused first as they always were.
+        let character_id = &CharacterId::parse(character_id)?;
         self.save_faq(character_id, entries)?;
         self.faq(character_id)
     }
 
-    fn save_faq(&self, character_id: &str, entries: Vec<FaqEntry>) -> Result<()> {
+    fn save_faq(&self, character_id: &CharacterId, entries: Vec<FaqEntry>) -> Result<()> {
         let _saving = SAVING.lock().unwrap_or_else(|e| e.into_inner());
         let old = self.faq_record(character_id)?;
         let languages: BTreeSet<String> = entries
@@ -249,7 +255,7 @@ impl Engine {
                 written: languages.clone(),
             };
             tx.open_table(FAQS)?
-                .insert(character_id, store::to_json(&record).as_slice())?;
+                .insert(character_id.as_str(), store::to_json(&record).as_slice())?;
             tx.commit()?;
         }
         if !uploads.is_empty() {
@@ -274,7 +280,7 @@ impl Engine {
     /// The FAQ as CSV: an `id` column and a `question:<lang>`, `answer:<lang>` pair per
     /// language (the museum's, then any other an entry has), with a byte order mark so that
     /// spreadsheet programs read it as UTF-8.
-    pub fn faq_csv(&self, character_id: &str) -> Result<String> {
+    pub fn faq_csv(&self, character_id: &CharacterId) -> Result<String> {
         let view = self.faq(character_id)?;
         let mut languages = view.languages.clone();
         for e in &view.entries {
@@ -304,7 +310,7 @@ impl Engine {
 
     /// Replaces a character's FAQ with the entries of a CSV file (as `faq_csv` writes it); a
     /// bad file is refused naming its line, and nothing changes.
-    pub fn set_faq_csv(&self, character_id: &str, text: &str) -> Result<FaqView> {
+    pub fn set_faq_csv(&self, character_id: &CharacterId, text: &str) -> Result<FaqView> {
         self.faq_record(character_id)?;
         let records = csv::parse(text.strip_prefix('\u{feff}').unwrap_or(text))
             .map_err(|(line, e)| bad(format!("line {line}: {e}")))?;

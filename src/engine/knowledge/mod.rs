@@ -25,7 +25,7 @@ use serde::Serialize;
 
 use super::error::{Result, bad, not_found};
 use super::language::Language;
-use super::{Engine, is_id, new_id};
+use super::{CharacterId, Engine, is_id, new_id};
 use crate::store::records::{Source, source_fields};
 use crate::store::tables::{CHARACTERS, CHUNKS, SOURCES};
 use crate::store::{self, BlobRef, StoreError, blobs};
@@ -217,7 +217,7 @@ impl Engine {
 
     /// Everything a character knows as text: its own description, the questions about itself
     /// that the offline engine answers, and every indexed passage.
-    pub fn knowledge_texts(&self, character_id: &str) -> Result<Vec<String>> {
+    pub fn knowledge_texts(&self, character_id: &CharacterId) -> Result<Vec<String>> {
         let c = self.character_record(character_id)?;
         let mut out = vec![
             c.name,
@@ -235,7 +235,7 @@ impl Engine {
     }
 
     /// The passages of each of a character's knowledge sources, in order.
-    pub fn knowledge_sources_text(&self, character_id: &str) -> Result<Vec<Vec<String>>> {
+    pub fn knowledge_sources_text(&self, character_id: &CharacterId) -> Result<Vec<Vec<String>>> {
         Ok(self
             .knowledge_by_language(character_id)?
             .into_iter()
@@ -246,7 +246,7 @@ impl Engine {
     /// Each source's passages in order, with the language it is written in.
     pub fn knowledge_by_language(
         &self,
-        character_id: &str,
+        character_id: &CharacterId,
     ) -> Result<Vec<(Language, Vec<String>)>> {
         let settings = self.settings();
         let tx = self.store.read()?;
@@ -263,8 +263,8 @@ impl Engine {
         Ok(out)
     }
 
-    fn character_exists(&self, tx: &redb::ReadTransaction, id: &str) -> Result<()> {
-        if is_id(id) && tx.open_table(CHARACTERS)?.get(id)?.is_some() {
+    fn character_exists(&self, tx: &redb::ReadTransaction, id: &CharacterId) -> Result<()> {
+        if tx.open_table(CHARACTERS)?.get(id.as_str())?.is_some() {
             Ok(())
         } else {
             Err(not_found("no such character"))
@@ -272,7 +272,7 @@ impl Engine {
     }
 
     /// A character's knowledge sources, newest first.
-    pub fn sources(&self, character_id: &str) -> Result<Vec<SourceView>> {
+    pub fn sources(&self, character_id: &CharacterId) -> Result<Vec<SourceView>> {
         let tx = self.store.read()?;
         self.character_exists(&tx, character_id)?;
         let mut all: Vec<Source> = store::scan(&tx.open_table(SOURCES)?, character_id)?;
@@ -284,7 +284,7 @@ impl Engine {
     /// the same id) and queues the indexable ones. Files with unsafe paths are skipped.
     pub fn add_sources(
         &self,
-        character_id: &str,
+        character_id: &CharacterId,
         uploads: Vec<Upload>,
     ) -> Result<(Vec<SourceView>, Vec<Skipped>)> {
         let mut skipped = Vec::new();
@@ -326,14 +326,14 @@ impl Engine {
 
     fn store_sources(
         &self,
-        character_id: &str,
+        character_id: &CharacterId,
         accepted: Vec<(String, Upload)>,
         discard: &mut Vec<BlobRef>,
     ) -> Result<Vec<SourceView>> {
         let tx = self.store.write()?;
         {
             let chars = tx.open_table(CHARACTERS)?;
-            if !is_id(character_id) || chars.get(character_id)?.is_none() {
+            if chars.get(character_id.as_str())?.is_none() {
                 discard.extend(accepted.into_iter().map(|(_, u)| u.blob));
                 return Err(not_found("no such character"));
             }
@@ -355,7 +355,7 @@ impl Engine {
             };
             let source = Source {
                 id: previous.as_ref().map_or_else(new_id, |p| p.id.clone()),
-                character_id: character_id.into(),
+                character_id: character_id.to_string(),
                 title: title_of(&filename),
                 mime_type: extract::mime_for(&filename).into(),
                 filename,
@@ -399,7 +399,7 @@ impl Engine {
         }
     }
 
-    pub fn delete_source(&self, character_id: &str, source_id: &str) -> Result<()> {
+    pub fn delete_source(&self, character_id: &CharacterId, source_id: &str) -> Result<()> {
         let tx = self.store.write()?;
         let key = store::key(&[character_id, source_id]);
         let source: Source = store::get(&tx.open_table(SOURCES)?, &key)?
@@ -415,7 +415,11 @@ impl Engine {
     }
 
     /// Queues a source for indexing again; a run already going for it will not commit.
-    pub fn reindex_source(&self, character_id: &str, source_id: &str) -> Result<SourceView> {
+    pub fn reindex_source(
+        &self,
+        character_id: &CharacterId,
+        source_id: &str,
+    ) -> Result<SourceView> {
         let tx = self.store.write()?;
         let key = store::key(&[character_id, source_id]);
         let mut source: Source = store::get(&tx.open_table(SOURCES)?, &key)?
@@ -473,7 +477,7 @@ impl Engine {
         let top_k = top_k.unwrap_or(5).clamp(1, 50);
         let settings = self.settings();
         let tx = self.store.read()?;
-        self.character_exists(&tx, character_id)?;
+        self.character_exists(&tx, &CharacterId::parse(character_id)?)?;
         let mut sources: Vec<Source> =
             store::scan::<Source>(&tx.open_table(SOURCES)?, character_id)?
                 .into_iter()

@@ -7,6 +7,7 @@
 use serde::Serialize;
 
 use super::screen::question_matches;
+use crate::engine::CharacterId;
 use crate::engine::error::{Result, bad, not_found};
 use crate::engine::language::Language;
 use crate::engine::media::sound;
@@ -37,7 +38,7 @@ pub struct RecordingView {
 }
 
 impl RecordingView {
-    fn of(character_id: &str, r: &Recording) -> RecordingView {
+    fn of(character_id: &CharacterId, r: &Recording) -> RecordingView {
         RecordingView {
             id: r.id.clone(),
             question: r.question.clone(),
@@ -59,7 +60,7 @@ pub struct Recorded {
 
 impl Engine {
     /// A character's recorded answers, in the order of its FAQ's questions.
-    pub fn recordings(&self, character_id: &str) -> Result<Vec<RecordingView>> {
+    pub fn recordings(&self, character_id: &CharacterId) -> Result<Vec<RecordingView>> {
         let c = self.character_record(character_id)?;
         Ok(c.recordings
             .iter()
@@ -72,7 +73,7 @@ impl Engine {
     /// file the kiosk cannot play is refused and nothing is stored.
     pub fn add_recording(
         &self,
-        character_id: &str,
+        character_id: &CharacterId,
         question: &str,
         orig_name: &str,
         bytes: &[u8],
@@ -116,7 +117,11 @@ impl Engine {
 
     /// Puts `recording` in the character's record in place of one for the same question;
     /// returns the blobs no longer used.
-    fn replace_recording(&self, character_id: &str, recording: &Recording) -> Result<Vec<BlobRef>> {
+    fn replace_recording(
+        &self,
+        character_id: &CharacterId,
+        recording: &Recording,
+    ) -> Result<Vec<BlobRef>> {
         let tx = self.store.write()?;
         let mut dropped = Vec::new();
         {
@@ -137,7 +142,7 @@ impl Engine {
             }
             c.recordings.push(recording.clone());
             c.updated_at = store::now();
-            table.insert(character_id, store::to_json(&c).as_slice())?;
+            table.insert(character_id.as_str(), store::to_json(&c).as_slice())?;
         }
         blobs::register(&tx, &recording.blob)?;
         for b in &dropped {
@@ -149,7 +154,7 @@ impl Engine {
     }
 
     /// Removes a recorded answer: the question is answered by synthesis again.
-    pub fn delete_recording(&self, character_id: &str, id: &str) -> Result<()> {
+    pub fn delete_recording(&self, character_id: &CharacterId, id: &str) -> Result<()> {
         let tx = self.store.write()?;
         let dropped;
         {
@@ -163,7 +168,7 @@ impl Engine {
                 .ok_or_else(|| not_found("no such recording"))?;
             dropped = c.recordings.remove(at).blob;
             c.updated_at = store::now();
-            table.insert(character_id, store::to_json(&c).as_slice())?;
+            table.insert(character_id.as_str(), store::to_json(&c).as_slice())?;
         }
         blobs::unregister(&tx, &dropped)?;
         tx.commit()?;
@@ -173,7 +178,7 @@ impl Engine {
     }
 
     /// A recorded answer as a WAV file, for the console to play.
-    pub fn recording_wav(&self, character_id: &str, id: &str) -> Result<Vec<u8>> {
+    pub fn recording_wav(&self, character_id: &CharacterId, id: &str) -> Result<Vec<u8>> {
         let c = self.character_record(character_id)?;
         let r = c
             .recordings
@@ -201,7 +206,9 @@ impl Engine {
         if character.recordings.is_empty() {
             return None;
         }
-        let faq = self.faq_pairs(&character.id).ok()?;
+        let faq = self
+            .faq_pairs(&CharacterId::of_record(&character.id))
+            .ok()?;
         let in_language =
             |r: &&Recording| Language::parse(&r.language).is_some_and(|l| l.same_as(language));
         let answer_of = |q: &str| faq.iter().find(|(fq, _)| fq == q).map(|(_, a)| a.clone());
@@ -213,7 +220,12 @@ impl Engine {
         let found = match by_question {
             Some(r) => Some(r),
             None if offline => {
-                let said = self.offline_reply_in(None, &character.id, (question, &[]), language)?;
+                let said = self.offline_reply_in(
+                    None,
+                    &CharacterId::of_record(&character.id),
+                    (question, &[]),
+                    language,
+                )?;
                 character
                     .recordings
                     .iter()

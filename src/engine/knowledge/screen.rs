@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::engine::CharacterId;
 use crate::engine::Engine;
 use crate::engine::error::{Result, bad, not_found};
 use crate::engine::history::Mark;
@@ -39,12 +40,12 @@ pub struct ScreenChoice {
 impl Engine {
     /// The questions on a character's screen, in the order staff gave them (what the kiosk
     /// draws; each chosen by its `id` with [`Engine::ask_on_screen`]).
-    pub fn on_screen_questions(&self, character_id: &str) -> Result<Vec<ScreenQuestion>> {
+    pub fn on_screen_questions(&self, character_id: &CharacterId) -> Result<Vec<ScreenQuestion>> {
         Ok(self.character_record(character_id)?.on_screen)
     }
 
     /// The FAQ questions of a character's indexed knowledge, each once, in order.
-    pub fn faq_questions(&self, character_id: &str) -> Result<Vec<String>> {
+    pub fn faq_questions(&self, character_id: &CharacterId) -> Result<Vec<String>> {
         Ok(self
             .faq_questions_by_language(character_id)?
             .into_iter()
@@ -55,7 +56,7 @@ impl Engine {
     /// The FAQ questions with the language of the file each is in.
     pub(super) fn faq_questions_by_language(
         &self,
-        character_id: &str,
+        character_id: &CharacterId,
     ) -> Result<Vec<(String, Language)>> {
         Ok(self
             .faq_entries(character_id)?
@@ -65,7 +66,7 @@ impl Engine {
     }
 
     /// The FAQ's questions with their answers.
-    pub(super) fn faq_pairs(&self, character_id: &str) -> Result<Vec<(String, String)>> {
+    pub(super) fn faq_pairs(&self, character_id: &CharacterId) -> Result<Vec<(String, String)>> {
         Ok(self
             .faq_entries(character_id)?
             .into_iter()
@@ -75,7 +76,7 @@ impl Engine {
 
     /// Every FAQ entry of the indexed knowledge, each question once, in order: the question,
     /// its answer and the language of its file.
-    fn faq_entries(&self, character_id: &str) -> Result<Vec<(String, String, Language)>> {
+    fn faq_entries(&self, character_id: &CharacterId) -> Result<Vec<(String, String, Language)>> {
         let mut out: Vec<(String, String, Language)> = Vec::new();
         for (language, passages) in self.knowledge_by_language(character_id)? {
             for passage in passages {
@@ -101,7 +102,7 @@ impl Engine {
     }
 
     /// The questions on the screen and the FAQ questions to choose them from (admin).
-    pub fn screen_choice(&self, character_id: &str) -> Result<ScreenChoice> {
+    pub fn screen_choice(&self, character_id: &CharacterId) -> Result<ScreenChoice> {
         Ok(ScreenChoice {
             on_screen: self.on_screen_questions(character_id)?,
             faq: self.faq_questions(character_id)?,
@@ -117,6 +118,7 @@ impl Engine {
                 "at most {SCREEN_MAX_QUESTIONS} questions fit on the screen"
             )));
         }
+        let character_id = &CharacterId::parse(character_id)?;
         let faq = self.faq_questions_by_language(character_id)?;
         let tx = self.store.write()?;
         {
@@ -154,7 +156,7 @@ impl Engine {
             }
             c.on_screen = next;
             c.updated_at = store::now();
-            table.insert(character_id, store::to_json(&c).as_slice())?;
+            table.insert(character_id.as_str(), store::to_json(&c).as_slice())?;
         }
         tx.commit()?;
         self.characters.invalidate();

@@ -11,14 +11,14 @@ use super::{
     ChatRequest, OmniContext, OmniEvent, OmniInput, Provider, ProviderError, Stage, StreamBounds,
     local, openai, realtime, remote, wyoming,
 };
-use crate::engine::Engine;
 use crate::engine::language::Language;
 use crate::engine::settings::Service;
 use crate::engine::voice::Voice;
+use crate::engine::{CharacterId, Engine};
 
 /// What a reply is generated from.
 pub struct Prompt<'a> {
-    pub character_id: &'a str,
+    pub character_id: &'a CharacterId,
     /// The live session it is asked in (none for the console's "what would it answer"): the
     /// offline engine may ask which of two topics is meant, and the session's next question
     /// answers that.
@@ -68,7 +68,7 @@ impl Engine {
     pub(in crate::engine) async fn recognise(
         self: &Arc<Self>,
         provider: Provider,
-        character_id: &str,
+        character_id: &CharacterId,
         pcm: &[i16],
         timeout: Duration,
         language: Option<&Language>,
@@ -99,7 +99,7 @@ impl Engine {
                     // tasks queued on that worker (a task a turn wakes, such as the kiosk loop, is
                     // queued there and no other worker takes it), so it runs on the blocking pool.
                     let engine = self.clone();
-                    let id = character_id.to_string();
+                    let id = character_id.clone();
                     let model = tokio::task::spawn_blocking(move || engine.recogniser_model(&id))
                         .await
                         .map_err(|e| {
@@ -121,7 +121,7 @@ impl Engine {
                         tracing::warn!("the recogniser's closed pass failed: {e}");
                         None
                     });
-                    let (engine, id) = (self.clone(), character_id.to_string());
+                    let (engine, id) = (self.clone(), character_id.clone());
                     tokio::task::spawn_blocking(move || engine.offline_heard(&id, open, closed))
                         .await
                         .map_err(|e| {
@@ -158,7 +158,7 @@ impl Engine {
                 | Provider::OpenaiRealtime
                 | Provider::Remote
                 | Provider::Wyoming => {
-                    let (engine, id) = (self.clone(), prompt.character_id.to_string());
+                    let (engine, id) = (self.clone(), prompt.character_id.clone());
                     let (question, sure) = (prompt.question.to_string(), prompt.sure.to_vec());
                     let session = prompt.session_id.map(str::to_string);
                     let language = prompt.language.clone();

@@ -15,6 +15,7 @@ use super::hours::Hours;
 use super::language::{self, Language, Phrase, Wording};
 use super::providers::{Choice, Endpoint, Provider, ProviderError, Stage, wyoming};
 use super::{Engine, is_id};
+use crate::engine::CharacterId;
 use crate::store::tables::SETTINGS;
 use crate::store::{self, Store};
 pub use fleet::FleetSettings;
@@ -627,7 +628,8 @@ impl Engine {
         if next.kiosk.character_id != current.kiosk.character_id
             && !next.kiosk.character_id.is_empty()
         {
-            self.character_record(&next.kiosk.character_id)
+            CharacterId::parse(&next.kiosk.character_id)
+                .and_then(|id| self.character_record(&id))
                 .map_err(|_| bad("kiosk.character_id names no character"))?;
         }
         tx.open_table(SETTINGS)?

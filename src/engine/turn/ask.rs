@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 
 use super::instructions;
 use super::standard::chat_request;
+use crate::engine::CharacterId;
 use crate::engine::Engine;
 use crate::engine::error::Result;
 use crate::engine::knowledge::SearchResult;
@@ -39,7 +40,7 @@ impl Engine {
         question: &str,
     ) -> Result<Asked> {
         let question = message_text("question", question)?;
-        let character = &self.character_record(character_id)?;
+        let character = &self.character_record(&CharacterId::parse(character_id)?)?;
         // A brain this kiosk does not have answers as the offline engine would.
         let llm = match self.provider_for(Stage::Llm, &[&character.components.llm])? {
             Choice::Kiosk(p) => p,

@@ -427,7 +427,7 @@ impl Turn {
                     .engine
                     .recognise(
                         plan.asr,
-                        &plan.character.id,
+                        &self.live.character_id,
                         &pcm,
                         plan.timeout,
                         language.as_ref(),

@@ -8,7 +8,6 @@ use tokio::sync::mpsc;
 use super::Turn;
 use super::audio_out::AudioOut;
 use super::sentences::{Sentences, clauses};
-use crate::engine::Engine;
 use crate::engine::knowledge::SearchResult;
 use crate::engine::language::{Language, Phrase};
 use crate::engine::live::{ErrorCode, Event};
@@ -16,6 +15,7 @@ use crate::engine::providers::{
     ChatMessage, ChatRequest, Prompt, Provider, ProviderError, StreamBounds,
 };
 use crate::engine::spoken::for_speech;
+use crate::engine::{CharacterId, Engine};
 use crate::store::records::Character;
 
 /// Passages given to the language model (or the offline engine) for a question.
@@ -48,7 +48,7 @@ impl Engine {
             .unwrap_or_default()
         };
         let prompt = Prompt {
-            character_id: &character.id,
+            character_id: &CharacterId::of_record(&character.id),
             session_id,
             question,
             sure,

@@ -219,7 +219,11 @@ async fn ask_and_read(
 ) -> Vec<String> {
     let devices = rig.devices();
     let session = devices.state.borrow().session_id.clone();
-    let events = rig.engine().live(&session).unwrap().subscribe();
+    let events = rig
+        .engine()
+        .live(&docent::engine::SessionId::parse(&session).unwrap())
+        .unwrap()
+        .subscribe();
     let audio = devices.audio.as_ref().expect("simulated audio").subscribe();
     let stop = Arc::new(tokio::sync::Notify::new());
     let log = log_moments(events, audio, stop.clone());
@@ -383,7 +387,7 @@ async fn rig_on(size: &str) -> (Rig, Screen) {
     let screen_size = rig.devices().sim_screen.clone().unwrap().size();
     let name = rig
         .engine()
-        .character_record(&rig.character)
+        .character_record(&docent::engine::CharacterId::parse(&rig.character).unwrap())
         .unwrap()
         .name
         .clone();

@@ -203,7 +203,11 @@ impl Rig {
         state.wait_for(|s| s.status == Status::Idle).await.unwrap();
         let session = state.borrow().session_id.clone();
         assert!(!session.is_empty(), "the kiosk opened its visitor session");
-        let events = ready.engine.live(&session).unwrap().subscribe();
+        let events = ready
+            .engine
+            .live(&docent::engine::SessionId::parse(&session).unwrap())
+            .unwrap()
+            .subscribe();
         Rig {
             devices,
             state,

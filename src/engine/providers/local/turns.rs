@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::super::{Heard, ProviderError};
 use super::{self as local, answer};
+use crate::engine::CharacterId;
 use crate::engine::Engine;
 use crate::engine::error::{Error, Result};
 use crate::engine::language::Language;
@@ -72,7 +73,10 @@ impl Engine {
     /// site document; rebuilt when knowledge changes. Blocking (seconds on a small board): call
     /// it on the blocking pool. One build at a time: a turn asking while the model is being
     /// built (see `Engine::listen`) waits for that build instead of starting another.
-    pub fn recogniser_model(&self, character_id: &str) -> Result<Arc<local::Model>, ProviderError> {
+    pub fn recogniser_model(
+        &self,
+        character_id: &CharacterId,
+    ) -> Result<Arc<local::Model>, ProviderError> {
         let epoch = self.knowledge_epoch();
         self.recogniser_models
             .get_or_build(character_id, epoch, || {
@@ -91,7 +95,7 @@ impl Engine {
     /// store on a change of knowledge: call it on the blocking pool.
     pub fn offline_answer(
         &self,
-        character_id: &str,
+        character_id: &CharacterId,
         question: &str,
         sure: &[(String, f64)],
     ) -> Option<String> {
@@ -110,7 +114,7 @@ impl Engine {
     /// `offline_weigh`). Reads the store on a change of knowledge: call it on the blocking pool.
     pub fn offline_heard(
         &self,
-        character_id: &str,
+        character_id: &CharacterId,
         open: Vec<(String, f64)>,
         closed: Option<local::Closed>,
     ) -> Heard {
@@ -138,7 +142,7 @@ impl Engine {
     /// about something else ("where are the coin" for "where are the toilets").
     pub fn offline_weigh(
         &self,
-        character_id: &str,
+        character_id: &CharacterId,
         open: &[(String, f64)],
         closed: Option<&local::Closed>,
     ) -> Weighing {
@@ -175,7 +179,7 @@ impl Engine {
 
     /// The answer's topics of a character's knowledge in the museum's default language, built
     /// once per change of knowledge.
-    fn offline_topics(&self, character_id: &str) -> Result<Arc<answer::Topics>> {
+    fn offline_topics(&self, character_id: &CharacterId) -> Result<Arc<answer::Topics>> {
         self.offline_topics_in(character_id, &self.settings().default_language())
     }
 
@@ -183,7 +187,7 @@ impl Engine {
     /// `language`: a museum with one language, or a translation not written yet).
     fn offline_topics_in(
         &self,
-        character_id: &str,
+        character_id: &CharacterId,
         language: &Language,
     ) -> Result<Arc<answer::Topics>> {
         let settings = self.settings();
@@ -217,7 +221,7 @@ impl Engine {
     pub fn offline_reply_in(
         &self,
         session_id: Option<&str>,
-        character_id: &str,
+        character_id: &CharacterId,
         (question, sure): (&str, &[(String, f64)]),
         language: &Language,
     ) -> Option<String> {
@@ -243,7 +247,7 @@ impl Engine {
     pub fn offline_reply(
         &self,
         session_id: &str,
-        character_id: &str,
+        character_id: &CharacterId,
         question: &str,
         sure: &[(String, f64)],
     ) -> Option<String> {
@@ -253,7 +257,7 @@ impl Engine {
             pending.retain(|_, a| a.at.elapsed() < CLARIFY_TTL);
             pending.remove(session_id)
         }
-        .filter(|a| a.character_id == character_id && a.epoch == epoch);
+        .filter(|a| a.character_id == character_id.as_str() && a.epoch == epoch);
         if answer::asks_who(question) {
             return self.offline_answer(character_id, question, sure);
         }
