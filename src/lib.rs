@@ -116,8 +116,13 @@ pub async fn run(options: Run) -> anyhow::Result<Stopped> {
     tracing::info!(%addr, "serving");
     // Said goodbye on the LAN when `run` returns.
     let _announcement = api::mdns::announce(&engine.config, addr);
-    spawn_sweeper(engine.clone());
-    spawn_retention(&engine);
+    // The sweeps end with the server: a sweep under way holds the engine (and its store) on
+    // the blocking pool, and a restart within the process must find the store let go.
+    let sweeps_stop = tokio_util::sync::CancellationToken::new();
+    let sweeps = [
+        spawn_sweeper(&engine, sweeps_stop.clone()),
+        spawn_retention(&engine, sweeps_stop.clone()),
+    ];
     // The fleet's controller id defaults to the kiosk's host name on the LAN.
     let fleet_stop = tokio_util::sync::CancellationToken::new();
     let updates = Arc::new(update::Updates::open(
@@ -182,6 +187,10 @@ pub async fn run(options: Run) -> anyhow::Result<Stopped> {
     // so that the data directory can be opened again at once (a restart within the same process).
     devices.stop().await;
     fleet_stop.cancel();
+    sweeps_stop.cancel();
+    for sweep in sweeps {
+        let _ = sweep.await;
+    }
     let _ = fleet.await;
     probe_stop.cancel();
     let _ = probe.await;
@@ -256,7 +265,10 @@ async fn serves(mut addr: std::net::SocketAddr) -> Result<(), String> {
 
 /// Every hour, and when woken (a visit ended, a test moved the clock), removes the transcripts
 /// the retention no longer keeps (docs/privacy.md): on time even when nobody writes.
-fn spawn_retention(engine: &Arc<Engine>) {
+fn spawn_retention(
+    engine: &Arc<Engine>,
+    stop: tokio_util::sync::CancellationToken,
+) -> tokio::task::JoinHandle<()> {
     let weak = Arc::downgrade(engine);
     let wake = engine.retention.wake.clone();
     tokio::spawn(async move {
@@ -265,25 +277,33 @@ fn spawn_retention(engine: &Arc<Engine>) {
             tokio::select! {
                 _ = tick.tick() => {}
                 () = wake.notified() => {}
+                () = stop.cancelled() => return,
             }
             let Some(engine) = weak.upgrade() else { return };
+            // Awaited to its end, even when the server stops meanwhile.
             let swept = tokio::task::spawn_blocking(move || engine.sweep_transcripts());
             if let Ok(Err(e)) = swept.await {
                 tracing::warn!("retention sweep failed: {e}");
             }
         }
-    });
+    })
 }
 
 /// Once a minute closes idle sessions (so abandoned clients do not hold places forever) and
 /// drops expired logins.
-fn spawn_sweeper(engine: Arc<Engine>) {
-    let weak = Arc::downgrade(&engine);
+fn spawn_sweeper(
+    engine: &Arc<Engine>,
+    stop: tokio_util::sync::CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let weak = Arc::downgrade(engine);
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
         tick.tick().await;
         loop {
-            tick.tick().await;
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = stop.cancelled() => return,
+            }
             let Some(engine) = weak.upgrade() else { return };
             let swept = tokio::task::spawn_blocking(move || {
                 engine.expire_sessions()?;
@@ -293,5 +313,5 @@ fn spawn_sweeper(engine: Arc<Engine>) {
                 tracing::warn!("session sweep failed: {e}");
             }
         }
-    });
+    })
 }
