@@ -970,12 +970,14 @@ fn moved_keys(text: &str) -> Option<String> {
     let doc: toml::Table = text.parse().ok()?;
     let moved: Vec<String> = MOVED_KEYS
         .iter()
-        .filter(|(old, table, _)| {
+        .filter(|(old, table, new)| {
+            // A key that kept its name is where it belongs once it is in its table.
             doc.contains_key(*old)
-                || doc
-                    .get(*table)
-                    .and_then(toml::Value::as_table)
-                    .is_some_and(|t| t.contains_key(*old))
+                || (old != new
+                    && doc
+                        .get(*table)
+                        .and_then(toml::Value::as_table)
+                        .is_some_and(|t| t.contains_key(*old)))
         })
         .map(|(old, table, new)| {
             if old == new {
@@ -991,6 +993,29 @@ fn moved_keys(text: &str) -> Option<String> {
             moved.join(", ")
         )
     })
+}
+
+#[cfg(test)]
+mod moved_key_tests {
+    use super::Config;
+
+    /// A key in its new table under its old name is no moved key: the document's real fault
+    /// is told (the update test's refused configuration: an unknown device mode).
+    #[test]
+    fn a_key_in_its_table_is_not_blamed_for_another_fault() {
+        let profile = include_str!("../board/qemuarm64/docent.toml");
+        assert!(Config::from_toml(profile).is_ok());
+        let refused = profile.replace("devices = \"real\"", "devices = \"teleported\"");
+        let err = Config::from_toml(&refused).unwrap_err().to_string();
+        assert!(err.contains("teleported"), "{err}");
+        assert!(!err.contains("moved"), "{err}");
+        let flat = "admin_password_file = \"/data/p\"";
+        let err = Config::from_toml(flat).unwrap_err().to_string();
+        assert!(
+            err.contains("`admin_password_file` moved to `[access]`"),
+            "{err}"
+        );
+    }
 }
 
 #[cfg(test)]
