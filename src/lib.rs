@@ -48,6 +48,7 @@ pub struct Ready {
 pub struct Run {
     config: Config,
     firmware: Option<Arc<dyn fleet::Firmware>>,
+    clock: Option<Arc<dyn engine::hours::Clock>>,
     on_ready: Box<dyn FnOnce(Ready) + Send>,
     shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
 }
@@ -59,6 +60,7 @@ impl Run {
         Run {
             config,
             firmware: None,
+            clock: None,
             on_ready: Box::new(|_| {}),
             shutdown: Box::pin(std::future::pending()),
         }
@@ -77,6 +79,13 @@ impl Run {
         self
     }
 
+    /// Where the kiosk's local time comes from, instead of the system's: a test's simulated day
+    /// (opening hours, availability, updates that wait for the museum to close).
+    pub fn clock(mut self, clock: Arc<dyn engine::hours::Clock>) -> Run {
+        self.clock = Some(clock);
+        self
+    }
+
     /// The update service the fleet client hands firmware bundles to, instead of the kiosk's
     /// own (tests stand in for RAUC here).
     pub fn firmware(mut self, firmware: Arc<dyn fleet::Firmware>) -> Run {
@@ -91,11 +100,15 @@ pub async fn run(options: Run) -> anyhow::Result<Stopped> {
     let Run {
         config,
         firmware,
+        clock,
         on_ready,
         shutdown,
     } = options;
     let listen = config.listen;
     let engine = tokio::task::spawn_blocking(move || Engine::open(config)).await??;
+    if let Some(clock) = clock {
+        engine.use_clock(clock);
+    }
     if !engine.has_admin_password() {
         tracing::warn!(
             "no administrator password is configured: admin routes are open (setup mode)"
@@ -145,8 +158,7 @@ pub async fn run(options: Run) -> anyhow::Result<Stopped> {
         listen: addr,
         fingerprint: tls.fingerprint(),
     };
-    let devices =
-        device::Devices::start(&engine, console, Arc::new(engine::hours::SystemClock)).await;
+    let devices = device::Devices::start(&engine, console).await;
     let mut loops = vec![watchdog::Watched {
         name: "engine",
         heartbeat: engine_beat,

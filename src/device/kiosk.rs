@@ -56,7 +56,7 @@ use super::{Captions, KioskState};
 use crate::config::KioskConfig;
 use crate::engine::ScreenQuestion;
 use crate::engine::access::Owner;
-use crate::engine::hours::{Clock, Opening, WhenClosed};
+use crate::engine::hours::{Opening, WhenClosed};
 use crate::engine::language::{Language, Phrase, Words};
 use crate::engine::live::{AudioWanted, Event, LiveSession, Status};
 use crate::engine::sessions::NewSession;
@@ -83,8 +83,6 @@ pub struct KioskParts {
     pub heartbeat: Arc<Heartbeat>,
     /// Test hook (`test.hooks`): when notified, the loop stops turning until `stop`.
     pub stall: Arc<Notify>,
-    /// The local time the opening hours are read at.
-    pub clock: Arc<dyn Clock>,
     /// The console's "test sound" requests, each at a volume (0-100).
     pub test_sounds: mpsc::UnboundedReceiver<u8>,
     /// Touches and choice buttons (`None`: the kiosk has neither).
@@ -152,7 +150,6 @@ struct Kiosk {
     password_shown: bool,
     /// The press being listened to opened the visit (its tap is a greeting, not a cut).
     opening: bool,
-    clock: Arc<dyn Clock>,
     /// Whether the kiosk is open now.
     hours: Opening,
     /// The "we're closed" line being synthesised or played: its playback number (far above any
@@ -199,7 +196,6 @@ pub async fn run(parts: KioskParts) {
         stop,
         heartbeat,
         stall,
-        clock,
         mut test_sounds,
         choices,
     } = parts;
@@ -229,7 +225,6 @@ pub async fn run(parts: KioskParts) {
         presence: Presence::default(),
         password_shown: false,
         opening: false,
-        clock,
         hours: Opening::always(),
         announcement: None,
         announcements: 0,
@@ -691,9 +686,9 @@ impl Kiosk {
         }
     }
 
-    /// Reads the opening hours at the clock; publishes a change.
+    /// Reads the opening hours at the engine's clock; publishes a change.
     fn follow_hours(&mut self) {
-        let now = self.engine.settings().hours.at(self.clock.now());
+        let now = self.engine.opening();
         if now != self.hours {
             tracing::info!(open = now.open, until = %now.when, "kiosk: opening hours");
             self.hours = now;

@@ -42,7 +42,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::DeviceMode;
 use crate::engine::Engine;
-use crate::engine::hours::{Clock, Opening};
+use crate::engine::hours::Opening;
 use crate::engine::language::{Language, Words};
 use crate::engine::live::Status;
 use crate::watchdog::Heartbeat;
@@ -270,13 +270,8 @@ impl Devices {
 
     /// Starts the devices of `engine.config.devices` and the kiosk loop. `console` is where the
     /// display's setup screens send the administrator: the address the kiosk serves on (see
-    /// `display::admin_url`) and the HTTPS certificate's fingerprint. `clock` is the local time
-    /// the opening hours are read at (`SystemClock`, or a test's).
-    pub async fn start(
-        engine: &Arc<Engine>,
-        console: display::Console,
-        clock: Arc<dyn Clock>,
-    ) -> Arc<Devices> {
+    /// `display::admin_url`) and the HTTPS certificate's fingerprint.
+    pub async fn start(engine: &Arc<Engine>, console: display::Console) -> Arc<Devices> {
         let mode = engine.config.devices;
         if mode == DeviceMode::None {
             return Arc::new(Devices::none());
@@ -347,7 +342,6 @@ impl Devices {
             stop: stop.clone(),
             heartbeat: heartbeat.clone(),
             stall: stall.clone(),
-            clock,
             test_sounds: test_sounds_rx,
             choices: choice.take(),
         }));

@@ -5,8 +5,11 @@
 //! `/etc/localtime` (see docs/opening-hours.md). The clock is a trait so that the device layer
 //! can be driven by a simulated one in tests.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
+use super::Engine;
 use super::error::{Result, bad};
 
 /// Minutes in a day; a day's closing time may be `24:00`.
@@ -139,6 +142,23 @@ pub struct SystemClock;
 impl Clock for SystemClock {
     fn now(&self) -> LocalTime {
         LocalTime::now()
+    }
+}
+
+impl Engine {
+    /// Reads the kiosk's local time from `clock` from now on: a test's simulated day.
+    pub fn use_clock(&self, clock: Arc<dyn Clock>) {
+        *self.clock.write().unwrap_or_else(|e| e.into_inner()) = clock;
+    }
+
+    /// The kiosk's local time now, at its clock.
+    pub fn local_now(&self) -> LocalTime {
+        self.clock.read().unwrap_or_else(|e| e.into_inner()).now()
+    }
+
+    /// Whether the kiosk is open now, by the opening hours in the settings, and until when.
+    pub fn opening(&self) -> Opening {
+        self.settings().hours.at(self.local_now())
     }
 }
 

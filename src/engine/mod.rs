@@ -47,6 +47,7 @@
 //! - `history.rs`: `recent_history`, `store_message`, `record_message`, `save_turn_seq`, `history`,
 //!   `history_batch`, `purge_history`, `retain_history`.
 //! - `statistics.rs`: `unmatched_questions`, `statistics`.
+//! - `hours.rs`: `use_clock`, `local_now`, `opening`.
 //! - `privacy.rs`: `retention_now`, `advance_clock_for_test`, `sweep_transcripts`, `forget_visit`,
 //!   `retire_old`, `disclosure`.
 //! - `tasks.rs`: `task`, `session_tasks`, `task_events`, `post_task_event`, `post_artifact`,
@@ -137,6 +138,8 @@ pub struct Engine {
     site_document: site::DocumentCache,
     /// The transcripts' retention sweep (`privacy`).
     pub retention: privacy::Retention,
+    /// Where the kiosk's local time comes from (`hours`): the system's, or a test's.
+    clock: std::sync::RwLock<Arc<dyn hours::Clock>>,
 }
 
 impl Engine {
@@ -201,6 +204,7 @@ impl Engine {
             session_count: Default::default(),
             site_document: site::DocumentCache::default(),
             retention: privacy::Retention::default(),
+            clock: std::sync::RwLock::new(Arc::new(hours::SystemClock)),
         });
         engine.ensure_default_character()?;
         // The offline engine's voices are listed once, off the path of the first turn.

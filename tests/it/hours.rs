@@ -2,7 +2,7 @@
 //! devices layer (`devices = "sim"`: alsa-lib's file plugins, the in-memory button and screen)
 //! started with a clock the test sets.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use docent::config::{AccessConfig, Config, DeviceMode};
@@ -11,18 +11,11 @@ use docent::device::display::text::drawn_line;
 use docent::device::display::{Console, MemoryScreen};
 use docent::device::{Devices, SimAudio};
 use docent::engine::Engine;
-use docent::engine::hours::{Clock, LocalTime};
+use docent::engine::hours::LocalTime;
+
+use crate::support::clock::SimClock;
 use docent::engine::live::Status;
 use serde_json::json;
-
-/// A clock that shows what the test set.
-struct SimClock(Mutex<LocalTime>);
-
-impl Clock for SimClock {
-    fn now(&self) -> LocalTime {
-        *self.0.lock().unwrap()
-    }
-}
 
 fn speaker_len(d: &Devices) -> u64 {
     let path = &d.sim_audio.as_ref().expect("simulated audio").speaker;
@@ -97,12 +90,13 @@ async fn outside_the_hours_the_kiosk_says_it_is_closed_and_opens_on_time() {
         }}))
         .unwrap();
     // Wednesday 25 November 2026, 20:00: closed until Thursday 09:00.
-    let clock = Arc::new(SimClock(Mutex::new(LocalTime::new(2026, 11, 25, 20, 0))));
+    let clock = Arc::new(SimClock::at(LocalTime::new(2026, 11, 25, 20, 0)));
+    engine.use_clock(clock.clone());
     let console = Console {
         listen: "127.0.0.1:8080".parse().unwrap(),
         fingerprint: "AB:CD".into(),
     };
-    let d = Devices::start(&engine, console, clock.clone()).await;
+    let d = Devices::start(&engine, console).await;
     until(&d, "closed", |s| !s.opening.open).await;
     assert_eq!(d.state.borrow().opening.when, "tomorrow at 09:00");
 
@@ -143,7 +137,7 @@ async fn outside_the_hours_the_kiosk_says_it_is_closed_and_opens_on_time() {
     assert_eq!(speaker_len(&d), before, "nothing said");
 
     // Thursday 09:00: open, the screen no longer says closed, and a press is heard.
-    *clock.0.lock().unwrap() = LocalTime::new(2026, 11, 26, 9, 0);
+    clock.set(LocalTime::new(2026, 11, 26, 9, 0));
     until(&d, "open", |s| s.opening.open).await;
     assert_eq!(d.state.borrow().opening.when, "today at 17:00");
     frame_where(&screen, "the kiosk open again", |px| px[0] != CLOSED_BG);

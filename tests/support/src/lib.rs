@@ -9,6 +9,7 @@ pub mod appliance;
 pub mod bench;
 pub mod board;
 pub mod browser;
+pub mod clock;
 pub mod disk;
 pub mod fake_hawkbit;
 pub mod fake_wyoming;
