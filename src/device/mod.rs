@@ -227,6 +227,7 @@ struct Running {
     ptt_stop: Arc<AtomicBool>,
     ptt_wake: Arc<ptt::Wake>,
     ptt_thread: Option<std::thread::JoinHandle<()>>,
+    display_thread: Option<std::thread::JoinHandle<()>>,
     /// Holds the kiosk state channel open when there is no kiosk loop.
     _state: Option<watch::Sender<KioskState>>,
 }
@@ -263,6 +264,7 @@ impl Devices {
                 ptt_stop: Arc::default(),
                 ptt_wake: Arc::default(),
                 ptt_thread: None,
+                display_thread: None,
                 _state: Some(tx),
             })),
         }
@@ -367,6 +369,7 @@ impl Devices {
                 ptt_stop,
                 ptt_wake,
                 ptt_thread,
+                display_thread: display.thread,
                 _state: None,
             })),
         })
@@ -426,11 +429,16 @@ impl Devices {
         }
         r.ptt_stop.store(true, Ordering::SeqCst);
         r.ptt_wake.notify();
-        let thread = r.ptt_thread.take();
+        // The kiosk loop has ended, and with it the state's sender: the player ends too.
+        let thread = r
+            .ptt_thread
+            .take()
+            .into_iter()
+            .chain(r.display_thread.take());
         let choice_thread = self.choice.stop();
         let audio = self.audio.clone();
         let _ = tokio::task::spawn_blocking(move || {
-            for t in thread.into_iter().chain(choice_thread) {
+            for t in thread.chain(choice_thread) {
                 let _ = t.join();
             }
             if let Some(a) = audio {

@@ -90,6 +90,9 @@ pub struct Started {
     /// The in-memory screen, when the display is simulated.
     pub sim_screen: Option<Arc<MemoryScreen>>,
     pub health: Health,
+    /// The player's thread: it ends when the kiosk state's sender is gone, and is joined then,
+    /// because while it draws it holds the engine (and so the store).
+    pub thread: Option<std::thread::JoinHandle<()>>,
 }
 
 /// Opens the configured screen and starts the player on it.
@@ -109,13 +112,19 @@ pub fn start(
         return Started {
             sim_screen: None,
             health,
+            thread: None,
         };
     };
     match play(engine, screen, console, state) {
-        Ok(_) => Started { sim_screen, health },
+        Ok(thread) => Started {
+            sim_screen,
+            health,
+            thread: Some(thread),
+        },
         Err(e) => Started {
             sim_screen: None,
             health: Health::Problem(format!("display thread: {e}")),
+            thread: None,
         },
     }
 }
