@@ -47,6 +47,7 @@
 //! - `history.rs`: `recent_history`, `store_message`, `record_message`, `save_turn_seq`, `history`,
 //!   `history_batch`, `purge_history`, `retain_history`.
 //! - `statistics.rs`: `unmatched_questions`, `statistics`.
+//! - `metrics.rs`: `data_free_bytes`.
 //! - `privacy.rs`: `retention_now`, `advance_clock_for_test`, `sweep_transcripts`, `forget_visit`,
 //!   `retire_old`, `disclosure`.
 //! - `tasks.rs`: `task`, `session_tasks`, `task_events`, `post_task_event`, `post_artifact`,
@@ -73,6 +74,7 @@ pub mod language;
 pub mod launch;
 pub mod live;
 pub mod media;
+pub mod metrics;
 pub mod pcm;
 pub mod privacy;
 pub mod providers;
@@ -137,6 +139,8 @@ pub struct Engine {
     site_document: site::DocumentCache,
     /// The transcripts' retention sweep (`privacy`).
     pub retention: privacy::Retention,
+    /// This run's instruments, which `GET /metrics` writes out.
+    pub metrics: metrics::Metrics,
 }
 
 impl Engine {
@@ -201,6 +205,7 @@ impl Engine {
             session_count: Default::default(),
             site_document: site::DocumentCache::default(),
             retention: privacy::Retention::default(),
+            metrics: metrics::Metrics::default(),
         });
         engine.ensure_default_character()?;
         // The offline engine's voices are listed once, off the path of the first turn.
