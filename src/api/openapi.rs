@@ -18,8 +18,8 @@ use super::auth::SESSION_COOKIE;
 use super::schema::ErrorBody;
 use super::state::AppState;
 use super::{
-    characters, client_keys, console, conversations, device, fleet, sessions, site, system, tasks,
-    update, ws,
+    characters, client_keys, console, conversations, device, fleet, metrics, sessions, site,
+    system, tasks, update, ws,
 };
 
 #[derive(OpenApi)]
@@ -36,6 +36,7 @@ use super::{
     paths(
         openapi_json,
         system::health,
+        metrics::metrics,
         system::components,
         system::get_privacy,
         system::get_settings,

@@ -15,7 +15,7 @@
 //!   `admin_session_valid`, `logout_all`, `logout`, `credentials_changed`, `credential_changes`,
 //!   `expire_logins`.
 //! - `access.rs`: `create_client_key`, `client_keys`, `revoke_client_key`, `client_of_key`,
-//!   `touch_client_key`, `session_for`, `live_for`, `spend_message`.
+//!   `metrics_key`, `key_of`, `touch_client_key`, `session_for`, `live_for`, `spend_message`.
 //! - `characters.rs`: `ensure_default_character`, `characters_json`, `listed`, `character`,
 //!   `characters_not_on_this_kiosk`, `character_record`, `create_character`, `update_character`,
 //!   `delete_character`, `add_image`, `images`, `image`, `avatar`, `delete_image`, `activate_image`,
