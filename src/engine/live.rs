@@ -136,6 +136,8 @@ pub struct LiveSession {
     /// The questions asked in the visit (as `statistics` compares them), for the metrics'
     /// count of questions asked again; at most `ASKED_KEPT`.
     asked: Mutex<std::collections::HashSet<String>>,
+    /// A staff test (`Engine::is_staff` when it went live): the metrics leave it out.
+    pub(in crate::engine) staff: bool,
 }
 
 /// Questions a live session remembers for the count of questions asked again.
@@ -292,6 +294,7 @@ impl Engine {
                 overrides: Mutex::new(Overrides::default()),
                 language: Mutex::new(Language::parse(&stored.language)),
                 asked: Mutex::default(),
+                staff: self.is_staff(&stored),
             })
         });
         Ok(live.clone())

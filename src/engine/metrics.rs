@@ -1,7 +1,8 @@
 //! The engine's instruments for `GET /metrics`: visits, questions and how they were answered,
 //! the turn's timings, the providers' calls and the recogniser's confidence. One set per engine
 //! (per run, never a process global: tests run many kiosks in one process). Each labelled series
-//! is resolved once here, so counting is an atomic add, not a label lookup. The front door that
+//! is resolved once here, so counting is an atomic add, not a label lookup (the engine counts;
+//! `benches/metrics.rs` calls the same methods to weigh a turn's share). The front door that
 //! writes them out lives in the api; nothing here knows HTTP.
 
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, Opts, Registry};
@@ -148,29 +149,29 @@ fn stage_index(stage: Stage) -> usize {
 }
 
 impl Metrics {
-    pub(in crate::engine) fn visit(&self) {
+    pub fn visit(&self) {
         self.visits.inc();
     }
 
     /// A visitor's question; `again`: the same words earlier in the visit.
-    pub(in crate::engine) fn question(&self, via: Via, again: bool) {
+    pub fn question(&self, via: Via, again: bool) {
         self.questions[via as usize].inc();
         if again {
             self.asked_again.inc();
         }
     }
 
-    pub(in crate::engine) fn answer(&self, outcome: Outcome) {
+    pub fn answer(&self, outcome: Outcome) {
         self.outcomes[outcome as usize].inc();
     }
 
-    pub(in crate::engine) fn first_audio(&self, after: std::time::Duration) {
+    pub fn first_audio(&self, after: std::time::Duration) {
         self.first_audio.observe(after.as_secs_f64());
     }
 
     /// One recognition: how long it took and, when the recogniser says, how sure it was of
     /// each word.
-    pub(in crate::engine) fn recognised(&self, took: std::time::Duration, sure: &[(String, f64)]) {
+    pub fn recognised(&self, took: std::time::Duration, sure: &[(String, f64)]) {
         self.recognition.observe(took.as_secs_f64());
         if !sure.is_empty() {
             let mean = sure.iter().map(|(_, p)| p).sum::<f64>() / sure.len() as f64;
@@ -178,7 +179,7 @@ impl Metrics {
         }
     }
 
-    pub(in crate::engine) fn provider_call(&self, stage: Stage, ok: bool) {
+    pub fn provider_call(&self, stage: Stage, ok: bool) {
         let i = stage_index(stage);
         self.calls[i].inc();
         if !ok {

@@ -486,7 +486,7 @@ impl Turn {
     /// final, then idle.
     async fn replied(&self, text: String, matched: bool) {
         self.said_stored();
-        if !self.staff() {
+        if !self.live.staff {
             self.engine.metrics.answer(if matched {
                 Outcome::Answered
             } else {
@@ -577,14 +577,6 @@ impl Turn {
         {
             tracing::warn!(session = %self.live.id, turn = self.seq, "the turn's history is not stored: {e}");
         }
-    }
-
-    /// Whether this turn is a staff test (the console's Try it), which the metrics leave out
-    /// as the statistics do.
-    fn staff(&self) -> bool {
-        self.engine
-            .session(&self.live.id)
-            .is_ok_and(|s| self.engine.is_staff(&s))
     }
 
     /// The reply's first audio: timed once, from the end of a spoken question.
