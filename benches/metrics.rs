@@ -35,8 +35,8 @@ async fn run() {
     let instruments = turn_instruments();
     let turn = text_turn().await;
     println!(
-        "a turn's instruments: {:.2} µs of CPU; a text turn: {:.2} ms of CPU; share {:.4} %",
-        micros(instruments),
+        "a turn's instruments: {} ns of CPU; a text turn: {:.2} ms of CPU; share {:.4} %",
+        instruments.as_nanos(),
         millis(turn),
         100.0 * instruments.as_secs_f64() / turn.as_secs_f64()
     );

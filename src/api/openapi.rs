@@ -29,7 +29,8 @@ use super::{
         description = "The kiosk's HTTP API. Errors are `{\"error\": \"...\"}` (file routes: \
             short text/plain). Security: `admin_session` is the administrator's session cookie, \
             `bearer` is `Authorization: Bearer` with an administrator session token, a client \
-            key (conversation routes) or the internal token (internal routes); an empty \
+            key (conversation routes; a metrics key for `/metrics`) or the internal token \
+            (internal routes); an empty \
             requirement `{}` stands for a trusted loopback caller (and, for conversation \
             routes, anyone when `access.open_conversation_api` is on). See docs/api.md."
     ),

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::choosing::{choose, guide_on_a_sim_kiosk, until};
 use crate::device::{press, spoken, wait_status};
+use crate::support::browser::Browser;
 use crate::support::{Server, repo, sign_in};
 
 const PASSWORD: &str = "metrics-test-password";
@@ -141,6 +142,39 @@ async fn only_the_administrator_and_a_metrics_key_read_the_metrics() {
     );
     assert!(m["docent_http_requests_total{class=\"metrics\",code=\"2xx\"}"] >= 2.0);
     assert!(m["docent_http_requests_total{class=\"admin\",code=\"4xx\"}"] >= 2.0);
+}
+
+/// The console's System page makes a metrics key (a choice beside its name), shows it once,
+/// and lists each key with its scope; the key reads the metrics.
+#[tokio::test]
+async fn the_console_makes_a_metrics_key_and_lists_its_scope() {
+    let mut s = Server::start_with(|c| c.access.admin_password = Some(PASSWORD.into())).await;
+    let cookie = sign_in(&s, PASSWORD).await;
+    s.as_admin(&cookie);
+    key(&s, None).await;
+    let mut b = Browser::launch().await;
+    b.sign_in_page(&s.base, PASSWORD).await;
+    b.goto(&s.url("/console/system")).await;
+    b.wait_for_page("/console/system").await;
+    b.wait_until("document.querySelectorAll('#keys tr').length === 1")
+        .await;
+    b.type_into("key-name", "prometheus").await;
+    b.eval("document.getElementById('key-scope').value = 'metrics'")
+        .await;
+    b.click("#new-key button[type=submit]").await;
+    b.wait_until("document.querySelectorAll('#keys tr').length === 2")
+        .await;
+    let scopes = b
+        .eval("[...document.querySelectorAll('#keys tr')].map((r) => r.cells[1].textContent)")
+        .await;
+    assert_eq!(scopes, json!(["Conversation", "Metrics"]));
+    let made = b
+        .eval("document.getElementById('key-made').textContent")
+        .await;
+    let made = made.as_str().unwrap();
+    let key = made.rsplit(' ').next().unwrap();
+    assert!(made.contains("prometheus"), "{made}");
+    assert_eq!(get(&s, "/metrics", Some(key)).await.status(), 200, "{made}");
 }
 
 /// A visitor asks aloud (the simulated button and microphone), then chooses the same question
