@@ -75,8 +75,10 @@ async fn metrics(_: MetricsReader, State(s): State<AppState>) -> ApiResult<Respo
 }
 
 /// The text of every metric of this run, read now.
-pub fn scrape(s: &AppState) -> String {
+fn scrape(s: &AppState) -> String {
     let http = &s.http;
+    // One scrape at a time: another's reset of an info gauge must not blank this one's.
+    let _one = http.scraping.lock().unwrap_or_else(|e| e.into_inner());
     http.read(s);
     let mut families = s.engine.metrics.registry.gather();
     families.extend(http.registry.gather());
@@ -275,6 +277,8 @@ pub enum Refusal {
 /// The front doors' instruments and the gauges read at scrape time, in their own registry.
 pub struct Http {
     registry: Registry,
+    /// Held while a scrape reads the gauges and writes them out.
+    scraping: std::sync::Mutex<()>,
     requests: [[IntCounter; 5]; 7],
     refusals: [IntCounter; 3],
     sessions: IntGauge,
@@ -393,6 +397,7 @@ impl Default for Http {
                 &["result"],
             ),
             uptime: float("docent_uptime_seconds", "Seconds since this run started."),
+            scraping: std::sync::Mutex::default(),
             registry,
         }
     }
