@@ -17,7 +17,7 @@ use super::error::ApiError;
 use super::state::AppState;
 use super::{
     auth, characters, client_keys, console, conversations, debug, device, extract, fleet, grpc,
-    listen, openapi, sessions, site, system, tasks, update, ws,
+    listen, metrics, openapi, sessions, site, system, tasks, update, ws,
 };
 
 /// The whole HTTP application: [`front`], then the routes.
@@ -42,6 +42,11 @@ impl App {
             state,
             layered,
         }
+    }
+
+    /// What every handler reaches.
+    pub(super) fn state(&self) -> &AppState {
+        &self.state
     }
 
     /// The answer to one request.
@@ -81,6 +86,7 @@ fn router(state: &AppState, logged: bool) -> Router {
         .merge(conversations::routes())
         .merge(hooks)
         .merge(console::routes())
+        .merge(metrics::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
@@ -179,6 +185,7 @@ where
     let credentialed = headers.contains_key(COOKIE)
         || headers.contains_key(AUTHORIZATION)
         || (loopback && foreign);
+    let class = metrics::RouteClass::of(req.uri());
     let writes = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     // Signing out is harmless from anywhere and must always work (the cookie is SameSite).
     let logout = req.method() == Method::DELETE && req.uri().path() == "/api/auth";
@@ -199,6 +206,7 @@ where
         }
         inner(charged(state, req, peer)).await
     };
+    state.http.request(class, res.status());
     let h = res.headers_mut();
     h.append(VARY, HeaderValue::from_static("Origin"));
     match origin {

@@ -1,5 +1,5 @@
-//! Conversation client keys, an admin resource: created with a name (the key is in that answer
-//! only), listed without the keys, revoked.
+//! Client keys, an admin resource: created with a name and a scope (conversation, or metrics:
+//! `GET /metrics` only), the key in that answer only; listed without the keys, revoked.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -13,7 +13,7 @@ use super::error::ApiResult;
 use super::extract::{JsonBody, Params};
 use super::state::{AppState, blocking};
 use super::statuses;
-use crate::engine::access::NewClientKey;
+use crate::engine::access::{KeyScope, NewClientKey};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -24,6 +24,9 @@ pub fn routes() -> Router<AppState> {
 #[derive(Deserialize, utoipa::ToSchema)]
 struct NewKey {
     name: String,
+    /// What the key opens: the conversation API (the default) or `GET /metrics` only.
+    #[serde(default)]
+    scope: KeyScope,
 }
 
 #[utoipa::path(post, path = "/api/v1/client-keys", tag = "client-keys",
@@ -39,7 +42,7 @@ async fn create(
     _: Admin,
     JsonBody(body): JsonBody<NewKey>,
 ) -> ApiResult<(StatusCode, Json<NewClientKey>)> {
-    let created = blocking(&s, move |e| e.create_client_key(&body.name)).await?;
+    let created = blocking(&s, move |e| e.create_client_key(&body.name, body.scope)).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::app::App;
+use super::metrics::Refusal;
 use super::tls::Tls;
 use crate::config::Config;
 
@@ -72,6 +73,9 @@ pub async fn serve(
         .max_concurrent_streams(H2_STREAMS)
         .initial_stream_window_size(H2_STREAM_WINDOW)
         .initial_connection_window_size(H2_CONNECTION_WINDOW);
+    // The refusals are counted for `GET /metrics`.
+    let refusals = app.state().clone();
+    let refusals = &refusals.http;
     let shared = Arc::new(Shared {
         builder,
         app,
@@ -96,10 +100,18 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let Some(permit) = admission.admit(peer.ip()) else {
-            tracing::debug!(%peer, "connection refused: too many open");
-            drop(tcp);
-            continue;
+        let permit = match admission.admit(peer.ip()) {
+            Ok(permit) => permit,
+            Err(full) => {
+                tracing::debug!(%peer, "connection refused: too many open ({full:?})");
+                refusals.refused(match full {
+                    Full::Peer => Refusal::Peer,
+                    Full::Subnet => Refusal::Subnet,
+                    Full::Total => Refusal::Total,
+                });
+                drop(tcp);
+                continue;
+            }
         };
         // Replies stream in small frames (deltas, audio chunks); Nagle's algorithm would hold
         // each one back for a delayed ACK.
@@ -456,7 +468,7 @@ impl Admission {
     /// A permit for one more connection from `ip`; when a cap is reached, the place of an idle
     /// connection of whoever holds the most (closed for it), or None when every such
     /// connection has a request in progress.
-    fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<Permit> {
+    fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Permit, Full> {
         let ip = ip.to_canonical();
         let shared = !(self.loopback_reserved && ip.is_loopback());
         let net = subnet(ip);
@@ -472,7 +484,7 @@ impl Admission {
             } else {
                 break;
             };
-            let id = open.victim(ip, full)?;
+            let id = open.victim(ip, full).ok_or(full)?;
             let conn = open.conns.get(&id).expect("a victim is open").clone();
             // One that began a request since it was chosen is idle no longer: not chosen again.
             if conn.evict_if_idle() {
@@ -497,7 +509,7 @@ impl Admission {
             evicted: CancellationToken::new(),
         });
         open.conns.insert(id, conn.clone());
-        Some(Permit {
+        Ok(Permit {
             admission: self.clone(),
             id,
             conn,

@@ -21,6 +21,7 @@ mod grpc;
 mod gzip;
 pub mod listen;
 pub mod mdns;
+mod metrics;
 mod openapi;
 mod schema;
 mod sessions;

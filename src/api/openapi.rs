@@ -18,8 +18,8 @@ use super::auth::SESSION_COOKIE;
 use super::schema::ErrorBody;
 use super::state::AppState;
 use super::{
-    characters, client_keys, console, conversations, device, fleet, sessions, site, system, tasks,
-    update, ws,
+    characters, client_keys, console, conversations, device, fleet, metrics, sessions, site,
+    system, tasks, update, ws,
 };
 
 #[derive(OpenApi)]
@@ -29,13 +29,15 @@ use super::{
         description = "The kiosk's HTTP API. Errors are `{\"error\": \"...\"}` (file routes: \
             short text/plain). Security: `admin_session` is the administrator's session cookie, \
             `bearer` is `Authorization: Bearer` with an administrator session token, a client \
-            key (conversation routes) or the internal token (internal routes); an empty \
+            key (conversation routes; a metrics key for `/metrics`) or the internal token \
+            (internal routes); an empty \
             requirement `{}` stands for a trusted loopback caller (and, for conversation \
             routes, anyone when `access.open_conversation_api` is on). See docs/api.md."
     ),
     paths(
         openapi_json,
         system::health,
+        metrics::metrics,
         system::components,
         system::get_privacy,
         system::get_settings,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 
 use super::error::ApiError;
-use super::{extract, gzip, site, streams, system, tls};
+use super::{extract, gzip, metrics, site, streams, system, tls};
 use crate::device::Devices;
 use crate::engine::Engine;
 use crate::fleet::Fleet;
@@ -48,6 +48,8 @@ pub struct Reach {
     pub(super) bodies: Arc<extract::BodyBudget>,
     pub(super) health: system::HealthCache,
     pub(super) characters_gzip: gzip::Gzipped,
+    /// The front doors' instruments and the scrape's gauges (`GET /metrics`).
+    pub(super) http: metrics::Http,
 }
 
 impl AppState {
@@ -78,6 +80,7 @@ impl AppState {
             bodies: Arc::new(extract::BodyBudget::new(body_budget)),
             health: Default::default(),
             characters_gzip: Default::default(),
+            http: Default::default(),
         }))
     }
 }

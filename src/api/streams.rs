@@ -16,6 +16,9 @@ use crate::engine::access::Owner;
 pub struct Streams {
     websockets: Arc<Semaphore>,
     grpc: Arc<Semaphore>,
+    /// The places of each kind in all.
+    max_websockets: usize,
+    max_grpc: usize,
     /// Places each caller holds now (both kinds), and how many one may hold.
     held: Arc<Mutex<HashMap<(Owner, Kind), usize>>>,
     per_owner: usize,
@@ -52,6 +55,8 @@ impl Streams {
         Streams {
             websockets: Arc::new(Semaphore::new(config.connections.max_websockets)),
             grpc: Arc::new(Semaphore::new(config.connections.max_grpc_streams)),
+            max_websockets: config.connections.max_websockets,
+            max_grpc: config.connections.max_grpc_streams,
             held: Arc::default(),
             per_owner: config.sessions.max_streams_per_client,
             budget: Arc::new(Budget {
@@ -66,6 +71,16 @@ impl Streams {
     /// administrator is not limited).
     pub fn websocket(&self, owner: &Owner) -> Option<Place> {
         self.place(&self.websockets, owner, Kind::WebSocket)
+    }
+
+    /// WebSocket chats open now (their places taken).
+    pub fn open_websockets(&self) -> usize {
+        self.max_websockets - self.websockets.available_permits()
+    }
+
+    /// gRPC streams open now.
+    pub fn open_grpc(&self) -> usize {
+        self.max_grpc - self.grpc.available_permits()
     }
 
     /// A place for one more gRPC stream of `owner` (as `websocket`).

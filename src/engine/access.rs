@@ -20,7 +20,7 @@ use crate::store::records::{ClientKey, Session};
 use crate::store::tables::CLIENT_KEYS;
 use crate::store::{self, blobs::hex};
 
-pub use crate::store::records::Owner;
+pub use crate::store::records::{KeyScope, Owner};
 
 /// Client keys an installation may hold (each is checked on every keyed request).
 pub const MAX_CLIENT_KEYS: usize = 64;
@@ -59,6 +59,7 @@ pub struct ClientKeyView {
     pub name: String,
     pub created_at: String,
     pub last_used_at: Option<String>,
+    pub scope: KeyScope,
 }
 
 /// A client key just created: the only time the key is shown.
@@ -75,6 +76,7 @@ fn view(k: ClientKey) -> ClientKeyView {
         name: k.name,
         created_at: k.created_at,
         last_used_at: k.last_used_at,
+        scope: k.scope,
     }
 }
 
@@ -92,8 +94,9 @@ pub struct Budgets(Mutex<HashMap<Owner, (f64, Instant)>>);
 pub struct LastUsed(Mutex<HashMap<String, Instant>>);
 
 impl Engine {
-    /// Creates a client key named `name`; the key is in the answer and nowhere else.
-    pub fn create_client_key(&self, name: &str) -> Result<NewClientKey> {
+    /// Creates a client key named `name` that opens `scope`; the key is in the answer and
+    /// nowhere else.
+    pub fn create_client_key(&self, name: &str, scope: KeyScope) -> Result<NewClientKey> {
         let name = name.trim();
         if name.is_empty() || name.chars().count() > 100 {
             return Err(bad("name must be 1 to 100 characters"));
@@ -107,6 +110,7 @@ impl Engine {
             hash: hex(&key_hash(&key)),
             created_at: store::now(),
             last_used_at: None,
+            scope,
         };
         let tx = self.store.write()?;
         {
@@ -156,9 +160,22 @@ impl Engine {
         Ok(())
     }
 
-    /// The owner a presented client key stands for, if it is a live key. Every stored hash is
-    /// compared in constant time (there are at most `MAX_CLIENT_KEYS`).
+    /// The owner a presented conversation key stands for, if it is a live one (a metrics key
+    /// opens no conversation: it is as unknown here).
     pub fn client_of_key(&self, key: &str) -> Result<Option<Owner>> {
+        Ok(self
+            .key_of(key, KeyScope::Conversation)?
+            .map(|k| Owner::Client(k.id)))
+    }
+
+    /// Whether `key` is a live metrics key (`GET /metrics`).
+    pub fn metrics_key(&self, key: &str) -> Result<bool> {
+        Ok(self.key_of(key, KeyScope::Metrics)?.is_some())
+    }
+
+    /// The live key of `scope` that `key` is. Every stored hash is compared in constant time
+    /// (there are at most `MAX_CLIENT_KEYS`), whatever its scope.
+    fn key_of(&self, key: &str, scope: KeyScope) -> Result<Option<ClientKey>> {
         let want = hex(&key_hash(key));
         let tx = self.store.read()?;
         let mut found: Option<ClientKey> = None;
@@ -169,9 +186,11 @@ impl Engine {
             }
         }
         drop(tx);
-        let Some(k) = found else { return Ok(None) };
+        let Some(k) = found.filter(|k| k.scope == scope) else {
+            return Ok(None);
+        };
         self.touch_client_key(&k.id)?;
-        Ok(Some(Owner::Client(k.id)))
+        Ok(Some(k))
     }
 
     /// Records that a key was used, at most once per `LAST_USED_EVERY`.
@@ -284,6 +303,13 @@ mod tests {
         }
         assert!(may(&Owner::Admin, &Owner::Kiosk, Use::Watch));
         assert!(!may(&Owner::Admin, &Owner::Kiosk, Use::Steer));
+    }
+
+    #[test]
+    fn keys_stored_before_scopes_are_conversation_keys() {
+        let old = r#"{"id":"a","name":"n","hash":"00","created_at":"2025-01-01T00:00:00Z"}"#;
+        let k: ClientKey = serde_json::from_str(old).unwrap();
+        assert_eq!(k.scope, KeyScope::Conversation);
     }
 
     #[test]

@@ -14,7 +14,9 @@ use serde::Serialize;
 use super::Engine;
 use super::error::{Error, Result, bad};
 use super::live::LiveSession;
+use super::metrics::Via;
 use super::providers::ChatMessage;
+use super::statistics::question_key;
 use crate::engine::CharacterId;
 use crate::store;
 use crate::store::records::{Message, Session};
@@ -92,6 +94,7 @@ impl Engine {
         mark: Mark,
     ) -> Result<()> {
         let tx = self.store.write()?;
+        let staff;
         {
             let mut sessions = tx.open_table(SESSIONS)?;
             let Some(mut s) = store::get::<Session>(&sessions, session_id)? else {
@@ -100,11 +103,22 @@ impl Engine {
             s.turn_seq = s.turn_seq.max(seq);
             s.last_active_at = store::now();
             sessions.insert(session_id, store::to_json(&s).as_slice())?;
-            let staff = self.is_staff(&s);
+            staff = self.is_staff(&s);
             append_message(&tx, &s, role, text, seq, mark, staff)?;
             self.retain_history(&tx, &s.character_id)?;
         }
         tx.commit()?;
+        if role == "user" && !staff {
+            let via = match mark {
+                Mark::Spoken => Via::Voice,
+                Mark::Touch => Via::Touch,
+                Mark::Plain | Mark::Unmatched => Via::Text,
+            };
+            let again = self
+                .live_if_active(session_id)
+                .is_some_and(|l| l.asked_before(question_key(text)));
+            self.metrics.question(via, again);
+        }
         Ok(())
     }
 
@@ -316,6 +330,8 @@ pub enum Mark {
     Unmatched,
     /// A question chosen on the kiosk's screen (touch or buttons), not said or typed.
     Touch,
+    /// A question said and recognised (stored as a plain one; the metrics count it as spoken).
+    Spoken,
 }
 
 /// Appends to the history of `session`'s character under the next global message number, so the

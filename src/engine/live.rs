@@ -133,7 +133,15 @@ pub struct LiveSession {
     overrides: Mutex<Overrides>,
     /// The visit's language once chosen on the screen or heard (`None`: the museum's default).
     language: Mutex<Option<Language>>,
+    /// The questions asked in the visit (as `statistics` compares them), for the metrics'
+    /// count of questions asked again; at most `ASKED_KEPT`.
+    asked: Mutex<std::collections::HashSet<String>>,
+    /// A staff test (`Engine::is_staff` when it went live): the metrics leave it out.
+    pub(in crate::engine) staff: bool,
 }
+
+/// Questions a live session remembers for the count of questions asked again.
+const ASKED_KEPT: usize = 256;
 
 impl LiveSession {
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
@@ -147,6 +155,18 @@ impl LiveSession {
         turn.seq += 1;
         turn.cancel = CancellationToken::new();
         (turn.seq, turn.cancel.clone())
+    }
+
+    /// Whether the visit asked `question` before (then it is counted as asked again).
+    pub(in crate::engine) fn asked_before(&self, question: String) -> bool {
+        let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+        if asked.contains(&question) {
+            return true;
+        }
+        if asked.len() < ASKED_KEPT {
+            asked.insert(question);
+        }
+        false
     }
 
     pub fn turn_seq(&self) -> u64 {
@@ -273,6 +293,8 @@ impl Engine {
                 greeted: AtomicBool::new(false),
                 overrides: Mutex::new(Overrides::default()),
                 language: Mutex::new(Language::parse(&stored.language)),
+                asked: Mutex::default(),
+                staff: self.is_staff(&stored),
             })
         });
         Ok(live.clone())

@@ -15,7 +15,7 @@
 //!   `admin_session_valid`, `logout_all`, `logout`, `credentials_changed`, `credential_changes`,
 //!   `expire_logins`.
 //! - `access.rs`: `create_client_key`, `client_keys`, `revoke_client_key`, `client_of_key`,
-//!   `touch_client_key`, `session_for`, `live_for`, `spend_message`.
+//!   `metrics_key`, `key_of`, `touch_client_key`, `session_for`, `live_for`, `spend_message`.
 //! - `characters.rs`: `ensure_default_character`, `characters_json`, `listed`, `character`,
 //!   `characters_not_on_this_kiosk`, `character_record`, `create_character`, `update_character`,
 //!   `delete_character`, `add_image`, `images`, `image`, `avatar`, `delete_image`, `activate_image`,
@@ -48,6 +48,7 @@
 //!   `history_batch`, `purge_history`, `retain_history`.
 //! - `statistics.rs`: `unmatched_questions`, `statistics`.
 //! - `hours.rs`: `use_clock`, `local_now`, `opening`.
+//! - `metrics.rs`: `data_free_bytes`.
 //! - `privacy.rs`: `retention_now`, `advance_clock_for_test`, `sweep_transcripts`, `forget_visit`,
 //!   `retire_old`, `disclosure`.
 //! - `tasks.rs`: `task`, `session_tasks`, `task_events`, `post_task_event`, `post_artifact`,
@@ -74,6 +75,7 @@ pub mod language;
 pub mod launch;
 pub mod live;
 pub mod media;
+pub mod metrics;
 pub mod pcm;
 pub mod privacy;
 pub mod providers;
@@ -140,6 +142,8 @@ pub struct Engine {
     pub retention: privacy::Retention,
     /// Where the kiosk's local time comes from (`hours`): the system's, or a test's.
     clock: std::sync::RwLock<Arc<dyn hours::Clock>>,
+    /// This run's instruments, which `GET /metrics` writes out.
+    pub metrics: metrics::Metrics,
 }
 
 impl Engine {
@@ -205,6 +209,7 @@ impl Engine {
             site_document: site::DocumentCache::default(),
             retention: privacy::Retention::default(),
             clock: std::sync::RwLock::new(Arc::new(hours::SystemClock)),
+            metrics: metrics::Metrics::default(),
         });
         engine.ensure_default_character()?;
         // The offline engine's voices are listed once, off the path of the first turn.

@@ -179,6 +179,9 @@ impl Engine {
         for id in expired {
             self.session_ended(&id);
         }
+        if !self.is_staff(&session) {
+            self.metrics.visit();
+        }
         let view = self.character(&CharacterId::of_record(&character.id))?;
         Ok(SessionCreated {
             session_id: session.id,

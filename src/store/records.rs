@@ -317,6 +317,20 @@ pub struct ClientKey {
     pub created_at: String,
     #[serde(default)]
     pub last_used_at: Option<String>,
+    /// What the key opens; keys stored before scopes existed are conversation keys.
+    #[serde(default)]
+    pub scope: KeyScope,
+}
+
+/// What a client key opens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyScope {
+    /// The conversation API (sessions, tasks, WebSocket, gRPC).
+    #[default]
+    Conversation,
+    /// `GET /metrics` only (a Prometheus server's read-only key).
+    Metrics,
 }
 
 /// Failed logins of one client address inside the current window.

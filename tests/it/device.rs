@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 /// Bytes per second of the simulated speaker (24 kHz mono S16_LE).
 const SPEAKER_BPS: u64 = SimAudio::SPEAKER_RATE as u64 * 2;
 
-async fn sim_server(tweak: impl FnOnce(&mut Config)) -> Server {
+pub(crate) async fn sim_server(tweak: impl FnOnce(&mut Config)) -> Server {
     Server::start_with(|c| {
         c.devices = DeviceMode::Sim;
         tweak(c);
@@ -29,7 +29,7 @@ async fn device(s: &Server) -> Value {
     s.get_json("/api/v1/internal/device", 200).await
 }
 
-async fn press(s: &Server, pressed: bool) {
+pub(crate) async fn press(s: &Server, pressed: bool) {
     let v = s
         .post_json(
             "/api/v1/internal/device/ptt",
@@ -41,7 +41,7 @@ async fn press(s: &Server, pressed: bool) {
 }
 
 /// Polls the kiosk until its status is `want`; returns the device view then.
-async fn wait_status(s: &Server, want: &str, within: Duration) -> Value {
+pub(crate) async fn wait_status(s: &Server, want: &str, within: Duration) -> Value {
     let start = Instant::now();
     loop {
         let d = device(s).await;
@@ -97,7 +97,7 @@ async fn follow_until_idle(s: &Server, within: Duration) -> Vec<(String, bool)> 
 
 /// A spoken question as the simulated microphone takes it (16 kHz mono S16_LE); returns the
 /// bytes and their duration.
-fn spoken(text: &str) -> (Vec<u8>, Duration) {
+pub(crate) fn spoken(text: &str) -> (Vec<u8>, Duration) {
     let wav = tempfile::NamedTempFile::new().unwrap();
     let ok = std::process::Command::new("espeak-ng")
         .arg("-w")

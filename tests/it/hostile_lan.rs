@@ -404,6 +404,20 @@ async fn a_full_network_makes_room_for_a_newcomer_and_cuts_no_request() {
         "neither write was cut"
     );
     assert!(health_from([127, 0, 9, 3], s.addr).await, "a place freed");
+    // The refusal is counted for the metrics, by the cap it met.
+    let metrics = reqwest::Client::new()
+        .get(s.url("/metrics"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("docent_connections_refused_total{reason=\"subnet\"} 1\n"),
+        "{metrics}"
+    );
 }
 
 /// Resident memory of a process, in KiB.

@@ -31,6 +31,7 @@ mod limits;
 mod listener;
 mod maintenance;
 mod mdns;
+mod metrics;
 mod no_audio;
 mod openapi;
 mod privacy;

@@ -1499,6 +1499,7 @@ const ROUTES: &[(&str, &str, Access)] = &[
     ("PUT", "/api/v1/config/launch", Admin),
     ("POST", "/api/v1/client-keys", Admin),
     ("GET", "/api/v1/client-keys", Admin),
+    ("GET", "/metrics", Admin),
     ("PUT", "/api/data", Admin),
     ("POST", "/api/data?seed=1", Admin),
     ("PUT", "/api/img/{name}", Admin),
@@ -1745,8 +1746,8 @@ async fn every_route_is_listed_once_and_guarded_as_listed() {
         .count();
     assert_eq!(ROUTES.len(), CYBERVERSE_ROUTES.len() + added);
     assert_eq!(
-        added, 25,
-        "4 idle-clip routes, 3 of /api/data, 3 of /api/img, 4 of /api/auth, 3 of client keys, the history purge, its export, the unmatched questions, the knowledge ask, the voices, the statistics, the questions on the screen (2)"
+        added, 26,
+        "4 idle-clip routes, 3 of /api/data, 3 of /api/img, 4 of /api/auth, 3 of client keys, the history purge, its export, the unmatched questions, the knowledge ask, the voices, the statistics, the questions on the screen (2), the metrics"
     );
 
     let (s, token) = with_password().await;

@@ -304,6 +304,7 @@ impl Engine {
         result: &std::result::Result<T, ProviderError>,
     ) {
         self.last_calls.record(stage, provider, result);
+        self.metrics.provider_call(stage, result.is_ok());
     }
 
     /// Checks every configured provider, each within `CHECK_TIMEOUT`; all checks run at once.

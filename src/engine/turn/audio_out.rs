@@ -43,6 +43,7 @@ impl<'a> AudioOut<'a> {
     pub(super) fn start(&mut self) {
         if !self.started {
             self.started = true;
+            self.turn.first_audio();
             self.turn.status(Status::Speaking);
             self.turn.publish(Event::AudioStart {
                 turn_seq: self.turn.seq,

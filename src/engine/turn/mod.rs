@@ -18,7 +18,7 @@ mod standard;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
@@ -28,6 +28,7 @@ use super::history::Mark;
 use super::knowledge::SearchResult;
 use super::language::{Language, Phrase};
 use super::live::{ErrorCode, Event, LiveSession, Overrides, Status};
+use super::metrics::Outcome;
 use super::providers::{
     Choice, Foreign, NOT_ON_THIS_KIOSK, Provider, ProviderError, Stage, StreamBounds,
 };
@@ -79,6 +80,8 @@ struct Turn {
     said: Mutex<String>,
     /// A message of this turn could not be stored (reported once).
     unsaved: AtomicBool,
+    /// When a spoken question ended (the turn began), until its reply's first audio is timed.
+    spoken: Mutex<Option<Instant>>,
 }
 
 impl Engine {
@@ -125,6 +128,7 @@ impl Engine {
         input: TurnInput,
     ) {
         let engine = self.clone();
+        let spoken = matches!(input, TurnInput::Audio(_)).then(Instant::now);
         tokio::spawn(async move {
             let plan = match engine.plan(&live) {
                 Ok(p) => p,
@@ -148,6 +152,7 @@ impl Engine {
                 plan,
                 said: Mutex::new(String::new()),
                 unsaved: AtomicBool::new(false),
+                spoken: Mutex::new(spoken),
             };
             let mut turn = turn;
             let finished = tokio::select! {
@@ -423,6 +428,7 @@ impl Turn {
             TurnInput::Audio(pcm) => {
                 let plan = &self.plan;
                 let language = self.live.language();
+                let began = Instant::now();
                 let heard = self
                     .engine
                     .recognise(
@@ -433,11 +439,15 @@ impl Turn {
                         language.as_ref(),
                     )
                     .await;
+                if let Ok(heard) = &heard {
+                    self.engine.metrics.recognised(began.elapsed(), &heard.sure);
+                }
                 match heard {
                     Ok(heard) if !heard.text.trim().is_empty() => {
                         self.heard_language(heard.language).await;
                         self.live.user_said(self.seq, &heard.text);
-                        self.store("user", heard.text.clone()).await;
+                        self.store_marked("user", heard.text.clone(), Mark::Spoken)
+                            .await;
                         sure = heard.sure;
                         heard.text
                     }
@@ -476,6 +486,13 @@ impl Turn {
     /// final, then idle.
     async fn replied(&self, text: String, matched: bool) {
         self.said_stored();
+        if !self.live.staff {
+            self.engine.metrics.answer(if matched {
+                Outcome::Answered
+            } else {
+                Outcome::Unanswered
+            });
+        }
         if !text.is_empty() {
             self.store_reply(text.clone(), matched).await;
         }
@@ -537,20 +554,20 @@ impl Turn {
     /// Stores a message of this turn. A turn whose history cannot be written (a full data
     /// partition) still speaks; it logs its first failure only.
     async fn store(&self, role: &'static str, text: String) {
-        self.store_marked(role, text, false).await;
+        self.store_marked(role, text, Mark::Plain).await;
     }
 
     /// Stores the reply, marked when the knowledge did not answer its question.
     async fn store_reply(&self, text: String, matched: bool) {
-        self.store_marked("assistant", text, !matched).await;
+        let mark = if matched {
+            Mark::Plain
+        } else {
+            Mark::Unmatched
+        };
+        self.store_marked("assistant", text, mark).await;
     }
 
-    async fn store_marked(&self, role: &'static str, text: String, unmatched: bool) {
-        let mark = if unmatched {
-            Mark::Unmatched
-        } else {
-            Mark::Plain
-        };
+    async fn store_marked(&self, role: &'static str, text: String, mark: Mark) {
         let stored = self
             .engine
             .store_message(&self.live, role, text, self.seq, mark)
@@ -559,6 +576,14 @@ impl Turn {
             && !self.unsaved.swap(true, Ordering::Relaxed)
         {
             tracing::warn!(session = %self.live.id, turn = self.seq, "the turn's history is not stored: {e}");
+        }
+    }
+
+    /// The reply's first audio: timed once, from the end of a spoken question.
+    fn first_audio(&self) {
+        let spoken = self.spoken.lock().expect("spoken lock").take();
+        if let Some(began) = spoken {
+            self.engine.metrics.first_audio(began.elapsed());
         }
     }
 

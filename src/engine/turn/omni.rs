@@ -6,6 +6,7 @@ use tokio::sync::mpsc;
 use super::audio_out::AudioOut;
 use super::sentences::Sentences;
 use super::{Turn, TurnInput};
+use crate::engine::history::Mark;
 use crate::engine::live::{ErrorCode, Event, Status};
 use crate::engine::providers::{OmniContext, OmniEvent, OmniInput};
 
@@ -65,7 +66,8 @@ impl Turn {
                 match event {
                     OmniEvent::UserText(text) if !text.is_empty() => {
                         self.live.user_said(self.seq, &text);
-                        self.store("user", text).await;
+                        // What the provider heard: a spoken question.
+                        self.store_marked("user", text, Mark::Spoken).await;
                     }
                     OmniEvent::UserText(_) => {}
                     OmniEvent::Delta(d) => {

@@ -1,4 +1,4 @@
-import { api, $, guarded, showError, explain } from '/console/api.js';
+import { api, $, h, guarded, showError, explain } from '/console/api.js';
 import '/console/fleet.js';
 
 /** Reloads the page once the kiosk answers again after a restart; `said` is shown meanwhile. */
@@ -185,3 +185,34 @@ async function loadCertificate() {
 $('refresh-logs').addEventListener('click', () => guarded(loadLogs));
 loadCertificate();
 guarded(loadLogs);
+
+/** The client keys, each with its scope and a way to revoke it. */
+async function loadKeys() {
+  const { keys } = await api('GET', '/api/v1/client-keys');
+  $('keys').replaceChildren(...keys.map((k) => h('tr', {},
+    h('td', { text: k.name }),
+    h('td', { text: k.scope === 'metrics' ? 'Metrics' : 'Conversation' }),
+    h('td', { text: k.last_used_at ? new Date(k.last_used_at).toLocaleString() : 'never' }),
+    h('td', {}, h('button', {
+      type: 'button',
+      class: 'secondary',
+      'aria-label': `Revoke ${k.name}`,
+      text: 'Revoke',
+      onclick: () => guarded(async () => {
+        if (!confirm(`Revoke the key ${k.name}? What uses it stops working at once.`)) return;
+        await api('DELETE', `/api/v1/client-keys/${encodeURIComponent(k.id)}`);
+        await loadKeys();
+      }, $('keys-error')),
+    })))));
+}
+
+$('new-key').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  guarded(async () => {
+    const made = await api('POST', '/api/v1/client-keys', { name: $('key-name').value, scope: $('key-scope').value });
+    $('key-made').textContent = `The key for ${made.name} (shown only now): ${made.key}`;
+    $('key-name').value = '';
+    await loadKeys();
+  }, $('keys-error'));
+});
+guarded(loadKeys, $('keys-error'));
