@@ -48,6 +48,7 @@
 //!   `history_batch`, `purge_history`, `retain_history`.
 //! - `statistics.rs`: `unmatched_questions`, `statistics`.
 //! - `hours.rs`: `use_clock`, `local_now`, `opening`.
+//! - `availability.rs`: `sample_availability`, `sampled_up_to`, `availability`.
 //! - `privacy.rs`: `retention_now`, `advance_clock_for_test`, `sweep_transcripts`, `forget_visit`,
 //!   `retire_old`, `disclosure`.
 //! - `tasks.rs`: `task`, `session_tasks`, `task_events`, `post_task_event`, `post_artifact`,
@@ -62,6 +63,7 @@
 
 pub mod access;
 pub mod auth;
+pub mod availability;
 pub mod backup;
 pub mod characters;
 pub mod content;
@@ -140,6 +142,8 @@ pub struct Engine {
     pub retention: privacy::Retention,
     /// Where the kiosk's local time comes from (`hours`): the system's, or a test's.
     clock: std::sync::RwLock<Arc<dyn hours::Clock>>,
+    /// The availability sampler's last sample (`availability`).
+    sampler: availability::Sampler,
 }
 
 impl Engine {
@@ -205,6 +209,7 @@ impl Engine {
             site_document: site::DocumentCache::default(),
             retention: privacy::Retention::default(),
             clock: std::sync::RwLock::new(Arc::new(hours::SystemClock)),
+            sampler: availability::Sampler::default(),
         });
         engine.ensure_default_character()?;
         // The offline engine's voices are listed once, off the path of the first turn.
