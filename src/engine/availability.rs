@@ -130,9 +130,12 @@ impl Engine {
         let now = self.local_now();
         let settings = self.settings();
         let hours = &settings.hours;
+        let open = hours
+            .open_minutes(now.day)
+            .is_some_and(|(open, close)| (open..close).contains(&now.minute));
         let sample = Sample {
             at: now,
-            open: hours.at(now).open,
+            open,
             serving,
         };
         let mut last = self.sampler.0.lock().unwrap_or_else(|e| e.into_inner());
