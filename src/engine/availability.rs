@@ -235,6 +235,7 @@ pub fn spawn_sampler(
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(SAMPLE_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut failing = false;
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
@@ -249,8 +250,18 @@ pub fn spawn_sampler(
             };
             let serving = devices_serve() && engine.provider_health(&probes).iter().all(|h| h.ok);
             let sampled = tokio::task::spawn_blocking(move || engine.sample_availability(serving));
-            if let Ok(Err(e)) = sampled.await {
-                tracing::warn!("availability sample failed: {e}");
+            // Said once when the samples start failing (a full disk would say it every 5 s),
+            // and once when they work again; the time between is counted then.
+            match sampled.await {
+                Ok(Err(e)) if !failing => {
+                    tracing::warn!("availability samples fail: {e}");
+                    failing = true;
+                }
+                Ok(Ok(_)) if failing => {
+                    tracing::info!("availability samples work again");
+                    failing = false;
+                }
+                _ => {}
             }
         }
     })
