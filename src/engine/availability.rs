@@ -197,6 +197,9 @@ impl Engine {
         }
         let today = self.local_now().day;
         let (first, last) = (date_of(today - i64::from(days) + 1), date_of(today));
+        // Held while the counts are read: a sample keeps it until its counts are committed, so
+        // the last sample given has its counts in what is read.
+        let last_sample = self.sampler.0.lock().unwrap_or_else(|e| e.into_inner());
         let tx = self.store.read()?;
         let table = tx.open_table(AVAILABILITY)?;
         let mut out = Vec::new();
@@ -218,7 +221,7 @@ impl Engine {
             open_secs,
             serving_secs,
             percent,
-            last_sample: *self.sampler.0.lock().unwrap_or_else(|e| e.into_inner()),
+            last_sample: *last_sample,
         })
     }
 }
