@@ -169,6 +169,13 @@ pub async fn run(options: Run) -> anyhow::Result<Stopped> {
             heartbeat,
         });
     }
+    // Availability counts the devices' health with the providers' (docs/operations.md).
+    let device_health = devices.health.clone();
+    let sampler = engine::availability::spawn_sampler(
+        &engine,
+        move || device_health.get().serving(),
+        sweeps_stop.clone(),
+    );
     tokio::spawn(start_check(updates.clone(), addr, loops.clone()));
     on_ready(Ready {
         addr,
@@ -203,6 +210,7 @@ pub async fn run(options: Run) -> anyhow::Result<Stopped> {
     for sweep in sweeps {
         let _ = sweep.await;
     }
+    let _ = sampler.await;
     let _ = fleet.await;
     probe_stop.cancel();
     let _ = probe.await;

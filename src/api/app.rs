@@ -16,8 +16,8 @@ use hyper_util::service::TowerToHyperService;
 use super::error::ApiError;
 use super::state::AppState;
 use super::{
-    auth, characters, client_keys, console, conversations, debug, device, extract, fleet, grpc,
-    listen, metrics, openapi, sessions, site, system, tasks, update, ws,
+    auth, availability, characters, client_keys, console, conversations, debug, device, extract,
+    fleet, grpc, listen, metrics, openapi, sessions, site, system, tasks, update, ws,
 };
 
 /// The whole HTTP application: [`front`], then the routes.
@@ -72,6 +72,7 @@ fn router(state: &AppState, logged: bool) -> Router {
     };
     let app = Router::new()
         .merge(system::routes())
+        .merge(availability::routes())
         .merge(update::routes())
         .merge(fleet::routes())
         .merge(openapi::routes())

@@ -7,6 +7,7 @@
 
 mod app;
 mod auth;
+mod availability;
 mod characters;
 mod client_keys;
 mod console;

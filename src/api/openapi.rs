@@ -18,8 +18,8 @@ use super::auth::SESSION_COOKIE;
 use super::schema::ErrorBody;
 use super::state::AppState;
 use super::{
-    characters, client_keys, console, conversations, device, fleet, metrics, sessions, site,
-    system, tasks, update, ws,
+    availability, characters, client_keys, console, conversations, device, fleet, metrics,
+    sessions, site, system, tasks, update, ws,
 };
 
 #[derive(OpenApi)]
@@ -50,6 +50,7 @@ use super::{
         system::backup,
         system::restore,
         system::logs,
+        availability::availability,
         system::get_certificate,
         system::put_certificate,
         update::upload_update,

@@ -163,6 +163,16 @@ pub struct DeviceHealth {
     pub choice: Health,
 }
 
+impl DeviceHealth {
+    /// Whether the devices a visitor needs serve: audio, button and display each works or is
+    /// absent (a kiosk without one is not less available for it). Availability counts this.
+    pub fn serving(&self) -> bool {
+        [&self.audio, &self.ptt, &self.display]
+            .iter()
+            .all(|h| !matches!(h, Health::Problem(_)))
+    }
+}
+
 /// Shared, updatable device health.
 #[derive(Default)]
 pub struct HealthBoard(Mutex<DeviceHealth>);

@@ -300,6 +300,16 @@ impl Hours {
         Some((minutes(&span.open)?, minutes(&span.close)?))
     }
 
+    /// The minutes of `day` the kiosk is open, `open..close`, or none when closed all day;
+    /// all of it without a schedule. Availability counts a day's opening by this.
+    pub fn open_minutes(&self, day: i64) -> Option<(u16, u16)> {
+        if !self.enabled {
+            return Some((0, DAY));
+        }
+        let closed: Vec<i64> = self.closed_days.iter().filter_map(|d| date(d)).collect();
+        self.on(day, &closed)
+    }
+
     /// Whether the kiosk is open at `now`, and until when.
     pub fn at(&self, now: LocalTime) -> Opening {
         if !self.enabled {

@@ -49,6 +49,7 @@
 //! - `statistics.rs`: `unmatched_questions`, `statistics`.
 //! - `hours.rs`: `use_clock`, `local_now`, `opening`.
 //! - `metrics.rs`: `data_free_bytes`.
+//! - `availability.rs`: `sample_availability`, `sampled_up_to`, `availability`.
 //! - `privacy.rs`: `retention_now`, `advance_clock_for_test`, `sweep_transcripts`, `forget_visit`,
 //!   `retire_old`, `disclosure`.
 //! - `tasks.rs`: `task`, `session_tasks`, `task_events`, `post_task_event`, `post_artifact`,
@@ -63,6 +64,7 @@
 
 pub mod access;
 pub mod auth;
+pub mod availability;
 pub mod backup;
 pub mod characters;
 pub mod content;
@@ -144,6 +146,8 @@ pub struct Engine {
     clock: std::sync::RwLock<Arc<dyn hours::Clock>>,
     /// This run's instruments, which `GET /metrics` writes out.
     pub metrics: metrics::Metrics,
+    /// The availability sampler's last sample (`availability`).
+    sampler: availability::Sampler,
 }
 
 impl Engine {
@@ -210,6 +214,7 @@ impl Engine {
             retention: privacy::Retention::default(),
             clock: std::sync::RwLock::new(Arc::new(hours::SystemClock)),
             metrics: metrics::Metrics::default(),
+            sampler: availability::Sampler::default(),
         });
         engine.ensure_default_character()?;
         // The offline engine's voices are listed once, off the path of the first turn.

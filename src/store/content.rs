@@ -1,6 +1,7 @@
 //! A kiosk's content as one database: what a content bundle carries (characters, their images,
 //! clips and knowledge, the site, the settings) apart from what is this kiosk's own (its history,
-//! tasks, sessions, client keys, logins, launch parameters, the meta table with its password).
+//! tasks, sessions, client keys, logins, launch parameters, its availability, the meta table with
+//! its password).
 //!
 //! `strip_to_content` empties the own tables of a database copy before it is exported;
 //! `keep_own` puts this kiosk's own tables back into a staged restore of a bundle, so that
@@ -17,8 +18,8 @@ use redb::{
 use super::blobs::BlobRef;
 use super::records::Artifact;
 use super::tables::{
-    self, ADMIN_SESSIONS, ARTIFACTS, BLOBS, CLIENT_KEYS, DAILY, LAUNCH, LOGIN_FAILURES, MESSAGES,
-    META, SESSION_TASKS, SESSIONS, SETTINGS, TASK_EVENTS, TASKS, Visit,
+    self, ADMIN_SESSIONS, ARTIFACTS, AVAILABILITY, BLOBS, CLIENT_KEYS, DAILY, LAUNCH,
+    LOGIN_FAILURES, MESSAGES, META, SESSION_TASKS, SESSIONS, SETTINGS, TASK_EVENTS, TASKS, Visit,
 };
 use super::{Result, SCHEMA_VERSION, Store, StoreError, decode_u64, from_json, to_json};
 
@@ -29,6 +30,7 @@ fn own(name: &str) -> bool {
         SESSIONS.name(),
         MESSAGES.name(),
         DAILY.name(),
+        AVAILABILITY.name(),
         TASKS.name(),
         SESSION_TASKS.name(),
         TASK_EVENTS.name(),

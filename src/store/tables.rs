@@ -9,7 +9,9 @@ use super::Result;
 
 /// Schema version and named counters (big-endian u64 values), and one-time flags (`[1]`):
 /// `default_character` (the default character was created once), `admin_first_login` (an
-/// administrator has logged in: first boot is over, see `engine::auth`).
+/// administrator has logged in: first boot is over, see `engine::auth`); and
+/// `availability_sampled`, the local minute availability was counted up to (see
+/// `engine::availability`).
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// Blob id -> `BlobRef`: the blob files that committed records own.
 pub const BLOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("blobs");
@@ -26,6 +28,9 @@ pub const MESSAGES: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("
 /// (character id, day `YYYY-MM-DD`) -> `Day`: counts of visits and questions whose
 /// transcripts are gone (retention, a forgotten visit). No text: kept as long as the character.
 pub const DAILY: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("daily_statistics");
+/// Local day `YYYY-MM-DD` -> `Availability` (`engine::availability`): the seconds the kiosk was
+/// open and fully serving that day; the last 400 days are kept.
+pub const AVAILABILITY: TableDefinition<&str, &[u8]> = TableDefinition::new("availability");
 /// Task id -> `Task`.
 pub const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
 /// (session id, task seq) -> task id: a session's tasks in creation order.
@@ -79,6 +84,7 @@ pub fn each(v: &mut impl Visit) -> Result<()> {
     v.visit(SESSIONS)?;
     v.visit(MESSAGES)?;
     v.visit(DAILY)?;
+    v.visit(AVAILABILITY)?;
     v.visit(TASKS)?;
     v.visit(SESSION_TASKS)?;
     v.visit(TASK_EVENTS)?;

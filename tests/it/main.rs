@@ -6,6 +6,7 @@
 use docent_test_support as support;
 
 mod access;
+mod availability;
 mod board_files;
 mod characters;
 mod choosing;

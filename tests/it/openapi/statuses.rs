@@ -289,6 +289,16 @@ async fn specific(p: &mut Probe) {
         };
         p.expect(what, req, 503).await;
     }
+    // Availability: a period it keeps, and one it does not.
+    for (query, status) in [("", 200), ("?days=0", 400), ("?days=401", 400)] {
+        let path = format!("/api/v1/system/availability{query}");
+        p.expect(
+            &format!("GET {path} {status}"),
+            admin(p, Method::GET, &path),
+            status,
+        )
+        .await;
+    }
     // A character with an image, idle clips and a knowledge file.
     let body = p
         .expect(

@@ -58,17 +58,22 @@ pub struct Started {
 
 /// Starts `docent::run` on a task and waits until it serves.
 pub async fn start_kiosk(config: Config) -> Started {
+    start_kiosk_run(docent::Run::new(config)).await
+}
+
+/// Starts `run` (a `docent::Run` with the test's hooks: a simulated clock) on a task and waits
+/// until it serves.
+pub async fn start_kiosk_run(run: docent::Run) -> Started {
     let (ready_tx, ready_rx) = oneshot::channel();
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         docent::run(
-            docent::Run::new(config)
-                .on_ready(move |ready| {
-                    let _ = ready_tx.send(ready);
-                })
-                .shutdown(async move {
-                    let _ = stopped.await;
-                }),
+            run.on_ready(move |ready| {
+                let _ = ready_tx.send(ready);
+            })
+            .shutdown(async move {
+                let _ = stopped.await;
+            }),
         )
         .await
         .expect("server runs");
@@ -130,13 +135,31 @@ impl Server {
 
     /// Starts a server on an existing data directory (to test restarts).
     pub async fn start_in(dir: tempfile::TempDir, tweak: impl FnOnce(&mut Config)) -> Server {
+        Server::start_run(dir, tweak, docent::Run::new).await
+    }
+
+    /// Starts a server on `dir` whose local time is `clock`'s (a simulated day) after `tweak`
+    /// adjusts its configuration.
+    pub async fn start_at(
+        dir: tempfile::TempDir,
+        clock: std::sync::Arc<clock::SimClock>,
+        tweak: impl FnOnce(&mut Config),
+    ) -> Server {
+        Server::start_run(dir, tweak, |config| docent::Run::new(config).clock(clock)).await
+    }
+
+    async fn start_run(
+        dir: tempfile::TempDir,
+        tweak: impl FnOnce(&mut Config),
+        run: impl FnOnce(Config) -> docent::Run,
+    ) -> Server {
         let mut config = Config {
             data_dir: dir.path().to_path_buf(),
             listen: "127.0.0.1:0".parse().unwrap(),
             ..Config::default()
         };
         tweak(&mut config);
-        let Started { ready, stop, task } = start_kiosk(config).await;
+        let Started { ready, stop, task } = start_kiosk_run(run(config)).await;
         let addr = ready.addr;
         Server {
             base: format!("http://{addr}"),

@@ -83,6 +83,13 @@ export async function pickCharacter(select) {
   return id;
 }
 
+/** How available the kiosk was while open (`GET /api/v1/system/availability`), in a sentence. */
+export function availabilityText(v) {
+  return v.percent === null
+    ? 'Availability: not open in the last 30 days (nothing counted yet).'
+    : `Available ${v.percent.toFixed(1)} % of opening hours, last 30 days.`;
+}
+
 /** Runs `fn`, showing any failure on the page instead of only in the browser's console. */
 export async function guarded(fn, target) {
   try {

@@ -1,4 +1,4 @@
-import { api, $, h, guarded, showError } from '/console/api.js';
+import { api, $, h, availabilityText, guarded, showError } from '/console/api.js';
 
 const SNAPSHOT_EVERY_MS = 2000;
 
@@ -39,6 +39,13 @@ async function health() {
     for (const [dev, st] of Object.entries(v.device || {})) {
       fact(dl, `Device ${dev}`, String(st), st === 'ok' || st === 'sim');
     }
+  });
+}
+
+/** The last 30 days' share of the opening hours the kiosk fully served. */
+async function availability() {
+  await guarded(async () => {
+    $('availability').textContent = availabilityText(await api('GET', '/api/v1/system/availability'));
   });
 }
 
@@ -165,9 +172,12 @@ async function privacy() {
 }
 
 $('refresh').addEventListener('click', health);
+$('refresh').addEventListener('click', availability);
 $('refresh').addEventListener('click', () => guarded(privacy));
 guarded(privacy);
 health();
 setInterval(health, 15000);
+availability();
+setInterval(availability, 60000);
 watch();
 snapshots();

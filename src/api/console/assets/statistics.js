@@ -1,4 +1,4 @@
-import { api, $, h, guarded, pickCharacter } from '/console/api.js';
+import { api, $, h, availabilityText, guarded, pickCharacter } from '/console/api.js';
 
 const SVG = 'http://www.w3.org/2000/svg';
 let cid = '';
@@ -93,6 +93,17 @@ async function load() {
   shares();
 }
 
+/** The kiosk's availability: the last 30 days together, then each day that was open. */
+async function availability() {
+  const v = await api('GET', '/api/v1/system/availability');
+  $('availability').textContent = availabilityText(v);
+  const hours = (s) => `${(s / 3600).toFixed(1)} h`;
+  $('avail-days').replaceChildren(...v.days.filter((d) => d.open_secs > 0).reverse().flatMap((d) => [
+    h('dt', { text: d.date }),
+    h('dd', { text: `${((100 * d.serving_secs) / d.open_secs).toFixed(1)} % of ${hours(d.open_secs)} open` }),
+  ]));
+}
+
 $('period').addEventListener('change', () => chart($('period').value));
 $('character').addEventListener('change', (ev) => {
   cid = ev.target.value;
@@ -100,6 +111,7 @@ $('character').addEventListener('change', (ev) => {
   guarded(load);
 });
 
+guarded(availability);
 guarded(async () => {
   cid = await pickCharacter($('character'));
   if (cid) await load();

@@ -292,6 +292,11 @@ impl FakeOpenAi {
     /// Starts a fake answering "Hello from the fake model." in 4 deltas, transcribing every
     /// utterance as "When does the museum close?" and speaking 200 ms of tone per request.
     pub async fn start() -> FakeOpenAi {
+        FakeOpenAi::start_on("127.0.0.1:0".parse().expect("an address")).await
+    }
+
+    /// Starts the fake on `addr`: again where a stopped one answered, a provider back up.
+    pub async fn start_on(addr: SocketAddr) -> FakeOpenAi {
         let shared = Arc::new(Shared {
             scripts: Mutex::new(Scripts {
                 chat: Chat::reply("Hello from the fake model."),
@@ -310,7 +315,7 @@ impl FakeOpenAi {
             .route("/v1/audio/speech", post(speech))
             .layer(DefaultBodyLimit::disable())
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        let listener = tokio::net::TcpListener::bind(addr)
             .await
             .expect("fake binds");
         let addr = listener.local_addr().expect("fake address");
