@@ -1250,11 +1250,11 @@ async fn a_deployment_waits_for_the_museum_to_close_to_install_and_to_reboot() {
     kiosk.stop().await;
 }
 
-/// Closed by the museum's hours is not enough: the server's maintenance window, when it says
-/// `unavailable`, holds the install too (hawkBit's window and the museum's hours both apply).
-/// And the operator's `forced` installs at once, open or not.
+/// The server's maintenance window and the museum's hours both apply: closed, but the window
+/// `unavailable`, nothing installs; the window `available`, but the museum open, nothing
+/// either; both, it installs. And the operator's `forced` installs at once, open or not.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_closed_museum_still_waits_for_the_maintenance_window_and_forced_does_not_wait() {
+async fn the_maintenance_window_and_the_opening_hours_both_hold_and_forced_does_not_wait() {
     let dir = tempfile::tempdir().unwrap();
     let secret = token("window");
     let fake = FakeHawkbit::start(&secret, "00:00:01").await;
@@ -1290,21 +1290,31 @@ async fn a_closed_museum_still_waits_for_the_maintenance_window_and_forced_does_
         "nothing installed outside the window: {:?}",
         firmware.calls()
     );
-    // The window opens.
-    fake.with(|s| {
-        let (_, d) = s.deployment.as_mut().unwrap();
-        d["maintenanceWindow"] = json!("available");
-        s.generation += 1;
-    });
-    wait_until("the reboot", 20, || {
-        firmware.calls().contains(&"reboot".into())
-    })
-    .await;
     let feedback = fake.feedback_of("32");
     assert!(
         !feedback.iter().any(|(_, d)| d.contains("museum")),
         "closed: no wait for the museum: {feedback:?}"
     );
+    // The window opens, the next morning, when the museum is open: the hours still hold it.
+    clock.set(saturday(1, 11, 0));
+    fake.with(|s| {
+        let (_, d) = s.deployment.as_mut().unwrap();
+        d["maintenanceWindow"] = json!("available");
+        s.generation += 1;
+    });
+    wait_until("the museum's wait", 20, || {
+        fake.feedback_of("32")
+            .iter()
+            .any(|(_, d)| d.contains("waiting for the museum to close (today at 18:00)"))
+    })
+    .await;
+    assert!(!firmware.calls().contains(&"install".into()));
+    // Closed, and the window available: installed and rebooted.
+    clock.set(saturday(1, 19, 0));
+    wait_until("the reboot", 20, || {
+        firmware.calls().contains(&"reboot".into())
+    })
+    .await;
     kiosk.stop().await;
 
     // Forced by the operator at 11:00, the museum open: installed and rebooted at once.
