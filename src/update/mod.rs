@@ -80,6 +80,9 @@ pub struct Status {
     pub scheduled_install: Option<Scheduled>,
     /// A reboot waiting for the museum to close.
     pub scheduled_reboot: Option<Scheduled>,
+    /// While the museum is open by its opening hours: when it closes, in words ("today at
+    /// 18:00"); the System page then offers waiting for it first.
+    pub closing: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -604,7 +607,8 @@ impl Updates {
             Ok(r) => r.boot_slot().await.ok(),
             Err(_) => None,
         };
-        let (scheduled_install, scheduled_reboot) = self.scheduled(engine);
+        let closing = museum_open(engine).map(|o| o.when);
+        let (scheduled_install, scheduled_reboot) = self.scheduled(closing.as_deref());
         let state = self.lock();
         Status {
             available: booted.is_some(),
@@ -617,6 +621,7 @@ impl Updates {
             outcome: self.outcome(),
             scheduled_install,
             scheduled_reboot,
+            closing,
         }
     }
 

@@ -89,10 +89,14 @@ pub fn spawn(
 }
 
 impl Updates {
-    /// What is scheduled now, with when the museum closes.
-    pub(super) fn scheduled(&self, engine: &Engine) -> (Option<Scheduled>, Option<Scheduled>) {
+    /// The install and the reboot scheduled, with when the museum closes (`closing`; none:
+    /// closed now).
+    pub(super) fn scheduled(
+        &self,
+        closing: Option<&str>,
+    ) -> (Option<Scheduled>, Option<Scheduled>) {
         let plan = self.plan();
-        let when = museum_open(engine).map(|o| o.when).unwrap_or_default();
+        let when = closing.unwrap_or_default().to_string();
         let at = |yes: bool| yes.then(|| Scheduled { when: when.clone() });
         (at(plan.install.is_some()), at(plan.reboot))
     }
