@@ -812,6 +812,55 @@ mod tests {
         );
     }
 
+    /// A bundle whose install waits for the closing survives a restart with its verdict; one
+    /// left by a crash does not, nor a schedule whose bundle is gone.
+    #[test]
+    fn a_scheduled_install_keeps_its_bundle_across_a_restart() {
+        let data = tempfile::tempdir().unwrap();
+        let dir = data.path().join("update");
+        std::fs::create_dir(&dir).unwrap();
+        let verdict = Verdict {
+            compatible: "docent-test".into(),
+            version: "0.2.0".into(),
+            current_version: Some("0.1.0".into()),
+            accepted: true,
+            reason: None,
+            older: false,
+        };
+        let plan = schedule::Plan {
+            install: Some(schedule::PlannedInstall {
+                force: false,
+                verdict: verdict.clone(),
+            }),
+            reboot: true,
+        };
+        write_json(&dir.join(schedule::SCHEDULE), &plan).unwrap();
+        std::fs::write(dir.join(BUNDLE), b"bundle").unwrap();
+        let updates = Updates::open(&UpdateConfig::default(), data.path()).unwrap();
+        assert!(dir.join(BUNDLE).exists(), "the scheduled bundle is kept");
+        assert_eq!(updates.lock().checked, Some(verdict));
+        assert_eq!(updates.plan(), plan);
+        let (install, reboot) = updates.scheduled(Some("today at 18:00"));
+        let at = Some(schedule::Scheduled {
+            when: "today at 18:00".into(),
+        });
+        assert_eq!((install, reboot), (at.clone(), at));
+
+        // Cancelled: the next start treats the bundle as one left by a crash.
+        updates.cancel_install().unwrap();
+        drop(updates);
+        let updates = Updates::open(&UpdateConfig::default(), data.path()).unwrap();
+        assert!(!dir.join(BUNDLE).exists());
+        assert_eq!(updates.lock().checked, None);
+        assert!(updates.plan().reboot, "the reboot is still asked for");
+
+        // Scheduled, but its bundle gone: nothing to install.
+        write_json(&dir.join(schedule::SCHEDULE), &plan).unwrap();
+        let updates = Updates::open(&UpdateConfig::default(), data.path()).unwrap();
+        assert_eq!(updates.plan().install, None);
+        assert_eq!(updates.lock().checked, None);
+    }
+
     #[test]
     fn outcomes_read_as_sentences() {
         let o = Outcome {

@@ -123,7 +123,7 @@ impl Updates {
         self.change_plan(|p| p.reboot = false)
     }
 
-    fn plan(&self) -> Plan {
+    pub(super) fn plan(&self) -> Plan {
         self.plan.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
