@@ -142,6 +142,8 @@ pub async fn run(options: Run) -> anyhow::Result<Stopped> {
         &engine.config.update,
         &engine.config.data_dir,
     )?);
+    // Installs and reboots that wait for the museum to close.
+    let schedule = update::schedule::spawn(engine.clone(), updates.clone(), fleet_stop.clone());
     let firmware = firmware.unwrap_or_else(|| Arc::new(fleet::Rauc::new(updates.clone())));
     let fleet_state = Arc::new(fleet::Fleet::default());
     let fleet = fleet::client::spawn(
@@ -212,6 +214,7 @@ pub async fn run(options: Run) -> anyhow::Result<Stopped> {
     }
     let _ = sampler.await;
     let _ = fleet.await;
+    let _ = schedule.await;
     probe_stop.cancel();
     let _ = probe.await;
     tokio::task::spawn_blocking(move || engine.knowledge.stop()).await?;

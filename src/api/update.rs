@@ -1,11 +1,12 @@
 //! Firmware updates from the console: upload a bundle (RAUC's verdict comes back before anything
-//! is written), install it, follow its progress, reboot. Administrators only.
+//! is written), install it, follow its progress, reboot; the install and the reboot now or when
+//! the museum closes (`update::schedule`), and a scheduled one cancelled. Administrators only.
 
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::header::CONTENT_LENGTH;
 use axum::http::{HeaderMap, StatusCode};
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::{Json, Router};
 
 use super::auth::Admin;
@@ -14,7 +15,7 @@ use super::extract::JsonOrEmpty;
 use super::schema::ErrorBody;
 use super::state::AppState;
 use super::statuses;
-use crate::update::{Status, Verdict};
+use crate::update::{Status, Verdict, When, museum_open};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -22,8 +23,14 @@ pub fn routes() -> Router<AppState> {
             "/api/v1/system/update",
             get(update_status).post(upload_update),
         )
-        .route("/api/v1/system/update/install", post(install_update))
-        .route("/api/v1/system/reboot", post(reboot))
+        .route(
+            "/api/v1/system/update/install",
+            axum::routing::post(install_update).delete(cancel_install),
+        )
+        .route(
+            "/api/v1/system/reboot",
+            axum::routing::post(reboot).delete(cancel_reboot),
+        )
 }
 
 /// The bundle is streamed to the data partition (never held in memory), then RAUC checks its
@@ -56,6 +63,8 @@ async fn upload_update(
 ) -> ApiResult<Json<Verdict>> {
     let updates = &s.updates;
     let _busy = updates.begin()?;
+    // Another bundle replaces the one whose install was scheduled.
+    updates.cancel_install()?;
     let limit = updates.max_bundle_bytes();
     let too_large = || {
         ApiError::new(
@@ -98,9 +107,13 @@ async fn upload_update(
 pub struct InstallRequest {
     /// Install a bundle older than the running firmware.
     force: bool,
+    /// `now` (the default): at once, whoever is there; `closed`: once the museum is closed by
+    /// its opening hours (at once when it is closed now or keeps no hours).
+    when: When,
 }
 
-/// Starts installing the bundle uploaded last into the slot that is not running.
+/// Starts installing the bundle uploaded last into the slot that is not running, now or once
+/// the museum is closed (kept across a restart; `scheduled_install` in the answer).
 #[utoipa::path(
     post,
     path = "/api/v1/system/update/install",
@@ -108,7 +121,8 @@ pub struct InstallRequest {
     request_body(content = InstallRequest, description = "Optional", content_type = "application/json"),
     security(("admin_session" = []), ("bearer" = [])),
     responses(
-        (status = 202, description = "Installing; `GET /api/v1/system/update` follows it", body = Status),
+        (status = 202, description = "Installing, or scheduled for the closing; \
+            `GET /api/v1/system/update` follows it", body = Status),
         statuses::AdminJsonWrite,
         (status = 409, description = "No accepted bundle uploaded, or an install is under way",
             body = ErrorBody),
@@ -120,8 +134,33 @@ async fn install_update(
     State(s): State<AppState>,
     JsonOrEmpty(req): JsonOrEmpty<InstallRequest>,
 ) -> ApiResult<(StatusCode, Json<Status>)> {
-    s.updates.install(req.force).await?;
-    Ok((StatusCode::ACCEPTED, Json(s.updates.status().await)))
+    if req.when == When::Closed && museum_open(&s.engine).is_some() {
+        s.updates.available().await?;
+        s.updates.schedule_install(req.force)?;
+    } else {
+        s.updates.cancel_install()?;
+        s.updates.install(req.force).await?;
+    }
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(s.updates.status(&s.engine).await),
+    ))
+}
+
+/// Cancels an install scheduled for the closing; the bundle stays uploaded.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/system/update/install",
+    tag = "system",
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Nothing scheduled to install any more", body = Status),
+        statuses::AdminAction,
+    )
+)]
+async fn cancel_install(_: Admin, State(s): State<AppState>) -> ApiResult<Json<Status>> {
+    s.updates.cancel_install()?;
+    Ok(Json(s.updates.status(&s.engine).await))
 }
 
 /// Whether this kiosk can update itself, what it runs, and the install in progress or the last
@@ -137,29 +176,66 @@ async fn install_update(
     security(("admin_session" = []), ("bearer" = [])),
 )]
 async fn update_status(_: Admin, State(s): State<AppState>) -> Json<Status> {
-    Json(s.updates.status().await)
+    Json(s.updates.status(&s.engine).await)
 }
 
-/// Asks the board to reboot: the kiosk is back in about a minute (on the new slot after an
-/// install).
+#[derive(Default, serde::Deserialize, utoipa::ToSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct RebootRequest {
+    /// `now` (the default): at once, a visit under way or not; `closed`: once the museum is
+    /// closed by its opening hours and no visit is under way.
+    when: When,
+}
+
+/// Asks the board to reboot, now or once the museum is closed: the kiosk is back in about a
+/// minute (on the new slot after an install).
 #[utoipa::path(
     post,
     path = "/api/v1/system/reboot",
     tag = "system",
+    request_body(content = RebootRequest, description = "Optional", content_type = "application/json"),
     security(("admin_session" = []), ("bearer" = [])),
     responses(
-        (status = 202, description = "The board reboots", body = super::system::StatusBody),
-        statuses::AdminAction,
+        (status = 202, description = "The board reboots (`status: rebooting`), or will once the \
+            museum is closed (`status: scheduled`; `scheduled_reboot` in \
+            `GET /api/v1/system/update`)", body = super::system::StatusBody),
+        statuses::AdminJsonWrite,
         (status = 503, description = "This machine has no reboot path", body = ErrorBody),
     )
 )]
 async fn reboot(
     _: Admin,
     State(s): State<AppState>,
+    JsonOrEmpty(req): JsonOrEmpty<RebootRequest>,
 ) -> ApiResult<(StatusCode, Json<super::system::StatusBody>)> {
+    if req.when == When::Closed {
+        // The scheduler reboots within seconds when the museum is closed and nobody visits.
+        s.updates.schedule_reboot()?;
+        return Ok((
+            StatusCode::ACCEPTED,
+            Json(super::system::StatusBody::new("scheduled")),
+        ));
+    }
+    s.updates.cancel_reboot()?;
     s.updates.request_reboot()?;
     Ok((
         StatusCode::ACCEPTED,
         Json(super::system::StatusBody::new("rebooting")),
     ))
+}
+
+/// Cancels a reboot scheduled for the closing.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/system/reboot",
+    tag = "system",
+    security(("admin_session" = []), ("bearer" = [])),
+    responses(
+        (status = 200, description = "No reboot scheduled any more", body = Status),
+        statuses::AdminAction,
+    )
+)]
+async fn cancel_reboot(_: Admin, State(s): State<AppState>) -> ApiResult<Json<Status>> {
+    s.updates.cancel_reboot()?;
+    Ok(Json(s.updates.status(&s.engine).await))
 }

@@ -5,6 +5,11 @@
 //! reboot (`Firmware::outcome`), not the install: until then the action stays `proceeding`, and
 //! a rollback is reported as a failure with its reason. A content bundle's success is the
 //! restart that applied it.
+//!
+//! An install (and a content bundle's restart) waits for the museum to close by its opening
+//! hours, and the reboot after an install as well: downloaded and checked, the action stays
+//! `proceeding` ("waiting for the museum to close") and each later poll looks again. The
+//! server's `update: forced` installs at once; its maintenance window is obeyed besides.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,6 +33,8 @@ use crate::engine::error::{Error, Result};
 pub const FIRMWARE_PART: &str = "os";
 /// The software module type of a content bundle.
 pub const CONTENT_PART: &str = "docent-content";
+/// The stage, and the feedback's words, of a deployment held back by the opening hours.
+const WAITING: &str = "waiting for the museum to close";
 
 /// Starts the loop; it ends when `stop` is cancelled.
 pub fn spawn(
@@ -46,6 +53,7 @@ pub fn spawn(
             etag: None,
             base: ControllerBase::default(),
             announced: None,
+            waiting: None,
             interval: 0,
         };
         client.run(stop).await;
@@ -63,6 +71,8 @@ struct Client {
     base: ControllerBase,
     /// The action whose `proceeding` was sent (once per action and run).
     announced: Option<String>,
+    /// The action whose wait for the museum to close was reported (once per action and run).
+    waiting: Option<String>,
     /// The server's polling interval in force (seconds), kept when a later step fails.
     interval: u64,
 }
@@ -582,6 +592,19 @@ impl Client {
             );
             return Ok(());
         }
+        // Not while visitors are there, unless the operator forced it: hawkBit's maintenance
+        // window is one for a whole fleet, the opening hours are this museum's.
+        if d.update != Some(Handling::Forced)
+            && let Some(open) = crate::update::museum_open(&self.engine)
+        {
+            self.stage(&id, kind, &version, WAITING, 100);
+            if self.waiting.as_deref() != Some(id.as_str()) {
+                self.proceeding(ddi, &id, format!("{WAITING} ({})", open.when))
+                    .await?;
+                self.waiting = Some(id.clone());
+            }
+            return Ok(());
+        }
         // The last moment a cancellation can stop it: ask once more.
         if let Polled::Changed(base, _) = ddi.poll(None).await?
             && let Some(cancel) = base.links.cancel_action
@@ -678,15 +701,21 @@ impl Client {
         {
             tracing::warn!("fleet: not reported as installed: {}", Escaped(&e));
         }
-        // `attempt`: not in the middle of a visit.
+        // `attempt`: not in the middle of a visit, nor while the museum is open (it may have
+        // opened during the install).
         if update != Some(Handling::Forced) {
             loop {
                 let engine = self.engine.clone();
                 let busy = tokio::task::spawn_blocking(move || engine.session_count())
                     .await
                     .map_err(|e| Error::Internal(e.to_string()))??;
-                if busy == 0 {
+                let open = crate::update::museum_open(&self.engine);
+                if busy == 0 && open.is_none() {
                     break;
+                }
+                if open.is_some() {
+                    let stage = format!("installed; {WAITING}");
+                    self.stage(id, Kind::Firmware, &version, &stage, 100);
                 }
                 tokio::select! {
                     _ = stop.cancelled() => return Ok(()),

@@ -2,9 +2,11 @@
 //! checks its signature and manifest before anything is written, then installs it into the slot
 //! that is not running. After the reboot the start check decides: the new slot is marked good,
 //! or bad, and the board goes back to the old one. What happened is kept in the data directory
-//! (`update/outcome.json`), because the version that reports it may be the old one.
+//! (`update/outcome.json`), because the version that reports it may be the old one. An install
+//! or a reboot may wait for the museum to close (`schedule`).
 
 mod rauc;
+pub mod schedule;
 
 use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
@@ -16,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::UpdateConfig;
 use crate::engine::{Error, Result};
 use rauc::InstallerProxy;
+pub use schedule::{Scheduled, When, museum_open};
 
 /// The uploaded bundle, in `update/` under the data directory.
 const BUNDLE: &str = "bundle.raucb";
@@ -73,6 +76,13 @@ pub struct Status {
     pub booted_slot: Option<String>,
     pub firmware_version: Option<String>,
     pub outcome: Option<Outcome>,
+    /// The uploaded bundle's install, waiting for the museum to close.
+    pub scheduled_install: Option<Scheduled>,
+    /// A reboot waiting for the museum to close.
+    pub scheduled_reboot: Option<Scheduled>,
+    /// While the museum is open by its opening hours: when it closes, in words ("today at
+    /// 18:00"); the System page then offers waiting for it first.
+    pub closing: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -263,14 +273,25 @@ pub struct Updates {
     /// `update/outcome.json`, read at start (the update gate writes it before docent runs) and
     /// kept as this process writes it: health reads it at every poll.
     outcome: std::sync::Mutex<Option<Outcome>>,
+    /// What waits for the museum to close (`update/schedule.json`).
+    plan: std::sync::Mutex<schedule::Plan>,
 }
 
 impl Updates {
     pub fn open(config: &UpdateConfig, data_dir: &Path) -> Result<Updates> {
         let dir = data_dir.join("update");
         std::fs::create_dir_all(&dir)?;
-        // A bundle left by a crash is not installed behind anyone's back.
-        let _ = std::fs::remove_file(dir.join(BUNDLE));
+        // A bundle left by a crash is not installed behind anyone's back; one whose install
+        // waits for the museum to close is kept, with RAUC's verdict on it.
+        let mut plan: schedule::Plan = read_json(&dir.join(schedule::SCHEDULE)).unwrap_or_default();
+        if !dir.join(BUNDLE).exists() {
+            plan.install = None;
+        }
+        if plan.install.is_none() {
+            let _ = std::fs::remove_file(dir.join(BUNDLE));
+        }
+        let checked = plan.install.as_ref().map(|p| p.verdict.clone());
+        let checked_path = checked.as_ref().map(|_| dir.join(BUNDLE));
         let outcome = read_json(&dir.join(OUTCOME));
         let release = std::fs::read_to_string(&config.os_release).unwrap_or_default();
         let firmware = os_release_version(&release);
@@ -287,11 +308,12 @@ impl Updates {
                     message: String::new(),
                 },
                 error: None,
-                checked: None,
-                checked_path: None,
+                checked,
+                checked_path,
             }),
             busy: tokio::sync::Mutex::new(()),
             outcome: std::sync::Mutex::new(outcome),
+            plan: std::sync::Mutex::new(plan),
         })
     }
 
@@ -414,17 +436,7 @@ impl Updates {
     pub async fn install(self: &std::sync::Arc<Self>, force: bool) -> Result<()> {
         let guard = self.begin()?;
         let rauc = self.rauc().await?;
-        let verdict = self
-            .lock()
-            .checked
-            .clone()
-            .ok_or_else(|| Error::Conflict("upload a bundle first".into()))?;
-        if !(verdict.accepted || (force && verdict.older)) {
-            return Err(Error::Conflict(format!(
-                "the uploaded bundle was refused: {}",
-                verdict.reason.as_deref().unwrap_or("")
-            )));
-        }
+        let verdict = self.installable(force)?;
         let mut completed = rauc
             .receive_completed()
             .await
@@ -493,6 +505,23 @@ impl Updates {
             }
         });
         Ok(())
+    }
+
+    /// The verdict on the bundle checked last, if it may be installed (`force`: even an older
+    /// one).
+    fn installable(&self, force: bool) -> Result<Verdict> {
+        let verdict = self
+            .lock()
+            .checked
+            .clone()
+            .ok_or_else(|| Error::Conflict("upload a bundle first".into()))?;
+        if !(verdict.accepted || (force && verdict.older)) {
+            return Err(Error::Conflict(format!(
+                "the uploaded bundle was refused: {}",
+                verdict.reason.as_deref().unwrap_or("")
+            )));
+        }
+        Ok(verdict)
     }
 
     /// Checks and installs `bundle` to its end (the fleet client's path; the console takes the
@@ -572,11 +601,14 @@ impl Updates {
             .clone()
     }
 
-    pub async fn status(&self) -> Status {
+    /// The state for the System page; `engine` says when the museum closes.
+    pub async fn status(&self, engine: &crate::engine::Engine) -> Status {
         let booted = match self.rauc().await {
             Ok(r) => r.boot_slot().await.ok(),
             Err(_) => None,
         };
+        let closing = museum_open(engine).map(|o| o.when);
+        let (scheduled_install, scheduled_reboot) = self.scheduled(closing.as_deref());
         let state = self.lock();
         Status {
             available: booted.is_some(),
@@ -587,6 +619,9 @@ impl Updates {
             booted_slot: booted,
             firmware_version: self.firmware.clone(),
             outcome: self.outcome(),
+            scheduled_install,
+            scheduled_reboot,
+            closing,
         }
     }
 
@@ -775,6 +810,55 @@ mod tests {
             outcome.reason.as_deref(),
             Some("docent failed to start 5 times: caf\u{fffd}")
         );
+    }
+
+    /// A bundle whose install waits for the closing survives a restart with its verdict; one
+    /// left by a crash does not, nor a schedule whose bundle is gone.
+    #[test]
+    fn a_scheduled_install_keeps_its_bundle_across_a_restart() {
+        let data = tempfile::tempdir().unwrap();
+        let dir = data.path().join("update");
+        std::fs::create_dir(&dir).unwrap();
+        let verdict = Verdict {
+            compatible: "docent-test".into(),
+            version: "0.2.0".into(),
+            current_version: Some("0.1.0".into()),
+            accepted: true,
+            reason: None,
+            older: false,
+        };
+        let plan = schedule::Plan {
+            install: Some(schedule::PlannedInstall {
+                force: false,
+                verdict: verdict.clone(),
+            }),
+            reboot: true,
+        };
+        write_json(&dir.join(schedule::SCHEDULE), &plan).unwrap();
+        std::fs::write(dir.join(BUNDLE), b"bundle").unwrap();
+        let updates = Updates::open(&UpdateConfig::default(), data.path()).unwrap();
+        assert!(dir.join(BUNDLE).exists(), "the scheduled bundle is kept");
+        assert_eq!(updates.lock().checked, Some(verdict));
+        assert_eq!(updates.plan(), plan);
+        let (install, reboot) = updates.scheduled(Some("today at 18:00"));
+        let at = Some(schedule::Scheduled {
+            when: "today at 18:00".into(),
+        });
+        assert_eq!((install, reboot), (at.clone(), at));
+
+        // Cancelled: the next start treats the bundle as one left by a crash.
+        updates.cancel_install().unwrap();
+        drop(updates);
+        let updates = Updates::open(&UpdateConfig::default(), data.path()).unwrap();
+        assert!(!dir.join(BUNDLE).exists());
+        assert_eq!(updates.lock().checked, None);
+        assert!(updates.plan().reboot, "the reboot is still asked for");
+
+        // Scheduled, but its bundle gone: nothing to install.
+        write_json(&dir.join(schedule::SCHEDULE), &plan).unwrap();
+        let updates = Updates::open(&UpdateConfig::default(), data.path()).unwrap();
+        assert_eq!(updates.plan().install, None);
+        assert_eq!(updates.lock().checked, None);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! A fleet update from the fleet tests' fake hawkBit server (`./x appliance-long`): one that
-//! succeeds after the mark good, and a bad one that fails after the rollback.
+//! waits for the museum to close, then succeeds after the mark good, and a bad one that fails
+//! after the rollback.
 
 use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
@@ -19,8 +20,9 @@ const FLEET_SERVER: &str = "10.0.2.100:80";
 
 /// A museum's fleet (docs/fleet.md): the fleet tests' fake hawkBit server runs on the host behind
 /// a byte-counting forwarder, and the board reaches it (and nothing else). The administrator joins
-/// the kiosk to the fleet in its settings; the server offers 0.2.0: the board downloads it,
-/// installs it into slot B and reboots, the start check marks slot B good, and only then does the
+/// the kiosk to the fleet in its settings and opening hours by which it closes in about three
+/// minutes; the server offers 0.2.0: the board downloads it, says it waits for the museum to
+/// close, and once closed installs it into slot B and reboots, the start check marks slot B good, and only then does the
 /// server hear `closed/success` (its arrival, on the host's clock, against the mark in docent's
 /// log, on the board's; the offset between the clocks measured). Then the server offers 0.3.0,
 /// whose docent refuses its configuration: the update gate rolls it back, and the server hears
@@ -122,13 +124,55 @@ fn long_a_fleet_update_succeeds_after_the_mark_good_and_a_bad_one_fails_after_th
         gaps.iter().sum::<f64>() / gaps.len().max(1) as f64
     );
 
-    // --- 0.2.0 from the fleet: installed into slot B, rebooted into, marked good ---
+    // --- The museum is open now and closes in three minutes or so (issue 35) ---
+    let closes = open_until_soon(&mut b, &rt, &admin);
+
+    // --- 0.2.0 from the fleet: waits for the closing, then installed into slot B, rebooted
+    // into, marked good ---
     let artifact = std::fs::read(&v2).unwrap();
     let size = artifact.len();
     let mark = b.mark();
     let offered = Instant::now();
-    fake.offer_os("8", "0.2.0", artifact);
+    // hawkBit's soft assignment: the kiosk decides when (`forced` would not wait).
+    fake.offer(
+        "8",
+        "os",
+        "0.2.0",
+        "docent-0.2.0.raucb",
+        artifact,
+        json!({"update": "attempt"}),
+    );
+    let (waiting, why) = wait_some("the wait for the closing", Duration::from_secs(300), || {
+        fake.feedback_timed("8")
+            .into_iter()
+            .find(|(_, _, d)| d.contains("waiting for the museum to close ("))
+            .map(|(t, _, d)| (t, d))
+    });
+    assert!(
+        waiting < closes,
+        "downloaded and checked before the closing (this machine was too slow): {why}"
+    );
     let done = installed(&fake, "8");
+    let feedback = fake.feedback_timed("8");
+    let began = feedback
+        .iter()
+        .find(|(_, _, d)| d.contains("installing 0.2.0"))
+        .map(|(t, _, _)| *t)
+        .expect("the install's feedback");
+    assert!(
+        began + Duration::from_secs(1) >= closes,
+        "nothing installed while the museum was open: the install began {:.0} s before the \
+         closing",
+        (closes - began).as_secs_f64()
+    );
+    assert_eq!(
+        feedback
+            .iter()
+            .filter(|(_, _, d)| d.contains("waiting for the museum"))
+            .count(),
+        1,
+        "the wait said once: {feedback:?}"
+    );
     assert_eq!(fake.closed("8"), None, "an install is no success");
     let on_b = b.wait_for("docent boot: slot B", mark, Duration::from_secs(300));
     let rebooted = Instant::now();
@@ -195,14 +239,17 @@ fn long_a_fleet_update_succeeds_after_the_mark_good_and_a_bad_one_fails_after_th
     let secs = |from: Instant, to: Instant| (to - from).as_secs_f64();
     println!(
         "fleet update 0.1.0 -> 0.2.0 ({} MiB bundle): offer to download {:.0} s (the next poll); \
-         download, fsync and SHA-256 {:.0} s ({:.1} MB/s, {downloads} request(s)); RAUC's check \
-         {:.0} s; install {:.0} s; installed to success heard {:.0} s (reboot, start check, \
-         {polled} poll(s) after the reboot before it); success heard {:.1} s after the mark \
-         (clocks within {:.0} ms); offer to success {:.0} s; feedback: {:?}",
+         download, fsync and SHA-256 {:.0} s ({:.1} MB/s, {downloads} request(s)); waited for \
+         the closing {:.0} s ({why}); closing to install {:.0} s; RAUC's check {:.0} s; install \
+         {:.0} s; installed to success heard {:.0} s (reboot, start check, {polled} poll(s) \
+         after the reboot before it); success heard {:.1} s after the mark (clocks within \
+         {:.0} ms); offer to success {:.0} s; feedback: {:?}",
         size >> 20,
         secs(offered, fetched),
-        secs(fetched, last_look),
-        size as f64 / 1e6 / secs(fetched, last_look),
+        secs(fetched, waiting),
+        size as f64 / 1e6 / secs(fetched, waiting),
+        secs(waiting, closes),
+        secs(closes, last_look),
         secs(last_look, installing),
         secs(installing, done),
         secs(done, succeeded),
@@ -267,6 +314,39 @@ fn long_a_fleet_update_succeeds_after_the_mark_good_and_a_bad_one_fails_after_th
         "the target token is in no log line on the board"
     );
     assert!(fake.with(|s| s.installed_base.is_empty()));
+}
+
+/// Gives the board opening hours by which it is open now and closes in 150 to 210 s, by its
+/// own local time (`date` on the board: the clock and zone docent reads), today only; returns
+/// when it closes, on the host's clock.
+fn open_until_soon(
+    b: &mut Board,
+    rt: &tokio::runtime::Runtime,
+    admin: &docent_test_support::appliance::Admin,
+) -> Instant {
+    let asked = Instant::now();
+    let now = b.sh("date '+%u %H %M %S'");
+    let parts: Vec<u32> = now.split_whitespace().map(|p| p.parse().unwrap()).collect();
+    let [weekday, h, m, sec] = parts[..] else {
+        panic!("the board's date: {now:?}")
+    };
+    let secs = h * 3600 + m * 60 + sec;
+    // The next whole minute at least 150 s away; at most midnight (`24:00`).
+    let close = ((secs + 150).div_ceil(60) * 60).min(86_400);
+    let mut week = vec![serde_json::Value::Null; 7];
+    week[weekday as usize - 1] = json!({
+        "open": "00:00",
+        "close": format!("{:02}:{:02}", close / 3600, close / 60 % 60),
+    });
+    rt.block_on(
+        admin.expect(
+            admin
+                .request(reqwest::Method::PUT, "/api/v1/settings")
+                .json(&json!({ "hours": { "enabled": true, "week": week } })),
+            200,
+        ),
+    );
+    asked + Duration::from_secs((close - secs).into())
 }
 
 fn wire_bytes(count: &std::sync::atomic::AtomicU64) -> u64 {

@@ -7,6 +7,7 @@
 //! `update/outcome.json` as the health gate would after the reboot, then starts docent again).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -14,6 +15,9 @@ use ring::signature::KeyPair as _;
 use serde_json::{Value, json};
 use sha2::Digest as _;
 
+use docent::engine::hours::LocalTime;
+
+use crate::support::clock::SimClock;
 use crate::support::disk::{Tmpfs, fill, watch_free_space};
 use crate::support::fake_hawkbit::{CONTROLLER, FakeHawkbit, TENANT};
 use crate::support::fleet_kiosk::{Kiosk, TestFirmware, bundle, hex, now, token, wait_until};
@@ -1092,4 +1096,287 @@ async fn the_system_page_shows_the_fleet_and_pauses_it() {
     );
     drop(b);
     s.stop().await;
+}
+
+/// Open 10:00 to 18:00 every day, in the kiosk's local time.
+async fn open_ten_to_six(kiosk: &Kiosk) {
+    let day = json!({"open": "10:00", "close": "18:00"});
+    kiosk
+        .put_settings(
+            json!({"hours": {"enabled": true, "week": [day, day, day, day, day, day, day]}}),
+        )
+        .await;
+}
+
+/// Saturday 28 November 2026 at `hour`:`minute` (and the days after it).
+fn saturday(day: u8, hour: u8, minute: u8) -> LocalTime {
+    LocalTime::new(2026, 11, 28 + day, hour, minute)
+}
+
+/// The stage of the fleet's action, as the System page shows it.
+async fn stage(kiosk: &Kiosk) -> String {
+    let status = kiosk.get("/api/v1/fleet").await;
+    status["action"]["stage"].as_str().unwrap_or("").to_string()
+}
+
+/// Polls the fleet's stage until `what` holds of it.
+async fn stage_until(kiosk: &Kiosk, what: &str, done: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let stage = stage(kiosk).await;
+        if done(&stage) {
+            return stage;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}: {stage}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Issue 35: a deployment that arrives at 11 am on a Saturday waits for the closing at 18:00 to
+/// install (said once to the server, with when), and its reboot waits too if the museum opened
+/// during the install; then the success, as ever, after the new slot was marked good.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deployment_waits_for_the_museum_to_close_to_install_and_to_reboot() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = token("hours");
+    let fake = FakeHawkbit::start(&secret, "00:00:01").await;
+    let artifact = bundle("0.2.0", 50_000);
+    let sha = hex(&sha2::Sha256::digest(&artifact));
+    fake.offer(
+        "31",
+        "os",
+        "0.2.0",
+        "docent-0.2.0.raucb",
+        artifact,
+        json!({"update": "attempt"}),
+    );
+    let clock = Arc::new(SimClock::at(saturday(0, 11, 0)));
+    let firmware = TestFirmware::new(dir.path(), "0.1.0", "A");
+    let kiosk = Kiosk::start_at(dir.path(), firmware.clone(), clock.clone()).await;
+    open_ten_to_six(&kiosk).await;
+    kiosk.join_fleet(&fake, json!({})).await;
+
+    let waiting = |f: &[(String, String)]| {
+        f.iter()
+            .filter(|(_, d)| d.contains("waiting for the museum to close"))
+            .count()
+    };
+    wait_until("the wait reported", 20, || {
+        waiting(&fake.feedback_of("31")) > 0
+    })
+    .await;
+    let polls = || {
+        fake.with(|s| {
+            s.seen
+                .iter()
+                .filter(|r| r.path.ends_with("kiosk-1"))
+                .count()
+        })
+    };
+    let before = polls();
+    wait_until("several more polls", 20, || polls() >= before + 4).await;
+    assert!(
+        !firmware.calls().contains(&"install".into()),
+        "nothing installed while the museum is open: {:?}",
+        firmware.calls()
+    );
+    let feedback = fake.feedback_of("31");
+    assert_eq!(
+        waiting(&feedback),
+        1,
+        "said once, not at every poll: {feedback:?}"
+    );
+    let (status, details) = feedback
+        .iter()
+        .find(|(_, d)| d.contains("waiting for the museum"))
+        .unwrap();
+    assert_eq!(status, "proceeding/none");
+    assert!(details.contains("(today at 18:00)"), "{details}");
+    assert!(
+        feedback.iter().all(|(s, _)| s == "proceeding/none"),
+        "{feedback:?}"
+    );
+    assert_eq!(stage(&kiosk).await, "waiting for the museum to close");
+    assert!(
+        dir.path().join("fleet/download/artifact.checked").exists(),
+        "downloaded and checked"
+    );
+
+    // 18:00: closed. It installs; the museum opens again (the next morning) while it does, so
+    // the reboot waits for the next closing.
+    clock.set(saturday(0, 18, 0));
+    wait_until("the install", 20, || {
+        firmware.calls().contains(&"install".into())
+    })
+    .await;
+    clock.set(saturday(1, 11, 0));
+    stage_until(&kiosk, "the reboot's wait", |s| {
+        s == "installed; waiting for the museum to close"
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        !firmware.calls().contains(&"reboot".into()),
+        "no reboot while the museum is open"
+    );
+    clock.set(saturday(1, 18, 30));
+    wait_until("the reboot", 20, || {
+        firmware.calls().contains(&"reboot".into())
+    })
+    .await;
+    assert_eq!(
+        firmware.calls(),
+        vec![format!("check {sha}"), "install".into(), "reboot".into()]
+    );
+    kiosk.stop().await;
+    assert_eq!(fake.closed("31"), None, "the install alone is no success");
+
+    // After the reboot, as the health gate leaves it: the success.
+    let update = dir.path().join("update");
+    let installed = installed_at(dir.path());
+    std::fs::remove_file(update.join("pending.json")).unwrap();
+    let outcome = json!({"result": "updated", "from": "0.1.0", "to": "0.2.0", "reason": null, "at": now(), "installed_at": installed});
+    std::fs::write(update.join("outcome.json"), outcome.to_string()).unwrap();
+    let firmware = TestFirmware::new(dir.path(), "0.2.0", "B");
+    let kiosk = Kiosk::start_at(dir.path(), firmware.clone(), clock.clone()).await;
+    wait_until("the success", 20, || fake.closed("31").is_some()).await;
+    let (status, details) = fake.closed("31").unwrap();
+    assert_eq!(status, "closed/success", "{details}");
+    assert!(firmware.calls().is_empty(), "nothing installed again");
+    assert_secret_kept(&kiosk, &secret).await;
+    kiosk.stop().await;
+}
+
+/// The server's maintenance window and the museum's hours both apply: closed, but the window
+/// `unavailable`, nothing installs; the window `available`, but the museum open, nothing
+/// either; both, it installs. And the operator's `forced` installs at once, open or not.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_maintenance_window_and_the_opening_hours_both_hold_and_forced_does_not_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = token("window");
+    let fake = FakeHawkbit::start(&secret, "00:00:01").await;
+    fake.offer(
+        "32",
+        "os",
+        "0.2.0",
+        "docent-0.2.0.raucb",
+        bundle("0.2.0", 1000),
+        json!({"update": "attempt", "maintenanceWindow": "unavailable"}),
+    );
+    let clock = Arc::new(SimClock::at(saturday(0, 19, 0)));
+    let firmware = TestFirmware::new(dir.path(), "0.1.0", "A");
+    let kiosk = Kiosk::start_at(dir.path(), firmware.clone(), clock.clone()).await;
+    open_ten_to_six(&kiosk).await;
+    kiosk.join_fleet(&fake, json!({})).await;
+    stage_until(&kiosk, "the window's wait", |s| {
+        s == "waiting for the maintenance window"
+    })
+    .await;
+    let polls = || {
+        fake.with(|s| {
+            s.seen
+                .iter()
+                .filter(|r| r.path.ends_with("kiosk-1"))
+                .count()
+        })
+    };
+    let before = polls();
+    wait_until("several more polls", 20, || polls() >= before + 3).await;
+    assert!(
+        !firmware.calls().contains(&"install".into()),
+        "nothing installed outside the window: {:?}",
+        firmware.calls()
+    );
+    let feedback = fake.feedback_of("32");
+    assert!(
+        !feedback.iter().any(|(_, d)| d.contains("museum")),
+        "closed: no wait for the museum: {feedback:?}"
+    );
+    // The window opens, the next morning, when the museum is open: the hours still hold it.
+    clock.set(saturday(1, 11, 0));
+    fake.with(|s| {
+        let (_, d) = s.deployment.as_mut().unwrap();
+        d["maintenanceWindow"] = json!("available");
+        s.generation += 1;
+    });
+    wait_until("the museum's wait", 20, || {
+        fake.feedback_of("32")
+            .iter()
+            .any(|(_, d)| d.contains("waiting for the museum to close (today at 18:00)"))
+    })
+    .await;
+    assert!(!firmware.calls().contains(&"install".into()));
+    // Closed, and the window available: installed and rebooted.
+    clock.set(saturday(1, 19, 0));
+    wait_until("the reboot", 20, || {
+        firmware.calls().contains(&"reboot".into())
+    })
+    .await;
+    kiosk.stop().await;
+
+    // Forced by the operator at 11:00, the museum open: installed and rebooted at once.
+    let dir = tempfile::tempdir().unwrap();
+    fake.offer_os("33", "0.2.0", bundle("0.2.0", 1000));
+    clock.set(saturday(0, 11, 0));
+    let firmware = TestFirmware::new(dir.path(), "0.1.0", "A");
+    let kiosk = Kiosk::start_at(dir.path(), firmware.clone(), clock.clone()).await;
+    open_ten_to_six(&kiosk).await;
+    kiosk.join_fleet(&fake, json!({})).await;
+    wait_until("the forced reboot", 20, || {
+        firmware.calls().contains(&"reboot".into())
+    })
+    .await;
+    let feedback = fake.feedback_of("33");
+    assert!(
+        !feedback.iter().any(|(_, d)| d.contains("museum")),
+        "{feedback:?}"
+    );
+    kiosk.stop().await;
+}
+
+/// A content bundle restarts docent: it waits for the closing as firmware does.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_content_bundle_waits_for_the_museum_to_close() {
+    let bundle = exported_content(7).await;
+    let (_, public) = fleet_key(7);
+    let dir = tempfile::tempdir().unwrap();
+    let secret = token("content-hours");
+    let fake = FakeHawkbit::start(&secret, "00:00:01").await;
+    let clock = Arc::new(SimClock::at(saturday(0, 11, 0)));
+    let kiosk = Kiosk::start_at(
+        dir.path(),
+        TestFirmware::new(dir.path(), "0.1.0", "A"),
+        clock.clone(),
+    )
+    .await;
+    open_ten_to_six(&kiosk).await;
+    fake.offer(
+        "34",
+        "docent-content",
+        "2026.11-1",
+        "content.tar",
+        bundle,
+        json!({"update": "attempt"}),
+    );
+    kiosk
+        .join_fleet(&fake, json!({"content_public_key": public}))
+        .await;
+    wait_until("the wait reported", 20, || {
+        fake.feedback_of("34")
+            .iter()
+            .any(|(_, d)| d.contains("waiting for the museum to close (today at 18:00)"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!has(&kiosk, "Ada Lovelace").await, "not applied while open");
+    assert_eq!(fake.closed("34"), None);
+    clock.set(saturday(0, 18, 0));
+    wait_until("the content", 40, || fake.closed("34").is_some()).await;
+    let (status, details) = fake.closed("34").unwrap();
+    assert_eq!(status, "closed/success", "{details}");
+    assert!(has(&kiosk, "Ada Lovelace").await);
+    kiosk.stop().await;
 }

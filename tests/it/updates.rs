@@ -5,13 +5,19 @@
 //! simulated board: `tests/appliance/updates.rs`.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use docent::engine::hours::LocalTime;
+
 use crate::support::browser::Browser;
+use crate::support::clock::SimClock;
 use crate::support::rauc::{COMPATIBLE, RaucRig, Signer};
-use crate::support::{Process, Running, Server, assert_admin_only, sign_in, sorted_names};
+use crate::support::{
+    Process, Running, Server, Started, assert_admin_only, sign_in, sorted_names, start_kiosk,
+};
 
 const PASSWORD: &str = "update-test-password";
 
@@ -560,7 +566,7 @@ fn install(
     http.post(format!("{base}/api/v1/system/update/install"))
         .header("cookie", cookie)
         .header("origin", base)
-        .json(&json!({ "force": force }))
+        .json(&json!({ "force": force, "when": "now" }))
 }
 
 /// An upload's verdict `v`: not accepted, and older than the running version or not.
@@ -665,4 +671,287 @@ async fn after_a_fallback_the_old_version_opens_its_copy_of_the_data() {
         data.join("docent-schema-99.redb").exists(),
         "the newer data is set aside"
     );
+}
+
+/// `GET /api/v1/system/update` as the administrator.
+async fn update_json(s: &Server, cookie: &str) -> Value {
+    s.get_as("/api/v1/system/update", cookie)
+        .await
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Open 10:00 to 18:00 every day (the `hours` section of the settings).
+fn ten_to_six() -> Value {
+    let day = json!({"open": "10:00", "close": "18:00"});
+    json!({"hours": {"enabled": true, "week": [day, day, day, day, day, day, day]}})
+}
+
+/// Issue 35: a reboot asked for "when the museum closes" at 11:00 waits for 18:00 (kept across a
+/// restart), the System page shows it and cancels it, and it happens at the closing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reboot_when_the_museum_closes_waits_for_the_closing_and_the_system_page_shows_it() {
+    let data = tempfile::tempdir().unwrap();
+    let run = tempfile::tempdir().unwrap();
+    let reboot = run.path().join("reboot");
+    let clock = Arc::new(SimClock::at(LocalTime::new(2026, 11, 28, 11, 0)));
+    let start = || {
+        let config = docent::config::Config {
+            data_dir: data.path().to_path_buf(),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            devices: docent::config::DeviceMode::None,
+            access: docent::config::AccessConfig {
+                admin_password: Some(PASSWORD.into()),
+                ..Default::default()
+            },
+            update: docent::config::UpdateConfig {
+                reboot_request: reboot.clone(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let clock = clock.clone();
+        async move {
+            let started = start_kiosk(config).await;
+            started.ready.engine.use_clock(clock);
+            started
+        }
+    };
+    let Started { ready, stop, task } = start().await;
+    ready.engine.update_settings(&ten_to_six()).unwrap();
+    let base = format!("http://{}", ready.addr);
+    let s = Server::attach_to(ready.addr);
+    let cookie = sign_in(&s, PASSWORD).await;
+
+    let res = write(&s, "/api/v1/system/reboot", &cookie)
+        .json(&json!({ "when": "closed" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    assert_eq!(res.json::<Value>().await.unwrap()["status"], "scheduled");
+    let u = update_json(&s, &cookie).await;
+    assert_eq!(
+        u["scheduled_reboot"],
+        json!({ "when": "today at 18:00" }),
+        "{u}"
+    );
+    assert_eq!(u["closing"], "today at 18:00");
+    assert_eq!(u["scheduled_install"], Value::Null);
+    // The scheduler looks every 3 s: it has looked, and waits.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(!reboot.exists(), "no reboot while the museum is open");
+
+    // The System page: waiting for the closing offered first, the scheduled reboot shown and
+    // cancelled, then asked for again from the page.
+    let mut b = Browser::launch().await;
+    b.sign_in_page(&base, PASSWORD).await;
+    b.goto(&format!("{base}/console/system")).await;
+    let text = |id: &str| format!("document.getElementById('{id}').textContent");
+    let shown = |id: &str| format!("!document.getElementById('{id}').hidden");
+    b.wait_for(
+        &text("reboot-scheduled-text"),
+        json!("The kiosk reboots when the museum closes (today at 18:00)."),
+    )
+    .await;
+    assert_eq!(b.eval(&shown("reboot-scheduled")).await, true);
+    assert_eq!(
+        b.eval("document.getElementById('reboot-buttons').firstElementChild.textContent")
+            .await,
+        "Reboot when the museum closes (today at 18:00)"
+    );
+    b.screenshot("system-reboot-scheduled").await;
+    b.eval("document.getElementById('reboot-scheduled-cancel').click()")
+        .await;
+    b.wait_for(&shown("reboot-scheduled"), json!(false)).await;
+    assert_eq!(
+        update_json(&s, &cookie).await["scheduled_reboot"],
+        Value::Null
+    );
+    b.eval("document.getElementById('reboot-closed').click()")
+        .await;
+    b.wait_for(&shown("reboot-scheduled"), json!(true)).await;
+    assert_eq!(
+        update_json(&s, &cookie).await["scheduled_reboot"]["when"],
+        "today at 18:00"
+    );
+    drop(b);
+
+    // A restart keeps it (the engine let go first, so that the store opens again).
+    drop(ready);
+    let _ = stop.send(());
+    task.await.unwrap();
+    let Started { ready, stop, task } = start().await;
+    let s = Server::attach_to(ready.addr);
+    let cookie = sign_in(&s, PASSWORD).await;
+    let u = update_json(&s, &cookie).await;
+    assert_eq!(u["scheduled_reboot"]["when"], "today at 18:00", "{u}");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(!reboot.exists(), "still no reboot while the museum is open");
+
+    // 18:00: closed, nobody visiting: the reboot is asked for, and forgotten.
+    clock.set(LocalTime::new(2026, 11, 28, 18, 0));
+    let asked = Instant::now();
+    while !reboot.exists() {
+        assert!(
+            asked.elapsed() < Duration::from_secs(15),
+            "no reboot at the closing"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let u = update_json(&s, &cookie).await;
+    assert_eq!(u["scheduled_reboot"], Value::Null, "{u}");
+    assert_eq!(u["closing"], Value::Null, "closed");
+    let _ = stop.send(());
+    task.await.unwrap();
+}
+
+/// `TZ` for a process whose local time is `target` seconds into the day now (a POSIX rule with
+/// seconds in its offset: the process's own clock, no simulation).
+fn zone_at(target: u64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let ahead = (target + 86_400 - now % 86_400) % 86_400;
+    // East of UTC is a negative POSIX offset; more than 12 h ahead is the day before, west.
+    let (sign, offset) = if ahead <= 43_200 {
+        ('-', ahead)
+    } else {
+        ('+', 86_400 - ahead)
+    };
+    format!(
+        "DOC{sign}{:02}:{:02}:{:02}",
+        offset / 3600,
+        offset / 60 % 60,
+        offset % 60
+    )
+}
+
+/// Issue 35: "install when the museum closes", asked at 17:59 by the kiosk's own clock (its
+/// `TZ`), with a real RAUC: nothing installs before 18:00, a cancel forgets it, a restart keeps
+/// it with its bundle, and at 18:00 the install starts.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_install_when_the_museum_closes_waits_for_the_closing_and_can_be_cancelled() {
+    let rig = RaucRig::start();
+    let good = rig.bundle("good", COMPATIBLE, "0.2.0", Signer::Kiosk);
+    let data = tempfile::tempdir().unwrap();
+    // The kiosk's local time is 17:59:00 now: it closes in a minute.
+    let closes = Instant::now() + Duration::from_secs(60);
+    let tz = zone_at(17 * 3600 + 59 * 60);
+    let etc = rig.dir.path().to_path_buf();
+    std::fs::write(etc.join("os-release"), "ID=docent\nVERSION_ID=0.1.0\n").unwrap();
+    let start = || {
+        Process::new()
+            .args(["--devices", "none"])
+            .data_dir(data.path())
+            .env("ADMIN_PASSWORD", PASSWORD)
+            .env("DBUS_SYSTEM_BUS_ADDRESS", &rig.address)
+            .env("TZ", &tz)
+            .config(&format!(
+                "[update]\nos_release = \"{}\"\nreboot_request = \"{}\"\n",
+                etc.join("os-release").display(),
+                etc.join("reboot").display()
+            ))
+            .start()
+    };
+    let mut server = start().await;
+    let s = Server::attach(&server);
+    let cookie = sign_in(&s, PASSWORD).await;
+    let res = s
+        .http
+        .put(format!("{}/api/v1/settings", s.base))
+        .header("cookie", &cookie)
+        .header("origin", &s.base)
+        .json(&ten_to_six())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let slot_b = rig.slot_image("B");
+    let http = s.http.clone();
+    let v = upload(&server, &http, &cookie, &good).await;
+    assert_eq!(v["accepted"], true, "{v}");
+    let when_closed = |s: &Server| {
+        write(s, "/api/v1/system/update/install", &cookie).json(&json!({ "when": "closed" }))
+    };
+    let res = when_closed(&s).send().await.unwrap();
+    assert_eq!(res.status(), 202);
+    let u: Value = res.json().await.unwrap();
+    assert_eq!(
+        u["scheduled_install"],
+        json!({ "when": "today at 18:00" }),
+        "{u}"
+    );
+    assert_eq!(u["operation"], "idle");
+
+    // Cancelled: forgotten, the bundle kept; scheduled again.
+    let res = s
+        .http
+        .delete(format!("{}/api/v1/system/update/install", s.base))
+        .header("cookie", &cookie)
+        .header("origin", &s.base)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let u: Value = res.json().await.unwrap();
+    assert_eq!(u["scheduled_install"], Value::Null, "{u}");
+    assert_eq!(u["checked"]["version"], "0.2.0");
+    assert!(data.path().join("update/bundle.raucb").exists());
+    assert_eq!(when_closed(&s).send().await.unwrap().status(), 202);
+
+    // A restart keeps the schedule and its bundle.
+    server.kill().await;
+    let server = start().await;
+    let s = Server::attach(&server);
+    let cookie = sign_in(&s, PASSWORD).await;
+    let u = update_status(&server, &http, &cookie).await;
+    assert_eq!(u["scheduled_install"]["when"], "today at 18:00", "{u}");
+    assert_eq!(u["checked"]["version"], "0.2.0");
+    assert!(
+        Instant::now() < closes,
+        "the steps before the closing took too long on this machine"
+    );
+
+    // Nothing before 18:00; the install starts at the closing.
+    let started = loop {
+        let u = update_status(&server, &http, &cookie).await;
+        if u["operation"] != "idle" {
+            break u;
+        }
+        assert!(
+            Instant::now() < closes + Duration::from_secs(30),
+            "no install after the closing: {u}\n{}",
+            server.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        Instant::now() + Duration::from_secs(1) >= closes,
+        "installed before the closing: {started}"
+    );
+    assert_eq!(started["scheduled_install"], Value::Null, "{started}");
+    assert_eq!(started["closing"], Value::Null, "{started}");
+    // Installing, installed into slot B, or RAUC's reason where this machine cannot mount a
+    // verity bundle: in each case the install was started.
+    let status = loop {
+        let u = update_status(&server, &http, &cookie).await;
+        if u["operation"] != "installing" {
+            break u;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    match status["operation"].as_str() {
+        Some("installed") => assert_ne!(rig.slot_image("B"), slot_b, "slot B holds it"),
+        Some("failed") => assert!(
+            status["error"]
+                .as_str()
+                .unwrap()
+                .contains("RAUC could not install it"),
+            "{status}"
+        ),
+        other => panic!("unexpected operation {other:?}: {status}"),
+    }
 }

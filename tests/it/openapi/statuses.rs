@@ -283,6 +283,8 @@ async fn specific(p: &mut Probe) {
         let req = admin(p, Method::POST, path);
         let req = if path.ends_with("install") {
             req.json(&json!({ "force": false }))
+        } else if path.ends_with("reboot") {
+            req.json(&json!({ "when": "now" }))
         } else {
             req.header("content-type", "application/octet-stream")
                 .body(vec![0u8; 16])
@@ -298,6 +300,19 @@ async fn specific(p: &mut Probe) {
             status,
         )
         .await;
+    }
+    // Nothing scheduled for the closing: a cancel says so all the same.
+    for path in ["/api/v1/system/update/install", "/api/v1/system/reboot"] {
+        let body = p
+            .expect(
+                &format!("DELETE {path} 200"),
+                admin(p, Method::DELETE, path),
+                200,
+            )
+            .await;
+        let status: Value = serde_json::from_str(&body).unwrap_or_default();
+        assert_eq!(status["scheduled_install"], Value::Null, "{body}");
+        assert_eq!(status["scheduled_reboot"], Value::Null, "{body}");
     }
     // A character with an image, idle clips and a knowledge file.
     let body = p

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use sha2::Digest as _;
 use tokio::sync::watch;
 
+use crate::clock::SimClock;
 use crate::fake_hawkbit::{CONTROLLER, FakeHawkbit, TENANT};
 
 /// The update service of these tests.
@@ -120,6 +121,20 @@ pub struct Kiosk {
 
 impl Kiosk {
     pub async fn start(dir: &Path, firmware: Arc<TestFirmware>) -> Kiosk {
+        Kiosk::start_with(dir, firmware, None).await
+    }
+
+    /// Started with the kiosk's local time read from `clock` (`docent::Run::clock`), in every
+    /// run after a restart as well.
+    pub async fn start_at(dir: &Path, firmware: Arc<TestFirmware>, clock: Arc<SimClock>) -> Kiosk {
+        Kiosk::start_with(dir, firmware, Some(clock)).await
+    }
+
+    async fn start_with(
+        dir: &Path,
+        firmware: Arc<TestFirmware>,
+        clock: Option<Arc<SimClock>>,
+    ) -> Kiosk {
         // The ring of recent lines that `assert_secret_kept` reads.
         docent::logs::init();
         let (addr_tx, mut addr) = watch::channel(None);
@@ -140,15 +155,17 @@ impl Kiosk {
                 };
                 let addr_tx = addr_tx.clone();
                 let mut stop_rx = stop_rx.clone();
+                let mut run = docent::Run::new(config).firmware(firmware.clone());
+                if let Some(clock) = &clock {
+                    run = run.clock(clock.clone());
+                }
                 let stopped = docent::run(
-                    docent::Run::new(config)
-                        .firmware(firmware.clone())
-                        .on_ready(move |ready| {
-                            let _ = addr_tx.send(Some(ready.addr));
-                        })
-                        .shutdown(async move {
-                            let _ = stop_rx.wait_for(|s| *s).await;
-                        }),
+                    run.on_ready(move |ready| {
+                        let _ = addr_tx.send(Some(ready.addr));
+                    })
+                    .shutdown(async move {
+                        let _ = stop_rx.wait_for(|s| *s).await;
+                    }),
                 )
                 .await
                 .expect("docent runs");

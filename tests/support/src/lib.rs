@@ -190,11 +190,17 @@ impl Server {
 
     /// A client of a running process that the test keeps owning (no data directory of its own).
     pub fn attach(running: &Running) -> Server {
+        Server::attach_to(running.addr)
+    }
+
+    /// A client of the kiosk at `addr` that the test keeps owning (a process, or a kiosk that
+    /// `start_kiosk` started).
+    pub fn attach_to(addr: SocketAddr) -> Server {
         // No server runs in this process to have installed it.
         let _ = rustls::crypto::ring::default_provider().install_default();
         Server {
-            base: running.base(),
-            addr: running.addr,
+            base: format!("http://{addr}"),
+            addr,
             http: reqwest::Client::new(),
             dir: tempfile::tempdir().unwrap(),
             stop: None,

@@ -39,6 +39,15 @@ function showFirmware(u) {
       : `Last update: ${o.to} failed its start check (${o.reason}) and was rolled back on ${when}; ${o.from} runs.`;
     outcome.className = o.result === 'updated' ? '' : 'error';
   }
+  // While the museum is open by its hours, waiting for the closing is offered first.
+  const closing = u.closing ? ` (${u.closing})` : '';
+  $('update-install-closed').textContent = `Install when the museum closes${closing}`;
+  $('reboot-closed').textContent = `Reboot when the museum closes${closing}`;
+  for (const [row, now, later] of [['update-install-buttons', 'update-install', 'update-install-closed'], ['reboot-buttons', 'reboot', 'reboot-closed']]) {
+    $(row).prepend($(u.closing ? later : now));
+  }
+  showScheduled('update', u.scheduled_install, 'The update installs');
+  showScheduled('reboot', u.scheduled_reboot, 'The kiosk reboots');
   const progress = $('update-progress');
   progress.hidden = u.operation !== 'installing';
   progress.value = u.progress.percent;
@@ -53,12 +62,24 @@ function showFirmware(u) {
   }
 }
 
+/** What waits for the museum to close (`s`: its `when`), with its cancel button. */
+function showScheduled(id, s, what) {
+  $(`${id}-scheduled`).hidden = !s;
+  if (s) {
+    $(`${id}-scheduled-text`).textContent = s.when
+      ? `${what} when the museum closes (${s.when}).`
+      : `${what} within seconds: the museum is closed (or once the visit under way ends).`;
+  }
+}
+
+/** Follows an install (every second) and what is scheduled (every five) until neither is left. */
 async function followInstall() {
   for (;;) {
     const u = await api('GET', '/api/v1/system/update');
     showFirmware(u);
-    if (u.operation !== 'installing') return u;
-    await new Promise((r) => setTimeout(r, 1000));
+    const waiting = u.scheduled_install || u.scheduled_reboot;
+    if (u.operation !== 'installing' && !waiting) return u;
+    await new Promise((r) => setTimeout(r, u.operation === 'installing' ? 1000 : 5000));
   }
 }
 
@@ -98,18 +119,38 @@ $('update-check').addEventListener('click', async () => {
   }
 });
 
-$('update-install').addEventListener('click', () => guarded(async () => {
-  if (!confirm('Install this update? The kiosk keeps running until you reboot it.')) return;
+/** Installs the checked bundle `when` ('now' or 'closed'). */
+async function install(when) {
   $('update-install-row').hidden = true;
-  await api('POST', '/api/v1/system/update/install', { force: $('update-force').checked });
+  await api('POST', '/api/v1/system/update/install', { force: $('update-force').checked, when });
   $('update-verdict').textContent = '';
   await followInstall();
+}
+
+$('update-install').addEventListener('click', () => guarded(async () => {
+  if (!confirm('Install this update? The kiosk keeps running until you reboot it.')) return;
+  await install('now');
+}, $('update-error')));
+
+$('update-install-closed').addEventListener('click', () => guarded(() => install('closed'), $('update-error')));
+
+$('update-scheduled-cancel').addEventListener('click', () => guarded(async () => {
+  showFirmware(await api('DELETE', '/api/v1/system/update/install'));
 }, $('update-error')));
 
 $('reboot').addEventListener('click', () => guarded(async () => {
   if (!confirm('Reboot the kiosk now? A visitor\'s conversation is cut; it is back in about a minute.')) return;
-  await api('POST', '/api/v1/system/reboot');
+  await api('POST', '/api/v1/system/reboot', { when: 'now' });
   await comeBack($('update-status'), 'Rebooting... the page reloads when the kiosk is back.', 300000);
+}, $('update-error')));
+
+$('reboot-closed').addEventListener('click', () => guarded(async () => {
+  await api('POST', '/api/v1/system/reboot', { when: 'closed' });
+  await followInstall();
+}, $('update-error')));
+
+$('reboot-scheduled-cancel').addEventListener('click', () => guarded(async () => {
+  showFirmware(await api('DELETE', '/api/v1/system/reboot'));
 }, $('update-error')));
 
 guarded(followInstall, $('update-error'));
