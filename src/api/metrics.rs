@@ -99,6 +99,8 @@ fn scrape(s: &AppState) -> String {
     families.retain(|f| match f.name() {
         "docent_soc_temperature_celsius" => temperature.is_some(),
         "docent_rpi_throttled" => throttled.is_some(),
+        // Never open yet: no share to give.
+        "docent_availability_ratio" => !http.availability.get().is_nan(),
         _ => true,
     });
     let mut out = Vec::with_capacity(SCRAPE_BYTES);
@@ -107,6 +109,9 @@ fn scrape(s: &AppState) -> String {
         .expect("the text format writes to memory");
     String::from_utf8(out).expect("the text format is UTF-8")
 }
+
+/// The period of the availability gauges, as the dashboard shows it.
+const AVAILABILITY_DAYS: u16 = 30;
 
 /// What a scrape usually takes (some 8 KiB).
 const SCRAPE_BYTES: usize = 16 * 1024;
@@ -291,6 +296,9 @@ pub struct Http {
     reserve: IntGauge,
     resident: IntGauge,
     open: IntGauge,
+    availability: Gauge,
+    opening_secs: IntGauge,
+    serving_secs: IntGauge,
     firmware: IntGaugeVec,
     fleet_enabled: IntGauge,
     fleet_paused: IntGauge,
@@ -376,6 +384,18 @@ impl Default for Http {
                 "docent_open",
                 "Whether the kiosk is open now by its opening hours (1) or closed (0).",
             ),
+            availability: float(
+                "docent_availability_ratio",
+                "The share of the last 30 days' opening hours the kiosk was fully serving (0 to 1).",
+            ),
+            opening_secs: gauge(
+                "docent_availability_open_seconds",
+                "Seconds the kiosk was open by its opening hours in the last 30 days.",
+            ),
+            serving_secs: gauge(
+                "docent_availability_serving_seconds",
+                "Of those, the seconds it was fully serving (devices and providers healthy).",
+            ),
             firmware: gauges(
                 "docent_firmware_info",
                 "The firmware version and the RAUC slot it booted from (always 1).",
@@ -438,8 +458,15 @@ impl Http {
         if let Some(rss) = resident_bytes() {
             self.resident.set(i64::try_from(rss).unwrap_or(i64::MAX));
         }
-        let now = crate::engine::hours::LocalTime::now();
-        self.open.set(i64::from(e.settings().hours.at(now).open));
+        self.open.set(i64::from(e.opening().open));
+        if let Ok(a) = e.availability(AVAILABILITY_DAYS) {
+            self.opening_secs
+                .set(i64::try_from(a.open_secs).unwrap_or(i64::MAX));
+            self.serving_secs
+                .set(i64::try_from(a.serving_secs).unwrap_or(i64::MAX));
+            self.availability
+                .set(a.percent.map_or(f64::NAN, |p| p / 100.0));
+        }
         let version = s
             .updates
             .firmware_version()

@@ -123,6 +123,22 @@ async fn a_day_with_the_provider_down_half_an_hour_is_93_75_percent_available() 
     // The route takes a period, and refuses one it does not keep.
     let one = s.get_json("/api/v1/system/availability?days=1", 200).await;
     assert_eq!(one["percent"], 93.75, "{one}");
+    // The metrics carry it.
+    let scrape = s
+        .get("/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "docent_availability_ratio 0.9375",
+        "docent_availability_open_seconds 28800",
+        "docent_availability_serving_seconds 27000",
+    ] {
+        assert!(scrape.lines().any(|l| l == line), "{line} in:\n{scrape}");
+    }
     s.get_json("/api/v1/system/availability?days=0", 400).await;
     s.get_json("/api/v1/system/availability?days=401", 400)
         .await;

@@ -312,6 +312,15 @@ async fn promtool_accepts_a_live_scrape() {
         "promtool check metrics: {said}\n{text}"
     );
     assert_eq!(said.trim(), "", "no lint: {said}");
+    // And docs/operations.md says what each one means.
+    let doc = std::fs::read_to_string(repo().join("docs/operations.md")).unwrap();
+    for family in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+        let name = family.split(' ').next().unwrap();
+        assert!(
+            doc.contains(&format!("`{name}`")),
+            "docs/operations.md does not describe {name}"
+        );
+    }
 }
 
 #[test]
