@@ -1109,6 +1109,16 @@ async fn open_ten_to_six(kiosk: &Kiosk) {
 }
 
 /// Saturday 28 November 2026 at `hour`:`minute` (and the days after it).
+/// The polls of the controller's root resource the fake server has seen.
+fn polls_of(fake: &FakeHawkbit) -> usize {
+    fake.with(|s| {
+        s.seen
+            .iter()
+            .filter(|r| r.path.ends_with("kiosk-1"))
+            .count()
+    })
+}
+
 fn saturday(day: u8, hour: u8, minute: u8) -> LocalTime {
     LocalTime::new(2026, 11, 28 + day, hour, minute)
 }
@@ -1168,14 +1178,7 @@ async fn a_deployment_waits_for_the_museum_to_close_to_install_and_to_reboot() {
         waiting(&fake.feedback_of("31")) > 0
     })
     .await;
-    let polls = || {
-        fake.with(|s| {
-            s.seen
-                .iter()
-                .filter(|r| r.path.ends_with("kiosk-1"))
-                .count()
-        })
-    };
+    let polls = || polls_of(&fake);
     let before = polls();
     wait_until("several more polls", 20, || polls() >= before + 4).await;
     assert!(
@@ -1275,14 +1278,7 @@ async fn the_maintenance_window_and_the_opening_hours_both_hold_and_forced_does_
         s == "waiting for the maintenance window"
     })
     .await;
-    let polls = || {
-        fake.with(|s| {
-            s.seen
-                .iter()
-                .filter(|r| r.path.ends_with("kiosk-1"))
-                .count()
-        })
-    };
+    let polls = || polls_of(&fake);
     let before = polls();
     wait_until("several more polls", 20, || polls() >= before + 3).await;
     assert!(
